@@ -1,0 +1,300 @@
+/* record.c: `loupe record`: runs a program with libloupe_preload.so preloaded, which traces it
+ * from start to exit (see src/preload/preload.c), then prints the run directory and the counts.
+ * Returns the program's exit status (128 + N when a signal N killed it). */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <loupe/loupe.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: loupe record [options] -- PROGRAM [ARGS...]\n"
+            "\n"
+            "Runs PROGRAM with loupe preloaded and traces it from start to exit: its loupe\n"
+            "annotations (when it uses loupe, linked as a shared library) and, when it was\n"
+            "built with -finstrument-functions, one zone per function call. Writes a run\n"
+            "directory LOG_DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ with <host>.trace.json.gz\n"
+            "and prints its path. Exits with PROGRAM's exit status.\n"
+            "\n"
+            "options:\n"
+            "  -o, --log-dir DIR      log directory (default: ./loupe-log)\n"
+            "  --level N              host tracer level: 0 records nothing, 1 critical,\n"
+            "                         2 info (default), 3 verbose\n"
+            "  --buffer-events N      per-thread buffer capacity in events, 16 bytes each\n"
+            "                         (default %u; a zone is 2 events)\n"
+            "  --keep-last            when a buffer fills, overwrite the oldest events\n"
+            "                         (default: keep the first, drop and count the rest)\n"
+            "  --perfetto             also write perfetto_trace.json.gz\n"
+            "  -q, --quiet            print only the run directory\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "A program killed by a signal writes no trace. Statically linked programs (or ones\n"
+            "linked with libloupe.a) cannot be recorded this way: call loupe_start_trace().\n"
+            "\n"
+            "example:\n"
+            "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
+            "  loupe summary /tmp/prof\n",
+            LOUPE_DEFAULT_BUFFER_EVENTS);
+}
+
+/* The preload library: beside this executable (build tree), else in the install libdir. */
+static int find_preload(char *buf, size_t size) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            *slash = 0;
+            int n1 = snprintf(buf, size, "%s/libloupe_preload.so", exe);
+            if (n1 > 0 && (size_t)n1 < size && access(buf, R_OK) == 0) {
+                return 0;
+            }
+            int n2 = snprintf(buf, size, "%s/../lib/libloupe_preload.so", exe);
+            if (n2 > 0 && (size_t)n2 < size && access(buf, R_OK) == 0) {
+                return 0;
+            }
+        }
+    }
+#ifdef LOUPE_INSTALL_LIBDIR
+    snprintf(buf, size, "%s/libloupe_preload.so", LOUPE_INSTALL_LIBDIR);
+    if (access(buf, R_OK) == 0) {
+        return 0;
+    }
+#endif
+    return -1;
+}
+
+static int parse_u(const char *s, unsigned long max, unsigned long *out) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != 0 || v > max || s[0] == '-') {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static void read_result(const char *path, char *run_dir, size_t rsize, char *lines, size_t lsize,
+                        int *status) {
+    FILE *f = fopen(path, "r");
+    *status = -1000;
+    run_dir[0] = 0;
+    lines[0] = 0;
+    if (f == NULL) {
+        return;
+    }
+    char line[8192];
+    size_t used = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = 0;
+        char *eq = strchr(line, '=');
+        if (eq == NULL) {
+            continue;
+        }
+        *eq = 0;
+        const char *k = line, *v = eq + 1;
+        if (strcmp(k, "status") == 0) {
+            *status = atoi(v);
+        } else if (strcmp(k, "run_dir") == 0) {
+            snprintf(run_dir, rsize, "%s", v);
+        }
+        int w = snprintf(lines + used, lsize - used, "%s=%s\n", k, v);
+        if (w > 0 && (size_t)w < lsize - used) {
+            used += (size_t)w;
+        }
+    }
+    fclose(f);
+}
+
+static const char *field(const char *lines, const char *key, char *buf, size_t size) {
+    size_t kl = strlen(key);
+    buf[0] = 0;
+    for (const char *p = lines; p && *p;) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            size_t l = strcspn(p + kl + 1, "\n");
+            snprintf(buf, size, "%.*s", (int)l, p + kl + 1);
+            break;
+        }
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    return buf;
+}
+
+int loupe_cmd_record(int argc, char **argv) {
+    const char *log_dir = "loupe-log";
+    const char *level = NULL, *buffer = NULL;
+    int perfetto = 0, quiet = 0, keep_last = 0;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if ((strcmp(a, "-o") == 0 || strcmp(a, "--log-dir") == 0) && i + 1 < argc) {
+            log_dir = argv[++i];
+        } else if (strcmp(a, "--level") == 0 && i + 1 < argc) {
+            level = argv[++i];
+        } else if (strcmp(a, "--buffer-events") == 0 && i + 1 < argc) {
+            buffer = argv[++i];
+        } else if (strcmp(a, "--perfetto") == 0) {
+            perfetto = 1;
+        } else if (strcmp(a, "--keep-last") == 0) {
+            keep_last = 1;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr,
+                    "loupe record: unknown or incomplete option '%s'\n"
+                    "Run 'loupe record --help' for usage.\n",
+                    a);
+            return 2;
+        } else {
+            break; /* the program, without a "--" */
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "loupe record: no program to run\n"
+                        "usage: loupe record [options] -- PROGRAM [ARGS...]\n");
+        return 2;
+    }
+    unsigned long v;
+    if (level != NULL && parse_u(level, 3, &v) != 0) {
+        fprintf(stderr, "loupe record: --level must be 0, 1, 2 or 3, not '%s'\n", level);
+        return 2;
+    }
+    if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
+        fprintf(stderr, "loupe record: --buffer-events must be a number from 64 to %u, not '%s'\n",
+                UINT32_MAX, buffer);
+        return 2;
+    }
+    char preload[PATH_MAX];
+    if (find_preload(preload, sizeof preload) != 0) {
+        fprintf(stderr, "loupe record: cannot find libloupe_preload.so next to the loupe "
+                        "command or in its library directory; is loupe installed?\n");
+        return 1;
+    }
+    char abs_log[PATH_MAX];
+    if (log_dir[0] != '/') {
+        char cwd[PATH_MAX];
+        if (getcwd(cwd, sizeof cwd) == NULL) {
+            fprintf(stderr, "loupe record: cannot read the working directory: %s\n",
+                    strerror(errno));
+            return 1;
+        }
+        int n = snprintf(abs_log, sizeof abs_log, "%s/%s", cwd, log_dir);
+        if (n < 0 || (size_t)n >= sizeof abs_log) {
+            fprintf(stderr, "loupe record: the log directory path is too long\n");
+            return 2;
+        }
+    } else {
+        snprintf(abs_log, sizeof abs_log, "%s", log_dir);
+    }
+    char result[] = "/tmp/loupe-record-XXXXXX";
+    int rfd = mkstemp(result);
+    if (rfd < 0) {
+        fprintf(stderr, "loupe record: cannot create a temporary file in /tmp: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    close(rfd);
+    /* libloupe.so goes first: its __cyg_profile_func_* must win over glibc's no-op ones, which
+     * an executable built with -finstrument-functions binds to otherwise. */
+    char lib[PATH_MAX + 32];
+    snprintf(lib, sizeof lib, "%s", preload);
+    char *base = strrchr(lib, '/');
+    snprintf(base + 1, sizeof lib - (size_t)(base + 1 - lib), "libloupe.so.0");
+    char ldp[PATH_MAX * 3];
+    const char *old = getenv("LD_PRELOAD");
+    snprintf(ldp, sizeof ldp, "%s:%s%s%s", lib, preload, old && *old ? ":" : "", old ? old : "");
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));
+        unlink(result);
+        return 1;
+    }
+    if (pid == 0) {
+        setenv("LD_PRELOAD", ldp, 1);
+        setenv("LOUPE_RECORD_DIR", abs_log, 1);
+        setenv("LOUPE_RECORD_RESULT", result, 1);
+        if (level) {
+            setenv("LOUPE_RECORD_LEVEL", level, 1);
+        }
+        if (buffer) {
+            setenv("LOUPE_RECORD_BUFFER_EVENTS", buffer, 1);
+        }
+        if (perfetto) {
+            setenv("LOUPE_RECORD_PERFETTO", "1", 1);
+        }
+        if (keep_last) {
+            setenv("LOUPE_RECORD_OVERFLOW", "last", 1);
+        }
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], strerror(errno));
+        _exit(127);
+    }
+    /* The program gets terminal signals itself; loupe waits for it. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    char run_dir[PATH_MAX], lines[16384], lines_err[4096], b1[64], b2[64], b3[64];
+    int status;
+    read_result(result, run_dir, sizeof run_dir, lines, sizeof lines, &status);
+    unlink(result);
+    if (WIFSIGNALED(st)) {
+        fprintf(stderr,
+                "loupe record: %s was killed by signal %d (%s) before it could write "
+                "its trace\n",
+                argv[i], WTERMSIG(st), strsignal(WTERMSIG(st)));
+        return code;
+    }
+    if (status == -1000) {
+        if (code != 127) {
+            fprintf(stderr,
+                    "loupe record: %s exited (status %d) without writing a trace: it "
+                    "may have called _exit(), or be statically linked\n",
+                    argv[i], code);
+        }
+        return code;
+    }
+    if (status != 0) {
+        fprintf(stderr, "loupe record: writing the trace failed: %s\n",
+                field(lines, "error", lines_err, sizeof lines_err));
+        return code ? code : 1;
+    }
+    if (quiet) {
+        printf("%s\n", run_dir);
+        return code;
+    }
+    fprintf(stderr, "loupe record: %s exited with status %d\n", argv[i], code);
+    fprintf(stderr, "loupe record: %s events recorded, %s dropped",
+            field(lines, "events_recorded", b1, sizeof b1),
+            field(lines, "events_dropped", b2, sizeof b2));
+    if (strcmp(b2, "0") != 0) {
+        fprintf(stderr, " (rerun with --buffer-events %s to keep them all)",
+                field(lines, "capacity_needed", b3, sizeof b3));
+    }
+    fprintf(stderr, "\n");
+    printf("%s\n", run_dir);
+    return code;
+}

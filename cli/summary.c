@@ -1,0 +1,548 @@
+/* summary.c: `loupe summary`, a table of a trace's zones (slices) by name: count, total, self
+ * time, mean, p50, p99, max and share of the traced wall time, as text or JSON.
+ *
+ * Uses only the public API: loupe_trace_find() resolves a file, run directory or log_dir, and
+ * loupe_trace_read() gives the model. Self time is a slice's duration minus the durations of its
+ * direct children, found from the model's order (start order, parents first) and depths.
+ * Percentiles are nearest-rank on the sorted durations.
+ */
+#include "cli.h"
+
+#include <loupe/loupe.h>
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_TOP 30
+#define NAME_COLS 60 /* longer names are cut in the table (not in --json) */
+/* Files that take over a second to read (about 50 MB/s of JSON, gzip compressing loupe's traces
+ * about 15 times): then a "reading" line on a terminal. */
+#define SLOW_PLAIN_BYTES (48u << 20)
+#define SLOW_GZIP_BYTES (3u << 20)
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: loupe summary PATH [--by-thread] [--top N] [--json]\n"
+        "\n"
+        "Summarises the zones of a trace: per zone name, the number of slices, their total\n"
+        "time, self time (total minus the time of direct children), mean, p50, p99 (nearest\n"
+        "rank), max, and the total as a percentage of the traced wall time. Rows are sorted\n"
+        "by total time, largest first.\n"
+        "\n"
+        "PATH is a trace file (Chrome JSON, gzipped or not: *.trace.json.gz, *.json,\n"
+        "*.json.gz, from loupe or another tool), a run directory holding one, or a log_dir:\n"
+        "then the newest run under <log_dir>/plugins/profile/ is read.\n"
+        "\n"
+        "options:\n"
+        "  --by-thread   one row per (thread, zone name) instead of per zone name\n"
+        "  --top N       show the N rows with the largest total (default %d; 0 = all)\n"
+        "  --json        print JSON instead of a table: {\"file\", \"duration_ns\", \"threads\",\n"
+        "                \"slices\", \"zones\": [{\"name\", \"thread\" (with --by-thread: the\n"
+        "                tid, and \"thread_name\"), \"count\", \"total_ns\", \"self_ns\",\n"
+        "                \"mean_ns\", \"p50_ns\", \"p99_ns\", \"max_ns\", \"percent\"}],\n"
+        "                \"events_dropped\", \"capacity_needed\", \"unmatched_ends\",\n"
+        "                \"truncated_zones\"}\n"
+        "  -h, --help    show this help\n"
+        "\n"
+        "The header says how many events were dropped when buffers were full, and the\n"
+        "per-thread capacity that would have held them all (loupe record --buffer-events).\n"
+        "\n"
+        "exit status: 0 success, 1 the trace cannot be read, 2 bad usage\n",
+        DEFAULT_TOP);
+}
+
+__attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "loupe summary: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nRun 'loupe summary --help' for usage.\n");
+    va_end(ap);
+    return 2;
+}
+
+typedef struct entry {
+    const char *name;
+    size_t thread;
+    uint64_t dur, self;
+} entry;
+
+typedef struct row {
+    const char *name;
+    size_t thread;
+    uint64_t count, total, self, mean, p50, p99, max;
+    double percent;
+} row;
+
+static int g_by_thread; /* qsort has no context argument */
+
+static int cmp_entry(const void *pa, const void *pb) {
+    const entry *a = pa, *b = pb;
+    int c = strcmp(a->name, b->name);
+    if (c != 0) {
+        return c;
+    }
+    if (g_by_thread && a->thread != b->thread) {
+        return a->thread < b->thread ? -1 : 1;
+    }
+    return a->dur < b->dur ? -1 : (a->dur > b->dur);
+}
+
+static int cmp_row(const void *pa, const void *pb) {
+    const row *a = pa, *b = pb;
+    if (a->total != b->total) {
+        return a->total > b->total ? -1 : 1;
+    }
+    int c = strcmp(a->name, b->name);
+    if (c != 0) {
+        return c;
+    }
+    return a->thread < b->thread ? -1 : (a->thread > b->thread);
+}
+
+/* Nearest rank: the smallest value with at least pct% of the values at or below it. */
+static uint64_t percentile(const entry *sorted, uint64_t n, unsigned pct) {
+    uint64_t rank = (pct * n + 99) / 100;
+    return sorted[rank > 0 ? rank - 1 : 0].dur;
+}
+
+/* The rows of the table (unsorted by total yet): *out, *count. -1 on out-of-memory. */
+static int make_rows(const loupe_model *m, int by_thread, row **out, size_t *count) {
+    size_t n = 0, maxn = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        n += m->threads[t].slice_count;
+        if (m->threads[t].slice_count > maxn) {
+            maxn = m->threads[t].slice_count;
+        }
+    }
+    *out = NULL;
+    *count = 0;
+    if (n == 0) {
+        return 0;
+    }
+    entry *e = malloc(n * sizeof(*e));
+    uint64_t *child = malloc(maxn * sizeof(*child));
+    size_t *stack = malloc(maxn * sizeof(*stack));
+    row *rows = NULL;
+    if (e == NULL || child == NULL || stack == NULL) {
+        goto fail;
+    }
+    size_t k = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        /* stack[d]: the last slice seen at depth d, the parent of the next one at d + 1 */
+        size_t top = 0;
+        memset(child, 0, th->slice_count * sizeof(*child));
+        for (size_t i = 0; i < th->slice_count; i++) {
+            const loupe_slice *s = &th->slices[i];
+            size_t d = s->depth;
+            if (d > top) {
+                d = top; /* a depth the order does not support: treat it as the deepest open */
+            }
+            if (d > 0) {
+                child[stack[d - 1]] += s->dur_ns;
+            }
+            stack[d] = i;
+            top = d + 1;
+        }
+        for (size_t i = 0; i < th->slice_count; i++) {
+            const loupe_slice *s = &th->slices[i];
+            e[k++] =
+                (entry){s->name, t, s->dur_ns, s->dur_ns > child[i] ? s->dur_ns - child[i] : 0};
+        }
+    }
+    g_by_thread = by_thread;
+    qsort(e, n, sizeof(*e), cmp_entry);
+    rows = malloc(n * sizeof(*rows));
+    if (rows == NULL) {
+        goto fail;
+    }
+    size_t r = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        row *w = &rows[r++];
+        memset(w, 0, sizeof(*w));
+        w->name = e[i].name;
+        w->thread = e[i].thread;
+        while (j < n && strcmp(e[j].name, w->name) == 0 &&
+               (!by_thread || e[j].thread == w->thread)) {
+            w->total += e[j].dur;
+            w->self += e[j].self;
+            j++;
+        }
+        w->count = j - i;
+        w->mean = (w->total + w->count / 2) / w->count;
+        w->p50 = percentile(e + i, w->count, 50);
+        w->p99 = percentile(e + i, w->count, 99);
+        w->max = e[j - 1].dur;
+        w->percent = m->duration_ns > 0 ? (double)w->total * 100.0 / (double)m->duration_ns : 0.0;
+        i = j;
+    }
+    qsort(rows, r, sizeof(*rows), cmp_row);
+    free(e);
+    free(child);
+    free(stack);
+    *out = rows;
+    *count = r;
+    return 0;
+fail:
+    free(e);
+    free(child);
+    free(stack);
+    free(rows);
+    return -1;
+}
+
+/* ---- text output ---- */
+
+/* A duration with an adaptive unit: "850 ns", "12.345 µs", "3.000 ms", "1.250 s". */
+static void fmt_dur(char *buf, size_t size, uint64_t ns) {
+    if (ns < 1000) {
+        snprintf(buf, size, "%llu ns", (unsigned long long)ns);
+    } else if (ns < 1000000) {
+        snprintf(buf, size, "%.3f \xc2\xb5s", (double)ns / 1e3);
+    } else if (ns < 1000000000) {
+        snprintf(buf, size, "%.3f ms", (double)ns / 1e6);
+    } else {
+        snprintf(buf, size, "%.3f s", (double)ns / 1e9);
+    }
+}
+
+/* Display columns of UTF-8 text (one per code point). */
+static size_t cols(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) {
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    }
+    return n;
+}
+
+/* A name fit for one table cell: control characters shown as '?', cut to NAME_COLS columns. */
+static void cell_name(char *buf, size_t size, const char *name, size_t max_cols) {
+    size_t o = 0, c = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        int lead = (*p & 0xC0) != 0x80;
+        if (lead && ((c == max_cols - 3 && cols((const char *)p) > 3) || o + 8 >= size)) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        c += (size_t)lead;
+        buf[o++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+    }
+    buf[o] = 0;
+}
+
+enum { NCOL = 10, CELL = 4 * NAME_COLS + 64 };
+
+static const char *const g_head[NCOL] = {"name", "thread", "count", "total", "self",
+                                         "mean", "p50",    "p99",   "max",   "% time"};
+
+/* Cell c of a row (row NULL: the header). */
+static void cell(char *buf, const loupe_model *m, const row *w, size_t c) {
+    if (w == NULL) {
+        snprintf(buf, CELL, "%s", g_head[c]);
+        return;
+    }
+    const loupe_model_thread *th = &m->threads[w->thread];
+    char nm[CELL / 2];
+    switch (c) {
+    case 0:
+        cell_name(buf, CELL, w->name, NAME_COLS);
+        break;
+    case 1:
+        if (th->name[0]) {
+            cell_name(nm, sizeof nm, th->name, 40);
+            snprintf(buf, CELL, "%s (%llu)", nm, (unsigned long long)th->tid);
+        } else {
+            snprintf(buf, CELL, "%llu", (unsigned long long)th->tid);
+        }
+        break;
+    case 2:
+        snprintf(buf, CELL, "%llu", (unsigned long long)w->count);
+        break;
+    case 3:
+        fmt_dur(buf, CELL, w->total);
+        break;
+    case 4:
+        fmt_dur(buf, CELL, w->self);
+        break;
+    case 5:
+        fmt_dur(buf, CELL, w->mean);
+        break;
+    case 6:
+        fmt_dur(buf, CELL, w->p50);
+        break;
+    case 7:
+        fmt_dur(buf, CELL, w->p99);
+        break;
+    case 8:
+        fmt_dur(buf, CELL, w->max);
+        break;
+    default:
+        snprintf(buf, CELL, "%.2f", w->percent);
+        break;
+    }
+}
+
+static void pad(size_t n) {
+    while (n-- > 0) {
+        putchar(' ');
+    }
+}
+
+/* Two passes over the cells: the widths, then the lines (names left, numbers right-aligned). */
+static void print_table(const loupe_model *m, const row *rows, size_t nrows, int by_thread) {
+    size_t width[NCOL] = {0};
+    char buf[CELL];
+    for (size_t i = 0; i <= nrows; i++) {
+        for (size_t c = 0; c < NCOL; c++) {
+            cell(buf, m, i == 0 ? NULL : &rows[i - 1], c);
+            size_t n = cols(buf);
+            width[c] = n > width[c] ? n : width[c];
+        }
+    }
+    for (size_t i = 0; i <= nrows; i++) {
+        for (size_t c = 0; c < NCOL; c++) {
+            if (c == 1 && !by_thread) {
+                continue;
+            }
+            cell(buf, m, i == 0 ? NULL : &rows[i - 1], c);
+            size_t n = cols(buf);
+            if (c > 0) {
+                fputs("  ", stdout);
+            }
+            if (c <= 1) {
+                fputs(buf, stdout);
+                pad(width[c] - n);
+            } else {
+                pad(width[c] - n);
+                fputs(buf, stdout);
+            }
+        }
+        putchar('\n');
+    }
+}
+
+static uint64_t max_capacity(const loupe_model *m) {
+    uint64_t c = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        c = m->threads[t].capacity_needed > c ? m->threads[t].capacity_needed : c;
+    }
+    return c;
+}
+
+static size_t slice_total(const loupe_model *m) {
+    size_t n = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        n += m->threads[t].slice_count;
+    }
+    return n;
+}
+
+static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
+                       size_t shown, int by_thread) {
+    char dur[64];
+    fmt_dur(dur, sizeof dur, m->duration_ns);
+    printf("%s: %zu thread%s, %zu slice%s, %s traced\n", file, m->thread_count,
+           m->thread_count == 1 ? "" : "s", slice_total(m), slice_total(m) == 1 ? "" : "s", dur);
+    uint64_t dropped = loupe_model_events_dropped(m), cap = max_capacity(m);
+    if (dropped > 0 && cap > 0) {
+        printf("events dropped: %llu (capacity that would have held them: %llu events per "
+               "thread)\n",
+               (unsigned long long)dropped, (unsigned long long)cap);
+    } else if (dropped > 0) {
+        printf("events dropped: %llu\n", (unsigned long long)dropped);
+    }
+    if (m->unmatched_ends > 0) {
+        printf("unmatched ends: %llu (zone ends without a begin, ignored)\n",
+               (unsigned long long)m->unmatched_ends);
+    }
+    if (m->truncated_zones > 0) {
+        printf("truncated zones: %llu (still open at the end of the trace, ended there)\n",
+               (unsigned long long)m->truncated_zones);
+    }
+    putchar('\n');
+    if (nrows == 0) {
+        printf("no zones in this trace\n");
+        return;
+    }
+    print_table(m, rows, shown, by_thread);
+    if (shown < nrows) {
+        printf("(%zu more row%s; --top 0 shows all)\n", nrows - shown,
+               nrows - shown == 1 ? "" : "s");
+    }
+}
+
+/* ---- JSON output ---- */
+
+/* A JSON string; jansson wants valid UTF-8 (what the reader gives): other bytes become '?'. */
+static json_t *jstr(const char *s) {
+    json_t *j = json_string(s);
+    if (j != NULL) {
+        return j;
+    }
+    char *c = strdup(s);
+    if (c == NULL) {
+        return NULL;
+    }
+    for (char *p = c; *p; p++) {
+        *p = (unsigned char)*p >= 0x80 ? '?' : *p;
+    }
+    j = json_string(c);
+    free(c);
+    return j;
+}
+
+static json_int_t jint(uint64_t v) {
+    return v > INT64_MAX ? INT64_MAX : (json_int_t)v;
+}
+
+static int print_json(const char *file, const loupe_model *m, const row *rows, size_t shown,
+                      int by_thread) {
+    json_t *root = json_object();
+    json_t *zones = json_array();
+    int bad = root == NULL || zones == NULL;
+    bad |= json_object_set_new(root, "file", jstr(file));
+    bad |= json_object_set_new(root, "duration_ns", json_integer(jint(m->duration_ns)));
+    bad |= json_object_set_new(root, "threads", json_integer(jint(m->thread_count)));
+    bad |= json_object_set_new(root, "slices", json_integer(jint(slice_total(m))));
+    for (size_t i = 0; i < shown && !bad; i++) {
+        const row *w = &rows[i];
+        json_t *z = json_object();
+        bad |= z == NULL || json_array_append_new(zones, z);
+        if (bad) {
+            break;
+        }
+        bad |= json_object_set_new(z, "name", jstr(w->name));
+        if (by_thread) {
+            const loupe_model_thread *th = &m->threads[w->thread];
+            bad |= json_object_set_new(z, "thread", json_integer(jint(th->tid)));
+            bad |= json_object_set_new(z, "thread_name", jstr(th->name));
+        }
+        bad |= json_object_set_new(z, "count", json_integer(jint(w->count)));
+        bad |= json_object_set_new(z, "total_ns", json_integer(jint(w->total)));
+        bad |= json_object_set_new(z, "self_ns", json_integer(jint(w->self)));
+        bad |= json_object_set_new(z, "mean_ns", json_integer(jint(w->mean)));
+        bad |= json_object_set_new(z, "p50_ns", json_integer(jint(w->p50)));
+        bad |= json_object_set_new(z, "p99_ns", json_integer(jint(w->p99)));
+        bad |= json_object_set_new(z, "max_ns", json_integer(jint(w->max)));
+        bad |= json_object_set_new(z, "percent", json_real(w->percent));
+    }
+    bad |= json_object_set(root, "zones", zones);
+    bad |= json_object_set_new(root, "events_dropped",
+                               json_integer(jint(loupe_model_events_dropped(m))));
+    bad |= json_object_set_new(root, "capacity_needed", json_integer(jint(max_capacity(m))));
+    bad |= json_object_set_new(root, "unmatched_ends", json_integer(jint(m->unmatched_ends)));
+    bad |= json_object_set_new(root, "truncated_zones", json_integer(jint(m->truncated_zones)));
+    if (!bad) {
+        bad = json_dumpf(root, stdout, JSON_INDENT(2)) != 0;
+        putchar('\n');
+    }
+    json_decref(zones);
+    json_decref(root);
+    if (bad) {
+        fprintf(stderr, "loupe summary: out of memory writing JSON\n");
+        return 1;
+    }
+    return 0;
+}
+
+static int slow_to_read(const char *file) {
+    struct stat st;
+    unsigned char magic[2] = {0, 0};
+    FILE *f = fopen(file, "rb");
+    if (f == NULL || fstat(fileno(f), &st) != 0 || fread(magic, 1, 2, f) != 2) {
+        if (f != NULL) {
+            fclose(f);
+        }
+        return 0;
+    }
+    fclose(f);
+    int gz = magic[0] == 0x1f && magic[1] == 0x8b;
+    return (uint64_t)st.st_size >= (gz ? SLOW_GZIP_BYTES : SLOW_PLAIN_BYTES);
+}
+
+int loupe_cmd_summary(int argc, char **argv) {
+    const char *path = NULL;
+    int by_thread = 0, as_json = 0, opts_done = 0;
+    size_t top = DEFAULT_TOP;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *num = NULL;
+        if (opts_done || a[0] != '-' || strcmp(a, "-") == 0) {
+            if (path != NULL) {
+                return bad_usage("one PATH only, got '%s' as well", a);
+            }
+            path = a;
+        } else if (strcmp(a, "--") == 0) {
+            opts_done = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--by-thread") == 0) {
+            by_thread = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            as_json = 1;
+        } else if (strcmp(a, "--top") == 0) {
+            if (i + 1 >= argc) {
+                return bad_usage("%s needs a number of rows", a);
+            }
+            num = argv[++i];
+        } else if (strncmp(a, "--top=", 6) == 0) {
+            num = a + 6;
+        } else {
+            return bad_usage("unknown option '%s'", a);
+        }
+        if (num != NULL) {
+            char *end;
+            unsigned long long v = strtoull(num, &end, 10);
+            if (num[0] < '0' || num[0] > '9' || *end != 0 || v > SIZE_MAX) {
+                return bad_usage("--top needs a number of rows (0 = all), not '%s'", num);
+            }
+            top = (size_t)v;
+        }
+    }
+    if (path == NULL) {
+        return bad_usage("no PATH given (a trace file, run directory or log_dir)");
+    }
+    char file[4096];
+    int rc = loupe_trace_find(path, file, sizeof file);
+    loupe_model *m = NULL;
+    if (rc == 0) {
+        if (loupe_cli_tty() && slow_to_read(file)) {
+            fprintf(stderr, "loupe summary: reading %s...\n", file);
+        }
+        rc = loupe_trace_read(file, &m);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "loupe summary: %s: %s\n", loupe_strerror(rc), loupe_last_error());
+        return 1;
+    }
+    row *rows;
+    size_t nrows;
+    if (make_rows(m, by_thread, &rows, &nrows) != 0) {
+        fprintf(stderr, "loupe summary: out of memory\n");
+        loupe_model_free(m);
+        return 1;
+    }
+    size_t shown = top == 0 || top > nrows ? nrows : top;
+    int status = 0;
+    if (as_json) {
+        status = print_json(file, m, rows, shown, by_thread);
+    } else {
+        print_text(file, m, rows, nrows, shown, by_thread);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        status = 1;
+    }
+    free(rows);
+    loupe_model_free(m);
+    return status;
+}

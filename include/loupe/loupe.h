@@ -1,0 +1,25 @@
+/* loupe/loupe.h: the umbrella header. Include this one.
+ *
+ *   loupe/error.h     error codes, loupe_strerror(), loupe_last_error()
+ *   loupe/trace.h     sessions: loupe_start_trace(), loupe_stop_trace(), metadata, thread names
+ *   loupe/annotate.h  zones, steps, arguments, instants, counters, flows (the hot path)
+ *   loupe/model.h     the trace model a stop produces and the readers return
+ *   loupe/reader.h    reading trace files back into the model
+ *
+ * The device-side CUDA recorder (loupe/cuda/) is not included here.
+ */
+#ifndef LOUPE_H
+#define LOUPE_H
+
+#define LOUPE_VERSION_MAJOR 0
+#define LOUPE_VERSION_MINOR 1
+#define LOUPE_VERSION_PATCH 0
+#define LOUPE_VERSION_STRING "0.1.0"
+
+#include <loupe/annotate.h>
+#include <loupe/error.h>
+#include <loupe/model.h>
+#include <loupe/reader.h>
+#include <loupe/trace.h>
+
+#endif

@@ -1,0 +1,200 @@
+/* loupe/trace.h: trace sessions, the jax.profiler contract (start_trace / stop_trace).
+ *
+ * Session state machine (one session per process):
+ *
+ *        loupe_start_trace()                      loupe_stop_trace()
+ *   IDLE ─────────────────────► TRACING ──────────────────────────────► IDLE
+ *     │  start while TRACING: LOUPE_EALREADY_STARTED     (always ends the session, even when
+ *     │  stop while IDLE:     LOUPE_ENOT_STARTED          writing fails; the recorded trace is
+ *     └─ loupe_stop_trace_if_active() while IDLE: 0       kept for loupe_write_last_trace())
+ *
+ * A stop collects every thread's events (threads that already exited included) into a trace
+ * model, writes the run directory
+ *     <log_dir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>[_N]/<host>.trace.json.gz
+ *     (+ perfetto_trace.json.gz with create_perfetto_trace)
+ * and keeps the model until the next start, so that a failed write can be retried elsewhere.
+ *
+ * fork(): a child forked while the parent traces is not tracing (its gate is closed and its copy of
+ * the buffers is discarded at its first loupe call); it may start a trace of its own. The parent's
+ * trace is not affected.
+ */
+#ifndef LOUPE_TRACE_H
+#define LOUPE_TRACE_H
+
+#include <loupe/error.h>
+#include <loupe/export.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Host tracer levels (jax.profiler / TraceMe): an annotation is recorded when its level is
+ * <= the session's level. */
+enum {
+    LOUPE_LEVEL_DEFAULT = 0,  /* in loupe_trace_options: means LOUPE_LEVEL_INFO */
+    LOUPE_LEVEL_CRITICAL = 1, /* user annotations that must always be seen */
+    LOUPE_LEVEL_INFO = 2,     /* the default for annotations and sessions */
+    LOUPE_LEVEL_VERBOSE = 3,  /* fine-grained annotations, function tracing */
+    LOUPE_LEVEL_NONE = -1     /* in loupe_trace_options: record nothing (jax's level 0) */
+};
+
+/** What a full per-thread buffer does. Either way every dropped event is counted. */
+typedef enum loupe_overflow {
+    LOUPE_OVERFLOW_DEFAULT = 0,    /* = LOUPE_OVERFLOW_KEEP_FIRST */
+    LOUPE_OVERFLOW_KEEP_FIRST = 1, /* new events are dropped; room is kept for the ends of the
+                                      zones already open, so recorded zones stay whole */
+    LOUPE_OVERFLOW_KEEP_LAST = 2   /* a ring: the oldest events are overwritten */
+} loupe_overflow;
+
+/** Which files the run directory gets. Bits; 0 = the default (jax.profiler's set). */
+enum {
+    LOUPE_FORMAT_DEFAULT = 0,
+    LOUPE_FORMAT_CHROME_JSON = 1 << 0, /* <host>.trace.json.gz */
+};
+
+/** Default per-thread capacity: 1 Mi events (16 MiB per thread, 16 bytes per event). */
+#define LOUPE_DEFAULT_BUFFER_EVENTS (1u << 20)
+
+/** Options of loupe_start_trace(). Zero-initialise, then set what you need. */
+typedef struct loupe_trace_options {
+    /** Required. The log directory; created (with parents) when missing. Copied. */
+    const char *log_dir;
+    /** LOUPE_LEVEL_DEFAULT (0) = INFO (2); LOUPE_LEVEL_NONE records nothing; 1..3 as above. */
+    int host_tracer_level;
+    /** Non-zero: also write perfetto_trace.json.gz (Chrome JSON without the top-level
+     * "metadata" key, which makes Perfetto's UI show a blank trace: jax-ml/jax#10843). */
+    int create_perfetto_trace;
+    /** Per-thread buffer capacity in events (16 bytes each); 0 = LOUPE_DEFAULT_BUFFER_EVENTS.
+     * Minimum 64. A zone is 2 events; an argument, instant, counter or flow is 2 more. */
+    uint32_t buffer_events;
+    /** Overflow policy; 0 = keep the first events. */
+    loupe_overflow overflow;
+    /** Non-zero: record -finstrument-functions calls (one zone per call, at LOUPE_LEVEL_INFO). */
+    int function_tracing;
+    /** Optional run directory name instead of the local time (like ProfileOptions.session_id).
+     * Must be a single path component. Copied. */
+    const char *run_name;
+    /** LOUPE_FORMAT_* bits; 0 = the default set. */
+    unsigned formats;
+} loupe_trace_options;
+
+/** Events recorded and lost on one thread. */
+typedef struct loupe_thread_stats {
+    uint64_t tid;             /* OS thread id (gettid) */
+    char name[64];            /* thread name, "" when none was set */
+    uint64_t events_recorded; /* events kept in the trace */
+    uint64_t events_dropped;  /* events lost to a full buffer (either policy) or string arena */
+    uint64_t capacity_needed; /* buffer_events that would have held every event */
+} loupe_thread_stats;
+
+#define LOUPE_PATH_MAX 4096
+
+/** What a stop wrote and recorded. */
+typedef struct loupe_trace_result {
+    char run_dir[LOUPE_PATH_MAX];       /* "" when nothing was written */
+    char trace_json[LOUPE_PATH_MAX];    /* <run_dir>/<host>.trace.json.gz, or "" */
+    char perfetto_json[LOUPE_PATH_MAX]; /* <run_dir>/perfetto_trace.json.gz, or "" */
+    uint64_t events_recorded;           /* all threads */
+    uint64_t events_dropped;            /* all threads */
+    uint64_t unmatched_ends;            /* ends without a begin / out of order, ignored */
+    uint64_t truncated_zones;           /* zones still open at the stop, closed there */
+    size_t thread_count;
+    /** Per-thread figures. Lifetime: owned by loupe, valid until the next loupe_start_trace(). */
+    const loupe_thread_stats *threads;
+} loupe_trace_result;
+
+/** Starts a trace session.
+ * Errors: LOUPE_EINVALID (NULL options, missing log_dir, level or policy out of range, a bad
+ * run_name), LOUPE_EALREADY_STARTED, LOUPE_EIO (log_dir cannot be created: the detail names the
+ * path and errno). On error nothing changes. A start drops the trace kept from the last session.
+ * Thread-safety: any thread; concurrent start/stop calls are serialised. */
+LOUPE_API int loupe_start_trace(const loupe_trace_options *options);
+
+/** Stops the session, collects the trace and writes the run directory.
+ * The session ends in every case: after any return, loupe_start_trace() works again.
+ * result may be NULL; otherwise it is filled in (also on a write error: the counts are valid).
+ * Errors: LOUPE_ENOT_STARTED; LOUPE_EIO when a file cannot be written (the detail names the path
+ * and errno; the trace is kept: call loupe_write_last_trace() with another directory);
+ * LOUPE_ENOMEM. Thread-safety: any thread. */
+LOUPE_API int loupe_stop_trace(loupe_trace_result *result);
+
+/** Like loupe_stop_trace(), but returns 0 without doing anything when no trace is active: for
+ * cleanup paths (atexit handlers, error paths). */
+LOUPE_API int loupe_stop_trace_if_active(loupe_trace_result *result);
+
+/** Writes the trace kept from the last stopped session into a new run directory under log_dir,
+ * with the formats of that session. Errors: LOUPE_ENO_TRACE (none kept), LOUPE_EALREADY_STARTED
+ * (a session is running: its start dropped the old trace), LOUPE_EINVALID, LOUPE_EIO, LOUPE_ENOMEM.
+ * Thread-safety: any thread. */
+LOUPE_API int loupe_write_last_trace(const char *log_dir, loupe_trace_result *result);
+
+/** Non-zero while a session is active. Thread-safety: any thread (a relaxed read). */
+LOUPE_API int loupe_is_tracing(void);
+
+/** Adds key=value to the process metadata written into the trace ("metadata" object of the JSON;
+ * a later set of the same key replaces it). Both strings are copied. Up to 256 keys.
+ * Errors: LOUPE_EINVALID (NULL), LOUPE_ENOMEM (too many keys). Thread-safety: any thread. */
+LOUPE_API int loupe_set_metadata(const char *key, const char *value);
+
+/** Removes every metadata pair. Thread-safety: any thread. */
+LOUPE_API void loupe_clear_metadata(void);
+
+/** Names the calling thread in traces (copied, up to 63 bytes). Works before or during a
+ * session and stays for later sessions. Thread-safety: any thread, names the caller. */
+LOUPE_API void loupe_set_thread_name(const char *name);
+
+/* Scoped session, like `with jax.profiler.trace(dir):`.
+ *     int rc;
+ *     LOUPE_TRACE_SCOPE(&opts, &result, &rc) { ... }   // starts, runs the block, stops
+ * result and rc_ptr may be NULL.
+ * The block runs only when the start succeeded. `break` leaves it (and stops); do not `return`
+ * or `goto` out of it (the stop would be skipped; call loupe_stop_trace_if_active() then).
+ * rc_ptr gets the start's code, then the stop's. */
+LOUPE_API int loupe__scope_start(const loupe_trace_options *o, int *rc_out);
+LOUPE_API int loupe__scope_stop(loupe_trace_result *r, int *rc_out);
+#define LOUPE_TRACE_SCOPE(opts, result, rc_ptr)                                                    \
+    for (int loupe__sc = loupe__scope_start((opts), (rc_ptr)); loupe__sc;                          \
+         loupe__sc = loupe__scope_stop((result), (rc_ptr)))
+
+#ifdef __cplusplus
+}
+
+namespace loupe {
+/** RAII session: starts in the constructor, stops in the destructor unless stop() was called.
+ * ok() tells whether the start succeeded; start_code() its code. */
+class Trace {
+  public:
+    explicit Trace(const loupe_trace_options &o) : rc_(loupe_start_trace(&o)), open_(rc_ == 0) {}
+    ~Trace() {
+        if (open_) {
+            loupe_stop_trace(nullptr);
+        }
+    }
+    /** Stops now and fills result (may be nullptr); returns loupe_stop_trace()'s code, or
+     * LOUPE_ENOT_STARTED when the start failed or stop() was called already. */
+    int stop(loupe_trace_result *result) {
+        if (!open_) {
+            return LOUPE_ENOT_STARTED;
+        }
+        open_ = false;
+        return loupe_stop_trace(result);
+    }
+    bool ok() const {
+        return rc_ == 0;
+    }
+    int start_code() const {
+        return rc_;
+    }
+    Trace(const Trace &) = delete;
+    Trace &operator=(const Trace &) = delete;
+
+  private:
+    int rc_;
+    bool open_;
+};
+} // namespace loupe
+#endif
+
+#endif

@@ -1,0 +1,362 @@
+/* record.c: the recorder's slow paths: a thread's first event, joining a new session, a full
+ * buffer (drop and count, or wrap the ring), dynamic names, two-slot records (arguments, instants,
+ * counters, flows) and the -finstrument-functions hooks. The fast path is inline in annotate.h.
+ *
+ * Two-slot (EXT) records: slot 1 = {ts, sub << 8 | flags << 4 | K_EXT}, slot 2 = {value,
+ * ref << 4 | K_EXT_DATA} where ref is a pointer to a static string. The second slot has its own
+ * kind so that a ring reader can tell it from a first slot.
+ * Copied strings (dynamic zone names, string arguments) follow their record inline, 15 bytes per
+ * K_STR slot, so the buffer's capacity is the only limit and a ring recycles them with the rest.
+ */
+#include "record.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+uint64_t loupe__state;
+int loupe__use_tsc;
+__thread loupe__tbuf *loupe__tls __attribute__((tls_model("initial-exec")));
+loupe__session_params loupe__params;
+pthread_mutex_t loupe__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+loupe__thread *loupe__threads;
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+uint64_t loupe__gettid(void) {
+    return (uint64_t)syscall(SYS_gettid);
+}
+
+static void thread_exit(void *p) {
+    loupe__thread *t = p;
+    loupe__tls = NULL;
+    __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
+}
+
+static void make_exit_key(void) {
+    (void)pthread_key_create(&exit_key, thread_exit);
+}
+
+static void free_thread(loupe__thread *t) {
+    if (t->base != NULL) {
+        munmap(t->base, t->cap * sizeof(loupe__ev));
+    }
+    free(t);
+}
+
+void loupe__free_exited(void) {
+    loupe__thread **pp = &loupe__threads;
+    while (*pp != NULL) {
+        loupe__thread *t = *pp;
+        if (__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE)) {
+            *pp = t->next;
+            free_thread(t);
+        } else {
+            pp = &t->next;
+        }
+    }
+}
+
+static loupe__thread *thread_register(void) {
+    (void)pthread_once(&exit_key_once, make_exit_key);
+    loupe__thread *t = aligned_alloc(64, sizeof(loupe__thread));
+    if (t == NULL) {
+        return NULL;
+    }
+    memset(t, 0, sizeof(*t));
+    t->tid = loupe__gettid();
+    if (pthread_setspecific(exit_key, t) != 0) {
+        free(t);
+        return NULL;
+    }
+    pthread_mutex_lock(&loupe__registry_lock);
+    t->next = loupe__threads;
+    loupe__threads = t;
+    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__tls = &t->hot;
+    return t;
+}
+
+static loupe__thread *self(void) {
+    loupe__tbuf *b = loupe__tls;
+    return b ? (loupe__thread *)(void *)b : thread_register();
+}
+
+/* Joins session s: sizes the buffer for it (mapped and prefaulted once, reused while the
+ * capacity stays the same: first touch of a page costs ~1.5 µs) and empties it. */
+static int join_session(loupe__thread *t, uint64_t s) {
+    uint64_t cap = loupe__params.cap;
+    if (t->cap != cap) {
+        if (t->base != NULL) {
+            __atomic_store_n(&t->hot.state, 0, __ATOMIC_RELEASE);
+            munmap(t->base, t->cap * sizeof(loupe__ev));
+            t->base = NULL;
+            t->cap = 0;
+        }
+        void *m = mmap(NULL, cap * sizeof(loupe__ev), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (m == MAP_FAILED) {
+            return -1;
+        }
+        t->base = m;
+        t->cap = cap;
+    }
+    t->ring = loupe__params.ring;
+    t->hot.depth = 0;
+    t->hot.limit = t->base + t->cap;
+    __atomic_store_n(&t->dropped, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->wraps, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->hot.cur, t->base, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->hot.state, s, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Makes room for n slots (1 or 2) for an event of the given role (1 begin, 0 other, -1 end)
+ * under session s. Returns the first slot, or NULL when the event is dropped (counted) or the
+ * session is gone. The caller writes the slots and then publishes cur = slot + n. */
+static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role, uint64_t *ts) {
+    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) != s) {
+        if (join_session(t, s) != 0) {
+            return NULL;
+        }
+        /* Joining maps and prefaults the buffer (milliseconds): the event happens after it. */
+        *ts = loupe__now();
+    }
+    loupe__ev *cur = t->hot.cur;
+    uint64_t need = n + (role > 0 ? t->hot.depth : 0);
+    if (t->ring) {
+        if ((uint64_t)(t->hot.limit - cur) < n) {
+            /* A record never straddles the wrap: pad the rest of the lap (stale slots of the
+             * previous lap must not be read as events). */
+            for (loupe__ev *p = cur; p < t->hot.limit; p++) {
+                __atomic_store_n(&p->a, 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&p->b, (uint64_t)LOUPE__K_PAD, __ATOMIC_RELAXED);
+            }
+            __atomic_store_n(&t->wraps, t->wraps + 1, __ATOMIC_RELAXED);
+            cur = t->base;
+        }
+        return cur;
+    }
+    if ((uint64_t)(t->hot.limit - cur) >= need || (role < 0 && cur < t->hot.limit)) {
+        return cur;
+    }
+    /* A dropped begin also drops its end, which will not be written: count both. */
+    __atomic_store_n(&t->dropped, t->dropped + n + (role > 0 ? 1u : 0u), __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void publish(loupe__thread *t, loupe__ev *e, unsigned n) {
+    __atomic_store_n(&t->hot.cur, e + n, __ATOMIC_RELEASE);
+}
+
+static void put(loupe__ev *e, uint64_t a, uint64_t b) {
+    __atomic_store_n(&e->a, a, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
+}
+
+uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
+    /* Record only under the session that is active now: an end whose begin belongs to an
+     * older session is dropped (that session was collected already). */
+    if (LOUPE__STATE_LEVEL(s) == 0 || __atomic_load_n(&loupe__state, __ATOMIC_ACQUIRE) != s) {
+        return 0;
+    }
+    loupe__thread *t = self();
+    if (t == NULL) {
+        return 0;
+    }
+    loupe__ev *e = reserve(t, s, 1, role, &ts);
+    if (e == NULL) {
+        return 0;
+    }
+    put(e, ts, b);
+    if (role > 0) {
+        t->hot.depth++;
+    } else if (role < 0 && t->hot.depth > 0) {
+        t->hot.depth--;
+    }
+    publish(t, e, 1);
+    return s;
+}
+
+/* Slots needed for a copied string of len bytes. */
+static unsigned str_slots(size_t len) {
+    return (unsigned)((len + 14) / 15);
+}
+
+/* Writes len bytes of str into the slots at e (str_slots(len) of them). */
+static void put_str(loupe__ev *e, const char *str, size_t len) {
+    for (size_t off = 0; off < len; off += 15, e++) {
+        unsigned char chunk[16] = {0};
+        size_t n = len - off < 15 ? len - off : 15;
+        memcpy(chunk, str + off, n);
+        uint64_t a, hi = 0;
+        memcpy(&a, chunk, 8);
+        memcpy(&hi, chunk + 8, 7);
+        put(e, a, hi << 8 | LOUPE__K_STR);
+    }
+}
+
+/* A copied string's length: cut to LOUPE_MAX_DYN_NAME and to a quarter of the buffer. */
+static size_t str_len(const char *str, size_t len) {
+    if (str == NULL) {
+        return 0;
+    }
+    size_t max = (size_t)(loupe__params.cap / 4) * 15;
+    if (len > LOUPE_MAX_DYN_NAME) {
+        len = LOUPE_MAX_DYN_NAME;
+    }
+    return len < max ? len : max;
+}
+
+void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_out) {
+    *state_out = 0;
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_ACQUIRE);
+    if (LOUPE__STATE_LEVEL(s) < level) {
+        return;
+    }
+    loupe__thread *t = self();
+    if (t == NULL) {
+        return;
+    }
+    uint64_t ts = loupe__now();
+    len = str_len(name, len);
+    unsigned n = 1 + str_slots(len);
+    loupe__ev *e = reserve(t, s, n, 1, &ts);
+    if (e == NULL) {
+        return;
+    }
+    put(e, ts, (uint64_t)len << 4 | LOUPE__K_BEGIN_DYN);
+    put_str(e + 1, name, len);
+    t->hot.depth++;
+    publish(t, e, n);
+    *state_out = s;
+}
+
+void loupe__end_dyn(uint64_t s) {
+    loupe__tbuf *b = loupe__tls;
+    if (b == NULL || __atomic_load_n(&b->state, __ATOMIC_RELAXED) != s) {
+        return;
+    }
+    (void)loupe__record_slow(s, loupe__now(), LOUPE__K_END, -1);
+}
+
+/* Writes a two-slot record, followed by a copied string when str is not NULL (its length goes
+ * in the value). Arguments and flows carry ts 0: the collector does not read it, and skipping
+ * the TSC read halves an argument's cost. */
+static void ext_write(loupe__thread *t, uint64_t s, uint64_t ts, unsigned sub, unsigned flags,
+                      uint64_t value, uint64_t ref, const char *str, size_t len) {
+    unsigned n = 2 + (str ? str_slots(len) : 0);
+    loupe__ev *e = reserve(t, s, n, 0, &ts);
+    if (e == NULL) {
+        return;
+    }
+    put(&e[0], ts, (uint64_t)sub << 8 | (uint64_t)flags << 4 | LOUPE__K_EXT);
+    put(&e[1], value, ref << 4 | LOUPE__K_EXT_DATA);
+    if (str != NULL) {
+        put_str(&e[2], str, len);
+    }
+    publish(t, e, n);
+}
+
+void loupe__arg(int type, const char *key, uint64_t bits, const char *str) {
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_ACQUIRE);
+    if (LOUPE__STATE_LEVEL(s) == 0) {
+        return;
+    }
+    loupe__thread *t = self();
+    if (t == NULL) {
+        return;
+    }
+    size_t len = 0;
+    if (type == 5) { /* LOUPE_ARG_STRING: copied inline */
+        len = str_len(str, strlen(str));
+        bits = len;
+    } else {
+        str = NULL;
+    }
+    ext_write(t, s, 0, LOUPE__EXT_ARG, (unsigned)type, bits, (uint64_t)(uintptr_t)key, str, len);
+}
+
+void loupe__ext(int sub, int level, const char *name, uint64_t value) {
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_ACQUIRE);
+    if (LOUPE__STATE_LEVEL(s) < level || LOUPE__STATE_LEVEL(s) == 0) {
+        return;
+    }
+    loupe__thread *t = self();
+    if (t == NULL) {
+        return;
+    }
+    uint64_t ts = sub == LOUPE__EXT_FLOW_OUT || sub == LOUPE__EXT_FLOW_IN ? 0 : loupe__now();
+    ext_write(t, s, ts, (unsigned)sub, 0, value, (uint64_t)(uintptr_t)name, NULL, 0);
+}
+
+/* ---- thread names ---- */
+
+void loupe_set_thread_name(const char *name) {
+    loupe__thread *t = self();
+    if (t == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&loupe__registry_lock);
+    size_t n = name ? strlen(name) : 0;
+    if (n >= sizeof(t->name)) {
+        n = sizeof(t->name) - 1;
+    }
+    memcpy(t->name, name ? name : "", n);
+    t->name[n] = 0;
+    pthread_mutex_unlock(&loupe__registry_lock);
+}
+
+/* ---- -finstrument-functions ----
+ * GCC/Clang call these around every function of an instrumented program. libloupe itself is not
+ * built with -finstrument-functions, and its inline functions carry no_instrument_function, so
+ * loupe's own code never records itself. */
+void __cyg_profile_func_enter(void *fn, void *site) __attribute__((no_instrument_function));
+void __cyg_profile_func_exit(void *fn, void *site) __attribute__((no_instrument_function));
+
+LOUPE_API void __cyg_profile_func_enter(void *fn, void *site) {
+    (void)site;
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
+        return;
+    }
+    (void)loupe__push(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER, 1);
+}
+
+LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
+    (void)site;
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
+        return;
+    }
+    loupe__tbuf *t = loupe__tls;
+    uint64_t b = (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_EXIT;
+    uint64_t ts = loupe__now();
+    if (t != NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s && t->cur < t->limit) {
+        loupe__ev *e = t->cur;
+        __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
+        t->depth -= t->depth ? 1u : 0u;
+        __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
+    } else {
+        (void)loupe__record_slow(s, ts, b, -1);
+    }
+}
+
+/* ---- the gate ---- */
+
+void loupe__gate_close(void) {
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    __atomic_store_n(&loupe__state, s & ~(uint64_t)0xffff, __ATOMIC_SEQ_CST);
+}
+
+uint64_t loupe__gate_open(int level, int function_tracing) {
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    uint64_t gen = (s >> 16) + 1;
+    uint64_t n = gen << 16 | (function_tracing ? LOUPE__STATE_FUNC : 0) | (uint64_t)level;
+    __atomic_store_n(&loupe__state, n, __ATOMIC_SEQ_CST);
+    return n;
+}

@@ -1,0 +1,77 @@
+/* record.h: per-thread recording state shared by the recorder, the session and the collector.
+ *
+ * Concurrency (the design that keeps the hot path lock-free):
+ * - Only the owning thread writes its buffer's slots, cur, depth, and (when it joins a new
+ *   session) state/base/limit. It publishes cur with a release store after each event.
+ * - The collector (inside loupe_stop_trace, after closing the gate) reads [base, cur) with
+ *   an acquire load of cur. A thread that passed the gate just before it closed may still write
+ *   a few events past that cur: they are never read (keep-first) or are detected and discarded
+ *   (keep-last: cur and wraps are re-read after the copy, a seqlock-style check).
+ * - Slots are written and read as relaxed atomics so that such a straggler is not a data race.
+ * - Buffers live until their thread exits; an exited thread's buffer is freed by the next stop
+ *   (after its events were collected) or start, under the registry lock.
+ */
+#ifndef LOUPE_ANNOTATE_RECORD_H
+#define LOUPE_ANNOTATE_RECORD_H
+
+#include <loupe/annotate.h>
+#include <pthread.h>
+#include <stdint.h>
+
+typedef struct loupe__thread {
+    loupe__tbuf hot; /* cur, limit, state, depth: the fast path's cache line */
+    char pad_hot[64 - sizeof(loupe__tbuf)];
+    loupe__ev *base;
+    uint64_t cap;     /* slots */
+    uint64_t dropped; /* events dropped this session (atomic) */
+    uint64_t wraps;   /* keep-last: times the ring wrapped this session (atomic) */
+    int ring;         /* keep-last policy for this session */
+    uint64_t tid;
+    char name[64];
+    int exited; /* atomic: the thread is gone; its buffer is freed after collection */
+    struct loupe__thread *next;
+} __attribute__((aligned(64))) loupe__thread;
+
+_Static_assert(sizeof(loupe__tbuf) <= 64, "the hot fields fit one cache line");
+_Static_assert(sizeof(loupe__ev) == 16, "16 bytes per event");
+_Static_assert(sizeof(loupe__thread) % 64 == 0, "per-thread state is padded to cache lines");
+
+/* Session parameters the recorder needs (set by the session under its lock before the gate
+ * opens; read by threads when they join the session). */
+typedef struct loupe__session_params {
+    uint64_t cap; /* slots per thread */
+    int ring;     /* keep-last */
+} loupe__session_params;
+
+extern loupe__session_params loupe__params; /* written under the session lock, before the gate */
+
+/* The registry of thread buffers, under loupe__registry_lock. */
+extern pthread_mutex_t loupe__registry_lock;
+extern loupe__thread *loupe__threads;
+
+/* Frees the buffers of exited threads. Call with loupe__registry_lock held. */
+void loupe__free_exited(void);
+
+/* Closes the hot path (sets loupe__state to its "not tracing" value, keeping the generation). */
+void loupe__gate_close(void);
+/* Opens it for a new session: returns the new state word. */
+uint64_t loupe__gate_open(int level, int function_tracing);
+
+/* Clock (src/core/clock.c). */
+void loupe__clock_init(void);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t loupe__mono_ns(void);
+uint64_t loupe__realtime_ns(void);
+/* A (tick, ns) pair read as close together as possible. */
+void loupe__clock_pair(uint64_t *ticks, uint64_t *mono_ns);
+/* Ticks per ns, from the longest baseline available since the process started. */
+double loupe__ticks_per_ns(void);
+
+/* The calling thread's OS id. */
+uint64_t loupe__gettid(void);
+
+/* Symbol name for a code address (ELF .symtab/.dynsym lookup; "0x..." when unknown). */
+void loupe__symbolize(uintptr_t addr, char *buf, size_t size);
+void loupe__symbols_reset(void);
+
+#endif

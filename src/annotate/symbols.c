@@ -1,0 +1,181 @@
+/* symbols.c: code address → function name for -finstrument-functions zones, resolved at stop,
+ * never on the hot path. dl_iterate_phdr finds the loaded object holding the address; libelf
+ * reads that file's .symtab (static functions included) or, when stripped, .dynsym; the
+ * function whose [st_value, st_value + st_size) holds the address names it. Results are cached
+ * per object for the life of the process (loupe__symbols_reset() empties the cache: tests).
+ * Unknown addresses read "0x<hex>".
+ */
+#include "annotate/record.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct sym {
+    uint64_t lo, hi;
+    char *name;
+} sym;
+
+typedef struct object {
+    char path[1024];
+    uintptr_t bias;
+    uintptr_t lo, hi; /* loaded address range */
+    sym *syms;
+    size_t nsyms;
+    int loaded;
+    struct object *next;
+} object;
+
+static object *objects;
+static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int cmp_sym(const void *a, const void *b) {
+    const sym *x = a, *y = b;
+    return x->lo < y->lo ? -1 : (x->lo > y->lo);
+}
+
+static void load_symbols(object *o) {
+    o->loaded = 1;
+    const char *path = o->path[0] ? o->path : "/proc/self/exe";
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    if (e == NULL) {
+        close(fd);
+        return;
+    }
+    for (int pass = 0; pass < 2 && o->nsyms == 0; pass++) {
+        Elf_Scn *scn = NULL;
+        while ((scn = elf_nextscn(e, scn)) != NULL) {
+            GElf_Shdr sh;
+            if (gelf_getshdr(scn, &sh) == NULL ||
+                sh.sh_type != (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM) || sh.sh_entsize == 0) {
+                continue;
+            }
+            Elf_Data *d = elf_getdata(scn, NULL);
+            if (d == NULL) {
+                continue;
+            }
+            size_t n = sh.sh_size / sh.sh_entsize;
+            sym *arr = realloc(o->syms, (o->nsyms + n) * sizeof(sym));
+            if (arr == NULL) {
+                break;
+            }
+            o->syms = arr;
+            for (size_t i = 0; i < n; i++) {
+                GElf_Sym s;
+                if (gelf_getsym(d, (int)i, &s) == NULL || GELF_ST_TYPE(s.st_info) != STT_FUNC ||
+                    s.st_value == 0) {
+                    continue;
+                }
+                const char *nm = elf_strptr(e, sh.sh_link, s.st_name);
+                if (nm == NULL || *nm == 0) {
+                    continue;
+                }
+                char *dup = strdup(nm);
+                if (dup == NULL) {
+                    continue;
+                }
+                o->syms[o->nsyms++] =
+                    (sym){s.st_value, s.st_value + (s.st_size ? s.st_size : 1), dup};
+            }
+        }
+    }
+    qsort(o->syms, o->nsyms, sizeof(sym), cmp_sym);
+    elf_end(e);
+    close(fd);
+}
+
+static int add_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD) {
+            uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+            if (a < lo) {
+                lo = a;
+            }
+            if (a + ph->p_memsz > hi) {
+                hi = a + ph->p_memsz;
+            }
+        }
+    }
+    for (object *o = objects; o != NULL; o = o->next) {
+        if (o->lo == lo && o->bias == info->dlpi_addr) {
+            return 0;
+        }
+    }
+    object *o = calloc(1, sizeof(*o));
+    if (o == NULL) {
+        return 0;
+    }
+    snprintf(o->path, sizeof o->path, "%s", info->dlpi_name ? info->dlpi_name : "");
+    o->bias = info->dlpi_addr;
+    o->lo = lo;
+    o->hi = hi;
+    o->next = objects;
+    objects = o;
+    return 0;
+}
+
+void loupe__symbolize(uintptr_t addr, char *buf, size_t size) {
+    pthread_mutex_lock(&sym_lock);
+    object *found = NULL;
+    for (int tries = 0; tries < 2 && found == NULL; tries++) {
+        for (object *o = objects; o != NULL; o = o->next) {
+            if (addr >= o->lo && addr < o->hi) {
+                found = o;
+                break;
+            }
+        }
+        if (found == NULL && tries == 0) {
+            dl_iterate_phdr(add_object, NULL); /* objects loaded since the last look */
+        }
+    }
+    if (found != NULL) {
+        if (!found->loaded) {
+            load_symbols(found);
+        }
+        uint64_t rel = addr - found->bias;
+        size_t lo = 0, hi = found->nsyms;
+        while (lo < hi) { /* the last symbol starting at or before rel */
+            size_t mid = (lo + hi) / 2;
+            if (found->syms[mid].lo <= rel) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo > 0 && rel < found->syms[lo - 1].hi) {
+            snprintf(buf, size, "%s", found->syms[lo - 1].name);
+            pthread_mutex_unlock(&sym_lock);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&sym_lock);
+    snprintf(buf, size, "0x%lx", (unsigned long)addr);
+}
+
+void loupe__symbols_reset(void) {
+    pthread_mutex_lock(&sym_lock);
+    while (objects != NULL) {
+        object *o = objects;
+        objects = o->next;
+        for (size_t i = 0; i < o->nsyms; i++) {
+            free(o->syms[i].name);
+        }
+        free(o->syms);
+        free(o);
+    }
+    pthread_mutex_unlock(&sym_lock);
+}

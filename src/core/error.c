@@ -1,0 +1,59 @@
+/* error.c: loupe_strerror(), loupe_err_name() and the per-thread error detail. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char tls_detail[1024];
+
+const char *loupe_strerror(int code) {
+    switch (code) {
+    case 0:
+        return "Success";
+#define LOUPE__ERR_MSG(name, val, msg)                                                             \
+    case val:                                                                                      \
+        return msg;
+        LOUPE_ERRNO_MAP(LOUPE__ERR_MSG)
+#undef LOUPE__ERR_MSG
+    default:
+        return "Unknown error";
+    }
+}
+
+const char *loupe_err_name(int code) {
+    switch (code) {
+    case 0:
+        return "OK";
+#define LOUPE__ERR_NAME(name, val, msg)                                                            \
+    case val:                                                                                      \
+        return "E" #name;
+        LOUPE_ERRNO_MAP(LOUPE__ERR_NAME)
+#undef LOUPE__ERR_NAME
+    default:
+        return "EUNKNOWN";
+    }
+}
+
+const char *loupe_last_error(void) {
+    return tls_detail;
+}
+
+int loupe__err(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_detail, sizeof(tls_detail), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void loupe__err_append(const char *fmt, ...) {
+    size_t n = strlen(tls_detail);
+    if (n + 3 >= sizeof(tls_detail)) {
+        return;
+    }
+    memcpy(tls_detail + n, "; ", 3);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_detail + n + 2, sizeof(tls_detail) - n - 2, fmt, ap);
+    va_end(ap);
+}

@@ -1,0 +1,369 @@
+/* session.c: the session state machine (trace.h): start, stop, the kept trace, metadata, the
+ * scoped form, and fork handling.
+ *
+ * One mutex serialises start/stop/write_last (from any thread). The hot path never takes it:
+ * it reads the state word (loupe__state) that start opens and stop closes. A stop always ends
+ * the session before it writes anything, so a failed write never leaves it "started" (the jax
+ * bug this contract fixes); the collected model is kept until the next start.
+ */
+#include "annotate/record.h"
+#include "core/internal.h"
+#include "export/writers.h"
+#include "model/collect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+static int active;
+static uint64_t session_state;
+static uint64_t start_ticks, start_mono_ns, start_real_ns;
+static char *opt_log_dir, *opt_run_name;
+static int opt_perfetto;
+static unsigned opt_formats;
+
+static loupe_model *kept;
+static loupe_thread_stats *kept_stats;
+static size_t kept_nstats;
+static int kept_perfetto;
+static unsigned kept_formats;
+
+static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static loupe_kv meta[256];
+static size_t meta_count;
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) {
+    pthread_mutex_lock(&session_lock);
+    pthread_mutex_lock(&loupe__registry_lock);
+}
+
+static void fork_parent(void) {
+    pthread_mutex_unlock(&loupe__registry_lock);
+    pthread_mutex_unlock(&session_lock);
+}
+
+/* The child is not tracing: the gate is closed and the session is over for it. Its copies of
+ * the other threads' buffers belong to threads that do not exist in it: they are marked exited
+ * and freed by its next start. Its own buffer rejoins whatever session it starts. */
+static void fork_child(void) {
+    loupe__gate_close();
+    active = 0;
+    loupe__thread *me = (loupe__thread *)(void *)loupe__tls;
+    for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
+        if (t != me) {
+            t->exited = 1;
+        } else {
+            t->tid = loupe__gettid(); /* the child's own id */
+        }
+    }
+    pthread_mutex_init(&loupe__registry_lock, NULL);
+    pthread_mutex_init(&session_lock, NULL);
+}
+
+static void install_fork_handlers(void) {
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+int loupe_is_tracing(void) {
+    return __atomic_load_n(&active, __ATOMIC_RELAXED);
+}
+
+static void drop_kept(void) {
+    loupe_model_free(kept);
+    kept = NULL;
+    free(kept_stats);
+    kept_stats = NULL;
+    kept_nstats = 0;
+}
+
+static int valid_run_name(const char *n) {
+    if (n == NULL || n[0] == 0) {
+        return 1;
+    }
+    if (strchr(n, '/') != NULL || strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strlen(n) > 100) {
+        return 0;
+    }
+    return 1;
+}
+
+int loupe_start_trace(const loupe_trace_options *o) {
+    (void)pthread_once(&fork_once, install_fork_handlers);
+    if (o == NULL) {
+        return loupe__err(LOUPE_EINVALID, "loupe_start_trace: options is NULL");
+    }
+    if (o->log_dir == NULL || o->log_dir[0] == 0) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: log_dir is required (the directory to write the "
+                          "trace into)");
+    }
+    int level =
+        o->host_tracer_level == LOUPE_LEVEL_DEFAULT ? LOUPE_LEVEL_INFO : o->host_tracer_level;
+    if (level == LOUPE_LEVEL_NONE) {
+        level = 0;
+    } else if (level < 1 || level > 3) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: host_tracer_level %d is out of range (use 1..3, "
+                          "or LOUPE_LEVEL_NONE to record nothing)",
+                          o->host_tracer_level);
+    }
+    if ((unsigned)o->overflow > LOUPE_OVERFLOW_KEEP_LAST) {
+        return loupe__err(LOUPE_EINVALID, "loupe_start_trace: overflow policy %d is unknown",
+                          (int)o->overflow);
+    }
+    if (o->buffer_events != 0 && o->buffer_events < 64) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: buffer_events %u is below the minimum of 64",
+                          o->buffer_events);
+    }
+    if (!valid_run_name(o->run_name)) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: run_name \"%s\" must be one path component",
+                          o->run_name);
+    }
+    pthread_mutex_lock(&session_lock);
+    if (active) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_EALREADY_STARTED,
+                          "loupe_start_trace: the session is TRACING (started with log_dir %s); "
+                          "call loupe_stop_trace() first",
+                          opt_log_dir);
+    }
+    int r = loupe__mkdirs(o->log_dir);
+    if (r != 0) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_EIO, "loupe_start_trace: cannot create log_dir %s: %s (errno %d)",
+                          o->log_dir, strerror(-r), -r);
+    }
+    char *ld = strdup(o->log_dir);
+    char *rn = o->run_name ? strdup(o->run_name) : NULL;
+    if (ld == NULL || (o->run_name != NULL && rn == NULL)) {
+        free(ld);
+        free(rn);
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENOMEM, "loupe_start_trace: out of memory");
+    }
+    drop_kept();
+    free(opt_log_dir);
+    free(opt_run_name);
+    opt_log_dir = ld;
+    opt_run_name = rn;
+    opt_perfetto = o->create_perfetto_trace != 0;
+    opt_formats = o->formats;
+    uint64_t cap = o->buffer_events ? o->buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS;
+    loupe__params.cap = cap;
+    loupe__params.ring = o->overflow == LOUPE_OVERFLOW_KEEP_LAST;
+    pthread_mutex_lock(&loupe__registry_lock);
+    loupe__free_exited();
+    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__clock_init();
+    loupe__clock_pair(&start_ticks, &start_mono_ns);
+    start_real_ns = loupe__realtime_ns();
+    session_state = loupe__gate_open(level, o->function_tracing != 0);
+    __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&session_lock);
+    return 0;
+}
+
+static void fill_result(loupe_trace_result *res) {
+    if (res == NULL) {
+        return;
+    }
+    if (kept == NULL) {
+        return;
+    }
+    res->events_recorded = loupe_model_events_recorded(kept);
+    res->events_dropped = loupe_model_events_dropped(kept);
+    res->unmatched_ends = kept->unmatched_ends;
+    res->truncated_zones = kept->truncated_zones;
+    res->thread_count = kept_nstats;
+    res->threads = kept_stats;
+}
+
+static int make_stats(void) {
+    kept_nstats = kept->thread_count;
+    kept_stats = calloc(kept_nstats ? kept_nstats : 1, sizeof(*kept_stats));
+    if (kept_stats == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < kept_nstats; i++) {
+        const loupe_model_thread *th = &kept->threads[i];
+        kept_stats[i].tid = th->tid;
+        snprintf(kept_stats[i].name, sizeof kept_stats[i].name, "%s", th->name);
+        kept_stats[i].events_recorded = th->events_recorded;
+        kept_stats[i].events_dropped = th->events_dropped;
+        kept_stats[i].capacity_needed = th->capacity_needed;
+    }
+    return 0;
+}
+
+/* The program's name: the basename of /proc/self/exe (comm is cut at 15 characters). */
+static const char *process_name(char *buf, size_t size) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    buf[0] = 0;
+    if (n > 0) {
+        exe[n] = 0;
+        const char *slash = strrchr(exe, '/');
+        const char *b = slash ? slash + 1 : exe;
+        size_t len = strlen(b) < size - 1 ? strlen(b) : size - 1;
+        memcpy(buf, b, len);
+        buf[len] = 0;
+    }
+    return buf;
+}
+
+int loupe_stop_trace(loupe_trace_result *res) {
+    if (res != NULL) {
+        memset(res, 0, sizeof(*res));
+    }
+    pthread_mutex_lock(&session_lock);
+    if (!active) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENOT_STARTED,
+                          "loupe_stop_trace: the session is IDLE (no loupe_start_trace() is "
+                          "active)");
+    }
+    loupe__gate_close();
+    __atomic_store_n(&active, 0, __ATOMIC_RELAXED); /* ended, whatever happens below */
+    uint64_t stop_ticks, stop_mono;
+    loupe__clock_pair(&stop_ticks, &stop_mono);
+    double tpn = loupe__ticks_per_ns();
+    char host[256], pname[256];
+    loupe__hostname(host, sizeof host);
+    pthread_mutex_lock(&meta_lock);
+    loupe__collect_params p = {
+        .state = session_state,
+        .start_ticks = start_ticks,
+        .stop_ns = (uint64_t)((double)(stop_ticks - start_ticks) / tpn + 0.5),
+        .ticks_per_ns = tpn,
+        .use_tsc = loupe__use_tsc,
+        .origin_unix_ns = start_real_ns,
+        .pid = (uint64_t)getpid(),
+        .process_name = process_name(pname, sizeof pname),
+        .host = host,
+        .metadata = meta,
+        .metadata_count = meta_count,
+    };
+    pthread_mutex_lock(&loupe__registry_lock);
+    kept = loupe__collect(&p);
+    loupe__free_exited();
+    pthread_mutex_unlock(&loupe__registry_lock);
+    pthread_mutex_unlock(&meta_lock);
+    if (kept == NULL || make_stats() != 0) {
+        drop_kept();
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENOMEM, "loupe_stop_trace: out of memory while collecting");
+    }
+    kept_perfetto = opt_perfetto;
+    kept_formats = opt_formats;
+    fill_result(res);
+    int r = loupe__write_run(kept, opt_log_dir, opt_run_name, kept_formats, kept_perfetto, res);
+    if (r != 0) {
+        loupe__err_append("the trace is kept: call loupe_write_last_trace() with another "
+                          "directory");
+    }
+    pthread_mutex_unlock(&session_lock);
+    return r;
+}
+
+int loupe_stop_trace_if_active(loupe_trace_result *res) {
+    if (!loupe_is_tracing()) {
+        if (res != NULL) {
+            memset(res, 0, sizeof(*res));
+        }
+        return 0;
+    }
+    int r = loupe_stop_trace(res);
+    return r == LOUPE_ENOT_STARTED ? 0 : r; /* another thread stopped it meanwhile */
+}
+
+int loupe_write_last_trace(const char *log_dir, loupe_trace_result *res) {
+    if (res != NULL) {
+        memset(res, 0, sizeof(*res));
+    }
+    if (log_dir == NULL || log_dir[0] == 0) {
+        return loupe__err(LOUPE_EINVALID, "loupe_write_last_trace: log_dir is required");
+    }
+    pthread_mutex_lock(&session_lock);
+    if (active) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_EALREADY_STARTED,
+                          "loupe_write_last_trace: a session is TRACING; its start dropped the "
+                          "previous trace");
+    }
+    if (kept == NULL) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENO_TRACE,
+                          "loupe_write_last_trace: no trace is kept (none was recorded since "
+                          "the process started, or a start dropped it)");
+    }
+    fill_result(res);
+    int r = loupe__write_run(kept, log_dir, opt_run_name, kept_formats, kept_perfetto, res);
+    pthread_mutex_unlock(&session_lock);
+    return r;
+}
+
+int loupe_set_metadata(const char *key, const char *value) {
+    if (key == NULL || value == NULL) {
+        return loupe__err(LOUPE_EINVALID, "loupe_set_metadata: key and value are required");
+    }
+    pthread_mutex_lock(&meta_lock);
+    for (size_t i = 0; i < meta_count; i++) {
+        if (strcmp(meta[i].key, key) == 0) {
+            char *v = strdup(value);
+            if (v == NULL) {
+                pthread_mutex_unlock(&meta_lock);
+                return loupe__err(LOUPE_ENOMEM, "loupe_set_metadata: out of memory");
+            }
+            free((char *)meta[i].value);
+            meta[i].value = v;
+            pthread_mutex_unlock(&meta_lock);
+            return 0;
+        }
+    }
+    if (meta_count == sizeof(meta) / sizeof(meta[0])) {
+        pthread_mutex_unlock(&meta_lock);
+        return loupe__err(LOUPE_ENOMEM, "loupe_set_metadata: more than 256 keys");
+    }
+    char *k = strdup(key), *v = strdup(value);
+    if (k == NULL || v == NULL) {
+        free(k);
+        free(v);
+        pthread_mutex_unlock(&meta_lock);
+        return loupe__err(LOUPE_ENOMEM, "loupe_set_metadata: out of memory");
+    }
+    meta[meta_count++] = (loupe_kv){k, v};
+    pthread_mutex_unlock(&meta_lock);
+    return 0;
+}
+
+void loupe_clear_metadata(void) {
+    pthread_mutex_lock(&meta_lock);
+    for (size_t i = 0; i < meta_count; i++) {
+        free((char *)meta[i].key);
+        free((char *)meta[i].value);
+    }
+    meta_count = 0;
+    pthread_mutex_unlock(&meta_lock);
+}
+
+int loupe__scope_start(const loupe_trace_options *o, int *rc_out) {
+    int r = loupe_start_trace(o);
+    if (rc_out != NULL) {
+        *rc_out = r;
+    }
+    return r == 0;
+}
+
+int loupe__scope_stop(loupe_trace_result *res, int *rc_out) {
+    int r = loupe_stop_trace_if_active(res);
+    if (rc_out != NULL) {
+        *rc_out = r;
+    }
+    return 0;
+}

@@ -1,0 +1,269 @@
+/* chrome_json.c: the Chrome Trace Event Format writer (../shared/reference/formats.md §1.8).
+ *
+ * Object form, streamed event by event:
+ *   {"displayTimeUnit":"ns","metadata":{...},"traceEvents":[
+ *     M process_name, M thread_name + thread_sort_index per thread,
+ *     X slices per thread in start order (parents first), i instants, C counters]}
+ * - ts/dur in µs from the trace origin, printed with exactly 3 decimals: ns exact (formats.md
+ *   §1.6: ts×1000 < 2^53 keeps ns exact for 104 days).
+ * - Slices are X events (no B/E pairing problems); equal starts are ordered longer first.
+ * - Flows: flow v2 (bind_id + flow_out / flow_in on both X events) when neither slice has another
+ *   v2 flow; otherwise both ends as flow v1 s / f events (integer ids, cat "flow", bp "e"), so
+ *   that none is lost.
+ * - Loss accounting and the clock go in "metadata" (string values), or in "otherData" for the
+ *   Perfetto variant: a top-level "metadata" makes Perfetto's UI show a blank trace
+ *   (jax-ml/jax#10843); Perfetto skips otherData.
+ * - Flow ids are written modulo 2^63 (see flow_id()).
+ * - Every string is escaped (sink.c): any name gives valid JSON.
+ */
+#include "export/writers.h"
+
+#include <loupe/loupe.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_kv_str(loupe__sink *s, int *first, const char *k, const char *v) {
+    loupe__puts(s, *first ? "" : ",");
+    *first = 0;
+    loupe__put_jstr(s, k);
+    loupe__put(s, ":", 1);
+    loupe__put_jstr(s, v);
+}
+
+static void put_kv_u64(loupe__sink *s, int *first, const char *k, uint64_t v) {
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
+    put_kv_str(s, first, k, tmp);
+}
+
+static void put_args(loupe__sink *s, const loupe_arg *args, uint32_t n, uint32_t flags) {
+    loupe__puts(s, ",\"args\":{");
+    int first = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        const loupe_arg *a = &args[i];
+        loupe__puts(s, first ? "" : ",");
+        first = 0;
+        loupe__put_jstr(s, a->key);
+        loupe__put(s, ":", 1);
+        switch (a->type) {
+        case LOUPE_ARG_INT64:
+            loupe__put_i64(s, a->v.i);
+            break;
+        case LOUPE_ARG_UINT64:
+            /* Past INT64_MAX as a string of its exact digits: JSON numbers have no limit, but
+             * strict parsers (jansson) refuse such integers and JS ones round them. */
+            if (a->v.u > (uint64_t)INT64_MAX) {
+                loupe__put(s, "\"", 1);
+                loupe__put_u64(s, a->v.u);
+                loupe__put(s, "\"", 1);
+            } else {
+                loupe__put_u64(s, a->v.u);
+            }
+            break;
+        case LOUPE_ARG_DOUBLE:
+            loupe__put_double(s, a->v.d);
+            break;
+        case LOUPE_ARG_BOOL:
+            loupe__puts(s, a->v.b ? "true" : "false");
+            break;
+        case LOUPE_ARG_STRING:
+        default:
+            loupe__put_jstr(s, a->type == LOUPE_ARG_STRING ? a->v.s : "");
+            break;
+        }
+    }
+    if (flags & LOUPE_SLICE_TRUNCATED) {
+        loupe__puts(s, first ? "" : ",");
+        loupe__puts(s, "\"loupe_truncated\":true");
+    }
+    loupe__put(s, "}", 1);
+}
+
+static void put_head(loupe__sink *s, const char *ph, uint64_t pid, uint64_t tid) {
+    loupe__puts(s, ",\n{\"ph\":\"");
+    loupe__puts(s, ph);
+    loupe__puts(s, "\",\"pid\":");
+    loupe__put_u64(s, pid);
+    loupe__puts(s, ",\"tid\":");
+    loupe__put_u64(s, tid);
+}
+
+/* Flow ids are written below 2^63: strict JSON parsers (jansson) refuse larger integers, and
+ * ids only pair the two ends, which the same mask keeps paired. */
+static uint64_t flow_id(uint64_t id) {
+    return id & (uint64_t)INT64_MAX;
+}
+
+int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_variant) {
+    uint64_t pid = m->pid ? m->pid : 1;
+    loupe__puts(s, "{\"displayTimeUnit\":\"ns\",");
+    loupe__puts(s, perfetto_variant ? "\"otherData\":{" : "\"metadata\":{");
+    int first = 1;
+    put_kv_str(s, &first, "loupe_version", LOUPE_VERSION_STRING);
+    put_kv_str(s, &first, "clock", m->clock);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%.9f", m->tsc_ghz);
+    char *comma = strchr(tmp, ','); /* whatever LC_NUMERIC says */
+    if (comma != NULL) {
+        *comma = '.';
+    }
+    put_kv_str(s, &first, "tsc_ghz", tmp);
+    put_kv_u64(s, &first, "origin_unix_ns", m->origin_unix_ns);
+    put_kv_u64(s, &first, "duration_ns", m->duration_ns);
+    put_kv_str(s, &first, "host", m->host);
+    put_kv_u64(s, &first, "pid", pid);
+    put_kv_u64(s, &first, "events_recorded", loupe_model_events_recorded(m));
+    put_kv_u64(s, &first, "events_dropped", loupe_model_events_dropped(m));
+    put_kv_u64(s, &first, "unmatched_ends", m->unmatched_ends);
+    put_kv_u64(s, &first, "truncated_zones", m->truncated_zones);
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        char k[96];
+        snprintf(k, sizeof k, "loupe_thread_%llu_recorded", (unsigned long long)th->tid);
+        put_kv_u64(s, &first, k, th->events_recorded);
+        snprintf(k, sizeof k, "loupe_thread_%llu_dropped", (unsigned long long)th->tid);
+        put_kv_u64(s, &first, k, th->events_dropped);
+        snprintf(k, sizeof k, "loupe_thread_%llu_capacity_needed", (unsigned long long)th->tid);
+        put_kv_u64(s, &first, k, th->capacity_needed);
+    }
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        put_kv_str(s, &first, m->metadata[i].key, m->metadata[i].value);
+    }
+    loupe__puts(s, "},\n\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":");
+    loupe__put_u64(s, pid);
+    loupe__puts(s, ",\"tid\":");
+    loupe__put_u64(s, pid);
+    loupe__puts(s, ",\"name\":\"process_name\",\"args\":{\"name\":");
+    loupe__put_jstr(s, m->process_name[0] ? m->process_name : "loupe");
+    loupe__puts(s, "}}");
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        uint64_t tid = th->tid ? th->tid : pid;
+        if (th->name[0]) {
+            put_head(s, "M", pid, tid);
+            loupe__puts(s, ",\"name\":\"thread_name\",\"args\":{\"name\":");
+            loupe__put_jstr(s, th->name);
+            loupe__puts(s, "}}");
+        }
+        put_head(s, "M", pid, tid);
+        loupe__puts(s, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
+        loupe__put_u64(s, t + 1);
+        loupe__puts(s, "}}");
+    }
+    /* A flow is written as v2 (bind_id on both X events) when neither of its slices carries
+     * another v2 flow end; otherwise both its ends are v1 events (v1 and v2 ids are separate
+     * spaces in every importer: one end of each kind would lose the arrow). */
+    unsigned char *v1 = NULL; /* per flow: 1 = written as v1 */
+    size_t **used = NULL;     /* per thread, per slice: flow index + 1 of its v2 end, 0 = none */
+    if (m->flow_count > 0) {
+        v1 = calloc(m->flow_count, 1);
+        used = calloc(m->thread_count, sizeof(*used));
+        int oom = v1 == NULL || used == NULL;
+        for (size_t t = 0; t < m->thread_count && !oom; t++) {
+            used[t] = calloc(m->threads[t].slice_count + 1, sizeof(size_t));
+            oom = used[t] == NULL;
+        }
+        for (size_t f = 0; f < m->flow_count && !oom; f++) {
+            const loupe_flow *fl = &m->flows[f];
+            size_t *a = &used[fl->from_thread][fl->from_slice];
+            size_t *b = &used[fl->to_thread][fl->to_slice];
+            if (*a == 0 && *b == 0 && a != b) {
+                *a = f + 1;
+                *b = f + 1;
+            } else {
+                v1[f] = 1;
+            }
+        }
+        if (oom) {
+            for (size_t t = 0; used != NULL && t < m->thread_count; t++) {
+                free(used[t]);
+            }
+            free(used);
+            free(v1);
+            return -12; /* ENOMEM */
+        }
+    }
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        uint64_t tid = th->tid ? th->tid : pid;
+        const size_t *mark = used != NULL ? used[t] : NULL;
+        for (size_t i = 0; i < th->slice_count; i++) {
+            const loupe_slice *sl = &th->slices[i];
+            put_head(s, "X", pid, tid);
+            loupe__puts(s, ",\"ts\":");
+            loupe__put_us(s, sl->start_ns);
+            loupe__puts(s, ",\"dur\":");
+            loupe__put_us(s, sl->dur_ns);
+            loupe__puts(s, ",\"name\":");
+            loupe__put_jstr(s, sl->name);
+            if (sl->category[0]) {
+                loupe__puts(s, ",\"cat\":");
+                loupe__put_jstr(s, sl->category);
+            }
+            if (mark != NULL && mark[i] != 0) {
+                const loupe_flow *fl = &m->flows[mark[i] - 1];
+                loupe__puts(s, ",\"bind_id\":");
+                loupe__put_u64(s, flow_id(fl->id));
+                loupe__puts(s, fl->to_thread == t && fl->to_slice == i ? ",\"flow_in\":true"
+                                                                       : ",\"flow_out\":true");
+            }
+            if (sl->arg_count > 0 || (sl->flags & LOUPE_SLICE_TRUNCATED)) {
+                put_args(s, sl->args, sl->arg_count, sl->flags);
+            }
+            loupe__put(s, "}", 1);
+        }
+        for (size_t i = 0; i < th->instant_count; i++) {
+            const loupe_instant *in = &th->instants[i];
+            put_head(s, "i", pid, tid);
+            loupe__puts(s, ",\"s\":\"t\",\"ts\":");
+            loupe__put_us(s, in->ts_ns);
+            loupe__puts(s, ",\"name\":");
+            loupe__put_jstr(s, in->name);
+            if (in->arg_count > 0) {
+                put_args(s, in->args, in->arg_count, 0);
+            }
+            loupe__put(s, "}", 1);
+        }
+    }
+    /* Flows not expressible as v2: flow v1 s/f, bound to the slice enclosing ts (bp "e"); a
+     * child starting at the same ns as its parent would take the arrow (a v1 limitation). */
+    for (size_t f = 0; f < m->flow_count; f++) {
+        if (!v1[f]) {
+            continue;
+        }
+        const loupe_flow *fl = &m->flows[f];
+        for (int end = 0; end < 2; end++) {
+            size_t th_i = end == 0 ? fl->from_thread : fl->to_thread;
+            size_t sl_i = end == 0 ? fl->from_slice : fl->to_slice;
+            const loupe_model_thread *th = &m->threads[th_i];
+            put_head(s, end == 0 ? "s" : "f", pid, th->tid ? th->tid : pid);
+            loupe__puts(s, ",\"ts\":");
+            loupe__put_us(s, th->slices[sl_i].start_ns);
+            loupe__puts(s, ",\"id\":");
+            loupe__put_u64(s, flow_id(fl->id));
+            loupe__puts(s, ",\"cat\":\"flow\",\"name\":\"flow\",\"bp\":\"e\"}");
+        }
+    }
+    for (size_t t = 0; used != NULL && t < m->thread_count; t++) {
+        free(used[t]);
+    }
+    free(used);
+    free(v1);
+    for (size_t i = 0; i < m->counter_count; i++) {
+        const loupe_counter_sample *c = &m->counters[i];
+        put_head(s, "C", pid, pid);
+        loupe__puts(s, ",\"ts\":");
+        loupe__put_us(s, c->ts_ns);
+        loupe__puts(s, ",\"name\":");
+        loupe__put_jstr(s, c->name);
+        loupe__puts(s, ",\"args\":{\"value\":");
+        if (c->is_double) {
+            loupe__put_double(s, c->d);
+        } else {
+            loupe__put_i64(s, c->i);
+        }
+        loupe__puts(s, "}}");
+    }
+    loupe__puts(s, "\n]}\n");
+    return 0;
+}

@@ -1,0 +1,226 @@
+/* sink.c: see sink.h. */
+#include "export/sink.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int write_gz(loupe__sink *s, const void *p, size_t n) {
+    while (n > 0) {
+        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
+        int w = gzwrite(s->gz, p, chunk);
+        if (w <= 0) {
+            int e;
+            gzerror(s->gz, &e);
+            return e == Z_ERRNO && errno != 0 ? -errno : -EIO;
+        }
+        p = (const char *)p + w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_file(loupe__sink *s, const void *p, size_t n) {
+    if (fwrite(p, 1, n, s->f) != n) {
+        return errno ? -errno : -EIO;
+    }
+    return 0;
+}
+
+static int write_mem(loupe__sink *s, const void *p, size_t n) {
+    if (s->mem_cap - s->mem_len < n + 1) {
+        size_t nc = s->mem_cap ? s->mem_cap : 65536;
+        while (nc - s->mem_len < n + 1) {
+            nc *= 2;
+        }
+        char *m = realloc(s->mem, nc);
+        if (m == NULL) {
+            return -ENOMEM;
+        }
+        s->mem = m;
+        s->mem_cap = nc;
+    }
+    memcpy(s->mem + s->mem_len, p, n);
+    s->mem_len += n;
+    s->mem[s->mem_len] = 0;
+    return 0;
+}
+
+int loupe__sink_open_file(loupe__sink *s, const char *path, int gz) {
+    memset(s, 0, offsetof(loupe__sink, buf));
+    if (gz) {
+        errno = 0;
+        s->gz = gzopen(path, "wb1");
+        if (s->gz == NULL) {
+            return errno ? -errno : -ENOMEM;
+        }
+        gzbuffer(s->gz, 1u << 17);
+        s->write = write_gz;
+    } else {
+        s->f = fopen(path, "wb");
+        if (s->f == NULL) {
+            return -errno;
+        }
+        s->write = write_file;
+    }
+    return 0;
+}
+
+void loupe__sink_open_mem(loupe__sink *s) {
+    memset(s, 0, offsetof(loupe__sink, buf));
+    s->write = write_mem;
+}
+
+void loupe__sink_flush(loupe__sink *s) {
+    if (s->n > 0 && s->err_no == 0) {
+        int r = s->write(s, s->buf, s->n);
+        if (r != 0) {
+            s->err_no = -r;
+        }
+    }
+    s->bytes += s->n;
+    s->n = 0;
+}
+
+int loupe__sink_close(loupe__sink *s) {
+    loupe__sink_flush(s);
+    if (s->gz != NULL) {
+        errno = 0;
+        int r = gzclose(s->gz);
+        if (r != Z_OK && s->err_no == 0) {
+            s->err_no = errno ? errno : EIO;
+        }
+        s->gz = NULL;
+    }
+    if (s->f != NULL) {
+        if (fflush(s->f) != 0 && s->err_no == 0) {
+            s->err_no = errno ? errno : EIO;
+        }
+        if (fclose(s->f) != 0 && s->err_no == 0) {
+            s->err_no = errno ? errno : EIO;
+        }
+        s->f = NULL;
+    }
+    return s->err_no ? -s->err_no : 0;
+}
+
+void loupe__put_u64(loupe__sink *s, uint64_t v) {
+    char tmp[24];
+    int i = 24;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    loupe__put(s, tmp + i, (size_t)(24 - i));
+}
+
+void loupe__put_i64(loupe__sink *s, int64_t v) {
+    if (v < 0) {
+        loupe__put(s, "-", 1);
+        loupe__put_u64(s, (uint64_t)0 - (uint64_t)v);
+    } else {
+        loupe__put_u64(s, (uint64_t)v);
+    }
+}
+
+void loupe__put_us(loupe__sink *s, uint64_t ns) {
+    loupe__put_u64(s, ns / 1000);
+    char frac[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
+                    (char)('0' + ns % 10)};
+    loupe__put(s, frac, 4);
+}
+
+void loupe__put_double(loupe__sink *s, double d) {
+    if (!isfinite(d)) {
+        loupe__puts(s, "null"); /* JSON has no NaN/Infinity; Perfetto aborts on them */
+        return;
+    }
+    /* The shortest of %.15g..%.17g that reads back as the same double. */
+    char tmp[40];
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+        if (strtod(tmp, NULL) == d) {
+            break;
+        }
+    }
+    for (char *c = tmp; *c; c++) {
+        if (*c == ',') {
+            *c = '.'; /* a program's LC_NUMERIC must not break the JSON */
+        }
+    }
+    loupe__put(s, tmp, (size_t)n);
+    if (strpbrk(tmp, ".eEn") == NULL) {
+        loupe__put(s, ".0", 2); /* stays a double when read back */
+    }
+}
+
+/* Length of a valid UTF-8 sequence at p (1..4), or 0 when invalid (overlong, surrogate, > U+10FFFF,
+ * truncated). */
+static size_t utf8_len(const unsigned char *p) {
+    unsigned c = p[0];
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
+            return 0;
+        }
+        if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0)) {
+            return 0; /* overlong, or a UTF-16 surrogate */
+        }
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
+            return 0;
+        }
+        if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90)) {
+            return 0;
+        }
+        return 4;
+    }
+    return 0;
+}
+
+void loupe__put_jstr(loupe__sink *s, const char *str) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)str;
+    loupe__put(s, "\"", 1);
+    const unsigned char *run = p;
+    while (*p) {
+        unsigned c = *p;
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t ul = c >= 0x80 ? utf8_len(p) : 1;
+        if (c >= 0x80 && ul > 0) {
+            p += ul;
+            continue;
+        }
+        loupe__put(s, (const char *)run, (size_t)(p - run));
+        if (c == '"') {
+            loupe__put(s, "\\\"", 2);
+        } else if (c == '\\') {
+            loupe__put(s, "\\\\", 2);
+        } else if (c == '\n') {
+            loupe__put(s, "\\n", 2);
+        } else if (c == '\t') {
+            loupe__put(s, "\\t", 2);
+        } else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            loupe__put(s, e, 6);
+        } else {
+            loupe__put(s, "\\ufffd", 6); /* an invalid UTF-8 byte */
+        }
+        p++;
+        run = p;
+    }
+    loupe__put(s, (const char *)run, (size_t)(p - run));
+    loupe__put(s, "\"", 1);
+}

@@ -1,0 +1,69 @@
+/* sink.h: where writers stream bytes: a gzip file, a plain file, or memory. A 64 KiB buffer in
+ * front of the sink keeps per-event writes cheap; the first write error sticks (err/err_no) and
+ * every later write is a no-op, so writers check once at the end. */
+#ifndef LOUPE_EXPORT_SINK_H
+#define LOUPE_EXPORT_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <zlib.h>
+
+typedef struct loupe__sink {
+    int (*write)(struct loupe__sink *s, const void *p, size_t n); /* 0 or -errno */
+    gzFile gz;
+    FILE *f;
+    char *mem; /* memory sink: malloc'd, grows */
+    size_t mem_len, mem_cap;
+    int err_no; /* first errno, 0 when fine */
+    size_t n;
+    uint64_t bytes; /* uncompressed bytes written */
+    char buf[65536];
+} loupe__sink;
+
+/* Opens a sink: gzip (level 1: fast, JSON still shrinks ~10x) when gz, plain otherwise.
+ * Returns -errno on failure. */
+int loupe__sink_open_file(loupe__sink *s, const char *path, int gz);
+void loupe__sink_open_mem(loupe__sink *s);
+/* Flushes and closes; returns 0 or the first -errno. A memory sink keeps s->mem (caller frees). */
+int loupe__sink_close(loupe__sink *s);
+
+void loupe__sink_flush(loupe__sink *s);
+
+static inline void loupe__put(loupe__sink *s, const char *p, size_t n) {
+    if (sizeof(s->buf) - s->n < n) {
+        loupe__sink_flush(s);
+        if (n > sizeof(s->buf)) {
+            if (s->err_no == 0) {
+                int r = s->write(s, p, n);
+                if (r != 0) {
+                    s->err_no = -r;
+                }
+            }
+            s->bytes += n;
+            return;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->buf[s->n + i] = p[i];
+    }
+    s->n += n;
+}
+
+static inline void loupe__puts(loupe__sink *s, const char *str) {
+    size_t n = 0;
+    while (str[n]) {
+        n++;
+    }
+    loupe__put(s, str, n);
+}
+
+/* Decimal integers, ns as µs with exactly 3 decimals, doubles (%.17g, finite; NaN/Inf as null),
+ * and JSON strings (escaped: ", \, control characters; invalid UTF-8 bytes become U+FFFD). */
+void loupe__put_u64(loupe__sink *s, uint64_t v);
+void loupe__put_i64(loupe__sink *s, int64_t v);
+void loupe__put_us(loupe__sink *s, uint64_t ns);
+void loupe__put_double(loupe__sink *s, double d);
+void loupe__put_jstr(loupe__sink *s, const char *str);
+
+#endif

@@ -1,0 +1,586 @@
+/* builder.c: the trace-model builder (see builder.h) and loupe_model_free().
+ *
+ * Memory: one bump arena of 64 KiB+ chunks for strings and arg arrays; slices, instants,
+ * counters, threads and flows live in growable arrays (realloc doubling) that the model takes
+ * over at finish. The intern table is open addressing over FNV-1a hashes.
+ */
+#include "builder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+} chunk;
+
+typedef struct arena {
+    chunk *head;
+    /* the growable arrays handed to the model, freed with it */
+    void **owned;
+    size_t owned_count, owned_cap;
+} arena;
+
+typedef struct tcap {
+    size_t slice_cap, instant_cap;
+} tcap;
+
+typedef struct pending_flow {
+    uint64_t id;
+    size_t ft, fs, tt, ts;
+} pending_flow;
+
+struct loupe__mb {
+    loupe_model m;
+    arena *ar;
+    const char *empty; /* the interned "" (m.process_name can be set to anything later) */
+    int failed;
+    size_t thread_cap, counter_cap, meta_cap;
+    tcap *tcaps;
+    const char **itab; /* intern table */
+    size_t icap, icount;
+    pending_flow *flows;
+    size_t flow_count, flow_cap;
+};
+
+static void *arena_alloc(arena *a, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    if (a->head == NULL || a->head->cap - a->head->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        chunk *c = malloc(sizeof(chunk) + cap);
+        if (c == NULL) {
+            return NULL;
+        }
+        c->next = a->head;
+        c->used = 0;
+        c->cap = cap;
+        a->head = c;
+    }
+    void *p = a->head->data + a->head->used;
+    a->head->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+static void arena_free(arena *a) {
+    if (a == NULL) {
+        return;
+    }
+    for (chunk *c = a->head; c != NULL;) {
+        chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    for (size_t i = 0; i < a->owned_count; i++) {
+        free(a->owned[i]);
+    }
+    free(a->owned);
+    free(a);
+}
+
+static int arena_own(arena *a, void *p) {
+    if (p == NULL) {
+        return 0;
+    }
+    if (a->owned_count == a->owned_cap) {
+        size_t nc = a->owned_cap ? a->owned_cap * 2 : 16;
+        void **n = realloc(a->owned, nc * sizeof(*n));
+        if (n == NULL) {
+            return -1;
+        }
+        a->owned = n;
+        a->owned_cap = nc;
+    }
+    a->owned[a->owned_count++] = p;
+    return 0;
+}
+
+/* Grows *arr (of elem-byte items) to hold at least need items. */
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t nc = *cap ? *cap : 8;
+    while (nc < need) {
+        nc *= 2;
+    }
+    void *n = realloc(*arr, nc * elem);
+    if (n == NULL) {
+        return -1;
+    }
+    memset((char *)n + *cap * elem, 0, (nc - *cap) * elem);
+    *arr = n;
+    *cap = nc;
+    return 0;
+}
+
+loupe__mb *loupe__mb_new(void) {
+    loupe__mb *mb = calloc(1, sizeof(*mb));
+    if (mb == NULL) {
+        return NULL;
+    }
+    mb->ar = calloc(1, sizeof(arena));
+    if (mb->ar == NULL) {
+        free(mb);
+        return NULL;
+    }
+    mb->empty = loupe__mb_str(mb, "");
+    mb->m.process_name = mb->empty;
+    mb->m.host = mb->empty;
+    mb->m.clock = mb->empty;
+    if (mb->failed) {
+        loupe__mb_abort(mb);
+        return NULL;
+    }
+    return mb;
+}
+
+int loupe__mb_failed(const loupe__mb *mb) {
+    return mb->failed;
+}
+loupe_model *loupe__mb_model(loupe__mb *mb) {
+    return &mb->m;
+}
+
+void *loupe__mb_alloc(loupe__mb *mb, size_t n) {
+    void *p = arena_alloc(mb->ar, n);
+    if (p == NULL) {
+        mb->failed = 1;
+    }
+    return p;
+}
+
+static uint64_t fnv1a(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+const char *loupe__mb_strn(loupe__mb *mb, const char *s, size_t len) {
+    if (mb->failed) {
+        return "";
+    }
+    if (mb->icount * 2 >= mb->icap) {
+        size_t nc = mb->icap ? mb->icap * 2 : 256;
+        const char **nt = calloc(nc, sizeof(*nt));
+        if (nt == NULL) {
+            mb->failed = 1;
+            return "";
+        }
+        for (size_t i = 0; i < mb->icap; i++) {
+            const char *e = mb->itab[i];
+            if (e != NULL) {
+                size_t j = fnv1a(e, strlen(e)) & (nc - 1);
+                while (nt[j] != NULL) {
+                    j = (j + 1) & (nc - 1);
+                }
+                nt[j] = e;
+            }
+        }
+        free(mb->itab);
+        mb->itab = nt;
+        mb->icap = nc;
+    }
+    /* Strings with an embedded NUL are cut there: the model's strings are C strings. */
+    const char *nul = memchr(s, 0, len);
+    if (nul != NULL) {
+        len = (size_t)(nul - s);
+    }
+    size_t j = fnv1a(s, len) & (mb->icap - 1);
+    while (mb->itab[j] != NULL) {
+        const char *e = mb->itab[j];
+        if (strncmp(e, s, len) == 0 && e[len] == 0) {
+            return e;
+        }
+        j = (j + 1) & (mb->icap - 1);
+    }
+    char *c = arena_alloc(mb->ar, len + 1);
+    if (c == NULL) {
+        mb->failed = 1;
+        return "";
+    }
+    memcpy(c, s, len);
+    c[len] = 0;
+    mb->itab[j] = c;
+    mb->icount++;
+    return c;
+}
+
+const char *loupe__mb_str(loupe__mb *mb, const char *s) {
+    return loupe__mb_strn(mb, s ? s : "", s ? strlen(s) : 0);
+}
+
+size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
+    for (size_t i = mb->m.thread_count; i-- > 0;) {
+        if (mb->m.threads[i].tid == tid) {
+            return i;
+        }
+    }
+    size_t cap = mb->thread_cap;
+    if (grow((void **)&mb->m.threads, &mb->thread_cap, mb->m.thread_count + 1,
+             sizeof(loupe_model_thread)) != 0 ||
+        grow((void **)&mb->tcaps, &cap, mb->m.thread_count + 1, sizeof(tcap)) != 0) {
+        mb->failed = 1;
+        return SIZE_MAX;
+    }
+    size_t i = mb->m.thread_count++;
+    mb->m.threads[i].tid = tid;
+    mb->m.threads[i].name = mb->empty;
+    return i;
+}
+
+loupe_model_thread *loupe__mb_thread_at(loupe__mb *mb, size_t t) {
+    return &mb->m.threads[t];
+}
+
+void loupe__mb_thread_name(loupe__mb *mb, size_t t, const char *name) {
+    mb->m.threads[t].name = loupe__mb_str(mb, name);
+}
+
+size_t loupe__mb_slice(loupe__mb *mb, size_t t) {
+    loupe_model_thread *th = &mb->m.threads[t];
+    size_t *cap = &mb->tcaps[t].slice_cap;
+    if (th->slice_count == *cap) {
+        /* Doubling without zeroing: only the slots handed out become resident (the model of
+         * a 20 M-event trace is then 28 bytes per event, not ~47). */
+        size_t nc = *cap ? *cap * 2 : 64;
+        loupe_slice *n = realloc(th->slices, nc * sizeof(loupe_slice));
+        if (n == NULL) {
+            mb->failed = 1;
+            return SIZE_MAX;
+        }
+        th->slices = n;
+        *cap = nc;
+    }
+    loupe_slice *s = &th->slices[th->slice_count];
+    memset(s, 0, sizeof(*s));
+    s->name = mb->empty;
+    s->category = mb->empty;
+    return th->slice_count++;
+}
+
+loupe_slice *loupe__mb_slice_at(loupe__mb *mb, size_t t, size_t i) {
+    return &mb->m.threads[t].slices[i];
+}
+
+static loupe_arg *copy_args(loupe__mb *mb, const loupe_arg *args, uint32_t n) {
+    if (n == 0) {
+        return NULL;
+    }
+    loupe_arg *a = loupe__mb_alloc(mb, n * sizeof(loupe_arg));
+    if (a == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        a[i] = args[i];
+        a[i].key = loupe__mb_str(mb, args[i].key);
+        if (a[i].type == LOUPE_ARG_STRING) {
+            a[i].v.s = loupe__mb_str(mb, args[i].v.s);
+        }
+    }
+    return a;
+}
+
+int loupe__mb_slice_args(loupe__mb *mb, size_t t, size_t i, const loupe_arg *args, uint32_t n) {
+    loupe_arg *a = copy_args(mb, args, n);
+    if (n > 0 && a == NULL) {
+        return -1;
+    }
+    loupe_slice *s = &mb->m.threads[t].slices[i];
+    s->args = a;
+    s->arg_count = n;
+    return 0;
+}
+
+int loupe__mb_slice_add_arg(loupe__mb *mb, size_t t, size_t i, const loupe_arg *arg) {
+    loupe_slice *s = &mb->m.threads[t].slices[i];
+    loupe_arg *a = loupe__mb_alloc(mb, (s->arg_count + 1) * sizeof(loupe_arg));
+    if (a == NULL) {
+        return -1;
+    }
+    if (s->arg_count > 0) {
+        memcpy(a, s->args, s->arg_count * sizeof(loupe_arg));
+    }
+    a[s->arg_count] = *arg;
+    a[s->arg_count].key = loupe__mb_str(mb, arg->key);
+    if (arg->type == LOUPE_ARG_STRING) {
+        a[s->arg_count].v.s = loupe__mb_str(mb, arg->v.s);
+    }
+    s->args = a;
+    s->arg_count++;
+    return mb->failed ? -1 : 0;
+}
+
+int loupe__mb_instant(loupe__mb *mb, size_t t, uint64_t ts, const char *name, const loupe_arg *args,
+                      uint32_t n) {
+    loupe_model_thread *th = &mb->m.threads[t];
+    if (grow((void **)&th->instants, &mb->tcaps[t].instant_cap, th->instant_count + 1,
+             sizeof(loupe_instant)) != 0) {
+        mb->failed = 1;
+        return -1;
+    }
+    loupe_instant *in = &th->instants[th->instant_count++];
+    in->ts_ns = ts;
+    in->name = loupe__mb_str(mb, name);
+    in->args = copy_args(mb, args, n);
+    in->arg_count = n;
+    return mb->failed ? -1 : 0;
+}
+
+int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *c) {
+    if (grow((void **)&mb->m.counters, &mb->counter_cap, mb->m.counter_count + 1, sizeof(*c)) !=
+        0) {
+        mb->failed = 1;
+        return -1;
+    }
+    loupe_counter_sample *d = &mb->m.counters[mb->m.counter_count++];
+    *d = *c;
+    d->name = loupe__mb_str(mb, c->name);
+    return mb->failed ? -1 : 0;
+}
+
+int loupe__mb_flow(loupe__mb *mb, uint64_t id, size_t ft, size_t fs, size_t tt, size_t ts) {
+    if (grow((void **)&mb->flows, &mb->flow_cap, mb->flow_count + 1, sizeof(pending_flow)) != 0) {
+        mb->failed = 1;
+        return -1;
+    }
+    mb->flows[mb->flow_count++] = (pending_flow){id, ft, fs, tt, ts};
+    return 0;
+}
+
+int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value) {
+    const char *k = loupe__mb_str(mb, key);
+    const char *v = loupe__mb_str(mb, value);
+    for (size_t i = 0; i < mb->m.metadata_count; i++) {
+        if (mb->m.metadata[i].key == k) {
+            mb->m.metadata[i].value = v;
+            return mb->failed ? -1 : 0;
+        }
+    }
+    if (grow((void **)&mb->m.metadata, &mb->meta_cap, mb->m.metadata_count + 1, sizeof(loupe_kv)) !=
+        0) {
+        mb->failed = 1;
+        return -1;
+    }
+    mb->m.metadata[mb->m.metadata_count++] = (loupe_kv){k, v};
+    return mb->failed ? -1 : 0;
+}
+
+/* Sorting slices: start ascending, longer first on equal starts (the parent), then the order of
+ * recording. A permutation array keeps flows pointing at the right slices. */
+typedef struct sort_item {
+    loupe_slice s;
+    size_t orig;
+} sort_item;
+
+static int cmp_slice(const void *pa, const void *pb) {
+    const sort_item *a = pa, *b = pb;
+    if (a->s.start_ns != b->s.start_ns) {
+        return a->s.start_ns < b->s.start_ns ? -1 : 1;
+    }
+    if (a->s.dur_ns != b->s.dur_ns) {
+        return a->s.dur_ns > b->s.dur_ns ? -1 : 1;
+    }
+    return a->orig < b->orig ? -1 : (a->orig > b->orig);
+}
+
+static int cmp_counter(const void *pa, const void *pb) {
+    const loupe_counter_sample *a = pa, *b = pb;
+    return a->ts_ns < b->ts_ns ? -1 : (a->ts_ns > b->ts_ns);
+}
+
+static int cmp_instant(const void *pa, const void *pb) {
+    const loupe_instant *a = pa, *b = pb;
+    return a->ts_ns < b->ts_ns ? -1 : (a->ts_ns > b->ts_ns);
+}
+
+/* Sorts a thread's slices and computes depths; fills perm[orig] = new index when perm != NULL. */
+static int finish_thread(loupe_model_thread *th, size_t *perm) {
+    size_t n = th->slice_count;
+    if (n == 0) {
+        return 0;
+    }
+    int sorted = 1;
+    for (size_t i = 1; i < n && sorted; i++) {
+        const loupe_slice *a = &th->slices[i - 1], *b = &th->slices[i];
+        if (a->start_ns > b->start_ns || (a->start_ns == b->start_ns && a->dur_ns < b->dur_ns)) {
+            sorted = 0;
+        }
+    }
+    if (!sorted) {
+        sort_item *it = malloc(n * sizeof(*it));
+        if (it == NULL) {
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            it[i].s = th->slices[i];
+            it[i].orig = i;
+        }
+        qsort(it, n, sizeof(*it), cmp_slice);
+        for (size_t i = 0; i < n; i++) {
+            th->slices[i] = it[i].s;
+            if (perm != NULL) {
+                perm[it[i].orig] = i;
+            }
+        }
+        free(it);
+    } else if (perm != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            perm[i] = i;
+        }
+    }
+    /* Depth: a stack of open slices' ends. */
+    uint64_t *ends = malloc(n * sizeof(*ends));
+    if (ends == NULL) {
+        return -1;
+    }
+    size_t top = 0;
+    for (size_t i = 0; i < n; i++) {
+        loupe_slice *s = &th->slices[i];
+        while (top > 0 && ends[top - 1] <= s->start_ns &&
+               !(ends[top - 1] == s->start_ns && s->dur_ns == 0 && i > 0 &&
+                 th->slices[i - 1].start_ns == s->start_ns)) {
+            top--;
+        }
+        s->depth = (uint32_t)top;
+        ends[top++] = s->start_ns + s->dur_ns;
+    }
+    free(ends);
+    return 0;
+}
+
+loupe_model *loupe__mb_finish(loupe__mb *mb) {
+    loupe_model *m = NULL;
+    size_t **perms = NULL;
+    if (mb->failed) {
+        goto fail;
+    }
+    if (mb->flow_count > 0) {
+        perms = calloc(mb->m.thread_count, sizeof(*perms));
+        if (perms == NULL) {
+            goto fail;
+        }
+    }
+    for (size_t t = 0; t < mb->m.thread_count; t++) {
+        loupe_model_thread *th = &mb->m.threads[t];
+        if (perms != NULL && th->slice_count > 0) {
+            perms[t] = malloc(th->slice_count * sizeof(size_t));
+            if (perms[t] == NULL) {
+                goto fail;
+            }
+        }
+        if (finish_thread(th, perms ? perms[t] : NULL) != 0) {
+            goto fail;
+        }
+        if (th->instant_count > 1) {
+            qsort(th->instants, th->instant_count, sizeof(loupe_instant), cmp_instant);
+        }
+        for (size_t i = 0; i < th->slice_count; i++) {
+            if (th->slices[i].flags & LOUPE_SLICE_TRUNCATED) {
+                mb->m.truncated_zones++;
+            }
+        }
+    }
+    if (mb->m.counter_count > 1) {
+        /* qsort is not stable; counters are appended in time order per thread, and equal
+         * timestamps keep an arbitrary order, which is harmless for counters. */
+        qsort(mb->m.counters, mb->m.counter_count, sizeof(loupe_counter_sample), cmp_counter);
+    }
+    if (mb->flow_count > 0) {
+        mb->m.flows = malloc(mb->flow_count * sizeof(loupe_flow));
+        if (mb->m.flows == NULL) {
+            goto fail;
+        }
+        for (size_t i = 0; i < mb->flow_count; i++) {
+            pending_flow *f = &mb->flows[i];
+            mb->m.flows[i] =
+                (loupe_flow){f->id, f->ft, perms[f->ft][f->fs], f->tt, perms[f->tt][f->ts]};
+        }
+        mb->m.flow_count = mb->flow_count;
+    }
+    m = malloc(sizeof(*m));
+    arena *a = mb->ar;
+    size_t need = a->owned_count + 4 + 2 * mb->m.thread_count;
+    if (m == NULL || grow((void **)&a->owned, &a->owned_cap, need, sizeof(void *)) != 0) {
+        free(m);
+        m = NULL;
+        goto fail;
+    }
+    /* cannot fail now: room was reserved */
+    int own = arena_own(a, mb->m.threads) | arena_own(a, mb->m.counters) |
+              arena_own(a, mb->m.flows) | arena_own(a, mb->m.metadata);
+    for (size_t t = 0; t < mb->m.thread_count; t++) {
+        own |= arena_own(a, mb->m.threads[t].slices) | arena_own(a, mb->m.threads[t].instants);
+    }
+    (void)own;
+    *m = mb->m;
+    m->loupe__arena = a;
+    if (perms != NULL) {
+        for (size_t t = 0; t < mb->m.thread_count; t++) {
+            free(perms[t]);
+        }
+        free(perms);
+    }
+    free(mb->tcaps);
+    free(mb->itab);
+    free(mb->flows);
+    free(mb);
+    return m;
+fail:
+    if (perms != NULL) {
+        for (size_t t = 0; t < mb->m.thread_count; t++) {
+            free(perms[t]);
+        }
+        free(perms);
+    }
+    loupe__mb_abort(mb);
+    return NULL;
+}
+
+void loupe__mb_abort(loupe__mb *mb) {
+    if (mb == NULL) {
+        return;
+    }
+    /* The arrays are handed to the arena only by a finish that succeeds. */
+    for (size_t t = 0; t < mb->m.thread_count; t++) {
+        free(mb->m.threads[t].slices);
+        free(mb->m.threads[t].instants);
+    }
+    free(mb->m.threads);
+    free(mb->m.counters);
+    free(mb->m.flows);
+    free(mb->m.metadata);
+    arena_free(mb->ar);
+    free(mb->tcaps);
+    free(mb->itab);
+    free(mb->flows);
+    free(mb);
+}
+
+void loupe_model_free(loupe_model *m) {
+    if (m == NULL) {
+        return;
+    }
+    arena_free(m->loupe__arena);
+    free(m);
+}
+
+uint64_t loupe_model_events_recorded(const loupe_model *m) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->thread_count; i++) {
+        n += m->threads[i].events_recorded;
+    }
+    return n;
+}
+
+uint64_t loupe_model_events_dropped(const loupe_model *m) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->thread_count; i++) {
+        n += m->threads[i].events_dropped;
+    }
+    return n;
+}

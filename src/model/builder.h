@@ -1,0 +1,62 @@
+/* builder.h: building a loupe_model (internal to libloupe; used by the collector and the readers).
+ *
+ * A builder owns a bump arena (every string, arg array and slice of the model lives in it or in
+ * growable arrays it hands to the model) and a string intern table. Strings passed in are copied.
+ * loupe__mb_finish() sorts each thread's slices into start order (longer first on ties), computes
+ * depths, sorts counters, and hands everything to a loupe_model. Single-threaded.
+ * Every function that allocates returns NULL / SIZE_MAX on out-of-memory and then the builder is
+ * "failed": finish returns NULL and abort frees everything.
+ */
+#ifndef LOUPE_MODEL_BUILDER_H
+#define LOUPE_MODEL_BUILDER_H
+
+#include <loupe/model.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct loupe__mb loupe__mb;
+
+loupe__mb *loupe__mb_new(void);
+/* Frees a builder that was not finished. */
+void loupe__mb_abort(loupe__mb *mb);
+/* The model; NULL on out-of-memory (the builder is freed either way). */
+loupe_model *loupe__mb_finish(loupe__mb *mb);
+/* Non-zero once an allocation failed. */
+int loupe__mb_failed(const loupe__mb *mb);
+
+/* Interns len bytes (need not be NUL-terminated). The result lives as long as the model. */
+const char *loupe__mb_strn(loupe__mb *mb, const char *s, size_t len);
+const char *loupe__mb_str(loupe__mb *mb, const char *s);
+/* n bytes from the arena, 16-byte aligned, zeroed. */
+void *loupe__mb_alloc(loupe__mb *mb, size_t n);
+
+/* The model under construction: set its scalar fields (pid, host, ...) directly. The thread,
+ * counter, flow and metadata arrays are managed by the calls below. */
+loupe_model *loupe__mb_model(loupe__mb *mb);
+
+/* The index of the thread with this tid, added (name "") when missing. SIZE_MAX on OOM. */
+size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid);
+/* Sets a thread's name (interned). */
+void loupe__mb_thread_name(loupe__mb *mb, size_t thread, const char *name);
+loupe_model_thread *loupe__mb_thread_at(loupe__mb *mb, size_t thread);
+
+/* Appends a zeroed slice (name "", category "") to a thread; returns its index, SIZE_MAX on OOM.
+ * Pointers into a thread's slices are valid only until the next append to that thread. */
+size_t loupe__mb_slice(loupe__mb *mb, size_t thread);
+loupe_slice *loupe__mb_slice_at(loupe__mb *mb, size_t thread, size_t slice);
+/* Sets the args of a slice (copied into the arena; keys and string values interned). */
+int loupe__mb_slice_args(loupe__mb *mb, size_t thread, size_t slice, const loupe_arg *args,
+                         uint32_t n);
+/* Appends an arg to a slice (arrays grow by copying into the arena: fine for a few args). */
+int loupe__mb_slice_add_arg(loupe__mb *mb, size_t thread, size_t slice, const loupe_arg *arg);
+
+int loupe__mb_instant(loupe__mb *mb, size_t thread, uint64_t ts_ns, const char *name,
+                      const loupe_arg *args, uint32_t n);
+int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *sample);
+/* Flows are recorded by (thread, slice) before sorting; finish remaps the indices. */
+int loupe__mb_flow(loupe__mb *mb, uint64_t id, size_t from_thread, size_t from_slice,
+                   size_t to_thread, size_t to_slice);
+/* Sets (or replaces) a metadata pair. */
+int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value);
+
+#endif

@@ -1,0 +1,27 @@
+/* collect.h: the collector (collect.c): thread buffers → trace model, at stop. */
+#ifndef LOUPE_MODEL_COLLECT_H
+#define LOUPE_MODEL_COLLECT_H
+
+#include <loupe/model.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct loupe__collect_params {
+    uint64_t state;       /* the session's state word: buffers recorded under it are collected */
+    uint64_t start_ticks; /* clock ticks at the session start (ts 0) */
+    uint64_t stop_ns;     /* the stop, in ns after the start */
+    double ticks_per_ns;
+    int use_tsc;
+    uint64_t origin_unix_ns;
+    uint64_t pid;
+    const char *process_name;
+    const char *host;
+    const loupe_kv *metadata;
+    size_t metadata_count;
+} loupe__collect_params;
+
+/* Builds the model. Call with loupe__registry_lock held and the gate closed.
+ * NULL on out-of-memory. */
+loupe_model *loupe__collect(const loupe__collect_params *p);
+
+#endif

@@ -1,0 +1,130 @@
+/* preload.c: libloupe_preload.so, what `loupe record` preloads (LD_PRELOAD) into the traced
+ * program. Its constructor starts a session from the environment that `loupe record` sets; its
+ * destructor (at exit, after main returns or exit() is called) stops it and writes a small
+ * result file that `loupe record` reads to report the run directory and the counts.
+ *
+ * Environment (set by loupe record; documented in docs/record.md):
+ *   LOUPE_RECORD_DIR            log_dir (required: without it the library does nothing)
+ *   LOUPE_RECORD_LEVEL          host tracer level 0..3
+ *   LOUPE_RECORD_BUFFER_EVENTS  per-thread capacity in events
+ *   LOUPE_RECORD_OVERFLOW       "first" or "last"
+ *   LOUPE_RECORD_PERFETTO       "1": also perfetto_trace.json.gz
+ *   LOUPE_RECORD_RESULT         path of the result file to write at exit
+ * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
+ * being recorded) and removes itself from LD_PRELOAD so that programs the traced one execs are
+ * not traced into the same directory. A program linked with libloupe.so shares the same library
+ * (the loader matches the soname), so its annotations land in this session.
+ */
+#include <loupe/loupe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char result_path[4096];
+static int started;
+
+static void strip_preload(void) {
+    const char *lp = getenv("LD_PRELOAD");
+    if (lp == NULL) {
+        return;
+    }
+    char out[8192], entry[4096];
+    size_t n = 0;
+    for (const char *p = lp; *p;) {
+        size_t len = strcspn(p, ": ");
+        if (len > 0 && len < sizeof entry) {
+            memcpy(entry, p, len);
+            entry[len] = 0;
+            if (strstr(entry, "libloupe_preload.so") == NULL &&
+                strstr(entry, "libloupe.so") == NULL && n + len + 2 < sizeof out) {
+                if (n > 0) {
+                    out[n++] = ':';
+                }
+                memcpy(out + n, entry, len);
+                n += len;
+            }
+        }
+        p += len;
+        while (*p == ':' || *p == ' ') {
+            p++;
+        }
+    }
+    out[n] = 0;
+    if (n == 0) {
+        unsetenv("LD_PRELOAD");
+    } else {
+        setenv("LD_PRELOAD", out, 1);
+    }
+}
+
+__attribute__((constructor)) static void loupe_preload_start(void) {
+    const char *dir = getenv("LOUPE_RECORD_DIR");
+    if (dir == NULL || dir[0] == 0) {
+        return;
+    }
+    strip_preload();
+    const char *rp = getenv("LOUPE_RECORD_RESULT");
+    snprintf(result_path, sizeof result_path, "%s", rp ? rp : "");
+    loupe_trace_options o;
+    memset(&o, 0, sizeof o);
+    o.log_dir = dir;
+    const char *lv = getenv("LOUPE_RECORD_LEVEL");
+    if (lv != NULL && lv[0]) {
+        int l = atoi(lv);
+        o.host_tracer_level = l == 0 ? LOUPE_LEVEL_NONE : l;
+    }
+    const char *be = getenv("LOUPE_RECORD_BUFFER_EVENTS");
+    if (be != NULL && be[0]) {
+        o.buffer_events = (uint32_t)strtoul(be, NULL, 10);
+    }
+    const char *ov = getenv("LOUPE_RECORD_OVERFLOW");
+    if (ov != NULL && strcmp(ov, "last") == 0) {
+        o.overflow = LOUPE_OVERFLOW_KEEP_LAST;
+    }
+    const char *pf = getenv("LOUPE_RECORD_PERFETTO");
+    o.create_perfetto_trace = pf != NULL && strcmp(pf, "1") == 0;
+    o.function_tracing = 1;
+    unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
+    setenv("LOUPE_RECORD", "1", 1);
+    int r = loupe_start_trace(&o);
+    if (r != 0) {
+        fprintf(stderr, "loupe: could not start tracing: %s: %s\n", loupe_strerror(r),
+                loupe_last_error());
+        return;
+    }
+    started = 1;
+    loupe_set_thread_name("main");
+}
+
+__attribute__((destructor)) static void loupe_preload_stop(void) {
+    if (!started) {
+        return;
+    }
+    started = 0;
+    loupe_trace_result res;
+    int r = loupe_stop_trace(&res);
+    FILE *f = result_path[0] ? fopen(result_path, "w") : NULL;
+    if (r != 0) {
+        fprintf(stderr, "loupe: could not write the trace: %s: %s\n", loupe_strerror(r),
+                loupe_last_error());
+    }
+    if (f == NULL) {
+        return;
+    }
+    fprintf(f, "status=%d\nerror=%s\nrun_dir=%s\ntrace_json=%s\nperfetto_json=%s\n", r,
+            r ? loupe_last_error() : "", res.run_dir, res.trace_json, res.perfetto_json);
+    fprintf(f,
+            "events_recorded=%llu\nevents_dropped=%llu\nunmatched_ends=%llu\n"
+            "truncated_zones=%llu\nthreads=%zu\n",
+            (unsigned long long)res.events_recorded, (unsigned long long)res.events_dropped,
+            (unsigned long long)res.unmatched_ends, (unsigned long long)res.truncated_zones,
+            res.thread_count);
+    uint64_t need = 0;
+    for (size_t i = 0; i < res.thread_count; i++) {
+        if (res.threads[i].capacity_needed > need) {
+            need = res.threads[i].capacity_needed;
+        }
+    }
+    fprintf(f, "capacity_needed=%llu\n", (unsigned long long)need);
+    fclose(f);
+}

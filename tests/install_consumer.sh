@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# install_consumer.sh: installs loupe into a temporary prefix and builds a tiny consumer against
+# it twice, with CMake's find_package(loupe) and with pkg-config, then runs both.
+# Args: BUILD_DIR SOURCE_DIR.
+set -euo pipefail
+build=$1
+if grep -q '^LOUPE_SANITIZE:STRING=.\+' "$build/CMakeCache.txt"; then
+  echo "skipped: sanitizer build"; exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+mkdir -p "$tmp/consumer"
+cat >"$tmp/consumer/main.c" <<'C'
+#include <loupe/loupe.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    loupe_trace_options o = {.log_dir = argv[1]};
+    if (loupe_start_trace(&o) != 0) { return 1; }
+    { LOUPE_ZONE("consumer_zone"); }
+    loupe_trace_result r;
+    if (loupe_stop_trace(&r) != 0) { return 2; }
+    printf("%llu\n", (unsigned long long)r.events_recorded);
+    return 0;
+}
+C
+cat >"$tmp/consumer/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.20)
+project(consumer C)
+find_package(loupe REQUIRED)
+add_executable(consumer main.c)
+target_link_libraries(consumer PRIVATE loupe::loupe)
+CM
+cmake -S "$tmp/consumer" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$tmp/cb" >/dev/null
+out=$(LD_LIBRARY_PATH="$prefix/lib" "$tmp/cb/consumer" "$tmp/log1")
+[ "$out" = 2 ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
+libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -n 1)
+flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs loupe)
+cc -std=c11 "$tmp/consumer/main.c" -o "$tmp/pc_consumer" $flags -Wl,-rpath,"$(dirname "$libdir")"
+out=$("$tmp/pc_consumer" "$tmp/log2")
+[ "$out" = 2 ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
+ls "$tmp"/log2/plugins/profile/*/*.trace.json.gz >/dev/null
+echo "install_consumer: find_package and pkg-config consumers work"

@@ -1,0 +1,88 @@
+/* test_functrace.c: -finstrument-functions zones (this file is compiled with the flag, see
+ * tests/CMakeLists.txt): one zone per call, names from the ELF symbol table resolved at stop
+ * (static functions too), nesting as called, nothing when function_tracing is off, and loupe's
+ * own (inline) functions never recorded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <loupe/loupe.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dir;
+static volatile int sink;
+
+static __attribute__((noinline)) void leaf_fn(int i) {
+    sink += i;
+}
+static __attribute__((noinline)) void mid_fn(int i) {
+    leaf_fn(i);
+    leaf_fn(i + 1);
+}
+__attribute__((noinline)) void top_fn(void);
+__attribute__((noinline)) void top_fn(void) {
+    for (int i = 0; i < 10; i++) {
+        mid_fn(i);
+    }
+}
+
+static size_t count(const loupe_model_thread *t, const char *name) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->slice_count; i++) {
+        n += strcmp(t->slices[i].name, name) == 0;
+    }
+    return n;
+}
+
+static void test_function_zones(void **state) {
+    (void)state;
+    dir = tu_tmpdir("functrace");
+    loupe_trace_options o = {.log_dir = dir, .function_tracing = 1};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    top_fn();
+    { LOUPE_ZONE("annotated"); /* an inline loupe function: never a function zone itself */ }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(r.trace_json, &m), 0);
+    assert_int_equal(m->thread_count, 1);
+    const loupe_model_thread *t = &m->threads[0];
+    assert_int_equal(count(t, "top_fn"), 1);
+    assert_int_equal(count(t, "mid_fn"), 10);
+    assert_int_equal(count(t, "leaf_fn"), 20);
+    assert_int_equal(count(t, "annotated"), 1);
+    for (size_t i = 0; i < t->slice_count; i++) {
+        const loupe_slice *s = &t->slices[i];
+        assert_true(strncmp(s->name, "loupe", 5) != 0); /* loupe's own code excluded */
+        assert_true(strncmp(s->name, "0x", 2) != 0);    /* every address resolved */
+        if (strcmp(s->name, "mid_fn") == 0) {
+            assert_int_equal(s->depth, t->slices[0].depth + 1);
+            assert_string_equal(s->category, "function");
+        }
+        if (strcmp(s->name, "leaf_fn") == 0) {
+            assert_int_equal(s->depth, t->slices[0].depth + 2);
+        }
+    }
+    loupe_model_free(m);
+    /* off: no function zones */
+    o.function_tracing = 0;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    top_fn();
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 0);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_function_zones),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,460 @@
+/* test_record_threads.c: the recorder under threads: exact counts from 4 threads x 250k zones,
+ * overflow under both policies with exact drop counts and the right events kept, threads that
+ * exit before the stop, dynamic names whose buffer is overwritten, unbalanced ends, fork while
+ * tracing, concurrent start/stop from 8 threads, and recording threads racing start/stop
+ * (the TSan build runs this file). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <loupe/loupe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char *dir;
+
+static int setup(void **state) {
+    (void)state;
+    dir = tu_tmpdir("record");
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    loupe_stop_trace_if_active(NULL);
+    tu_rmtree(dir);
+    free(dir);
+    return 0;
+}
+
+/* Counts occurrences of needle in the (gunzipped) file. */
+static size_t count_in_file(const char *path, const char *needle) {
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) {
+        n++;
+    }
+    free(text);
+    return n;
+}
+
+/* The model of the last trace, read back with the library's reader. */
+static loupe_model *read_back(const loupe_trace_result *r) {
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(r->trace_json, &m);
+    if (rc != 0) {
+        fail_msg("reading %s: %s: %s", r->trace_json, loupe_strerror(rc), loupe_last_error());
+    }
+    return m;
+}
+
+static const loupe_model_thread *thread_by_tid(const loupe_model *m, uint64_t tid) {
+    for (size_t i = 0; i < m->thread_count; i++) {
+        if (m->threads[i].tid == tid) {
+            return &m->threads[i];
+        }
+    }
+    return NULL;
+}
+
+enum { ZONES_PER_THREAD = 250000 };
+
+static void *zone_worker(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ZONES_PER_THREAD; i++) {
+        LOUPE_ZONE("mt_zone");
+    }
+    return NULL;
+}
+
+static void test_four_threads_exact_counts(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, zone_worker, NULL), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL); /* they exit before the stop: their events stay */
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 4u * 2 * ZONES_PER_THREAD);
+    assert_int_equal(r.events_dropped, 0);
+    assert_int_equal(r.unmatched_ends, 0);
+    assert_int_equal(r.truncated_zones, 0);
+    assert_int_equal(r.thread_count, 4);
+    for (size_t i = 0; i < r.thread_count; i++) {
+        assert_int_equal(r.threads[i].events_recorded, 2 * ZONES_PER_THREAD);
+        assert_int_equal(r.threads[i].events_dropped, 0);
+        assert_int_equal(r.threads[i].capacity_needed, 2 * ZONES_PER_THREAD);
+    }
+    assert_int_equal(count_in_file(r.trace_json, "\"name\":\"mt_zone\""), 4 * ZONES_PER_THREAD);
+}
+
+/* Keep-first: 100 flat zones into 64 slots. A dynamic zone named "zN" takes 3 events (begin,
+ * one 15-byte name slot, end): the first 21 are kept whole (63 events), 79 are dropped
+ * (237 events), and the capacity that would have held them all is 300. */
+static void test_overflow_keep_first(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir, .buffer_events = 64};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (int i = 0; i < 100; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "z%d", i);
+        LOUPE_ZONE_DYN(name);
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.thread_count, 1);
+    assert_int_equal(r.events_recorded, 63);
+    assert_int_equal(r.events_dropped, 237);
+    assert_int_equal(r.threads[0].capacity_needed, 300);
+    loupe_model *m = read_back(&r);
+    assert_int_equal(m->threads[0].slice_count, 21);
+    for (size_t i = 0; i < 21; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "z%zu", i);
+        assert_string_equal(m->threads[0].slices[i].name, name);
+        assert_int_equal(m->threads[0].slices[i].flags & LOUPE_SLICE_TRUNCATED, 0);
+    }
+    assert_int_equal(m->threads[0].events_dropped, 237); /* the loss is in the file too */
+    loupe_model_free(m);
+}
+
+/* Keep-first keeps room for the ends of open zones: the outer zone stays whole. */
+static void test_overflow_keep_first_nested(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir, .buffer_events = 64};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("outer");
+        for (int i = 0; i < 100; i++) {
+            LOUPE_ZONE("inner");
+        }
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 64);
+    assert_int_equal(r.events_dropped, 138);
+    assert_int_equal(r.truncated_zones, 0);
+    loupe_model *m = read_back(&r);
+    const loupe_model_thread *t = &m->threads[0];
+    assert_int_equal(t->slice_count, 32);
+    assert_string_equal(t->slices[0].name, "outer");
+    assert_int_equal(t->slices[0].depth, 0);
+    assert_int_equal(t->slices[0].flags & LOUPE_SLICE_TRUNCATED, 0);
+    for (size_t i = 1; i < t->slice_count; i++) {
+        assert_string_equal(t->slices[i].name, "inner");
+        assert_int_equal(t->slices[i].depth, 1);
+    }
+    loupe_model_free(m);
+}
+
+/* Keep-last: a ring of 64 slots keeps the newest zones. 100 static zones (2 events each) leave
+ * exactly the last 32; 100 dynamic ones (3 events, the 2-slot head never straddling the wrap)
+ * leave a contiguous tail ending at the last. */
+static void test_overflow_keep_last(void **state) {
+    (void)state;
+    loupe_trace_options o = {
+        .log_dir = dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (int i = 0; i < 100; i++) {
+        LOUPE_ZONE("s");
+        LOUPE_ARG_I64("i", i); /* 2 more events: 4 per zone */
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 64);
+    assert_int_equal(r.events_dropped, 336);
+    assert_int_equal(r.threads[0].capacity_needed, 400);
+    loupe_model *m = read_back(&r);
+    assert_int_equal(m->threads[0].slice_count, 16);
+    for (size_t i = 0; i < 16; i++) {
+        assert_int_equal(m->threads[0].slices[i].args[0].v.i, (int64_t)(84 + i));
+    }
+    loupe_model_free(m);
+
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (int i = 0; i < 100; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "z%d", i);
+        LOUPE_ZONE_DYN(name);
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 64);
+    assert_int_equal(r.events_recorded + r.events_dropped, r.threads[0].capacity_needed);
+    m = read_back(&r);
+    size_t k = m->threads[0].slice_count;
+    assert_true(k >= 20 && k <= 21);
+    for (size_t i = 0; i < k; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "z%zu", 100 - k + i);
+        assert_string_equal(m->threads[0].slices[i].name, name);
+    }
+    loupe_model_free(m);
+}
+
+/* Keep-last with an outer zone whose begin is overwritten: its end still gives a slice, from
+ * the first kept event, marked truncated. Two-slot records (args) never straddle the wrap. */
+static void test_overflow_keep_last_lost_begin(void **state) {
+    (void)state;
+    loupe_trace_options o = {
+        .log_dir = dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("outer");
+        for (int i = 0; i < 50; i++) {
+            LOUPE_ZONE("inner");
+            LOUPE_ARG_I64("i", i);
+        }
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_dropped + r.events_recorded, 2 + 50 * 4);
+    loupe_model *m = read_back(&r);
+    const loupe_model_thread *t = &m->threads[0];
+    assert_string_equal(t->slices[0].name, "outer");
+    assert_true(t->slices[0].flags & LOUPE_SLICE_TRUNCATED);
+    size_t inner = 0;
+    for (size_t i = 1; i < t->slice_count; i++) {
+        assert_string_equal(t->slices[i].name, "inner");
+        if (t->slices[i].arg_count == 1) {
+            assert_int_equal(t->slices[i].args[0].v.i, (int64_t)(50 - t->slice_count + i));
+            inner++;
+        }
+    }
+    assert_true(inner >= 14);
+    loupe_model_free(m);
+}
+
+static void test_dynamic_name_is_copied(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    char buf[64];
+    {
+        snprintf(buf, sizeof buf, "request-%d", 42);
+        LOUPE_ZONE_DYN(buf);
+        memset(buf, 'X', sizeof buf - 1); /* overwritten right after the call */
+        buf[sizeof buf - 1] = 0;
+        loupe_zone_ctx z = loupe_zone_begin_dyn(buf, LOUPE_LEVEL_INFO);
+        strcpy(buf, "garbage");
+        loupe_zone_end_dyn(z);
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    loupe_model *m = read_back(&r);
+    assert_int_equal(m->threads[0].slice_count, 2);
+    assert_string_equal(m->threads[0].slices[0].name, "request-42");
+    assert_int_equal(strlen(m->threads[0].slices[1].name), 63);
+    assert_int_equal(m->threads[0].slices[1].name[0], 'X');
+    loupe_model_free(m);
+}
+
+static const loupe_srcloc sl_a = {"A", "f", "file.c", 1, LOUPE_LEVEL_INFO};
+static const loupe_srcloc sl_b = {"B", "f", "file.c", 2, LOUPE_LEVEL_INFO};
+static const loupe_srcloc sl_c = {"C", "f", "file.c", 3, LOUPE_LEVEL_INFO};
+
+static void test_unbalanced_ends(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    loupe_zone_end(&sl_c); /* an end without a begin */
+    loupe_zone_begin(&sl_a);
+    loupe_zone_begin(&sl_b);
+    loupe_zone_end(&sl_a); /* B's end is missing (an early return): B is closed here */
+    loupe_zone_begin(&sl_c);
+    loupe_zone_end(&sl_c);
+    loupe_zone_end(&sl_b);   /* B was already closed: unmatched */
+    loupe_zone_begin(&sl_a); /* still open at the stop */
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.unmatched_ends, 2);
+    assert_int_equal(r.truncated_zones, 2);
+    loupe_model *m = read_back(&r);
+    const loupe_model_thread *t = &m->threads[0];
+    assert_int_equal(t->slice_count, 4);
+    assert_string_equal(t->slices[0].name, "A");
+    assert_int_equal(t->slices[0].flags & LOUPE_SLICE_TRUNCATED, 0);
+    assert_string_equal(t->slices[1].name, "B");
+    assert_int_equal(t->slices[1].depth, 1);
+    assert_true(t->slices[1].flags & LOUPE_SLICE_TRUNCATED);
+    assert_int_equal(t->slices[1].start_ns + t->slices[1].dur_ns,
+                     t->slices[0].start_ns + t->slices[0].dur_ns);
+    assert_string_equal(t->slices[2].name, "C");
+    assert_int_equal(t->slices[2].depth, 0); /* nesting of the others is intact */
+    assert_string_equal(t->slices[3].name, "A");
+    assert_true(t->slices[3].flags & LOUPE_SLICE_TRUNCATED);
+    assert_int_equal(t->slices[3].start_ns + t->slices[3].dur_ns, m->duration_ns);
+    loupe_model_free(m);
+}
+
+static void test_fork_while_tracing(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    { LOUPE_ZONE("parent_before"); }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+        if (loupe_is_tracing()) {
+            bad |= 1;
+        }
+        { LOUPE_ZONE("child_zone"); /* not recorded anywhere */ }
+        if (loupe_stop_trace(NULL) != LOUPE_ENOT_STARTED) {
+            bad |= 2;
+        }
+        char cdir[4200];
+        snprintf(cdir, sizeof cdir, "%s/child", dir);
+        loupe_trace_options co = {.log_dir = cdir};
+        loupe_trace_result cr;
+        if (loupe_start_trace(&co) != 0) {
+            bad |= 4;
+        }
+        { LOUPE_ZONE("child_own"); }
+        if (loupe_stop_trace(&cr) != 0 || cr.events_recorded != 2) {
+            bad |= 8;
+        }
+        _exit(bad);
+    }
+    { LOUPE_ZONE("parent_after"); }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 4);
+    assert_int_equal(count_in_file(r.trace_json, "child_zone"), 0);
+    assert_int_equal(count_in_file(r.trace_json, "\"parent_after\""), 1);
+}
+
+/* ---- concurrency ---- */
+
+static int ok_starts[8], ok_stops[8];
+
+static void *start_stop_worker(void *arg) {
+    int id = (int)(intptr_t)arg;
+    loupe_trace_options o = {.log_dir = dir, .buffer_events = 4096};
+    for (int i = 0; i < 40; i++) {
+        if (loupe_start_trace(&o) == 0) {
+            ok_starts[id]++;
+        }
+        { LOUPE_ZONE("racing"); }
+        int rc = loupe_stop_trace(NULL);
+        if (rc == 0) {
+            ok_stops[id]++;
+        } else if (rc != LOUPE_ENOT_STARTED) {
+            fail_msg("stop: %s: %s", loupe_strerror(rc), loupe_last_error());
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_start_stop_8_threads(void **state) {
+    (void)state;
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, start_stop_worker, (void *)(intptr_t)i), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+    }
+    int starts = 0, stops = 0;
+    for (int i = 0; i < 8; i++) {
+        starts += ok_starts[i];
+        stops += ok_stops[i];
+    }
+    int final_stop = loupe_is_tracing();
+    assert_int_equal(loupe_stop_trace_if_active(NULL), 0);
+    assert_true(starts > 0);
+    assert_int_equal(starts, stops + final_stop); /* every session ended exactly once */
+    /* never stuck */
+    loupe_trace_options o = {.log_dir = dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+}
+
+static volatile int stop_recording;
+
+static void *busy_recorder(void *arg) {
+    (void)arg;
+    uint64_t i = 0;
+    while (!__atomic_load_n(&stop_recording, __ATOMIC_RELAXED)) {
+        LOUPE_ZONE("busy");
+        LOUPE_ARG_U64("i", i);
+        char name[24];
+        snprintf(name, sizeof name, "dyn%llu", (unsigned long long)(i % 7));
+        LOUPE_ZONE_DYN(name);
+        LOUPE_COUNTER_I64("i", (int64_t)i);
+        i++;
+    }
+    return NULL;
+}
+
+/* Threads record without pause while sessions start and stop under them (both policies,
+ * small buffers so that rings wrap while being collected). Each session's counts must add up. */
+static void test_recording_races_start_stop(void **state) {
+    (void)state;
+    stop_recording = 0;
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, busy_recorder, NULL), 0);
+    }
+    for (int i = 0; i < 30; i++) {
+        loupe_trace_options o = {.log_dir = dir,
+                                 .buffer_events = i % 3 == 0 ? 256 : 65536,
+                                 .overflow =
+                                     i % 2 ? LOUPE_OVERFLOW_KEEP_LAST : LOUPE_OVERFLOW_KEEP_FIRST};
+        loupe_trace_result r;
+        assert_int_equal(loupe_start_trace(&o), 0);
+        usleep(2000);
+        assert_int_equal(loupe_stop_trace(&r), 0);
+        for (size_t t = 0; t < r.thread_count; t++) {
+            assert_true(r.threads[t].events_recorded <= (i % 3 == 0 ? 256u : 65536u));
+            assert_true(r.threads[t].capacity_needed >= r.threads[t].events_recorded);
+        }
+        loupe_model *m = read_back(&r);
+        for (size_t t = 0; t < m->thread_count; t++) {
+            const loupe_model_thread *mt = &m->threads[t];
+            for (size_t k = 0; k < mt->slice_count; k++) { /* well-formed: inside the trace */
+                assert_true(mt->slices[k].start_ns + mt->slices[k].dur_ns <= m->duration_ns);
+            }
+        }
+        loupe_model_free(m);
+    }
+    __atomic_store_n(&stop_recording, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+    }
+}
+
+int main(void) {
+    (void)thread_by_tid;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_four_threads_exact_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_first_nested, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_last_lost_begin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_name_is_copied, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unbalanced_ends, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_while_tracing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_start_stop_8_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recording_races_start_stop, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

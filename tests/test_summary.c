@@ -1,0 +1,351 @@
+/* test_summary.c: `loupe summary`, run as a command on synthetic traces with known durations.
+ *
+ * The trace: thread 11 ("main") runs "frame" (10 ms) three times, each holding two "work"
+ * children of 3 ms; thread 12 runs "io" ten times for 1, 2, ..., 10 ms and one "work" of 1 ms.
+ * It spans 0 .. 201 ms. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "testutil.h"
+
+static char *g_dir;
+static char g_trace[4096];
+
+static void append(char **buf, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void append(char **buf, size_t *len, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    assert_true(n > 0 && (size_t)n < sizeof tmp);
+    *buf = realloc(*buf, *len + (size_t)n + 1);
+    assert_non_null(*buf);
+    memcpy(*buf + *len, tmp, (size_t)n + 1);
+    *len += (size_t)n;
+}
+
+static char *make_trace(void) {
+    char *t = NULL;
+    size_t n = 0;
+    append(&t, &n, "{\"traceEvents\":[\n");
+    append(&t, &n,
+           "{\"ph\":\"M\",\"pid\":1,\"tid\":11,\"name\":\"thread_name\","
+           "\"args\":{\"name\":\"main\"}}");
+    for (int k = 0; k < 3; k++) {
+        int base = k * 20000; /* µs */
+        append(&t, &n,
+               ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":11,\"ts\":%d,\"dur\":10000,"
+               "\"name\":\"frame\"}",
+               base);
+        append(&t, &n, ",\n{\"ph\":\"B\",\"pid\":1,\"tid\":11,\"ts\":%d,\"name\":\"work\"}",
+               base + 1000);
+        append(&t, &n, ",\n{\"ph\":\"E\",\"pid\":1,\"tid\":11,\"ts\":%d}", base + 4000);
+        append(&t, &n,
+               ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":11,\"ts\":%d.000,\"dur\":3000.000,"
+               "\"name\":\"work\"}",
+               base + 5000);
+    }
+    for (int k = 1; k <= 10; k++) {
+        append(&t, &n,
+               ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":12,\"ts\":%d,\"dur\":%d,"
+               "\"name\":\"io\"}",
+               60000 + (k - 1) * 11000, k * 1000);
+    }
+    append(&t, &n,
+           ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":12,\"ts\":200000,\"dur\":1000,"
+           "\"name\":\"work\"}\n]}\n");
+    return t;
+}
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = tu_tmpdir("summary");
+    snprintf(g_trace, sizeof g_trace, "%s/known.json", g_dir);
+    char *t = make_trace();
+    tu_write_file(g_trace, t);
+    free(t);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tu_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* Runs `loupe summary ARGS` (stdout only); returns the exit status, the output in *out. */
+static int summary(const char *args, char **out) {
+    char *cmd;
+    assert_true(asprintf(&cmd, "'%s' summary %s", tu_cli(), args) > 0);
+    int st = tu_run(cmd, out);
+    free(cmd);
+    return st;
+}
+
+static json_t *summary_json(const char *args) {
+    char *out;
+    int st = summary(args, &out);
+    if (st != 0) {
+        fail_msg("loupe summary %s: exit %d: %s", args, st, out);
+    }
+    json_error_t err;
+    json_t *j = json_loads(out, 0, &err);
+    if (j == NULL) {
+        fail_msg("not JSON (%s): %s", err.text, out);
+    }
+    free(out);
+    return j;
+}
+
+static json_int_t zint(const json_t *z, const char *key) {
+    const json_t *v = json_object_get(z, key);
+    if (!json_is_integer(v)) {
+        fail_msg("zone field %s is not an integer", key);
+    }
+    return json_integer_value(v);
+}
+
+static void check_zone(const json_t *z, const char *name, json_int_t count, json_int_t total,
+                       json_int_t self, json_int_t p50, json_int_t p99, json_int_t max) {
+    assert_string_equal(json_string_value(json_object_get(z, "name")), name);
+    assert_int_equal(zint(z, "count"), count);
+    assert_int_equal(zint(z, "total_ns"), total);
+    assert_int_equal(zint(z, "self_ns"), self);
+    assert_int_equal(zint(z, "mean_ns"), (total + count / 2) / count);
+    assert_int_equal(zint(z, "p50_ns"), p50);
+    assert_int_equal(zint(z, "p99_ns"), p99);
+    assert_int_equal(zint(z, "max_ns"), max);
+    double pct = json_real_value(json_object_get(z, "percent"));
+    assert_true(pct > (double)total * 100.0 / 201e6 - 1e-9);
+    assert_true(pct < (double)total * 100.0 / 201e6 + 1e-9);
+}
+
+static void test_json(void **state) {
+    (void)state;
+    char args[4200];
+    snprintf(args, sizeof args, "'%s' --json", g_trace);
+    json_t *j = summary_json(args);
+    assert_string_equal(json_string_value(json_object_get(j, "file")), g_trace);
+    assert_int_equal(json_integer_value(json_object_get(j, "duration_ns")), 201000000);
+    assert_int_equal(json_integer_value(json_object_get(j, "threads")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "slices")), 20);
+    assert_int_equal(json_integer_value(json_object_get(j, "events_dropped")), 0);
+    const json_t *zones = json_object_get(j, "zones");
+    assert_int_equal(json_array_size(zones), 3);
+    /* by total, largest first; p50/p99 nearest rank */
+    check_zone(json_array_get(zones, 0), "io", 10, 55000000, 55000000, 5000000, 10000000, 10000000);
+    check_zone(json_array_get(zones, 1), "frame", 3, 30000000, 12000000, 10000000, 10000000,
+               10000000);
+    check_zone(json_array_get(zones, 2), "work", 7, 19000000, 19000000, 3000000, 3000000, 3000000);
+    assert_null(json_object_get(json_array_get(zones, 0), "thread"));
+    json_decref(j);
+
+    /* --top limits the rows; 0 means all */
+    snprintf(args, sizeof args, "--top 2 --json '%s'", g_trace);
+    j = summary_json(args);
+    assert_int_equal(json_array_size(json_object_get(j, "zones")), 2);
+    json_decref(j);
+    snprintf(args, sizeof args, "--json --top=0 '%s'", g_trace);
+    j = summary_json(args);
+    assert_int_equal(json_array_size(json_object_get(j, "zones")), 3);
+    json_decref(j);
+}
+
+static void test_by_thread(void **state) {
+    (void)state;
+    char args[4200];
+    snprintf(args, sizeof args, "'%s' --by-thread --json", g_trace);
+    json_t *j = summary_json(args);
+    const json_t *zones = json_object_get(j, "zones");
+    assert_int_equal(json_array_size(zones), 4);
+    static const struct {
+        const char *name;
+        json_int_t thread, count, total;
+    } want[] = {{"io", 12, 10, 55000000},
+                {"frame", 11, 3, 30000000},
+                {"work", 11, 6, 18000000},
+                {"work", 12, 1, 1000000}};
+    for (size_t i = 0; i < 4; i++) {
+        const json_t *z = json_array_get(zones, i);
+        assert_string_equal(json_string_value(json_object_get(z, "name")), want[i].name);
+        assert_int_equal(zint(z, "thread"), want[i].thread);
+        assert_int_equal(zint(z, "count"), want[i].count);
+        assert_int_equal(zint(z, "total_ns"), want[i].total);
+    }
+    assert_string_equal(json_string_value(json_object_get(json_array_get(zones, 1), "thread_name")),
+                        "main");
+    json_decref(j);
+}
+
+static void test_table(void **state) {
+    (void)state;
+    char args[4200], *out;
+    snprintf(args, sizeof args, "'%s'", g_trace);
+    assert_int_equal(summary(args, &out), 0);
+    char head[4300];
+    snprintf(head, sizeof head, "%s: 2 threads, 20 slices, 201.000 ms traced\n", g_trace);
+    assert_true(strncmp(out, head, strlen(head)) == 0);
+    assert_null(strstr(out, "dropped"));
+    /* rows in order of total, units adapted, columns aligned: every row as long as the header */
+    const char *io = strstr(out, "\nio ");
+    const char *frame = strstr(out, "\nframe ");
+    const char *work = strstr(out, "\nwork ");
+    assert_non_null(io);
+    assert_non_null(frame);
+    assert_non_null(work);
+    assert_true(io < frame && frame < work);
+    assert_non_null(strstr(io, "55.000 ms"));
+    assert_non_null(strstr(frame, "12.000 ms"));
+    const char *hdr = strstr(out, "\nname ");
+    assert_non_null(hdr);
+    size_t width = (size_t)(strchr(hdr + 1, '\n') - hdr);
+    assert_int_equal((size_t)(strchr(io + 1, '\n') - io), width);
+    assert_int_equal((size_t)(strchr(work + 1, '\n') - work), width);
+    free(out);
+
+    snprintf(args, sizeof args, "'%s' --top 1", g_trace);
+    assert_int_equal(summary(args, &out), 0);
+    assert_null(strstr(out, "\nframe "));
+    assert_non_null(strstr(out, "(2 more rows; --top 0 shows all)"));
+    free(out);
+}
+
+/* A loupe file with loss accounting, an unmatched end and a truncated zone; gzipped, in a
+ * log_dir: the newest run is found. */
+static void test_loss_and_log_dir(void **state) {
+    (void)state;
+    char run[4200], p[4300];
+    snprintf(run, sizeof run, "%s/log/plugins/profile/2026_01_01_00_00_00_2", g_dir);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%s/log/plugins/profile/2026_01_01_00_00_00'", run,
+             g_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(p, sizeof p, "%s/host.trace.json.gz", run);
+    static const char text[] =
+        "{\"metadata\":{\"loupe_version\":\"0.1.0\",\"clock\":\"monotonic\",\"duration_ns\":"
+        "\"1000000\",\"unmatched_ends\":\"1\",\"loupe_thread_5_recorded\":\"10\","
+        "\"loupe_thread_5_dropped\":\"7\",\"loupe_thread_5_capacity_needed\":\"4096\"},"
+        "\"traceEvents\":[{\"ph\":\"X\",\"pid\":5,\"tid\":5,\"ts\":1,\"dur\":2,\"name\":\"z\","
+        "\"args\":{\"loupe_truncated\":true}}]}";
+    gzFile f = gzopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(gzputs(f, text), (int)strlen(text));
+    assert_int_equal(gzclose(f), Z_OK);
+    char args[4400], *out;
+    snprintf(args, sizeof args, "'%s/log'", g_dir);
+    assert_int_equal(summary(args, &out), 0);
+    snprintf(cmd, sizeof cmd, "%s: 1 thread, 1 slice, 1.000 ms traced\n", p);
+    assert_true(strncmp(out, cmd, strlen(cmd)) == 0);
+    assert_non_null(
+        strstr(out, "\nevents dropped: 7 (capacity that would have held them: 4096 events per "
+                    "thread)\n"));
+    assert_non_null(strstr(out, "\nunmatched ends: 1 "));
+    assert_non_null(strstr(out, "\ntruncated zones: 1 "));
+    free(out);
+    snprintf(args, sizeof args, "'%s/log' --json", g_dir);
+    json_t *j = summary_json(args);
+    assert_int_equal(json_integer_value(json_object_get(j, "events_dropped")), 7);
+    assert_int_equal(json_integer_value(json_object_get(j, "capacity_needed")), 4096);
+    json_decref(j);
+}
+
+static void test_real_file(void **state) {
+    (void)state;
+    json_t *j =
+        summary_json("--top 0 --json '" LOUPE_SHARED_DIR "/data/traces/uftrace_mt_chrome.json'");
+    const json_t *zones = json_object_get(j, "zones");
+    int seen = 0;
+    for (size_t i = 0; i < json_array_size(zones); i++) {
+        const json_t *z = json_array_get(zones, i);
+        const char *name = json_string_value(json_object_get(z, "name"));
+        if (strcmp(name, "mid") == 0) {
+            assert_int_equal(zint(z, "count"), 150);
+            seen++;
+        } else if (strcmp(name, "leaf") == 0) {
+            assert_int_equal(zint(z, "count"), 300);
+            seen++;
+        } else if (strcmp(name, "main") == 0) {
+            assert_int_equal(i, 0); /* main holds everything else on its thread */
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 3);
+    assert_int_equal(json_integer_value(json_object_get(j, "threads")), 4);
+    json_decref(j);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    char args[8400], *out, want[8400];
+    snprintf(args, sizeof args, "'%s/missing.json' 2>&1", g_dir);
+    assert_int_equal(summary(args, &out), 1);
+    snprintf(want, sizeof want,
+             "loupe summary: I/O error: %s/missing.json: No such file or directory\n", g_dir);
+    assert_string_equal(out, want);
+    free(out);
+
+    snprintf(args, sizeof args, "%s/bad.json", g_dir);
+    tu_write_file(args, "{\"traceEvents\":[{\"ph\":\"X\",\"ts\":\"abc\",\"dur\":1}]}");
+    snprintf(args, sizeof args, "'%s/bad.json' 2>&1", g_dir);
+    assert_int_equal(summary(args, &out), 1);
+    snprintf(want, sizeof want,
+             "loupe summary: Malformed trace input: %s/bad.json: event 0: ts is not a number "
+             "(\"abc\")\n",
+             g_dir);
+    assert_string_equal(out, want);
+    free(out);
+
+    assert_int_equal(summary("2>&1", &out), 2);
+    assert_string_equal(out, "loupe summary: no PATH given (a trace file, run directory or "
+                             "log_dir)\nRun 'loupe summary --help' for usage.\n");
+    free(out);
+    snprintf(args, sizeof args, "'%s' --top x 2>&1", g_trace);
+    assert_int_equal(summary(args, &out), 2);
+    assert_string_equal(out, "loupe summary: --top needs a number of rows (0 = all), not 'x'\n"
+                             "Run 'loupe summary --help' for usage.\n");
+    free(out);
+    snprintf(args, sizeof args, "'%s' --frobnicate 2>&1", g_trace);
+    assert_int_equal(summary(args, &out), 2);
+    assert_non_null(strstr(out, "unknown option '--frobnicate'"));
+    free(out);
+    snprintf(args, sizeof args, "'%s' '%s' 2>&1", g_trace, g_trace);
+    assert_int_equal(summary(args, &out), 2);
+    free(out);
+    assert_int_equal(summary("--top 2>&1", &out), 2);
+    free(out);
+}
+
+static void test_help(void **state) {
+    (void)state;
+    char *out;
+    assert_int_equal(summary("--help 2>/dev/null", &out), 0);
+    static const char first[] = "usage: loupe summary PATH [--by-thread] [--top N] [--json]\n";
+    assert_true(strncmp(out, first, strlen(first)) == 0);
+    assert_non_null(strstr(out, "--by-thread"));
+    assert_non_null(strstr(out, "exit status"));
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json),      cmocka_unit_test(test_by_thread),
+        cmocka_unit_test(test_table),     cmocka_unit_test(test_loss_and_log_dir),
+        cmocka_unit_test(test_real_file), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_help),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,23 @@
+/* testutil.h: helpers shared by the cmocka tests (include after cmocka.h's prerequisites). */
+#ifndef LOUPE_TESTUTIL_H
+#define LOUPE_TESTUTIL_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* A fresh empty directory under $TMPDIR (or /tmp); the returned string is malloc'd. */
+char *tu_tmpdir(const char *tag);
+/* Removes a directory tree (rm -rf). */
+void tu_rmtree(const char *path);
+/* Reads a whole file, gunzipping when it starts with 1f 8b. malloc'd, NUL-terminated; *len set. */
+char *tu_read_file(const char *path, size_t *len);
+/* Parses a (possibly gzipped) JSON file; fails the test on error. */
+json_t *tu_load_json(const char *path);
+/* Runs a shell command; returns its exit status, its stdout+stderr in *out (malloc'd) if out. */
+int tu_run(const char *cmd, char **out);
+/* Writes text to a file; fails the test on error. */
+void tu_write_file(const char *path, const char *text);
+/* Path of the loupe CLI (env LOUPE_CLI, set by CTest). */
+const char *tu_cli(void);
+
+#endif

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# tools/main.sh: the main job. Installs what is missing, builds loupe, records the bundled
+# real workload (examples/compress_workload: threads compressing and checksumming the files
+# under /usr/share with zlib) with `loupe record`, prints the `loupe summary` table and the
+# files written. Usage: tools/main.sh [LOG_DIR]   (default: ./loupe-log)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bash "$here/tools/setup.sh"
+build="$here/build"
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$(nproc)" >/dev/null
+log_dir=${1:-"$PWD/loupe-log"}
+echo "== loupe record: examples/compress_workload on /usr/share =="
+run_dir=$("$build/loupe" record -o "$log_dir" -- "$build/examples/compress_workload")
+echo
+echo "== loupe summary $run_dir =="
+"$build/loupe" summary "$run_dir" --top 15
+echo
+echo "== files written =="
+ls -l "$run_dir"
