@@ -199,10 +199,14 @@ static void test_structure_and_durations(void **state) {
     json_t *ratio = events_named(root, "C", "ratio");
     assert_true(json_real_value(json_object_get(json_object_get(json_array_get(ratio, 1), "args"),
                                                 "value")) == 0.5);
-    assert_int_equal(json_array_size(events_named(root, "i", "tick")), 3);
+    json_t *ticks = events_named(root, "i", "tick");
+    assert_int_equal(json_array_size(ticks), 3);
+    json_decref(ticks);
 
-    json_t *prod = json_array_get(events_named(root, "X", "produce"), 0);
-    json_t *cons = json_array_get(events_named(root, "X", "consume"), 0);
+    json_t *prods = events_named(root, "X", "produce");
+    json_t *conss = events_named(root, "X", "consume");
+    json_t *prod = json_array_get(prods, 0);
+    json_t *cons = json_array_get(conss, 0);
     assert_int_equal(json_integer_value(json_object_get(prod, "bind_id")), 77);
     assert_true(json_is_true(json_object_get(prod, "flow_out")));
     assert_int_equal(json_integer_value(json_object_get(cons, "bind_id")), 77);
@@ -225,6 +229,8 @@ static void test_structure_and_durations(void **state) {
     assert_string_equal(json_string_value(json_object_get(md, "events_dropped")), "0");
     const char *clock = json_string_value(json_object_get(md, "clock"));
     assert_true(strcmp(clock, "tsc") == 0 || strcmp(clock, "monotonic") == 0);
+    json_decref(prods);
+    json_decref(conss);
     json_decref(steps);
     json_decref(loads);
     json_decref(q);

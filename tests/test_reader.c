@@ -9,7 +9,6 @@
 
 #include <cmocka.h>
 
-
 #include <loupe/loupe.h>
 
 #include <stdio.h>

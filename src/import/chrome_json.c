@@ -48,6 +48,7 @@
  * not numbers, a bind_id without a direction, flow ends that pair with nothing.
  */
 #include "core/internal.h"
+#include "import/readers.h"
 #include "model/builder.h"
 
 #include <loupe/reader.h>
@@ -1608,6 +1609,12 @@ int loupe_trace_read(const char *path, loupe_model **out) {
     if (rc != 0) {
         return rc;
     }
+    return loupe__chrome_json_read_mem(path, buf, n, out);
+}
+
+int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
+    int rc;
+    *out = NULL;
     char *text = buf;
     if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
         text += 3;
