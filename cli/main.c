@@ -1,4 +1,4 @@
-/* main.c: the loupe command: dispatches to one function per verb (cli.h). */
+/* main.c: the loupe command: dispatches to one function per verb (cli.h, one file per verb). */
 #include "cli.h"
 
 #include <loupe/loupe.h>
@@ -10,18 +10,32 @@ int loupe_cli_tty(void) {
     return isatty(STDERR_FILENO);
 }
 
+typedef struct verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} verb;
+
+/* One row per verb; keep the help column under 70 characters. */
+static const verb verbs[] = {
+    {"record", loupe_cmd_record,
+     "run a program with loupe preloaded and trace it to a run directory"},
+    {"summary", loupe_cmd_summary,
+     "a table of the zones in a trace: count, total, self, p50, p99, ..."},
+};
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: loupe <command> [options]\n"
             "\n"
             "loupe %s: a tracing profiler for C, C++ and CUDA programs.\n"
             "\n"
-            "commands:\n"
-            "  record    run a program with loupe preloaded and trace it to a run directory\n"
-            "  summary   a table of the zones in a trace: count, total, self, p50, p99, ...\n"
-            "\n"
-            "Run 'loupe <command> --help' for a command's options.\n",
+            "commands:\n",
             LOUPE_VERSION_STRING);
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        fprintf(f, "  %-11s %s\n", verbs[i].name, verbs[i].help);
+    }
+    fprintf(f, "\nRun 'loupe <command> --help' for a command's options.\n");
 }
 
 int main(int argc, char **argv) {
@@ -29,22 +43,21 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    const char *verb = argv[1];
-    if (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0 || strcmp(verb, "help") == 0) {
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
         usage(stdout);
         return 0;
     }
-    if (strcmp(verb, "--version") == 0) {
+    if (strcmp(name, "--version") == 0) {
         printf("loupe %s\n", LOUPE_VERSION_STRING);
         return 0;
     }
-    if (strcmp(verb, "record") == 0) {
-        return loupe_cmd_record(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        if (strcmp(name, verbs[i].name) == 0) {
+            return verbs[i].run(argc - 1, argv + 1);
+        }
     }
-    if (strcmp(verb, "summary") == 0) {
-        return loupe_cmd_summary(argc - 1, argv + 1);
-    }
-    fprintf(stderr, "loupe: unknown command '%s'\n", verb);
+    fprintf(stderr, "loupe: unknown command '%s'\n", name);
     usage(stderr);
     return 2;
 }

@@ -67,9 +67,17 @@ typedef struct loupe_instant {
     loupe_arg *args;
 } loupe_instant;
 
-/** One thread: a track of properly nested slices. */
+/** What a track stands for. */
+typedef enum loupe_track_kind {
+    LOUPE_TRACK_THREAD = 0, /* a host thread (tid = OS thread id) */
+    LOUPE_TRACK_GPU = 1     /* a GPU track (device = GPU index; tid = a per-device track id) */
+} loupe_track_kind;
+
+/** One track (a host thread, or a GPU track): properly nested slices. */
 typedef struct loupe_model_thread {
     uint64_t tid;
+    loupe_track_kind kind;
+    uint32_t device;  /* GPU index for LOUPE_TRACK_GPU, 0 otherwise */
     const char *name; /* "" when unnamed */
     size_t slice_count;
     loupe_slice *slices; /* by start_ns ascending; for equal starts, parents first */

@@ -51,7 +51,10 @@ typedef enum loupe_overflow {
 /** Which files the run directory gets. Bits; 0 = the default (jax.profiler's set). */
 enum {
     LOUPE_FORMAT_DEFAULT = 0,
-    LOUPE_FORMAT_CHROME_JSON = 1 << 0, /* <host>.trace.json.gz */
+    LOUPE_FORMAT_CHROME_JSON = 1 << 0,    /* <host>.trace.json.gz */
+    LOUPE_FORMAT_XPLANE = 1 << 1,         /* <host>.xplane.pb (XSpace, for XProf/TensorBoard) */
+    LOUPE_FORMAT_PERFETTO_PROTO = 1 << 2, /* <host>.pftrace (Perfetto's native protobuf) */
+    LOUPE_FORMAT_PERFETTO_JSON = 1 << 3   /* perfetto_trace.json.gz (= create_perfetto_trace) */
 };
 
 /** Default per-thread capacity: 1 Mi events (16 MiB per thread, 16 bytes per event). */
@@ -93,13 +96,15 @@ typedef struct loupe_thread_stats {
 
 /** What a stop wrote and recorded. */
 typedef struct loupe_trace_result {
-    char run_dir[LOUPE_PATH_MAX];       /* "" when nothing was written */
-    char trace_json[LOUPE_PATH_MAX];    /* <run_dir>/<host>.trace.json.gz, or "" */
-    char perfetto_json[LOUPE_PATH_MAX]; /* <run_dir>/perfetto_trace.json.gz, or "" */
-    uint64_t events_recorded;           /* all threads */
-    uint64_t events_dropped;            /* all threads */
-    uint64_t unmatched_ends;            /* ends without a begin / out of order, ignored */
-    uint64_t truncated_zones;           /* zones still open at the stop, closed there */
+    char run_dir[LOUPE_PATH_MAX];        /* "" when nothing was written */
+    char trace_json[LOUPE_PATH_MAX];     /* <run_dir>/<host>.trace.json.gz, or "" */
+    char perfetto_json[LOUPE_PATH_MAX];  /* <run_dir>/perfetto_trace.json.gz, or "" */
+    char xplane[LOUPE_PATH_MAX];         /* <run_dir>/<host>.xplane.pb, or "" */
+    char perfetto_proto[LOUPE_PATH_MAX]; /* <run_dir>/<host>.pftrace, or "" */
+    uint64_t events_recorded;            /* all threads */
+    uint64_t events_dropped;             /* all threads */
+    uint64_t unmatched_ends;             /* ends without a begin / out of order, ignored */
+    uint64_t truncated_zones;            /* zones still open at the stop, closed there */
     size_t thread_count;
     /** Per-thread figures. Lifetime: owned by loupe, valid until the next loupe_start_trace(). */
     const loupe_thread_stats *threads;

@@ -262,7 +262,8 @@ int loupe_stop_trace(loupe_trace_result *res) {
     kept_perfetto = opt_perfetto;
     kept_formats = opt_formats;
     fill_result(res);
-    int r = loupe__write_run(kept, opt_log_dir, opt_run_name, kept_formats, kept_perfetto, res);
+    int r = loupe__write_run(kept, opt_log_dir, opt_run_name,
+                             loupe__formats(kept_formats, kept_perfetto), res);
     if (r != 0) {
         loupe__err_append("the trace is kept: call loupe_write_last_trace() with another "
                           "directory");
@@ -303,7 +304,8 @@ int loupe_write_last_trace(const char *log_dir, loupe_trace_result *res) {
                           "the process started, or a start dropped it)");
     }
     fill_result(res);
-    int r = loupe__write_run(kept, log_dir, opt_run_name, kept_formats, kept_perfetto, res);
+    int r = loupe__write_run(kept, log_dir, opt_run_name,
+                             loupe__formats(kept_formats, kept_perfetto), res);
     pthread_mutex_unlock(&session_lock);
     return r;
 }

@@ -11,6 +11,7 @@
 #include "core/internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,15 +19,41 @@
 #include <time.h>
 #include <unistd.h>
 
-static int write_file(const loupe_model *m, const char *path, int perfetto_variant) {
+static int chrome_json(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_chrome_json(m, s, 0);
+}
+
+static int perfetto_json(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_chrome_json(m, s, 1);
+}
+
+/* The files a run directory can get, in the order they are written. A format's writer lives in
+ * its own file (writers.h); adding a format is adding a row here. */
+typedef struct output {
+    unsigned format;    /* LOUPE_FORMAT_* bit */
+    const char *suffix; /* after "<host>" when host_prefixed, else the whole file name */
+    int host_prefixed;
+    int gz;
+    int (*write)(const loupe_model *m, loupe__sink *s);
+    size_t result_field; /* offsetof(loupe_trace_result, ...) of the path */
+} output;
+
+static const output outputs[] = {
+    {LOUPE_FORMAT_CHROME_JSON, ".trace.json.gz", 1, 1, chrome_json,
+     offsetof(loupe_trace_result, trace_json)},
+    {LOUPE_FORMAT_PERFETTO_JSON, "perfetto_trace.json.gz", 0, 1, perfetto_json,
+     offsetof(loupe_trace_result, perfetto_json)},
+};
+
+static int write_file(const loupe_model *m, const char *path, const output *o) {
     char tmp[LOUPE_PATH_MAX + 320];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     loupe__sink s;
-    int r = loupe__sink_open_file(&s, tmp, 1);
+    int r = loupe__sink_open_file(&s, tmp, o->gz);
     if (r != 0) {
         return loupe__err(LOUPE_EIO, "cannot create %s: %s (errno %d)", tmp, strerror(-r), -r);
     }
-    r = loupe__write_chrome_json(m, &s, perfetto_variant);
+    r = o->write(m, &s);
     int c = loupe__sink_close(&s);
     if (r == 0) {
         r = c;
@@ -36,6 +63,9 @@ static int write_file(const loupe_model *m, const char *path, int perfetto_varia
     }
     if (r != 0) {
         unlink(tmp);
+        if (r > 0) {
+            return -r; /* a LOUPE_E* code, its detail set by the writer (writers.h) */
+        }
         return loupe__err(r == -12 ? LOUPE_ENOMEM : LOUPE_EIO, "cannot write %s: %s (errno %d)",
                           path, strerror(-r), -r);
     }
@@ -52,16 +82,23 @@ static void copy_path(char dst[LOUPE_PATH_MAX], const char *src) {
     dst[n] = 0;
 }
 
+unsigned loupe__formats(unsigned formats, int create_perfetto_trace) {
+    unsigned f = formats ? formats : LOUPE__FORMATS_DEFAULT;
+    return create_perfetto_trace ? f | LOUPE_FORMAT_PERFETTO_JSON : f;
+}
+
 int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
-                     unsigned formats, int perfetto, loupe_trace_result *res) {
-    (void)formats; /* Chrome JSON is the one format so far; the default set */
+                     unsigned formats, loupe_trace_result *res) {
+    if (formats == 0) {
+        return loupe__err(LOUPE_EINVALID, "no output format selected");
+    }
     char dir[LOUPE_PATH_MAX];
     if (snprintf(dir, sizeof dir, "%s/plugins/profile", log_dir) >= (int)sizeof dir) {
         return loupe__err(LOUPE_EINVALID, "log_dir is too long (%zu bytes)", strlen(log_dir));
     }
-    int r = loupe__mkdirs(dir);
-    if (r != 0) {
-        return loupe__err(LOUPE_EIO, "cannot create %s: %s (errno %d)", dir, strerror(-r), -r);
+    int r0 = loupe__mkdirs(dir);
+    if (r0 != 0) {
+        return loupe__err(LOUPE_EIO, "cannot create %s: %s (errno %d)", dir, strerror(-r0), -r0);
     }
     char name[128];
     if (run_name != NULL && run_name[0]) {
@@ -89,29 +126,43 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
     }
     char host[256];
     loupe__hostname(host, sizeof host);
-    char path[LOUPE_PATH_MAX + 300];
-    snprintf(path, sizeof path, "%s/%.200s.trace.json.gz", run, host);
-    r = write_file(m, path, 0);
-    if (r == 0 && perfetto) {
-        char ppath[LOUPE_PATH_MAX + 300];
-        snprintf(ppath, sizeof ppath, "%s/perfetto_trace.json.gz", run);
-        r = write_file(m, ppath, 1);
-        if (r == 0 && res != NULL) {
-            copy_path(res->perfetto_json, ppath);
+    char written[sizeof outputs / sizeof outputs[0]][LOUPE_PATH_MAX + 300];
+    size_t nwritten = 0;
+    int r = 0;
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && r == 0; i++) {
+        const output *o = &outputs[i];
+        if (!(formats & o->format)) {
+            continue;
+        }
+        char *path = written[nwritten];
+        if (o->host_prefixed) {
+            snprintf(path, sizeof written[0], "%s/%.200s%s", run, host, o->suffix);
+        } else {
+            snprintf(path, sizeof written[0], "%s/%s", run, o->suffix);
+        }
+        r = write_file(m, path, o);
+        if (r == 0) {
+            nwritten++;
+            if (res != NULL) {
+                copy_path((char *)res + o->result_field, path);
+            }
         }
     }
     if (r != 0) {
         /* Leave nothing half-done: remove what this call wrote. */
-        unlink(path);
+        for (size_t i = 0; i < nwritten; i++) {
+            unlink(written[i]);
+        }
         rmdir(run);
         if (res != NULL) {
-            res->perfetto_json[0] = 0;
+            for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+                ((char *)res + outputs[i].result_field)[0] = 0;
+            }
         }
         return r;
     }
     if (res != NULL) {
         copy_path(res->run_dir, run);
-        copy_path(res->trace_json, path);
     }
     return 0;
 }
