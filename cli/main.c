@@ -22,6 +22,13 @@ static const verb verbs[] = {
      "run a program with loupe preloaded and trace it to a run directory"},
     {"summary", loupe_cmd_summary,
      "a table of the zones in a trace: count, total, self, p50, p99, ..."},
+    {"diff", loupe_cmd_diff, "compare two traces zone by zone; exit 1 on a p50 regression"},
+    {"convert", loupe_cmd_convert, "convert a trace: json, xplane, perfetto, folded stacks"},
+    {"gpu-decode", loupe_cmd_gpu_decode,
+     "decode an in-kernel GPU timeline buffer (loupe or Mosaic) to JSON"},
+    {"capture", loupe_cmd_capture,
+     "capture N ms from running profiler servers into a run directory"},
+    {"view", loupe_cmd_view, "serve a trace once for ui.perfetto.dev and print the link"},
 };
 
 static void usage(FILE *f) {

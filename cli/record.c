@@ -33,11 +33,20 @@ static void usage(FILE *f) {
             "  --keep-last            when a buffer fills, overwrite the oldest events\n"
             "                         (default: keep the first, drop and count the rest)\n"
             "  --perfetto             also write perfetto_trace.json.gz\n"
+            "  --format LIST          the files to write, a comma list of: json\n"
+            "                         (<host>.trace.json.gz), xplane (<host>.xplane.pb),\n"
+            "                         perfetto (<host>.pftrace, Perfetto's protobuf),\n"
+            "                         perfetto-json (perfetto_trace.json.gz); default:\n"
+            "                         jax.profiler's set\n"
             "  -q, --quiet            print only the run directory\n"
             "  -h, --help             this help\n"
             "\n"
-            "A program killed by a signal writes no trace. Statically linked programs (or ones\n"
-            "linked with libloupe.a) cannot be recorded this way: call loupe_start_trace().\n"
+            "Only PROGRAM itself is traced, not the programs it runs (a wrapper script gets\n"
+            "nothing: record the real program). A program killed by a signal, or one that\n"
+            "calls _exit(), writes no trace. Statically linked programs (or ones linked with\n"
+            "libloupe.a) cannot be recorded this way: call loupe_start_trace(). A program that\n"
+            "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
+            "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
             "\n"
             "example:\n"
             "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
@@ -71,6 +80,42 @@ static int find_preload(char *buf, size_t size) {
     }
 #endif
     return -1;
+}
+
+static volatile pid_t child_pid;
+
+static void forward_signal(int sig) {
+    if (child_pid > 0) {
+        kill(child_pid, sig);
+    }
+}
+
+/* mkdir -p, then a writability check: 0 or an errno. */
+static int make_dirs(const char *path) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        return ENAMETOOLONG;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                return errno;
+            }
+            buf[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        return errno;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return ENOTDIR;
+    }
+    return access(path, W_OK | X_OK) == 0 ? 0 : errno;
 }
 
 static int parse_u(const char *s, unsigned long max, unsigned long *out) {
@@ -131,9 +176,40 @@ static const char *field(const char *lines, const char *key, char *buf, size_t s
     return buf;
 }
 
+/* The LOUPE_FORMAT_* bits of a --format list ("json,perfetto"); 0 when a name is unknown or the
+ * list is empty. The preload library parses LOUPE_RECORD_FORMATS with the same names. */
+static unsigned format_bits(const char *list) {
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"json", LOUPE_FORMAT_CHROME_JSON},
+                 {"xplane", LOUPE_FORMAT_XPLANE},
+                 {"perfetto", LOUPE_FORMAT_PERFETTO_PROTO},
+                 {"perfetto-json", LOUPE_FORMAT_PERFETTO_JSON}};
+    unsigned bits = 0;
+    const char *p = list;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        unsigned bit = 0;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+            if (strlen(names[k].name) == n && strncmp(p, names[k].name, n) == 0) {
+                bit = names[k].bit;
+            }
+        }
+        if (bit == 0) {
+            return 0;
+        }
+        bits |= bit;
+        if (p[n] == 0) {
+            return bits;
+        }
+        p += n + 1;
+    }
+}
+
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
-    const char *level = NULL, *buffer = NULL;
+    const char *level = NULL, *buffer = NULL, *formats = NULL;
     int perfetto = 0, quiet = 0, keep_last = 0;
     int i = 1;
     for (; i < argc; i++) {
@@ -154,6 +230,8 @@ int loupe_cmd_record(int argc, char **argv) {
             buffer = argv[++i];
         } else if (strcmp(a, "--perfetto") == 0) {
             perfetto = 1;
+        } else if (strcmp(a, "--format") == 0 && i + 1 < argc) {
+            formats = argv[++i];
         } else if (strcmp(a, "--keep-last") == 0) {
             keep_last = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -183,6 +261,13 @@ int loupe_cmd_record(int argc, char **argv) {
                 UINT32_MAX, buffer);
         return 2;
     }
+    if (formats != NULL && format_bits(formats) == 0) {
+        fprintf(stderr,
+                "loupe record: --format takes a comma list of json, xplane, perfetto and "
+                "perfetto-json, not '%s'\n",
+                formats);
+        return 2;
+    }
     char preload[PATH_MAX];
     if (find_preload(preload, sizeof preload) != 0) {
         fprintf(stderr, "loupe record: cannot find libloupe_preload.so next to the loupe "
@@ -204,6 +289,12 @@ int loupe_cmd_record(int argc, char **argv) {
         }
     } else {
         snprintf(abs_log, sizeof abs_log, "%s", log_dir);
+    }
+    int md = make_dirs(abs_log);
+    if (md != 0) {
+        fprintf(stderr, "loupe record: cannot use the log directory %s: %s\n", abs_log,
+                strerror(md));
+        return 1;
     }
     char result[] = "/tmp/loupe-record-XXXXXX";
     int rfd = mkstemp(result);
@@ -241,6 +332,9 @@ int loupe_cmd_record(int argc, char **argv) {
         if (perfetto) {
             setenv("LOUPE_RECORD_PERFETTO", "1", 1);
         }
+        if (formats) {
+            setenv("LOUPE_RECORD_FORMATS", formats, 1);
+        }
         if (keep_last) {
             setenv("LOUPE_RECORD_OVERFLOW", "last", 1);
         }
@@ -248,9 +342,16 @@ int loupe_cmd_record(int argc, char **argv) {
         fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], strerror(errno));
         _exit(127);
     }
-    /* The program gets terminal signals itself; loupe waits for it. */
+    /* The program gets terminal signals itself (same process group); loupe waits for it.
+     * SIGTERM and SIGHUP sent to loupe alone are passed on, so that the program is not orphaned. */
+    child_pid = pid;
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }

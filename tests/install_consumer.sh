@@ -43,4 +43,10 @@ cc -std=c11 "$tmp/consumer/main.c" -o "$tmp/pc_consumer" $flags -Wl,-rpath,"$(di
 out=$("$tmp/pc_consumer" "$tmp/log2")
 [ "$out" = 2 ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
 ls "$tmp"/log2/plugins/profile/*/*.trace.json.gz >/dev/null
+# the installed command runs from its prefix (RUNPATH $ORIGIN/../lib), no LD_LIBRARY_PATH
+"$prefix/bin/loupe" --version | grep -q '^loupe ' || { echo "FAIL: installed loupe does not run"; exit 1; }
+printf 'static int f(int x) { return x + 1; }\nint main(void) { return f(0) - 1; }\n' >"$tmp/fi.c"
+cc -std=c11 -O0 -finstrument-functions "$tmp/fi.c" -o "$tmp/fi"
+run=$("$prefix/bin/loupe" record -q -o "$tmp/log3" -- "$tmp/fi" | tail -n 1)
+[ -d "$run" ] || { echo "FAIL: installed loupe record gave '$run'"; exit 1; }
 echo "install_consumer: find_package and pkg-config consumers work"

@@ -73,4 +73,35 @@ set -e
 "$loupe" record -o "$tmp/log4" --buffer-events 64 -- "$build/examples/instrumented" \
   >/dev/null 2>"$tmp/err4"
 grep -q "dropped (rerun with --buffer-events" "$tmp/err4" || fail "drop hint: $(cat "$tmp/err4")"
+# 5. a program that stops the session itself (its cleanup path): status 0, the run dir printed
+src=$2
+cat >"$tmp/selfstop.c" <<'C'
+#include <loupe/loupe.h>
+int main(void) {
+    { LOUPE_ZONE("self_zone"); }
+    return loupe_stop_trace_if_active(NULL) == 0 ? 0 : 3;
+}
+C
+cc -std=c11 -I"$src/include" "$tmp/selfstop.c" -o "$tmp/selfstop" -L"$build" -lloupe \
+  -Wl,-rpath,"$build"
+run5=$("$loupe" record -q -o "$tmp/log5" -- "$tmp/selfstop" | tail -n 1) || fail "self-stopping program: exit $?"
+[ "$(count "$(ls "$run5"/*.trace.json.gz)" self_zone)" = 1 ] || fail "self_zone missing"
+
+# 5b. C++ function names come out demangled
+if command -v g++ >/dev/null; then
+  printf 'namespace ns { struct Box { int v; int get() const { return v; } }; }\nint overloaded(int x) { return x + 1; }\nint main() { ns::Box b{overloaded(1)}; return b.get() - 2; }\n' >"$tmp/cpp.cpp"
+  g++ -O0 -finstrument-functions "$tmp/cpp.cpp" -o "$tmp/cppfi"
+  run5b=$("$loupe" record -q -o "$tmp/log5b" -- "$tmp/cppfi" | tail -n 1)
+  t5b=$(ls "$run5b"/*.trace.json.gz)
+  [ "$(count "$t5b" 'overloaded(int)')" = 1 ] || fail "overloaded(int) not demangled"
+  [ "$(count "$t5b" 'ns::Box::get() const')" = 1 ] || fail "ns::Box::get() const not demangled"
+fi
+
+# 6. an unusable log directory is refused before the program runs
+set +e
+"$loupe" record -o /proc/loupe-no -- sh -c 'echo RAN' >"$tmp/out6" 2>"$tmp/err6"; st=$?
+set -e
+[ $st = 1 ] || fail "unusable log dir should exit 1, got $st"
+grep -q "cannot use the log directory /proc/loupe-no" "$tmp/err6" || fail "log dir message: $(cat "$tmp/err6")"
+grep -q RAN "$tmp/out6" && fail "the program ran despite the unusable log dir"
 echo "record_cli: all checks passed"

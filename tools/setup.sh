@@ -4,7 +4,9 @@
 # Called by tools/main.sh and tools/test.sh; safe to run again.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libelf-dev libcmocka-dev
-      python3 clang clang-format liblttng-ust-dev lttng-tools uftrace strace)
+      libmicrohttpd-dev libcurl4-openssl-dev
+      python3 python3-venv clang clang-format liblttng-ust-dev lttng-tools uftrace strace
+      protobuf-compiler)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/test.sh: the whole test suite. Installs what is missing, then builds and runs the CTest
 # suite three times: a normal build (with -Werror), an ASan+UBSan build, and a TSan build that
-# runs the threaded tests (test names containing "thread", "session" or "record").
+# runs the threaded tests (test names containing "thread", "session", "record" or "server").
 # Usage: tools/test.sh [--quick]   (--quick: the normal build only)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,6 @@ run normal "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ "${1:-}" != "--quick" ]; then
   run asan-ubsan "" -DCMAKE_BUILD_TYPE=Debug -DLOUPE_SANITIZE=address,undefined
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    run tsan "thread|session|record" -DCMAKE_BUILD_TYPE=Debug -DLOUPE_SANITIZE=thread
+    run tsan "thread|session|record|server" -DCMAKE_BUILD_TYPE=Debug -DLOUPE_SANITIZE=thread
 fi
 echo "== all test builds passed =="

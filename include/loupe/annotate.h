@@ -26,9 +26,14 @@
  * event is dropped and counted (or overwrites the oldest, per the session's overflow policy).
  * Not async-signal-safe: do not record from a signal handler that may interrupt a recording call.
  *
- * Nesting: zones on one thread must end in the reverse order of their begins. An end that does
- * not match the innermost open zone is counted (loupe_trace_result.unmatched_ends) and ignored;
- * it never corrupts the nesting of the other zones.
+ * Nesting: zones on one thread must end in the reverse order of their begins. An end that matches
+ * a zone deeper in the stack closes the zones above it there (they lost their ends: an early
+ * return, a longjmp) and marks them truncated; an end that matches no open zone is counted
+ * (loupe_trace_result.unmatched_ends) and ignored. Neither corrupts the nesting of other zones.
+ * Arguments attach to the innermost zone that was recorded: an argument inside a zone filtered
+ * out by its level goes to the enclosing recorded zone.
+ * Names of static zones are read at the stop: a zone recorded in a shared library that is
+ * dlclose()d before the stop is named "(unloaded)" (its srcloc is gone with the library).
  */
 #ifndef LOUPE_ANNOTATE_H
 #define LOUPE_ANNOTATE_H
@@ -75,10 +80,11 @@ enum {
 
 /* A thread's buffer header; the first cache line holds everything the fast path touches. */
 typedef struct loupe__tbuf {
-    loupe__ev *cur;   /* next free slot (published with a release store) */
-    loupe__ev *limit; /* one past the last slot */
-    uint64_t state;   /* the session state word this buffer is recording for */
-    uint64_t depth;   /* zones open on this thread (keep-first reserves room for their ends) */
+    loupe__ev *cur;      /* next free slot (published with a release store) */
+    loupe__ev *limit;    /* one past the last slot */
+    uint64_t state;      /* the session state word this buffer is recording for */
+    uint64_t depth;      /* zones open on this thread (keep-first reserves room for their ends) */
+    uint64_t skip_exits; /* function enters dropped while open: their exits are not written */
 } loupe__tbuf;
 
 /* Session state word: generation << 16 | flags << 8 | level (0 = not tracing). */
@@ -277,9 +283,11 @@ LOUPE__INLINE void loupe_flow_in(uint64_t id) {
 /* ---- macros ---- */
 #define LOUPE__CAT2(a, b) a##b
 #define LOUPE__CAT(a, b) LOUPE__CAT2(a, b)
-/* Unique names per use (__COUNTER__), so that several zones fit on one line. */
+/* Unique names per use (__COUNTER__), so that several zones fit on one line. `"" name` makes a
+ * name that is not a string literal a compile error: the srcloc is static, so a variable name
+ * would be read once and kept for every later call (use LOUPE_ZONE_DYN for those). */
 #define LOUPE__SL(id, lvl, name)                                                                   \
-    static const loupe_srcloc LOUPE__CAT(loupe__sl_, id) = {(name), __func__, __FILE__, __LINE__,  \
+    static const loupe_srcloc LOUPE__CAT(loupe__sl_, id) = {"" name, __func__, __FILE__, __LINE__, \
                                                             (lvl)}
 
 #if defined(LOUPE_DISABLE)
@@ -328,13 +336,13 @@ class DynZone {
 };
 } // namespace loupe
 #define LOUPE__ZONE_ID(id, level, name)                                                            \
-    LOUPE__SL(id, (level), (name));                                                                \
+    LOUPE__SL(id, (level), name);                                                                  \
     ::loupe::Zone LOUPE__CAT(loupe__z_, id)(&LOUPE__CAT(loupe__sl_, id))
 #define LOUPE_ZONE_L(level, name) LOUPE__ZONE_ID(__COUNTER__, level, name)
 #define LOUPE_ZONE_DYN(name) ::loupe::DynZone LOUPE__CAT(loupe__z_, __COUNTER__)((name))
 #else
 #define LOUPE__ZONE_ID(id, level, name)                                                            \
-    LOUPE__SL(id, (level), (name));                                                                \
+    LOUPE__SL(id, (level), name);                                                                  \
     loupe_zone_ctx LOUPE__CAT(loupe__z_, id)                                                       \
         __attribute__((cleanup(loupe__zone_cleanup), unused)) = {                                  \
             &LOUPE__CAT(loupe__sl_, id), loupe_zone_begin(&LOUPE__CAT(loupe__sl_, id))}

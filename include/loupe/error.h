@@ -15,7 +15,8 @@ extern "C" {
 #endif
 
 /* XX(NAME, value, message). The state-error messages are jax.profiler's, word for word
- * (DESIGN.md, "Public API contract"). */
+ * (jax.profiler's RuntimeError/ValueError texts; loupe's design document, "Public API contract").
+ */
 #define LOUPE_ERRNO_MAP(XX)                                                                        \
     XX(ALREADY_STARTED, -1,                                                                        \
        "Profile has already been started. Only one profile may be run at a time.")                 \

@@ -5,6 +5,9 @@
  *   loupe/annotate.h  zones, steps, arguments, instants, counters, flows (the hot path)
  *   loupe/model.h     the trace model a stop produces and the readers return
  *   loupe/reader.h    reading trace files back into the model
+ *   loupe/writer.h    writing a model to a file in any format (JSON, XPlane, Perfetto, folded)
+ *   loupe/gpu.h       decoding in-kernel GPU timelines; joining them to the session
+ *   loupe/server.h    the profiler server (remote capture) and the Perfetto link
  *
  * The device-side CUDA recorder (loupe/cuda/) is not included here.
  */
@@ -18,8 +21,11 @@
 
 #include <loupe/annotate.h>
 #include <loupe/error.h>
+#include <loupe/gpu.h>
 #include <loupe/model.h>
 #include <loupe/reader.h>
+#include <loupe/server.h>
 #include <loupe/trace.h>
+#include <loupe/writer.h>
 
 #endif

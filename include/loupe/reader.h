@@ -2,9 +2,18 @@
  *
  * Formats read: Chrome Trace Event JSON (object form {"traceEvents":[...]} or array form, gzipped
  * or not, detected from the bytes: gzip magic 1f 8b), as written by loupe and by other tools
- * (see ../shared/reference/formats.md §1: B/E and X slices, i instants, C counters, M names,
- * flow v2 bind_id). Files loupe wrote come back with their loss accounting (metadata keys
- * "loupe_*"); other tools' files get capacity_needed 0 and no drop counts.
+ * (the Trace Event Format spec and Perfetto's JSON importer: B/E and X slices, i instants, C
+ * counters, M names, flow v2 bind_id). Files loupe wrote come back with their loss accounting
+ * (metadata keys "loupe_*"); other tools' files get capacity_needed 0 and no drop counts. Perfetto
+ * protobuf traces (.pftrace, first byte 0x0A, gzipped or not): loupe's own come back as the model
+ * that was written (docs/formats.md); other TrackEvent traces give their thread tracks' slices and
+ * instants and their counter tracks; other packet types are skipped. Errors name the byte offset.
+ * XPlane (an XSpace, <host>.xplane.pb, from loupe or jax.profiler; gzipped or not; recognised by
+ * its structure: planes/hostnames fields, XPlane's field numbers in the first plane): loupe's own
+ * come back as the model that was written; others give the /host:CPU lines as threads and the
+ * /device:GPU:<n> lines as GPU tracks, stats as args, times from the first event (field numbers:
+ * proto/xplane.proto; docs/formats.md). Errors name the byte offset. Content decides the reader,
+ * XPlane first, then Perfetto, else JSON (src/import/detect.c).
  */
 #ifndef LOUPE_READER_H
 #define LOUPE_READER_H

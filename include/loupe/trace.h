@@ -81,6 +81,19 @@ typedef struct loupe_trace_options {
     const char *run_name;
     /** LOUPE_FORMAT_* bits; 0 = the default set. */
     unsigned formats;
+    /** Non-zero: the stop also writes perfetto_trace.json.gz, then serves it once on
+     * 127.0.0.1:9001 for https://ui.perfetto.dev (link printed on stderr) and returns once it
+     * was fetched or perfetto_link_timeout_ms passed: see loupe_serve_perfetto_link() in
+     * loupe/server.h. The stop blocks meanwhile (without holding the session: a new start
+     * works). Its errors (9001 busy, timeout) are the stop's, after the files were written. */
+    int create_perfetto_link;
+    /** How long the link waits, in ms; 0 = 5 minutes (LOUPE_PERFETTO_LINK_DEFAULT_TIMEOUT_MS). */
+    uint32_t perfetto_link_timeout_ms;
+    /** GPU device tracer (CUPTI, loaded at run time): 0 = off (the default), 1 = record the
+     * kernels, memcpys and memsets the GPUs ran, on "/device:GPU:<n>" tracks. Without CUPTI or
+     * a GPU, or with another CUPTI subscriber (Nsight), the session goes on host-only and
+     * loupe_gpu_device_tracer_note() (loupe/gpu.h) says why. */
+    int device_tracer_level;
 } loupe_trace_options;
 
 /** Events recorded and lost on one thread. */

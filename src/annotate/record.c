@@ -10,6 +10,7 @@
  */
 #include "record.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,8 +33,24 @@ uint64_t loupe__gettid(void) {
 
 static void thread_exit(void *p) {
     loupe__thread *t = p;
+    /* Zones the thread left open end when it exited (pthread_exit inside a zone), not at the
+     * stop. */
+    __atomic_store_n(&t->exit_ticks, loupe__now(), __ATOMIC_RELAXED);
     loupe__tls = NULL;
     __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
+}
+
+void loupe__read_comm(uint64_t tid, char *buf, size_t size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%llu/comm", (unsigned long long)tid);
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fgets(buf, (int)size, f) != NULL) {
+            buf[strcspn(buf, "\n")] = 0;
+        }
+        fclose(f);
+    }
 }
 
 static void make_exit_key(void) {
@@ -68,6 +85,11 @@ static loupe__thread *thread_register(void) {
     }
     memset(t, 0, sizeof(*t));
     t->tid = loupe__gettid();
+    /* A name set with pthread_setname_np() before the first event (loupe_set_thread_name()
+     * replaces it). The main thread's comm is the program's: not a thread name. */
+    if ((pid_t)t->tid != getpid()) {
+        loupe__read_comm(t->tid, t->name, sizeof t->name);
+    }
     if (pthread_setspecific(exit_key, t) != 0) {
         free(t);
         return NULL;
@@ -85,8 +107,37 @@ static loupe__thread *self(void) {
     return b ? (loupe__thread *)(void *)b : thread_register();
 }
 
-/* Joins session s: sizes the buffer for it (mapped and prefaulted once, reused while the
- * capacity stays the same: first touch of a page costs ~1.5 µs) and empties it. */
+/* Buffers are mapped whole but populated a chunk at a time: a thread that records a few events
+ * costs one chunk of memory, not the whole capacity (a program that starts thousands of short
+ * threads would otherwise hold capacity x threads until the stop). The first chunk is populated
+ * when the thread joins (MAP_POPULATE-like, outside any zone); later chunks are touched from the
+ * slow path when the fast path reaches the populated limit: page faults, no system call. Pages
+ * stay populated while the buffer is reused by later sessions. */
+#define LOUPE__CHUNK_SLOTS ((uint64_t)65536) /* 1 MiB */
+
+static void touch(loupe__ev *from, loupe__ev *to) {
+    for (char *p = (char *)from; p < (char *)to; p += 4096) {
+        __atomic_store_n((uint64_t *)(void *)p, 0, __ATOMIC_RELAXED);
+    }
+}
+
+/* Populates up to need more slots past the limit (at least one chunk); 0 when none are left. */
+static int extend(loupe__thread *t, uint64_t need) {
+    loupe__ev *end = t->base + t->cap;
+    if (t->hot.limit >= end) {
+        return 0;
+    }
+    uint64_t add = need > LOUPE__CHUNK_SLOTS ? need : LOUPE__CHUNK_SLOTS;
+    uint64_t left = (uint64_t)(end - t->hot.limit);
+    loupe__ev *nl = t->hot.limit + (add < left ? add : left);
+    touch(t->hot.limit, nl);
+    t->populated = (uint64_t)(nl - t->base);
+    t->hot.limit = nl;
+    return 1;
+}
+
+/* Joins session s: sizes the buffer for it (mapped once and reused while the capacity stays the
+ * same) and empties it. */
 static int join_session(loupe__thread *t, uint64_t s) {
     uint64_t cap = loupe__params.cap;
     if (t->cap != cap) {
@@ -97,18 +148,24 @@ static int join_session(loupe__thread *t, uint64_t s) {
             t->cap = 0;
         }
         void *m = mmap(NULL, cap * sizeof(loupe__ev), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) {
             return -1;
         }
         t->base = m;
         t->cap = cap;
+        t->populated = 0;
     }
     t->ring = loupe__params.ring;
     t->hot.depth = 0;
-    t->hot.limit = t->base + t->cap;
+    t->hot.skip_exits = 0;
+    t->hot.limit = t->base + t->populated;
+    if (t->populated == 0) {
+        (void)extend(t, 1);
+    }
     __atomic_store_n(&t->dropped, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->wraps, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->exit_ticks, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->hot.cur, t->base, __ATOMIC_RELAXED);
     __atomic_store_n(&t->hot.state, s, __ATOMIC_RELEASE);
     return 0;
@@ -127,6 +184,8 @@ static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role, ui
     }
     loupe__ev *cur = t->hot.cur;
     uint64_t need = n + (role > 0 ? t->hot.depth : 0);
+    while ((uint64_t)(t->hot.limit - cur) < need && extend(t, need)) {
+    }
     if (t->ring) {
         if ((uint64_t)(t->hot.limit - cur) < n) {
             /* A record never straddles the wrap: pad the rest of the lap (stale slots of the
@@ -169,6 +228,10 @@ uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
     }
     loupe__ev *e = reserve(t, s, 1, role, &ts);
     if (e == NULL) {
+        if (role > 0 && (b & 15u) == LOUPE__K_FUNC_ENTER &&
+            __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s) {
+            t->hot.skip_exits++; /* its exit must not take the room kept for recorded ends */
+        }
         return 0;
     }
     put(e, ts, b);
@@ -333,6 +396,10 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
         return;
     }
     loupe__tbuf *t = loupe__tls;
+    if (t != NULL && t->skip_exits != 0 && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s) {
+        t->skip_exits--; /* its enter was dropped (and counted with it) */
+        return;
+    }
     uint64_t b = (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_EXIT;
     uint64_t ts = loupe__now();
     if (t != NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s && t->cur < t->limit) {
@@ -356,7 +423,9 @@ void loupe__gate_close(void) {
 uint64_t loupe__gate_open(int level, int function_tracing) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     uint64_t gen = (s >> 16) + 1;
-    uint64_t n = gen << 16 | (function_tracing ? LOUPE__STATE_FUNC : 0) | (uint64_t)level;
+    /* Function zones are INFO-level annotations: a CRITICAL-only session records none. */
+    int func = function_tracing && level >= LOUPE_LEVEL_INFO;
+    uint64_t n = gen << 16 | (func ? LOUPE__STATE_FUNC : 0) | (uint64_t)level;
     __atomic_store_n(&loupe__state, n, __ATOMIC_SEQ_CST);
     return n;
 }

@@ -16,6 +16,7 @@
 
 #include <loupe/annotate.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct loupe__thread {
@@ -26,6 +27,8 @@ typedef struct loupe__thread {
     uint64_t dropped; /* events dropped this session (atomic) */
     uint64_t wraps;   /* keep-last: times the ring wrapped this session (atomic) */
     int ring;         /* keep-last policy for this session */
+    uint64_t populated;  /* slots whose pages were touched (they stay so across sessions) */
+    uint64_t exit_ticks; /* atomic: clock ticks when the thread exited, 0 while it runs */
     uint64_t tid;
     char name[64];
     int exited; /* atomic: the thread is gone; its buffer is freed after collection */
@@ -69,6 +72,8 @@ double loupe__ticks_per_ns(void);
 
 /* The calling thread's OS id. */
 uint64_t loupe__gettid(void);
+/* The kernel's name of a thread of this process (/proc/self/task/<tid>/comm); "" when gone. */
+void loupe__read_comm(uint64_t tid, char *buf, size_t size);
 
 /* Symbol name for a code address (ELF .symtab/.dynsym lookup; "0x..." when unknown). */
 void loupe__symbolize(uintptr_t addr, char *buf, size_t size);

@@ -3,10 +3,11 @@
  * reads that file's .symtab (static functions included) or, when stripped, .dynsym; the
  * function whose [st_value, st_value + st_size) holds the address names it. Results are cached
  * per object for the life of the process (loupe__symbols_reset() empties the cache: tests).
- * Unknown addresses read "0x<hex>".
+ * Unknown addresses read "0x<hex>". C++ names are demangled when the process has a C++ runtime.
  */
 #include "annotate/record.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -128,6 +129,35 @@ static int add_object(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
+/* C++ names: demangled with the C++ runtime's __cxa_demangle (libstdc++, loaded if needed; loupe
+ * itself stays C). NULL when not mangled or not demangled. */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static char *demangle(const char *name) {
+    if (strncmp(name, "_Z", 2) != 0) {
+        return NULL;
+    }
+    void *f = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (f == NULL) {
+        /* A C++ program linked --as-needed may have no libstdc++ loaded: load it (at the stop,
+         * never on the hot path; kept loaded). */
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        f = h != NULL ? dlsym(h, "__cxa_demangle") : NULL;
+        if (f == NULL) {
+            return NULL;
+        }
+    }
+    demangle_fn fn;
+    memcpy(&fn, &f, sizeof fn);
+    int status = -1;
+    char *out = fn(name, NULL, NULL, &status);
+    if (status != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 void loupe__symbolize(uintptr_t addr, char *buf, size_t size) {
     pthread_mutex_lock(&sym_lock);
     object *found = NULL;
@@ -157,7 +187,10 @@ void loupe__symbolize(uintptr_t addr, char *buf, size_t size) {
             }
         }
         if (lo > 0 && rel < found->syms[lo - 1].hi) {
-            snprintf(buf, size, "%s", found->syms[lo - 1].name);
+            const char *name = found->syms[lo - 1].name;
+            char *dm = demangle(name);
+            snprintf(buf, size, "%s", dm ? dm : name);
+            free(dm);
             pthread_mutex_unlock(&sym_lock);
             return;
         }

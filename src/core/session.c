@@ -7,9 +7,13 @@
  * bug this contract fixes); the collected model is kept until the next start.
  */
 #include "annotate/record.h"
+#include "core/capture.h"
 #include "core/internal.h"
 #include "export/writers.h"
+#include "gpu/gpu_internal.h"
 #include "model/collect.h"
+
+#include <loupe/server.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,10 +23,13 @@
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static int active;
+static int capturing; /* the active session is a profiler-server capture (capture.h) */
 static uint64_t session_state;
 static uint64_t start_ticks, start_mono_ns, start_real_ns;
 static char *opt_log_dir, *opt_run_name;
 static int opt_perfetto;
+static int opt_link; /* create_perfetto_link */
+static uint32_t opt_link_ms;
 static unsigned opt_formats;
 
 static loupe_model *kept;
@@ -53,6 +60,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
     loupe__gate_close();
     active = 0;
+    capturing = 0;
     loupe__thread *me = (loupe__thread *)(void *)loupe__tls;
     for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
         if (t != me) {
@@ -65,8 +73,19 @@ static void fork_child(void) {
     pthread_mutex_init(&session_lock, NULL);
 }
 
+/* At exit, a session nobody stopped is lost: say so (jax.profiler is silent). */
+static void warn_unstopped(void) {
+    if (__atomic_load_n(&active, __ATOMIC_RELAXED) && !capturing) {
+        fprintf(stderr,
+                "loupe: the process exits while a trace is active (log_dir %s): nothing was "
+                "written; call loupe_stop_trace() before exit\n",
+                opt_log_dir ? opt_log_dir : "?");
+    }
+}
+
 static void install_fork_handlers(void) {
     (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+    (void)atexit(warn_unstopped);
 }
 
 int loupe_is_tracing(void) {
@@ -86,9 +105,23 @@ static int valid_run_name(const char *n) {
         return 1;
     }
     if (strchr(n, '/') != NULL || strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strlen(n) > 100) {
-        return 0;
+        return 0; /* one path component of at most 100 bytes */
     }
     return 1;
+}
+
+/* The start half shared by loupe_start_trace() and a capture: opens the gate. Called with
+ * session_lock held and the session IDLE. */
+static void open_session(int level, int function_tracing) {
+    pthread_mutex_lock(&loupe__registry_lock);
+    loupe__free_exited();
+    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__clock_init();
+    loupe__clock_pair(&start_ticks, &start_mono_ns);
+    start_real_ns = loupe__realtime_ns();
+    loupe__gpu_reset(); /* GPU launches a racing loupe_gpu_session_add left */
+    session_state = loupe__gate_open(level, function_tracing);
+    __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
 }
 
 int loupe_start_trace(const loupe_trace_options *o) {
@@ -122,10 +155,29 @@ int loupe_start_trace(const loupe_trace_options *o) {
     }
     if (!valid_run_name(o->run_name)) {
         return loupe__err(LOUPE_EINVALID,
-                          "loupe_start_trace: run_name \"%s\" must be one path component",
+                          "loupe_start_trace: run_name \"%s\" must be one path component of at "
+                          "most 100 bytes",
                           o->run_name);
     }
+    if (o->device_tracer_level < 0 || o->device_tracer_level > 1) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: device_tracer_level %d is out of range (0 off, 1 on)",
+                          o->device_tracer_level);
+    }
+    unsigned unknown = o->formats & ~loupe__formats_available();
+    if (unknown != 0) {
+        return loupe__err(LOUPE_EUNSUPPORTED,
+                          "loupe_start_trace: formats 0x%x are not available in this build "
+                          "(available: 0x%x, see LOUPE_FORMAT_* in loupe/trace.h)",
+                          unknown, loupe__formats_available());
+    }
     pthread_mutex_lock(&session_lock);
+    if (active && capturing) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_EALREADY_STARTED,
+                          "loupe_start_trace: the session is CAPTURING (a profiler server capture "
+                          "runs); start again once it ends");
+    }
     if (active) {
         pthread_mutex_unlock(&session_lock);
         return loupe__err(LOUPE_EALREADY_STARTED,
@@ -152,19 +204,15 @@ int loupe_start_trace(const loupe_trace_options *o) {
     free(opt_run_name);
     opt_log_dir = ld;
     opt_run_name = rn;
-    opt_perfetto = o->create_perfetto_trace != 0;
+    opt_perfetto = o->create_perfetto_trace != 0 || o->create_perfetto_link != 0;
+    opt_link = o->create_perfetto_link != 0;
+    opt_link_ms = o->perfetto_link_timeout_ms;
     opt_formats = o->formats;
     uint64_t cap = o->buffer_events ? o->buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS;
     loupe__params.cap = cap;
     loupe__params.ring = o->overflow == LOUPE_OVERFLOW_KEEP_LAST;
-    pthread_mutex_lock(&loupe__registry_lock);
-    loupe__free_exited();
-    pthread_mutex_unlock(&loupe__registry_lock);
-    loupe__clock_init();
-    loupe__clock_pair(&start_ticks, &start_mono_ns);
-    start_real_ns = loupe__realtime_ns();
-    session_state = loupe__gate_open(level, o->function_tracing != 0);
-    __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
+    open_session(level, o->function_tracing != 0);
+    loupe__cupti_start(o->device_tracer_level); /* never fails the start: see its note */
     pthread_mutex_unlock(&session_lock);
     return 0;
 }
@@ -217,19 +265,12 @@ static const char *process_name(char *buf, size_t size) {
     return buf;
 }
 
-int loupe_stop_trace(loupe_trace_result *res) {
-    if (res != NULL) {
-        memset(res, 0, sizeof(*res));
-    }
-    pthread_mutex_lock(&session_lock);
-    if (!active) {
-        pthread_mutex_unlock(&session_lock);
-        return loupe__err(LOUPE_ENOT_STARTED,
-                          "loupe_stop_trace: the session is IDLE (no loupe_start_trace() is "
-                          "active)");
-    }
+/* Ends the active session (the gate closes first: the session is over whatever happens next) and
+ * collects every thread's events. Called with session_lock held. NULL when out of memory. */
+static loupe_model *collect_session(void) {
     loupe__gate_close();
     __atomic_store_n(&active, 0, __ATOMIC_RELAXED); /* ended, whatever happens below */
+    loupe__cupti_stop(); /* flushes its records: they join at loupe__collect() */
     uint64_t stop_ticks, stop_mono;
     loupe__clock_pair(&stop_ticks, &stop_mono);
     double tpn = loupe__ticks_per_ns();
@@ -250,10 +291,31 @@ int loupe_stop_trace(loupe_trace_result *res) {
         .metadata_count = meta_count,
     };
     pthread_mutex_lock(&loupe__registry_lock);
-    kept = loupe__collect(&p);
+    loupe_model *m = loupe__collect(&p);
     loupe__free_exited();
     pthread_mutex_unlock(&loupe__registry_lock);
     pthread_mutex_unlock(&meta_lock);
+    return m;
+}
+
+int loupe_stop_trace(loupe_trace_result *res) {
+    if (res != NULL) {
+        memset(res, 0, sizeof(*res));
+    }
+    pthread_mutex_lock(&session_lock);
+    if (!active) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENOT_STARTED,
+                          "loupe_stop_trace: the session is IDLE (no loupe_start_trace() is "
+                          "active)");
+    }
+    if (capturing) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENOT_STARTED,
+                          "loupe_stop_trace: the session is CAPTURING (a profiler server "
+                          "capture, which ends by itself), not a loupe_start_trace() session");
+    }
+    kept = collect_session();
     if (kept == NULL || make_stats() != 0) {
         drop_kept();
         pthread_mutex_unlock(&session_lock);
@@ -261,15 +323,85 @@ int loupe_stop_trace(loupe_trace_result *res) {
     }
     kept_perfetto = opt_perfetto;
     kept_formats = opt_formats;
-    fill_result(res);
+    loupe_trace_result *lr = res; /* the link needs the path even when the caller passed NULL */
+    if (opt_link && lr == NULL) {
+        lr = calloc(1, sizeof *lr);
+    }
+    fill_result(lr);
     int r = loupe__write_run(kept, opt_log_dir, opt_run_name,
-                             loupe__formats(kept_formats, kept_perfetto), res);
+                             loupe__formats(kept_formats, kept_perfetto), lr);
     if (r != 0) {
         loupe__err_append("the trace is kept: call loupe_write_last_trace() with another "
                           "directory");
     }
+    char *link = opt_link && r == 0 && lr != NULL ? strdup(lr->perfetto_json) : NULL;
+    uint32_t link_ms = opt_link_ms;
     pthread_mutex_unlock(&session_lock);
+    if (lr != res) {
+        free(lr);
+    }
+    if (link != NULL) { /* served without the session lock: it may take minutes */
+        loupe_link_options lo = {.timeout_ms = link_ms};
+        r = loupe_serve_perfetto_link(link, &lo);
+        if (r != 0) {
+            loupe__err_append("the trace was written: %s", link);
+        }
+        free(link);
+    }
     return r;
+}
+
+int loupe__capture_start(int level) {
+    (void)pthread_once(&fork_once, install_fork_handlers);
+    if (level < 0 || level > 3) {
+        return loupe__err(LOUPE_EINVALID, "host_tracer_level %d is out of range (0..3)", level);
+    }
+    pthread_mutex_lock(&session_lock);
+    if (active) {
+        int cap = capturing;
+        pthread_mutex_unlock(&session_lock);
+        if (cap) {
+            return loupe__err(LOUPE_EALREADY_STARTED,
+                              "another capture is running in this process; try again when it "
+                              "ends");
+        }
+        return loupe__err(LOUPE_EALREADY_STARTED,
+                          "a local trace is running in this process (loupe_start_trace() with "
+                          "log_dir %s); it was not disturbed",
+                          opt_log_dir);
+    }
+    /* The kept trace stays: it belongs to the last local session. Captures use the default
+     * buffer capacity, keeping the first events. */
+    loupe__params.cap = LOUPE_DEFAULT_BUFFER_EVENTS;
+    loupe__params.ring = 0;
+    capturing = 1;
+    open_session(level, 0);
+    pthread_mutex_unlock(&session_lock);
+    return 0;
+}
+
+int loupe__capture_stop(loupe_model **out) {
+    *out = NULL;
+    pthread_mutex_lock(&session_lock);
+    if (!active || !capturing) {
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENOT_STARTED, "no capture is running");
+    }
+    capturing = 0;
+    loupe_model *m = collect_session();
+    pthread_mutex_unlock(&session_lock);
+    if (m == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "out of memory while collecting the capture");
+    }
+    *out = m;
+    return 0;
+}
+
+int loupe__session_state(void) {
+    pthread_mutex_lock(&session_lock);
+    int s = !active ? LOUPE__IDLE : capturing ? LOUPE__CAPTURING : LOUPE__TRACING;
+    pthread_mutex_unlock(&session_lock);
+    return s;
 }
 
 int loupe_stop_trace_if_active(loupe_trace_result *res) {
@@ -291,7 +423,7 @@ int loupe_write_last_trace(const char *log_dir, loupe_trace_result *res) {
         return loupe__err(LOUPE_EINVALID, "loupe_write_last_trace: log_dir is required");
     }
     pthread_mutex_lock(&session_lock);
-    if (active) {
+    if (active && !capturing) {
         pthread_mutex_unlock(&session_lock);
         return loupe__err(LOUPE_EALREADY_STARTED,
                           "loupe_write_last_trace: a session is TRACING; its start dropped the "
@@ -310,9 +442,30 @@ int loupe_write_last_trace(const char *log_dir, loupe_trace_result *res) {
     return r;
 }
 
+/* Keys loupe writes itself into the trace's metadata (chrome_json.c). */
+static int reserved_key(const char *k) {
+    static const char *const reserved[] = {
+        "loupe_version",  "clock", "tsc_ghz",         "origin_unix_ns", "duration_ns",
+        "host",           "pid",   "events_recorded", "events_dropped", "unmatched_ends",
+        "truncated_zones"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        if (strcmp(k, reserved[i]) == 0) {
+            return 1;
+        }
+    }
+    return strncmp(k, "loupe_", 6) == 0;
+}
+
 int loupe_set_metadata(const char *key, const char *value) {
     if (key == NULL || value == NULL) {
         return loupe__err(LOUPE_EINVALID, "loupe_set_metadata: key and value are required");
+    }
+    if (reserved_key(key)) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_set_metadata: \"%s\" is a key loupe writes itself (loupe_*, "
+                          "clock, tsc_ghz, origin_unix_ns, duration_ns, host, pid, "
+                          "events_recorded, events_dropped, unmatched_ends, truncated_zones)",
+                          key);
     }
     pthread_mutex_lock(&meta_lock);
     for (size_t i = 0; i < meta_count; i++) {

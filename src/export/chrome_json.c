@@ -17,6 +17,7 @@
  * - Every string is escaped (sink.c): any name gives valid JSON.
  */
 #include "export/writers.h"
+#include "gpu/gpu_internal.h"
 
 #include <loupe/loupe.h>
 #include <stdlib.h>
@@ -94,6 +95,21 @@ static uint64_t flow_id(uint64_t id) {
     return id & (uint64_t)INT64_MAX;
 }
 
+/* GPU tracks get a process per device ("/device:GPU:<n>", as XProf names device planes), with a
+ * pid above Linux's pid_max; host threads keep the process's pid. */
+static uint64_t track_pid(const loupe_model_thread *th, uint64_t pid) {
+    return th->kind == LOUPE_TRACK_GPU ? LOUPE__GPU_PID_BASE + th->device : pid;
+}
+
+static int first_of_device(const loupe_model *m, size_t t) {
+    for (size_t i = 0; i < t; i++) {
+        if (m->threads[i].kind == LOUPE_TRACK_GPU && m->threads[i].device == m->threads[t].device) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_variant) {
     uint64_t pid = m->pid ? m->pid : 1;
     loupe__puts(s, "{\"displayTimeUnit\":\"ns\",");
@@ -139,13 +155,22 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         uint64_t tid = th->tid ? th->tid : pid;
+        uint64_t tpid = track_pid(th, pid);
+        if (th->kind == LOUPE_TRACK_GPU && first_of_device(m, t)) {
+            char dev[48];
+            snprintf(dev, sizeof dev, "/device:GPU:%u", th->device);
+            put_head(s, "M", tpid, 0);
+            loupe__puts(s, ",\"name\":\"process_name\",\"args\":{\"name\":");
+            loupe__put_jstr(s, dev);
+            loupe__puts(s, "}}");
+        }
         if (th->name[0]) {
-            put_head(s, "M", pid, tid);
+            put_head(s, "M", tpid, tid);
             loupe__puts(s, ",\"name\":\"thread_name\",\"args\":{\"name\":");
             loupe__put_jstr(s, th->name);
             loupe__puts(s, "}}");
         }
-        put_head(s, "M", pid, tid);
+        put_head(s, "M", tpid, tid);
         loupe__puts(s, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
         loupe__put_u64(s, t + 1);
         loupe__puts(s, "}}");
@@ -186,10 +211,11 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         uint64_t tid = th->tid ? th->tid : pid;
+        uint64_t tpid = track_pid(th, pid);
         const size_t *mark = used != NULL ? used[t] : NULL;
         for (size_t i = 0; i < th->slice_count; i++) {
             const loupe_slice *sl = &th->slices[i];
-            put_head(s, "X", pid, tid);
+            put_head(s, "X", tpid, tid);
             loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, sl->start_ns);
             loupe__puts(s, ",\"dur\":");
@@ -214,7 +240,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         }
         for (size_t i = 0; i < th->instant_count; i++) {
             const loupe_instant *in = &th->instants[i];
-            put_head(s, "i", pid, tid);
+            put_head(s, "i", tpid, tid);
             loupe__puts(s, ",\"s\":\"t\",\"ts\":");
             loupe__put_us(s, in->ts_ns);
             loupe__puts(s, ",\"name\":");
@@ -236,7 +262,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             size_t th_i = end == 0 ? fl->from_thread : fl->to_thread;
             size_t sl_i = end == 0 ? fl->from_slice : fl->to_slice;
             const loupe_model_thread *th = &m->threads[th_i];
-            put_head(s, end == 0 ? "s" : "f", pid, th->tid ? th->tid : pid);
+            put_head(s, end == 0 ? "s" : "f", track_pid(th, pid), th->tid ? th->tid : pid);
             loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, th->slices[sl_i].start_ns);
             loupe__puts(s, ",\"id\":");

@@ -11,6 +11,7 @@
 #include "core/internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,10 @@ static const output outputs[] = {
      offsetof(loupe_trace_result, trace_json)},
     {LOUPE_FORMAT_PERFETTO_JSON, "perfetto_trace.json.gz", 0, 1, perfetto_json,
      offsetof(loupe_trace_result, perfetto_json)},
+    {LOUPE_FORMAT_PERFETTO_PROTO, ".pftrace", 1, 0, loupe__write_perfetto_proto,
+     offsetof(loupe_trace_result, perfetto_proto)},
+    {LOUPE_FORMAT_XPLANE, ".xplane.pb", 1, 0, loupe__write_xplane,
+     offsetof(loupe_trace_result, xplane)},
 };
 
 static int write_file(const loupe_model *m, const char *path, const output *o) {
@@ -72,6 +77,10 @@ static int write_file(const loupe_model *m, const char *path, const output *o) {
     return 0;
 }
 
+/* The last run directory written (for `loupe record`, whose program may stop its own session). */
+static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
+static char last_run[LOUPE_PATH_MAX];
+
 /* Paths were checked to fit LOUPE_PATH_MAX when the run directory was made. */
 static void copy_path(char dst[LOUPE_PATH_MAX], const char *src) {
     size_t n = strlen(src);
@@ -80,6 +89,14 @@ static void copy_path(char dst[LOUPE_PATH_MAX], const char *src) {
     }
     memcpy(dst, src, n);
     dst[n] = 0;
+}
+
+unsigned loupe__formats_available(void) {
+    unsigned f = 0;
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        f |= outputs[i].format;
+    }
+    return f;
 }
 
 unsigned loupe__formats(unsigned formats, int create_perfetto_trace) {
@@ -164,5 +181,15 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
     if (res != NULL) {
         copy_path(res->run_dir, run);
     }
+    pthread_mutex_lock(&last_lock);
+    copy_path(last_run, run);
+    pthread_mutex_unlock(&last_lock);
     return 0;
+}
+
+const char *loupe__last_run_dir(char *buf, size_t size) {
+    pthread_mutex_lock(&last_lock);
+    snprintf(buf, size, "%s", last_run);
+    pthread_mutex_unlock(&last_lock);
+    return buf;
 }

@@ -4,12 +4,26 @@
 
 #include "export/sink.h"
 
+#include <loupe/export.h>
 #include <loupe/model.h>
 #include <loupe/trace.h>
 
 /* Chrome Trace Event JSON. perfetto_variant: loupe's keys go in "otherData" instead of
  * "metadata". Returns 0 or -errno (the sink's errors are in s->err_no). */
 int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_variant);
+
+/* XPlane: one XSpace (<host>.xplane.pb) for XProf / TensorBoard (xplane.c). Fails with
+ * -LOUPE_EUNSUPPORTED, before writing a byte, when the XSpace would reach loupe__xplane_limit
+ * bytes (protobuf's 2 GiB message limit: INT32_MAX; tests lower it). */
+int loupe__write_xplane(const loupe_model *m, loupe__sink *s);
+extern uint64_t loupe__xplane_limit;
+
+/* Folded stacks ("root;child;leaf <self ns>", one line per distinct stack; folded.c). */
+int loupe__write_folded(const loupe_model *m, loupe__sink *s);
+
+/* Perfetto native protobuf (.pftrace; perfetto_proto.c): one sequence, interned names, delta
+ * timestamps on an incremental clock, streamed packet by packet. */
+int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s);
 
 /* Writer contract: int loupe__write_<format>(const loupe_model *m, loupe__sink *s) streams the
  * model into the sink and returns 0, or -errno (the sink's own errors surface at close), or a
@@ -18,8 +32,14 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
 
 /* The formats a session writes: options.formats (0 = the default set) plus
  * LOUPE_FORMAT_PERFETTO_JSON when create_perfetto_trace is set. */
-#define LOUPE__FORMATS_DEFAULT (LOUPE_FORMAT_CHROME_JSON)
+#define LOUPE__FORMATS_DEFAULT (LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE)
 unsigned loupe__formats(unsigned formats, int create_perfetto_trace);
+/* Copies the last run directory any stop or write wrote in this process ("" when none) into buf.
+ * Exported for the preload library (loupe record). */
+LOUPE_API const char *loupe__last_run_dir(char *buf, size_t size);
+
+/* The LOUPE_FORMAT_* bits this build can write. */
+unsigned loupe__formats_available(void);
 
 /* Writes a run directory for m under log_dir (see trace.h) with the given LOUPE_FORMAT_* files
  * and fills result's paths. Returns 0 or a LOUPE_E* code with the detail set (path, errno). */

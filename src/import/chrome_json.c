@@ -1609,7 +1609,7 @@ int loupe_trace_read(const char *path, loupe_model **out) {
     if (rc != 0) {
         return rc;
     }
-    return loupe__chrome_json_read_mem(path, buf, n, out);
+    return loupe__trace_read_mem(path, buf, n, out); /* by content: detect.c */
 }
 
 int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
@@ -1767,13 +1767,15 @@ static int trace_in_dir(const char *dir, char *buf, size_t size) {
     }
     const char *pick = NULL;
     int found = 0;
-    for (int pass = 0; pass < 2 && !found; pass++) {
+    for (int pass = 0; pass < 3 && !found; pass++) {
         size_t hits = 0;
         char list[512] = "";
         for (size_t i = 0; i < n; i++) {
             const char *s = names[i];
-            int ok = pass == 0 ? ends_with(s, ".trace.json.gz")
-                               : ends_with(s, ".json") || ends_with(s, ".json.gz");
+            /* pass 2: a run directory written with --format perfetto only */
+            int ok = pass == 0   ? ends_with(s, ".trace.json.gz")
+                     : pass == 1 ? ends_with(s, ".json") || ends_with(s, ".json.gz")
+                                 : ends_with(s, ".pftrace");
             if (!ok) {
                 continue;
             }

@@ -9,4 +9,25 @@
  * freed before return). name is used in error details. Returns 0 or a LOUPE_E* code. */
 int loupe__chrome_json_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
 
+/* Reads an XSpace (XPlane protobuf) of n bytes into a model (xplane.c). Takes ownership of buf.
+ * Returns 0 or a LOUPE_E* code (LOUPE_EFORMAT names the byte offset). */
+int loupe__xplane_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
+/* Non-zero when the bytes look like an XSpace (cheap: the first plane's first 4 KiB). */
+int loupe__xplane_sniff(const char *buf, size_t n);
+
+/* Reads a Perfetto protobuf trace (.pftrace) of n bytes into a model (perfetto_proto.c). Takes
+ * ownership of buf. Returns 0 or a LOUPE_E* code (LOUPE_EFORMAT names the byte offset). */
+int loupe__perfetto_proto_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
+/* Non-zero when the bytes look like a Perfetto Trace: the top-level fields of the first 64 KiB
+ * are all TracePackets (tag 0x0A) whose fields parse. Sniff XPlane first (an XSpace also starts
+ * with 0x0A). */
+int loupe__perfetto_proto_sniff(const char *buf, size_t n);
+/* Reads a .pftrace file (perfetto_proto.c). */
+int loupe__perfetto_proto_read_file(const char *path, loupe_model **out);
+
+/* The reader for these bytes, chosen by content (detect.c): XPlane, then the other binary
+ * formats, else Chrome JSON. Takes ownership of buf (malloc'd, NUL-terminated at n, with 16
+ * spare bytes after it, as loupe_trace_read() reads files). Returns 0 or a LOUPE_E* code. */
+int loupe__trace_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
+
 #endif

@@ -14,10 +14,13 @@
 #include "model/collect.h"
 
 #include "annotate/record.h"
+#include "gpu/gpu_internal.h"
 #include "model/builder.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A pointer → interned string cache (open addressing). */
 typedef struct pcache {
@@ -99,6 +102,10 @@ typedef struct flow_end {
     int used;
 } flow_end;
 
+typedef struct mapping {
+    uintptr_t lo, hi;
+} mapping;
+
 typedef struct collector {
     loupe__mb *mb;
     const loupe__collect_params *p;
@@ -109,7 +116,66 @@ typedef struct collector {
     flow_end *outs, *ins;
     size_t nouts, nins, outs_cap, ins_cap;
     uint64_t unmatched;
+    mapping *maps; /* readable mappings, sorted: static names of unloaded libraries are not */
+    size_t nmaps;
 } collector;
+
+/* The process's readable mappings (/proc/self/maps), sorted by address. */
+static mapping *read_maps(size_t *n) {
+    *n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) {
+        return NULL;
+    }
+    mapping *m = NULL;
+    size_t cap = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[0] != 'r') {
+            continue;
+        }
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            mapping *g = realloc(m, nc * sizeof(*m));
+            if (g == NULL) {
+                break;
+            }
+            m = g;
+            cap = nc;
+        }
+        m[(*n)++] = (mapping){(uintptr_t)lo, (uintptr_t)hi};
+    }
+    fclose(f);
+    return m;
+}
+
+/* The end of the readable mapping holding p, or 0 when p is not readable. Without a map of the
+ * process (no /proc), everything is assumed readable. */
+static uintptr_t readable_end(const collector *c, uintptr_t p) {
+    if (c->maps == NULL) {
+        return UINTPTR_MAX;
+    }
+    size_t lo = 0, hi = c->nmaps;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->maps[mid].hi <= p) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo < c->nmaps && c->maps[lo].lo <= p) {
+        /* adjacent readable mappings continue the range */
+        uintptr_t end = c->maps[lo].hi;
+        for (size_t k = lo + 1; k < c->nmaps && c->maps[k].lo == end; k++) {
+            end = c->maps[k].hi;
+        }
+        return end;
+    }
+    return 0;
+}
 
 static const char *intern_ptr(collector *c, const char *s) {
     if (s == NULL) {
@@ -117,12 +183,27 @@ static const char *intern_ptr(collector *c, const char *s) {
     }
     const char *v = pc_get(&c->names, (uintptr_t)s);
     if (v == NULL) {
-        v = loupe__mb_str(c->mb, s);
+        uintptr_t end = readable_end(c, (uintptr_t)s);
+        size_t max = end > (uintptr_t)s ? (size_t)(end - (uintptr_t)s) : 0;
+        if (max == 0 || memchr(s, 0, max) == NULL) {
+            v = loupe__mb_str(c->mb, "(unloaded)"); /* its library was dlclose()d */
+        } else {
+            v = loupe__mb_str(c->mb, s);
+        }
         if (pc_put(&c->names, (uintptr_t)s, v) != 0) {
             return v; /* not cached: still correct */
         }
     }
     return v;
+}
+
+/* A static zone's name, or "(unloaded)" when its srcloc's library is gone. */
+static const char *srcloc_name(collector *c, const loupe_srcloc *sl) {
+    uintptr_t end = readable_end(c, (uintptr_t)sl);
+    if (end < (uintptr_t)sl + sizeof(*sl)) {
+        return loupe__mb_str(c->mb, "(unloaded)");
+    }
+    return intern_ptr(c, sl->name);
 }
 
 static const char *intern_func(collector *c, uint64_t addr) {
@@ -199,7 +280,7 @@ static uint64_t to_ns(const loupe__collect_params *p, uint64_t ticks) {
 
 /* Walks one thread's slots [from, to) in order. */
 static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int wrapped,
-                uint64_t *last_ns) {
+                uint64_t close_ns, uint64_t *last_ns) {
     char str[LOUPE_MAX_DYN_NAME + 16];
     loupe__mb *mb = c->mb;
     size_t depth = 0;
@@ -241,8 +322,7 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             int zk;
             uint64_t key;
             if (kind == LOUPE__K_BEGIN) {
-                const loupe_srcloc *sl = (const loupe_srcloc *)(uintptr_t)b;
-                s->name = intern_ptr(c, sl->name);
+                s->name = srcloc_name(c, (const loupe_srcloc *)(uintptr_t)b);
                 zk = Z_STATIC;
                 key = b;
             } else if (kind == LOUPE__K_BEGIN_DYN) {
@@ -280,8 +360,7 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                         return -1;
                     }
                     loupe_slice *s = loupe__mb_slice_at(mb, ti, si);
-                    const loupe_srcloc *sl = (const loupe_srcloc *)(uintptr_t)key;
-                    s->name = intern_ptr(c, sl->name);
+                    s->name = srcloc_name(c, (const loupe_srcloc *)(uintptr_t)key);
                     s->start_ns = first_ns;
                     s->dur_ns = ns - first_ns;
                     s->flags |= LOUPE_SLICE_TRUNCATED;
@@ -361,10 +440,13 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             break;
         }
     }
-    /* Zones still open at the stop end there, marked truncated. */
+    /* Zones still open at the stop (or when their thread exited) end there, truncated. */
+    if (close_ns < prev) {
+        close_ns = prev;
+    }
     while (depth > 0) {
         loupe_slice *s = loupe__mb_slice_at(mb, ti, c->stack[depth - 1].slice);
-        s->dur_ns = c->p->stop_ns - s->start_ns;
+        s->dur_ns = close_ns - s->start_ns;
         s->flags |= LOUPE_SLICE_TRUNCATED;
         depth--;
     }
@@ -434,6 +516,7 @@ loupe_model *loupe__collect(const loupe__collect_params *p) {
     collector c;
     memset(&c, 0, sizeof c);
     c.p = p;
+    c.maps = read_maps(&c.nmaps);
     c.mb = loupe__mb_new();
     if (c.mb == NULL) {
         return NULL;
@@ -474,7 +557,14 @@ loupe_model *loupe__collect(const loupe__collect_params *p) {
             failed = 1;
             break;
         }
-        loupe__mb_thread_name(c.mb, ti, t->name);
+        if (t->name[0] == 0 && !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
+            (pid_t)t->tid != getpid()) {
+            char comm[64]; /* named with pthread_setname_np() after its first event */
+            loupe__read_comm(t->tid, comm, sizeof comm);
+            loupe__mb_thread_name(c.mb, ti, comm);
+        } else {
+            loupe__mb_thread_name(c.mb, ti, t->name);
+        }
         uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
         uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
         const loupe__ev *slots;
@@ -498,7 +588,12 @@ loupe_model *loupe__collect(const loupe__collect_params *p) {
             total = n;
         }
         uint64_t last = 0;
-        if (walk(&c, ti, slots, n, t->ring && wraps > 0, &last) != 0) {
+        uint64_t exit_ticks = __atomic_load_n(&t->exit_ticks, __ATOMIC_ACQUIRE);
+        uint64_t close_ns = exit_ticks != 0 ? to_ns(p, exit_ticks) : p->stop_ns;
+        if (close_ns > p->stop_ns) {
+            close_ns = p->stop_ns;
+        }
+        if (walk(&c, ti, slots, n, t->ring && wraps > 0, close_ns, &last) != 0) {
             failed = 1;
         }
         free(copy);
@@ -511,9 +606,13 @@ loupe_model *loupe__collect(const loupe__collect_params *p) {
     if (!failed) {
         failed = pair_flows(&c) != 0;
     }
+    if (!failed) { /* the session's GPU tracks: decoded launches and CUPTI records */
+        failed = loupe__gpu_collect(c.mb, p->origin_unix_ns, p->stop_ns) != 0;
+    }
     m->unmatched_ends = c.unmatched;
     pc_free(&c.names);
     pc_free(&c.funcs);
+    free(c.maps);
     free(c.stack);
     free(c.outs);
     free(c.ins);

@@ -1,6 +1,6 @@
 /* preload.c: libloupe_preload.so, what `loupe record` preloads (LD_PRELOAD) into the traced
- * program. Its constructor starts a session from the environment that `loupe record` sets; its
- * destructor (at exit, after main returns or exit() is called) stops it and writes a small
+ * program. Its constructor starts a session from the environment that `loupe record` sets; an
+ * atexit handler (after main returns or exit() is called) stops it and writes a small
  * result file that `loupe record` reads to report the run directory and the counts.
  *
  * Environment (set by loupe record; documented in docs/record.md):
@@ -9,6 +9,8 @@
  *   LOUPE_RECORD_BUFFER_EVENTS  per-thread capacity in events
  *   LOUPE_RECORD_OVERFLOW       "first" or "last"
  *   LOUPE_RECORD_PERFETTO       "1": also perfetto_trace.json.gz
+ *   LOUPE_RECORD_FORMATS        the files to write: a comma list of json, xplane, perfetto
+ *                               (<host>.pftrace), perfetto-json; unset = the default set
  *   LOUPE_RECORD_RESULT         path of the result file to write at exit
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
  * being recorded) and removes itself from LD_PRELOAD so that programs the traced one execs are
@@ -57,6 +59,33 @@ static void strip_preload(void) {
     }
 }
 
+/* LOUPE_FORMAT_* bits of a comma list (the names of `loupe record --format`); unknown names are
+ * skipped. */
+static unsigned format_bits(const char *list) {
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"json", LOUPE_FORMAT_CHROME_JSON},
+                 {"xplane", LOUPE_FORMAT_XPLANE},
+                 {"perfetto", LOUPE_FORMAT_PERFETTO_PROTO},
+                 {"perfetto-json", LOUPE_FORMAT_PERFETTO_JSON}};
+    unsigned bits = 0;
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+            if (strlen(names[k].name) == n && strncmp(p, names[k].name, n) == 0) {
+                bits |= names[k].bit;
+            }
+        }
+        if (p[n] == 0) {
+            return bits;
+        }
+        p += n + 1;
+    }
+}
+
+static void loupe_preload_stop(void);
+
 __attribute__((constructor)) static void loupe_preload_start(void) {
     const char *dir = getenv("LOUPE_RECORD_DIR");
     if (dir == NULL || dir[0] == 0) {
@@ -83,6 +112,16 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     }
     const char *pf = getenv("LOUPE_RECORD_PERFETTO");
     o.create_perfetto_trace = pf != NULL && strcmp(pf, "1") == 0;
+    const char *fm = getenv("LOUPE_RECORD_FORMATS");
+    if (fm != NULL && fm[0]) {
+        o.formats = format_bits(fm);
+        if (o.formats == 0) {
+            fprintf(stderr,
+                    "loupe: LOUPE_RECORD_FORMATS='%s' names no known format (json, "
+                    "xplane, perfetto, perfetto-json): writing the default set\n",
+                    fm);
+        }
+    }
     o.function_tracing = 1;
     unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
     setenv("LOUPE_RECORD", "1", 1);
@@ -93,16 +132,29 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
         return;
     }
     started = 1;
+    (void)atexit(loupe_preload_stop);
     loupe_set_thread_name("main");
 }
 
-__attribute__((destructor)) static void loupe_preload_stop(void) {
+/* In libloupe (src/export/rundir.c): the last run directory written in this process. */
+const char *loupe__last_run_dir(char *buf, size_t size);
+
+/* Registered with atexit() right after the start, so it runs before libloupe's own exit check
+ * (which warns about sessions nobody stopped). */
+static void loupe_preload_stop(void) {
     if (!started) {
         return;
     }
     started = 0;
     loupe_trace_result res;
     int r = loupe_stop_trace(&res);
+    if (r == LOUPE_ENOT_STARTED) {
+        /* The program stopped the session itself (loupe_stop_trace_if_active() in its cleanup):
+         * its stop wrote the run directory. */
+        memset(&res, 0, sizeof res);
+        loupe__last_run_dir(res.run_dir, sizeof res.run_dir);
+        r = res.run_dir[0] ? 0 : r;
+    }
     FILE *f = result_path[0] ? fopen(result_path, "w") : NULL;
     if (r != 0) {
         fprintf(stderr, "loupe: could not write the trace: %s: %s\n", loupe_strerror(r),

@@ -1,0 +1,166 @@
+/* view.c: `loupe view`, the Perfetto link: serves one trace on 127.0.0.1:9001 for
+ * ui.perfetto.dev, prints the link, and exits once the UI fetched it or after a timeout
+ * (loupe_serve_perfetto_link() in loupe/server.h does the serving).
+ *
+ * PATH is a trace file, a run directory or a log_dir. In a directory, the file the UI shows best
+ * is picked: perfetto_trace.json.gz (no top-level "metadata"; loupe capture --merge writes its
+ * merged trace there too), then a *.pftrace, then the *.trace.json.gz loupe_trace_find() gives.
+ */
+#include "cli.h"
+
+#include <loupe/loupe.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: loupe view PATH [--timeout-s S] [--port P] [--open]\n"
+               "\n"
+               "Serves a trace once on http://127.0.0.1:9001 for the Perfetto UI and prints\n"
+               "  https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/<file>\n"
+               "Open it in a browser on this machine (from another machine: ssh -L\n"
+               "9001:127.0.0.1:9001 first). loupe view exits once the UI fetched the file.\n"
+               "\n"
+               "PATH is a trace file, a run directory, or a log_dir (its newest run). In a\n"
+               "directory: perfetto_trace.json.gz first, then *.pftrace, then *.trace.json.gz.\n"
+               "\n"
+               "options:\n"
+               "  --timeout-s S  give up after S seconds without a fetch (default 300)\n"
+               "  --port P       serve on another port (the UI fetches only from 9001; for tests)\n"
+               "  --open         also open the link with xdg-open (or open), where there is one\n"
+               "  -h, --help     show this help\n"
+               "\n"
+               "exit status: 0 the trace was fetched, 1 timed out or port busy (the message says\n"
+               "which), 2 bad usage\n");
+}
+
+/* A file in dir whose name ends with suffix (or equals it when exact); 0 when found. */
+static int find_in(const char *dir, const char *name, int exact, char *out, size_t size) {
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return -1;
+    }
+    struct dirent *e;
+    int found = -1;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name), s = strlen(name);
+        int match =
+            exact ? strcmp(e->d_name, name) == 0 : l > s && strcmp(e->d_name + l - s, name) == 0;
+        if (match) {
+            snprintf(out, size, "%s/%s", dir, e->d_name);
+            found = 0;
+            break;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static void on_ready(const char *url, void *user) {
+    int open_it = *(int *)user;
+    printf("Open URL in browser: %s\n", url);
+    fflush(stdout);
+    if (open_it) {
+        const char *opener = access("/usr/bin/xdg-open", X_OK) == 0 ? "xdg-open"
+                             : access("/usr/bin/open", X_OK) == 0   ? "open"
+                                                                    : NULL;
+        if (opener == NULL) {
+            fprintf(stderr, "loupe view: --open: no xdg-open or open here; open the link by "
+                            "hand\n");
+            return;
+        }
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "%s '%s' >/dev/null 2>&1 &", opener, url);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "loupe view: --open: %s failed; open the link by hand\n", opener);
+        }
+    }
+}
+
+int loupe_cmd_view(int argc, char **argv) {
+    const char *path = NULL;
+    long timeout_s = 300, port = 0;
+    int open_it = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--open") == 0) {
+            open_it = 1;
+        } else if (strcmp(a, "--timeout-s") == 0 || strcmp(a, "--port") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "loupe view: %s needs a value\n", a);
+                return 2;
+            }
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            int is_port = a[2] == 'p';
+            if (*argv[i] == 0 || *end != 0 || v < (is_port ? -1 : 1) ||
+                v > (is_port ? 65535 : 86400)) {
+                fprintf(stderr, "loupe view: %s: \"%s\" is out of range\n", a, argv[i]);
+                return 2;
+            }
+            *(is_port ? &port : &timeout_s) = v;
+        } else if (a[0] == '-' && a[1] != 0) {
+            fprintf(stderr, "loupe view: unknown option %s\nRun 'loupe view --help'.\n", a);
+            return 2;
+        } else if (path == NULL) {
+            path = a;
+        } else {
+            fprintf(stderr, "loupe view: one PATH only (got \"%s\" too)\n", a);
+            return 2;
+        }
+    }
+    if (path == NULL) {
+        fprintf(stderr, "loupe view: no PATH given (a trace file, run directory or log_dir)\n");
+        return 2;
+    }
+    char file[4096];
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "loupe view: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(file, sizeof file, "%s", path);
+    } else {
+        /* PATH itself first, then the run directory loupe_trace_find() picks in a log_dir. */
+        char run[4096], found[4096];
+        snprintf(run, sizeof run, "%s", path);
+        int have = loupe_trace_find(path, found, sizeof found) == 0;
+        if (have) {
+            char *slash = strrchr(found, '/');
+            if (slash != NULL) {
+                snprintf(run, sizeof run, "%.*s", (int)(slash - found), found);
+            }
+        }
+        if (find_in(path, "perfetto_trace.json.gz", 1, file, sizeof file) != 0 &&
+            find_in(path, ".pftrace", 0, file, sizeof file) != 0 &&
+            find_in(run, "perfetto_trace.json.gz", 1, file, sizeof file) != 0 &&
+            find_in(run, ".pftrace", 0, file, sizeof file) != 0) {
+            if (!have) {
+                fprintf(stderr, "loupe view: %s\n", loupe_last_error());
+                return 1;
+            }
+            snprintf(file, sizeof file, "%s", found);
+        }
+    }
+    loupe_link_options o = {.timeout_ms = (uint32_t)timeout_s * 1000u,
+                            .port = (int)port,
+                            .on_ready = on_ready,
+                            .user = &open_it};
+    fprintf(stderr, "loupe view: serving %s (waiting up to %ld s)\n", file, timeout_s);
+    int r = loupe_serve_perfetto_link(file, &o);
+    if (r != 0) {
+        fprintf(stderr, "loupe view: %s\n", loupe_last_error());
+        return 1;
+    }
+    fprintf(stderr, "loupe view: the trace was fetched; done\n");
+    return 0;
+}

@@ -1,0 +1,259 @@
+/* pb.h: a tiny protobuf wire encoder and bounded decoder (internal; header-only).
+ *
+ * Shared by the Perfetto protobuf writer/reader (perfetto_proto.c) and open to the XPlane writer:
+ * anyone may use it, add to it, never change what an existing function does.
+ *
+ * Encoding: a loupe__pb buffer grows (realloc doubling) and is reused from message to message, so
+ * it holds one message at a time (its size is the largest message, not the trace). Nested
+ * messages reserve a 1-byte length, and pb_end() moves the body right when the length needs more
+ * bytes: small messages (the common case) cost no copy. Wire types (protobuf encoding spec):
+ * 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32. Repeated scalars are written one tag per
+ * element (unpacked), since Perfetto's decoders read only unpacked data for fields not declared
+ * [packed=true] (formats.md §2.9).
+ *
+ * Decoding: loupe__pbr reads fields from a byte range and never reads past it; every length is
+ * checked against what remains, so a garbage varint or a 1 GB length claim is an error (with the
+ * offset) and never an allocation.
+ */
+#ifndef LOUPE_EXPORT_PB_H
+#define LOUPE_EXPORT_PB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
+
+typedef struct loupe__pb {
+    uint8_t *p;
+    size_t len, cap;
+    int oom; /* sticky: set when a grow failed (the content is then garbage) */
+} loupe__pb;
+
+static inline int loupe__pb_reserve(loupe__pb *b, size_t n) {
+    if (b->cap - b->len >= n) {
+        return 1;
+    }
+    if (b->oom) {
+        return 0;
+    }
+    size_t nc = b->cap ? b->cap : 256;
+    while (nc - b->len < n) {
+        nc *= 2;
+    }
+    uint8_t *np = realloc(b->p, nc);
+    if (np == NULL) {
+        b->oom = 1;
+        b->len = 0;
+        return 0;
+    }
+    b->p = np;
+    b->cap = nc;
+    return 1;
+}
+
+static inline void loupe__pb_free(loupe__pb *b) {
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+static inline size_t loupe__pb_varint_size(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Writes v at dst (room for 10 bytes); returns the bytes written. */
+static inline size_t loupe__pb_put_varint_at(uint8_t *dst, uint64_t v) {
+    size_t n = 0;
+    while (v >= 0x80) {
+        dst[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    dst[n++] = (uint8_t)v;
+    return n;
+}
+
+static inline void loupe__pb_varint(loupe__pb *b, uint64_t v) {
+    if (loupe__pb_reserve(b, 10)) {
+        b->len += loupe__pb_put_varint_at(b->p + b->len, v);
+    }
+}
+
+static inline void loupe__pb_tag(loupe__pb *b, uint32_t field, int wire) {
+    loupe__pb_varint(b, ((uint64_t)field << 3) | (uint64_t)wire);
+}
+
+static inline void loupe__pb_uint(loupe__pb *b, uint32_t field, uint64_t v) {
+    loupe__pb_tag(b, field, PB_VARINT);
+    loupe__pb_varint(b, v);
+}
+
+/* int32/int64 fields: a negative value is the 10-byte two's-complement varint. */
+static inline void loupe__pb_int(loupe__pb *b, uint32_t field, int64_t v) {
+    loupe__pb_uint(b, field, (uint64_t)v);
+}
+
+static inline void loupe__pb_fixed64(loupe__pb *b, uint32_t field, uint64_t v) {
+    loupe__pb_tag(b, field, PB_I64);
+    if (loupe__pb_reserve(b, 8)) {
+        for (int i = 0; i < 8; i++) {
+            b->p[b->len++] = (uint8_t)(v >> (8 * i)); /* little-endian */
+        }
+    }
+}
+
+static inline void loupe__pb_double(loupe__pb *b, uint32_t field, double d) {
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    loupe__pb_fixed64(b, field, v);
+}
+
+static inline void loupe__pb_bytes(loupe__pb *b, uint32_t field, const void *p, size_t n) {
+    loupe__pb_tag(b, field, PB_LEN);
+    loupe__pb_varint(b, n);
+    if (loupe__pb_reserve(b, n)) {
+        memcpy(b->p + b->len, p, n);
+        b->len += n;
+    }
+}
+
+static inline void loupe__pb_str(loupe__pb *b, uint32_t field, const char *s) {
+    loupe__pb_bytes(b, field, s, strlen(s));
+}
+
+/* Starts a nested message (field, wire type 2); returns the mark for loupe__pb_end(). */
+static inline size_t loupe__pb_begin(loupe__pb *b, uint32_t field) {
+    loupe__pb_tag(b, field, PB_LEN);
+    if (!loupe__pb_reserve(b, 1)) {
+        return 0;
+    }
+    b->p[b->len++] = 0;
+    return b->len;
+}
+
+static inline void loupe__pb_end(loupe__pb *b, size_t mark) {
+    if (b->oom || mark == 0) {
+        return;
+    }
+    size_t n = b->len - mark;
+    if (n < 0x80) {
+        b->p[mark - 1] = (uint8_t)n;
+        return;
+    }
+    size_t extra = loupe__pb_varint_size(n) - 1;
+    if (!loupe__pb_reserve(b, extra)) {
+        return;
+    }
+    memmove(b->p + mark + extra, b->p + mark, n);
+    loupe__pb_put_varint_at(b->p + mark - 1, n);
+    b->len += extra;
+}
+
+/* ---- decoding ---- */
+
+typedef struct loupe__pbr {
+    const uint8_t *p, *end;
+    const uint8_t *base; /* the start of the file: offsets in errors are p - base */
+} loupe__pbr;
+
+typedef struct loupe__pbf {
+    uint32_t field;
+    int wire;
+    uint64_t v;          /* varint / fixed value */
+    const uint8_t *data; /* PB_LEN: the bytes */
+    size_t len;
+    size_t offset; /* of the tag, from base */
+} loupe__pbf;
+
+/* Reads a varint; 0 on success, -1 when it runs past end or is longer than 10 bytes. */
+static inline int loupe__pbr_varint(loupe__pbr *r, uint64_t *out) {
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        if (r->p >= r->end) {
+            return -1;
+        }
+        uint8_t c = *r->p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Reads the next field. Returns 1 with *f set, 0 at the end of the range, -1 on malformed input
+ * (*err_offset is then the offset of the bad byte, and *what says what was wrong). */
+static inline int loupe__pbr_next(loupe__pbr *r, loupe__pbf *f, size_t *err_offset,
+                                  const char **what) {
+    if (r->p >= r->end) {
+        return 0;
+    }
+    f->offset = (size_t)(r->p - r->base);
+    uint64_t tag;
+    if (loupe__pbr_varint(r, &tag) != 0 || tag > 0xffffffffu) {
+        *err_offset = f->offset;
+        *what = "bad field tag varint";
+        return -1;
+    }
+    f->field = (uint32_t)(tag >> 3);
+    f->wire = (int)(tag & 7);
+    if (f->field == 0) {
+        *err_offset = f->offset;
+        *what = "field number 0";
+        return -1;
+    }
+    const uint8_t *vp = r->p;
+    switch (f->wire) {
+    case PB_VARINT:
+        if (loupe__pbr_varint(r, &f->v) != 0) {
+            *err_offset = (size_t)(vp - r->base);
+            *what = "truncated or overlong varint";
+            return -1;
+        }
+        return 1;
+    case PB_I64:
+    case PB_I32: {
+        size_t n = f->wire == PB_I64 ? 8 : 4;
+        if ((size_t)(r->end - r->p) < n) {
+            *err_offset = (size_t)(vp - r->base);
+            *what = "truncated fixed-width value";
+            return -1;
+        }
+        f->v = 0;
+        for (size_t i = 0; i < n; i++) {
+            f->v |= (uint64_t)r->p[i] << (8 * i);
+        }
+        r->p += n;
+        return 1;
+    }
+    case PB_LEN: {
+        uint64_t n;
+        if (loupe__pbr_varint(r, &n) != 0) {
+            *err_offset = (size_t)(vp - r->base);
+            *what = "truncated or overlong length varint";
+            return -1;
+        }
+        if (n > (uint64_t)(r->end - r->p)) {
+            *err_offset = (size_t)(vp - r->base);
+            *what = "length runs past the end of its message";
+            return -1;
+        }
+        f->data = r->p;
+        f->len = (size_t)n;
+        r->p += n;
+        return 1;
+    }
+    default:
+        *err_offset = f->offset;
+        *what = "unsupported wire type (groups or 6/7)";
+        return -1;
+    }
+}
+
+#endif

@@ -1,0 +1,805 @@
+/* xplane.c: the XPlane writer: the model as one XSpace (<host>.xplane.pb), the file XProf and
+ * TensorBoard's profile plugin open. A hand-written protobuf encoder streaming into the sink;
+ * field numbers from openxla/xla:xla/tsl/profiler/protobuf/xplane.proto (proto/xplane.proto,
+ * ../shared/reference/formats.md §3, jax_profiler.md §4 and §6).
+ *
+ * Layout:
+ *   XSpace { planes: "/host:CPU" (id 0), "/device:GPU:<n>" per GPU index (model tracks with kind
+ *            LOUPE_TRACK_GPU), "Task Environment"; hostnames: [host];
+ *            warnings: one per thread that dropped events }
+ *   /host:CPU: one XLine per thread (id = OS tid, name = thread name) and a line "_counters_"
+ *            holding the counter samples (event name = counter, stat "value"); plane stats
+ *            profile_start_time / profile_stop_time (ns since the Unix epoch), events_recorded,
+ *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_name, and
+ *            loupe_thread_<tid>_{recorded,dropped,capacity_needed} per line (GPU planes: theirs).
+ *   Task Environment: profile_start_time, profile_stop_time (uint64, as XLA writes them) and the
+ *            user metadata (loupe_set_metadata) as str_value stats.
+ * Times: line timestamp_ns is relative to the session start, as jax.profiler's post-processed
+ * files hold it (jax_profiler.md §4, jax-ml/jax#26288): xprof computes timestamp_ns * 1000 in
+ * int64, which overflows for epoch times (checked with xprof 2.24: events land 2.9e12 µs off).
+ * The wall-clock start is profile_start_time. Events: offset_ps from the line's timestamp_ns
+ * (the line's first event), duration_ps; per line in start order (outer before inner).
+ * Metadata: event metadata deduplicated per plane by (name, category, instant, function), ids
+ * from 1 in order of first use; its own stats carry what is per name: loupe_category (ref),
+ * loupe_instant = 1, loupe_function = 1. Stat metadata deduplicated per plane by name (a bool
+ * argument's key gets its own entry, description "loupe:bool"), ids from 1.
+ * Arguments: int64_value, uint64_value, double_value, bool as int64_value 0/1 (TraceMe's
+ * encoding), strings as ref_value (an XStatMetadata named by the string: XProf resolves it,
+ * repeated values are stored once). Per event: loupe_truncated = 1, loupe_flow_out /
+ * loupe_flow_in = the flow id (uint64, one stat per flow end).
+ * Strings are valid UTF-8 (protobuf's string type): invalid bytes become U+FFFD, as in JSON.
+ *
+ * Two passes: the first assigns metadata ids and sizes every line and plane (protobuf prefixes
+ * each nested message with its length), the second writes. Memory: the metadata tables and one
+ * size per line, not per event. A protobuf message must stay under 2 GiB (INT32_MAX bytes): a
+ * larger XSpace is refused before any byte is written (-LOUPE_EUNSUPPORTED, jax_profiler.md §7
+ * #7: jax wrote a 0-byte file and reported success).
+ */
+#include "export/writers.h"
+
+#include "core/internal.h"
+
+#include <loupe/loupe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t loupe__xplane_limit = 0x7fffffffu;
+
+/* ---- protobuf encoding: a counting or writing stream ---- */
+
+typedef struct pb {
+    loupe__sink *s; /* NULL: count only */
+    uint64_t n;     /* bytes emitted (or counted) */
+} pb;
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
+
+static unsigned vsize(uint64_t v) {
+    unsigned n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static void put_varint(pb *p, uint64_t v) {
+    if (p->s == NULL) {
+        p->n += vsize(v);
+        return;
+    }
+    char b[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        b[n++] = (char)((v & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    b[n++] = (char)v;
+    loupe__put(p->s, b, n);
+    p->n += n;
+}
+
+static void put_tag(pb *p, unsigned field, unsigned wt) {
+    put_varint(p, ((uint64_t)field << 3) | wt);
+}
+
+static void put_u64f(pb *p, unsigned field, uint64_t v) {
+    put_tag(p, field, WT_VARINT);
+    put_varint(p, v);
+}
+
+static void put_double(pb *p, unsigned field, double d) {
+    put_tag(p, field, WT_I64);
+    if (p->s == NULL) {
+        p->n += 8;
+        return;
+    }
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    char b[8];
+    for (int i = 0; i < 8; i++) {
+        b[i] = (char)(u >> (8 * i));
+    }
+    loupe__put(p->s, b, 8);
+    p->n += 8;
+}
+
+/* Length of s once invalid UTF-8 is replaced by U+FFFD (3 bytes), and the replacement itself. */
+static size_t utf8_len(const unsigned char *s, size_t n, int emit, loupe__sink *sink) {
+    size_t out = 0, i = 0, run = 0; /* run: start of the pending valid bytes */
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k = c < 0x80                   ? 1
+                   : (c >= 0xC2 && c <= 0xDF) ? 2
+                   : (c >= 0xE0 && c <= 0xEF) ? 3
+                   : (c >= 0xF0 && c <= 0xF4) ? 4
+                                              : 0;
+        int ok = k > 0 && i + k <= n;
+        for (size_t j = 1; ok && j < k; j++) {
+            ok = (s[i + j] & 0xC0) == 0x80;
+        }
+        if (ok && k == 3) {
+            unsigned c1 = s[i + 1];
+            ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0); /* overlong, surrogate */
+        } else if (ok && k == 4) {
+            unsigned c1 = s[i + 1];
+            ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
+        }
+        if (ok) {
+            i += k;
+            out += k;
+            continue;
+        }
+        if (emit) {
+            loupe__put(sink, (const char *)s + run, i - run);
+            loupe__put(sink, "\xEF\xBF\xBD", 3);
+        }
+        out += 3;
+        i++;
+        run = i;
+    }
+    if (emit) {
+        loupe__put(sink, (const char *)s + run, i - run);
+    }
+    return out;
+}
+
+static void put_str(pb *p, unsigned field, const char *str) {
+    size_t n = strlen(str);
+    size_t len = utf8_len((const unsigned char *)str, n, 0, NULL);
+    put_tag(p, field, WT_LEN);
+    put_varint(p, len);
+    if (p->s != NULL) {
+        if (len == n) {
+            loupe__put(p->s, str, n);
+        } else {
+            utf8_len((const unsigned char *)str, n, 1, p->s);
+        }
+    }
+    p->n += len;
+}
+
+static void put_len(pb *p, unsigned field, uint64_t len) {
+    put_tag(p, field, WT_LEN);
+    put_varint(p, len);
+}
+
+/* ---- per-plane metadata tables (open addressing, keyed by interned pointers) ---- */
+
+enum { EM_INSTANT = 1, EM_FUNCTION = 2 };
+
+typedef struct emeta {
+    const char *name, *category;
+    unsigned kind; /* EM_* bits */
+} emeta;
+
+typedef struct smeta {
+    const char *name;
+    int is_bool;
+} smeta;
+
+typedef struct table {
+    size_t *slots; /* id (index + 1) or 0 */
+    size_t cap;
+    void *items; /* emeta or smeta, by id - 1 */
+    size_t count, items_cap, item_size;
+} table;
+
+static uint64_t hash_ptr(const void *a, const void *b, unsigned k) {
+    uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ull;
+    h ^= ((uint64_t)(uintptr_t)b + k) * 0xC2B2AE3D27D4EB4Full;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hash_str(const char *s, unsigned k) {
+    uint64_t h = 1469598103934665603ull ^ k;
+    for (; *s; s++) {
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static int item_eq(const table *t, size_t idx, const void *key) {
+    if (t->item_size == sizeof(emeta)) {
+        const emeta *a = (const emeta *)t->items + idx, *b = key;
+        return a->name == b->name && a->category == b->category && a->kind == b->kind;
+    }
+    const smeta *a = (const smeta *)t->items + idx, *b = key;
+    return a->is_bool == b->is_bool && strcmp(a->name, b->name) == 0;
+}
+
+static uint64_t item_hash(const table *t, const void *key) {
+    if (t->item_size == sizeof(emeta)) {
+        const emeta *e = key;
+        return hash_ptr(e->name, e->category, e->kind);
+    }
+    const smeta *s = key;
+    return hash_str(s->name, (unsigned)s->is_bool);
+}
+
+/* The id of key (from 1), added when missing; 0 on out-of-memory. */
+static size_t table_id(table *t, const void *key) {
+    if ((t->count + 1) * 2 > t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 256;
+        size_t *ns = calloc(nc, sizeof(*ns));
+        if (ns == NULL) {
+            return 0;
+        }
+        for (size_t i = 0; i < t->count; i++) {
+            size_t j = (size_t)item_hash(t, (char *)t->items + i * t->item_size) & (nc - 1);
+            while (ns[j] != 0) {
+                j = (j + 1) & (nc - 1);
+            }
+            ns[j] = i + 1;
+        }
+        free(t->slots);
+        t->slots = ns;
+        t->cap = nc;
+    }
+    size_t j = (size_t)item_hash(t, key) & (t->cap - 1);
+    while (t->slots[j] != 0) {
+        if (item_eq(t, t->slots[j] - 1, key)) {
+            return t->slots[j];
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    if (t->count == t->items_cap) {
+        size_t nc = t->items_cap ? t->items_cap * 2 : 64;
+        void *ni = realloc(t->items, nc * t->item_size);
+        if (ni == NULL) {
+            return 0;
+        }
+        t->items = ni;
+        t->items_cap = nc;
+    }
+    memcpy((char *)t->items + t->count * t->item_size, key, t->item_size);
+    t->slots[j] = ++t->count;
+    return t->count;
+}
+
+static void table_free(table *t) {
+    free(t->slots);
+    free(t->items);
+    memset(t, 0, sizeof(*t));
+}
+
+/* ---- the writer ---- */
+
+typedef struct flow_end {
+    size_t thread, slice;
+    uint64_t id;
+    int in; /* 0 = out (the source), 1 = in */
+} flow_end;
+
+typedef struct plane_spec {
+    const char *name;
+    int kind; /* P_HOST, P_GPU, P_ENV */
+    uint32_t device;
+} plane_spec;
+
+enum { P_HOST, P_GPU, P_ENV };
+
+typedef struct writer {
+    const loupe_model *m;
+    table em, sm; /* the current plane's tables */
+    flow_end *flows;
+    size_t nflows;
+    uint64_t *line_size; /* per thread (+1: the counters line) */
+    int oom;
+    int range;   /* a time beyond int64 picoseconds */
+    char **acct; /* per thread: the names of its 3 loss-accounting stats */
+} writer;
+
+static size_t sid(writer *w, const char *name, int is_bool) {
+    smeta k = {name, is_bool};
+    size_t id = table_id(&w->sm, &k);
+    w->oom |= id == 0;
+    return id;
+}
+
+static size_t eid(writer *w, const char *name, const char *category, unsigned kind) {
+    emeta k = {name, category, kind};
+    size_t id = table_id(&w->em, &k);
+    w->oom |= id == 0;
+    return id;
+}
+
+/* XStat { metadata_id 1; one value } as a nested message of field `field`. */
+typedef struct stat_val {
+    int type; /* 2 double, 3 uint64, 4 int64, 7 ref */
+    uint64_t u;
+    double d;
+} stat_val;
+
+static void put_stat(pb *p, unsigned field, uint64_t mid, stat_val v) {
+    uint64_t body = 1 + vsize(mid) + 1 + (v.type == 2 ? 8 : vsize(v.u));
+    put_len(p, field, body);
+    put_u64f(p, 1, mid);
+    if (v.type == 2) {
+        put_double(p, 2, v.d);
+    } else {
+        put_u64f(p, (unsigned)v.type, v.u);
+    }
+}
+
+static stat_val arg_val(writer *w, const loupe_arg *a) {
+    switch (a->type) {
+    case LOUPE_ARG_INT64:
+        return (stat_val){4, (uint64_t)a->v.i, 0};
+    case LOUPE_ARG_UINT64:
+        return (stat_val){3, a->v.u, 0};
+    case LOUPE_ARG_DOUBLE:
+        return (stat_val){2, 0, a->v.d};
+    case LOUPE_ARG_BOOL:
+        return (stat_val){4, a->v.b ? 1u : 0u, 0};
+    case LOUPE_ARG_STRING:
+    default:
+        return (stat_val){7, sid(w, a->type == LOUPE_ARG_STRING ? a->v.s : "", 0), 0};
+    }
+}
+
+static void put_args(writer *w, pb *p, unsigned field, const loupe_arg *args, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        size_t key = sid(w, args[i].key, args[i].type == LOUPE_ARG_BOOL);
+        put_stat(p, field, key, arg_val(w, &args[i]));
+    }
+}
+
+/* One XEvent body. */
+typedef struct ev {
+    uint64_t start_ns, dur_ns;
+    const char *name, *category;
+    unsigned kind;
+    uint32_t flags;
+    const loupe_arg *args;
+    uint32_t nargs;
+    const flow_end *flows; /* this slice's flow ends */
+    size_t nflows;
+    int counter; /* counter sample: stat "value" */
+    const loupe_counter_sample *cs;
+} ev;
+
+static uint64_t ps(writer *w, uint64_t ns) {
+    if (ns > (uint64_t)INT64_MAX / 1000) {
+        w->range = 1;
+        return 0;
+    }
+    return ns * 1000;
+}
+
+static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
+    put_u64f(p, 1, eid(w, e->name, e->category, e->kind));
+    put_u64f(p, 2, ps(w, e->start_ns - line_ns)); /* oneof: written even when 0 */
+    if (e->dur_ns != 0) {
+        put_u64f(p, 3, ps(w, e->dur_ns));
+    }
+    put_args(w, p, 4, e->args, e->nargs);
+    if (e->flags & LOUPE_SLICE_TRUNCATED) {
+        put_stat(p, 4, sid(w, "loupe_truncated", 0), (stat_val){4, 1, 0});
+    }
+    for (size_t i = 0; i < e->nflows; i++) {
+        const char *k = e->flows[i].in ? "loupe_flow_in" : "loupe_flow_out";
+        put_stat(p, 4, sid(w, k, 0), (stat_val){3, e->flows[i].id, 0});
+    }
+    if (e->counter) {
+        stat_val v =
+            e->cs->is_double ? (stat_val){2, 0, e->cs->d} : (stat_val){4, (uint64_t)e->cs->i, 0};
+        put_stat(p, 4, sid(w, "value", 0), v);
+    }
+}
+
+static void put_event(writer *w, pb *p, const ev *e, uint64_t line_ns) {
+    pb c = {NULL, 0};
+    event_body(w, &c, e, line_ns);
+    put_len(p, 4, c.n);
+    event_body(w, p, e, line_ns);
+}
+
+static int cmp_flow_end(const void *pa, const void *pb_) {
+    const flow_end *a = pa, *b = pb_;
+    if (a->thread != b->thread) {
+        return a->thread < b->thread ? -1 : 1;
+    }
+    if (a->slice != b->slice) {
+        return a->slice < b->slice ? -1 : 1;
+    }
+    return a->in - b->in;
+}
+
+/* The first event time of a thread's line: its first slice or instant. */
+static uint64_t line_start(const loupe_model_thread *th) {
+    uint64_t t = UINT64_MAX;
+    if (th->slice_count > 0) {
+        t = th->slices[0].start_ns;
+    }
+    for (size_t i = 0; i < th->instant_count; i++) {
+        t = th->instants[i].ts_ns < t ? th->instants[i].ts_ns : t;
+    }
+    return t == UINT64_MAX ? 0 : t;
+}
+
+static uint64_t line_end(const loupe_model_thread *th) {
+    uint64_t t = 0;
+    for (size_t i = 0; i < th->slice_count; i++) {
+        uint64_t e = th->slices[i].start_ns + th->slices[i].dur_ns;
+        t = e > t ? e : t;
+    }
+    for (size_t i = 0; i < th->instant_count; i++) {
+        t = th->instants[i].ts_ns > t ? th->instants[i].ts_ns : t;
+    }
+    return t;
+}
+
+/* XLine body of thread t: slices and instants merged in time order (instants after slices that
+ * start at the same ns). */
+static void line_body(writer *w, pb *p, size_t t) {
+    const loupe_model_thread *th = &w->m->threads[t];
+    uint64_t t0 = line_start(th);
+    put_u64f(p, 1, th->tid);
+    if (th->name[0]) {
+        put_str(p, 2, th->name);
+    }
+    put_u64f(p, 3, t0);
+    uint64_t end = line_end(th);
+    if (end > t0) {
+        put_u64f(p, 9, ps(w, end - t0));
+    }
+    /* this thread's flow ends, sorted by slice */
+    size_t fe = 0;
+    {
+        size_t lo = 0, hi = w->nflows;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (w->flows[mid].thread < t) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        fe = lo;
+    }
+    size_t i = 0, k = 0;
+    while (i < th->slice_count || k < th->instant_count) {
+        ev e;
+        memset(&e, 0, sizeof e);
+        if (k >= th->instant_count ||
+            (i < th->slice_count && th->slices[i].start_ns <= th->instants[k].ts_ns)) {
+            const loupe_slice *s = &th->slices[i];
+            e.start_ns = s->start_ns;
+            e.dur_ns = s->dur_ns;
+            e.name = s->name;
+            e.category = s->category;
+            e.kind = (s->flags & LOUPE_SLICE_FUNCTION) ? EM_FUNCTION : 0;
+            e.flags = s->flags;
+            e.args = s->args;
+            e.nargs = s->arg_count;
+            while (fe < w->nflows && w->flows[fe].thread == t && w->flows[fe].slice < i) {
+                fe++;
+            }
+            size_t f1 = fe;
+            while (f1 < w->nflows && w->flows[f1].thread == t && w->flows[f1].slice == i) {
+                f1++;
+            }
+            e.flows = w->flows + fe;
+            e.nflows = f1 - fe;
+            fe = f1;
+            i++;
+        } else {
+            const loupe_instant *in = &th->instants[k++];
+            e.start_ns = in->ts_ns;
+            e.name = in->name;
+            e.category = "";
+            e.kind = EM_INSTANT;
+            e.args = in->args;
+            e.nargs = in->arg_count;
+        }
+        put_event(w, p, &e, t0);
+    }
+}
+
+static void counters_body(writer *w, pb *p) {
+    const loupe_model *m = w->m;
+    uint64_t t0 = m->counters[0].ts_ns;
+    uint64_t max_id = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        max_id = m->threads[t].tid > max_id ? m->threads[t].tid : max_id;
+    }
+    /* An id no host thread has: XProf takes the tid from it. */
+    put_u64f(p, 1, max_id < (uint64_t)INT64_MAX ? max_id + 1 : 0);
+    put_str(p, 2, "_counters_");
+    put_u64f(p, 3, t0);
+    for (size_t i = 0; i < m->counter_count; i++) {
+        ev e;
+        memset(&e, 0, sizeof e);
+        e.start_ns = m->counters[i].ts_ns;
+        e.name = m->counters[i].name;
+        e.category = "";
+        e.counter = 1;
+        e.cs = &m->counters[i];
+        put_event(w, p, &e, t0);
+    }
+}
+
+static int in_plane(const loupe_model_thread *th, const plane_spec *ps_) {
+    return ps_->kind == P_HOST
+               ? th->kind != LOUPE_TRACK_GPU
+               : ps_->kind == P_GPU && th->kind == LOUPE_TRACK_GPU && th->device == ps_->device;
+}
+
+static void stat_u64(writer *w, pb *p, const char *name, uint64_t v) {
+    put_stat(p, 6, sid(w, name, 0), (stat_val){3, v, 0});
+}
+
+static void stat_ref(writer *w, pb *p, const char *name, const char *v) {
+    put_stat(p, 6, sid(w, name, 0), (stat_val){7, sid(w, v, 0), 0});
+}
+
+/* Plane-level stats (field 6). */
+static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
+    const loupe_model *m = w->m;
+    stat_u64(w, p, "profile_start_time", m->origin_unix_ns);
+    stat_u64(w, p, "profile_stop_time", m->origin_unix_ns + m->duration_ns);
+    if (spec->kind == P_ENV) {
+        for (size_t i = 0; i < m->metadata_count; i++) {
+            /* str_value (5), not a ref: free text, read back as metadata */
+            const char *v = m->metadata[i].value;
+            size_t vl = utf8_len((const unsigned char *)v, strlen(v), 0, NULL);
+            size_t mid = sid(w, m->metadata[i].key, 0);
+            put_len(p, 6, 1 + vsize(mid) + 1 + vsize(vl) + vl);
+            put_u64f(p, 1, mid);
+            put_str(p, 5, v);
+        }
+        return;
+    }
+    uint64_t rec = 0, drop = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        if (in_plane(&m->threads[t], spec)) {
+            rec += m->threads[t].events_recorded;
+            drop += m->threads[t].events_dropped;
+        }
+    }
+    stat_u64(w, p, "events_recorded", rec);
+    stat_u64(w, p, "events_dropped", drop);
+    if (spec->kind == P_HOST) {
+        stat_ref(w, p, "loupe_version", LOUPE_VERSION_STRING);
+        stat_ref(w, p, "clock", m->clock ? m->clock : "");
+        put_stat(p, 6, sid(w, "tsc_ghz", 0), (stat_val){2, 0, m->tsc_ghz});
+        stat_u64(w, p, "pid", m->pid);
+        stat_ref(w, p, "process_name", m->process_name ? m->process_name : "");
+        stat_u64(w, p, "unmatched_ends", m->unmatched_ends);
+    }
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (!in_plane(th, spec)) {
+            continue;
+        }
+        stat_u64(w, p, w->acct[3 * t], th->events_recorded);
+        stat_u64(w, p, w->acct[3 * t + 1], th->events_dropped);
+        stat_u64(w, p, w->acct[3 * t + 2], th->capacity_needed);
+    }
+}
+
+static void emeta_body(writer *w, pb *p, size_t id, const emeta *e) {
+    put_u64f(p, 1, id);
+    put_str(p, 2, e->name);
+    if (e->category[0]) {
+        put_stat(p, 5, sid(w, "loupe_category", 0), (stat_val){7, sid(w, e->category, 0), 0});
+    }
+    if (e->kind & EM_INSTANT) {
+        put_stat(p, 5, sid(w, "loupe_instant", 0), (stat_val){4, 1, 0});
+    }
+    if (e->kind & EM_FUNCTION) {
+        put_stat(p, 5, sid(w, "loupe_function", 0), (stat_val){4, 1, 0});
+    }
+}
+
+static void smeta_body(pb *p, size_t id, const smeta *s) {
+    put_u64f(p, 1, id);
+    put_str(p, 2, s->name);
+    if (s->is_bool) {
+        put_str(p, 3, "loupe:bool");
+    }
+}
+
+/* The XPlane body. In the counting pass (p->s NULL) it assigns the ids and fills line_size. */
+static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
+    const loupe_model *m = w->m;
+    put_u64f(p, 1, (uint64_t)id);
+    put_str(p, 2, spec->name);
+    for (size_t t = 0; t < m->thread_count && spec->kind != P_ENV; t++) {
+        if (!in_plane(&m->threads[t], spec)) {
+            continue;
+        }
+        if (p->s == NULL) {
+            pb c = {NULL, 0};
+            line_body(w, &c, t);
+            w->line_size[t] = c.n;
+        }
+        put_len(p, 3, w->line_size[t]);
+        line_body(w, p, t);
+    }
+    if (spec->kind == P_HOST && m->counter_count > 0) {
+        if (p->s == NULL) {
+            pb c = {NULL, 0};
+            counters_body(w, &c);
+            w->line_size[m->thread_count] = c.n;
+        }
+        put_len(p, 3, w->line_size[m->thread_count]);
+        counters_body(w, p);
+    }
+    plane_stats(w, p, spec);
+    /* event metadata first: its stats may add stat metadata */
+    for (size_t i = 0; i < w->em.count; i++) {
+        const emeta *e = (const emeta *)w->em.items + i;
+        pb c = {NULL, 0};
+        emeta_body(w, &c, i + 1, e);
+        uint64_t entry = 1 + vsize(i + 1) + 1 + vsize(c.n) + c.n;
+        put_len(p, 4, entry);
+        put_u64f(p, 1, i + 1);
+        put_len(p, 2, c.n);
+        emeta_body(w, p, i + 1, e);
+    }
+    for (size_t i = 0; i < w->sm.count; i++) {
+        const smeta *s = (const smeta *)w->sm.items + i;
+        pb c = {NULL, 0};
+        smeta_body(&c, i + 1, s);
+        uint64_t entry = 1 + vsize(i + 1) + 1 + vsize(c.n) + c.n;
+        put_len(p, 5, entry);
+        put_u64f(p, 1, i + 1);
+        put_len(p, 2, c.n);
+        smeta_body(p, i + 1, s);
+    }
+}
+
+/* XSpace.warnings (3): one per thread that dropped events (jax_profiler.md §7 #16). */
+static void put_warnings(const loupe_model *m, pb *p) {
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->events_dropped > 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "loupe: thread %llu dropped %llu events (buffer_events %llu would have held "
+                     "them)",
+                     (unsigned long long)th->tid, (unsigned long long)th->events_dropped,
+                     (unsigned long long)th->capacity_needed);
+            put_str(p, 3, msg);
+        }
+    }
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
+    writer w;
+    memset(&w, 0, sizeof w);
+    w.m = m;
+    int rc = 0;
+    /* planes: /host:CPU, /device:GPU:<n> by n, Task Environment */
+    size_t nplanes = 0;
+    plane_spec *planes = calloc(m->thread_count + 2, sizeof(*planes));
+    uint32_t *devs = calloc(m->thread_count + 1, sizeof(*devs));
+    char(*gpu_names)[32] = calloc(m->thread_count + 1, sizeof(*gpu_names));
+    table *tables = calloc((m->thread_count + 2) * 2, sizeof(table));
+    uint64_t *plane_size = calloc(m->thread_count + 2, sizeof(uint64_t));
+    w.line_size = calloc(m->thread_count + 1, sizeof(uint64_t));
+    w.acct = calloc(3 * m->thread_count + 1, sizeof(char *));
+    if (planes == NULL || devs == NULL || gpu_names == NULL || tables == NULL ||
+        plane_size == NULL || w.line_size == NULL || w.acct == NULL) {
+        rc = -12;
+        goto done;
+    }
+    for (size_t t = 0; t < 3 * m->thread_count; t++) {
+        static const char *const what[3] = {"recorded", "dropped", "capacity_needed"};
+        char k[96];
+        snprintf(k, sizeof k, "loupe_thread_%llu_%s", (unsigned long long)m->threads[t / 3].tid,
+                 what[t % 3]);
+        if ((w.acct[t] = strdup(k)) == NULL) {
+            rc = -12;
+            goto done;
+        }
+    }
+    planes[nplanes++] = (plane_spec){"/host:CPU", P_HOST, 0};
+    size_t ndev = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        if (m->threads[t].kind == LOUPE_TRACK_GPU) {
+            devs[ndev++] = m->threads[t].device;
+        }
+    }
+    qsort(devs, ndev, sizeof(*devs), cmp_u32);
+    for (size_t i = 0; i < ndev; i++) {
+        if (i > 0 && devs[i] == devs[i - 1]) {
+            continue;
+        }
+        snprintf(gpu_names[i], sizeof gpu_names[i], "/device:GPU:%u", devs[i]);
+        planes[nplanes++] = (plane_spec){gpu_names[i], P_GPU, devs[i]};
+    }
+    planes[nplanes++] = (plane_spec){"Task Environment", P_ENV, 0};
+    /* flow ends, sorted by (thread, slice) */
+    if (m->flow_count > 0) {
+        w.flows = malloc(2 * m->flow_count * sizeof(*w.flows));
+        if (w.flows == NULL) {
+            rc = -12;
+            goto done;
+        }
+        for (size_t f = 0; f < m->flow_count; f++) {
+            const loupe_flow *fl = &m->flows[f];
+            w.flows[w.nflows++] = (flow_end){fl->from_thread, fl->from_slice, fl->id, 0};
+            w.flows[w.nflows++] = (flow_end){fl->to_thread, fl->to_slice, fl->id, 1};
+        }
+        qsort(w.flows, w.nflows, sizeof(*w.flows), cmp_flow_end);
+    }
+    /* pass 1: ids and sizes */
+    uint64_t total = 0;
+    for (size_t i = 0; i < nplanes; i++) {
+        w.em = (table){.item_size = sizeof(emeta)};
+        w.sm = (table){.item_size = sizeof(smeta)};
+        pb c = {NULL, 0};
+        plane_body(&w, &c, &planes[i], (int64_t)i);
+        tables[2 * i] = w.em;
+        tables[2 * i + 1] = w.sm;
+        memset(&w.em, 0, sizeof w.em);
+        memset(&w.sm, 0, sizeof w.sm);
+        plane_size[i] = c.n;
+        total += 1 + vsize(c.n) + c.n;
+        if (w.oom) {
+            rc = -12;
+            goto done;
+        }
+    }
+    const char *host = m->host && m->host[0] ? m->host : "localhost";
+    pb c = {NULL, 0};
+    put_str(&c, 4, host);
+    put_warnings(m, &c);
+    total += c.n;
+    if (w.range) {
+        rc = loupe__err(LOUPE_EUNSUPPORTED,
+                        "XPlane: a time or duration is beyond int64 picoseconds (106 days)");
+        rc = -rc;
+        goto done;
+    }
+    if (total > loupe__xplane_limit) {
+        rc = -loupe__err(LOUPE_EUNSUPPORTED,
+                         "XPlane: the XSpace would take %llu bytes; protobuf messages must be "
+                         "under 2 GiB (%llu bytes), so no .xplane.pb is written (the other "
+                         "formats hold the whole trace; loupe convert writes them)",
+                         (unsigned long long)total, (unsigned long long)loupe__xplane_limit);
+        goto done;
+    }
+    /* pass 2: write */
+    pb p = {s, 0};
+    for (size_t i = 0; i < nplanes; i++) {
+        w.em = tables[2 * i];
+        w.sm = tables[2 * i + 1];
+        put_len(&p, 1, plane_size[i]);
+        plane_body(&w, &p, &planes[i], (int64_t)i);
+        memset(&w.em, 0, sizeof w.em);
+        memset(&w.sm, 0, sizeof w.sm);
+    }
+    put_warnings(m, &p);
+    put_str(&p, 4, host);
+    if (w.oom) {
+        rc = -12;
+    }
+done:
+    for (size_t i = 0; tables != NULL && i < (m->thread_count + 2) * 2; i++) {
+        table_free(&tables[i]);
+    }
+    table_free(&w.em);
+    table_free(&w.sm);
+    for (size_t t = 0; w.acct != NULL && t < 3 * m->thread_count; t++) {
+        free(w.acct[t]);
+    }
+    free(w.acct);
+    free(tables);
+    free(plane_size);
+    free(w.line_size);
+    free(w.flows);
+    free(planes);
+    free(devs);
+    free(gpu_names);
+    return rc;
+}

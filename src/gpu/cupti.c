@@ -1,0 +1,443 @@
+/* cupti.c: the CUPTI device tracer (trace.h: device_tracer_level). libcupti.so is loaded at run
+ * time with dlopen, so loupe builds and runs without CUDA; tests swap in a fake function table
+ * (cupti_api.h). Flow (../shared/reference/gpu_inkernel.md §4): Subscribe (detects another
+ * subscriber: error 39) → RegisterTimestampCallback (CLOCK_REALTIME ns, before any Enable, so
+ * records are on the axis of the trace's origin_unix_ns) → RegisterCallbacks → Enable
+ * CONCURRENT_KERNEL, MEMCPY, MEMSET, RUNTIME; at stop FlushAll(FORCED) → Disable → Unsubscribe →
+ * Finalize (Mosaic's order). Records are read at fixed offsets of the CUDA 13.0 structs (checked
+ * with offsetof against cupti_activity.h of CUDA 13.0):
+ *   CUpti_ActivityKernel10: kind@0 u32, start@16 u64, end@24 u64, deviceId@40 u32,
+ *                           streamId@48 u32, correlationId@92 u32, name@104 const char *
+ *   CUpti_ActivityMemcpy6:  kind@0, copyKind@4 u8, bytes@8 u64, start@16, end@24, deviceId@32,
+ *                           streamId@40, correlationId@44
+ *   CUpti_ActivityMemset4:  kind@0, value@4, bytes@8, start@16, end@24, deviceId@32,
+ *                           streamId@40, correlationId@44
+ *   CUpti_ActivityAPI:      kind@0, cbid@4, start@8, end@16, processId@24, threadId@28,
+ *                           correlationId@32
+ * so an older CUPTI (API version < 13.0) is refused with a note. A record with a zero
+ * timestamp, end < start, or a start outside the session is dropped and counted (XLA's
+ * cupti_collector does the same).
+ */
+#include "annotate/record.h"
+#include "core/internal.h"
+#include "gpu/cupti_api.h"
+#include "gpu/gpu_internal.h"
+#include "model/builder.h"
+
+#include <loupe/gpu.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { REC_KERNEL = 1, REC_MEMCPY = 2, REC_MEMSET = 3 };
+
+typedef struct rec {
+    int what;
+    uint64_t start, end, bytes;
+    uint32_t device, stream, corr, copy_kind;
+    char *name;
+} rec;
+
+typedef struct api_rec {
+    uint32_t corr, thread;
+} api_rec;
+
+static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
+static const loupe__cupti_api *fake;
+static loupe__cupti_api loaded;
+static void *dl;
+static int active;
+static void *subscriber;
+static rec *recs;
+static size_t nrecs, caprecs;
+static api_rec *apis;
+static size_t napis, capapis;
+static uint64_t dropped, invalid;
+static char note[768];
+
+#define CUPTI_BUFFER_BYTES (2u << 20) /* 1..10 MB recommended (cupti_activity.h) */
+
+void loupe__cupti_set_api(const loupe__cupti_api *api) {
+    fake = api;
+}
+
+static uint64_t ts_realtime(void) {
+    return loupe__realtime_ns();
+}
+
+static void on_request(uint8_t **buffer, size_t *size, size_t *max_records) {
+    void *p = NULL;
+    if (posix_memalign(&p, 8, CUPTI_BUFFER_BYTES) != 0) {
+        p = NULL;
+    }
+    *buffer = p;
+    *size = p != NULL ? CUPTI_BUFFER_BYTES : 0;
+    *max_records = 0; /* fill the buffer */
+}
+
+static uint32_t rd32(const uint8_t *r, size_t off) {
+    uint32_t v;
+    memcpy(&v, r + off, sizeof v);
+    return v;
+}
+
+static uint64_t rd64(const uint8_t *r, size_t off) {
+    uint64_t v;
+    memcpy(&v, r + off, sizeof v);
+    return v;
+}
+
+static void keep(const rec *r) {
+    if (r->start == 0 || r->end < r->start) {
+        invalid++;
+        return;
+    }
+    if (nrecs == caprecs) {
+        size_t nc = caprecs ? caprecs * 2 : 256;
+        rec *nv = realloc(recs, nc * sizeof(*nv));
+        if (nv == NULL) {
+            dropped++;
+            return;
+        }
+        recs = nv;
+        caprecs = nc;
+    }
+    recs[nrecs] = *r;
+    if (r->name != NULL) {
+        recs[nrecs].name = strdup(r->name);
+    }
+    nrecs++;
+}
+
+static const loupe__cupti_api *api_now(void) {
+    return fake != NULL ? fake : &loaded;
+}
+
+static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t size,
+                        size_t valid) {
+    (void)context;
+    (void)size;
+    const loupe__cupti_api *a = api_now();
+    pthread_mutex_lock(&cupti_lock);
+    void *rp = NULL;
+    while (buffer != NULL && a->get_next_record(buffer, valid, &rp) == LOUPE__CUPTI_SUCCESS) {
+        const uint8_t *r = rp;
+        uint32_t kind = rd32(r, 0);
+        rec x;
+        memset(&x, 0, sizeof x);
+        if (kind == LOUPE__CUPTI_KIND_CONCURRENT_KERNEL) {
+            x.what = REC_KERNEL;
+            x.start = rd64(r, 16);
+            x.end = rd64(r, 24);
+            x.device = rd32(r, 40);
+            x.stream = rd32(r, 48);
+            x.corr = rd32(r, 92);
+            const char *nm;
+            memcpy(&nm, r + 104, sizeof nm);
+            x.name = (char *)(nm != NULL ? nm : "kernel");
+            keep(&x);
+        } else if (kind == LOUPE__CUPTI_KIND_MEMCPY || kind == LOUPE__CUPTI_KIND_MEMSET) {
+            x.what = kind == LOUPE__CUPTI_KIND_MEMCPY ? REC_MEMCPY : REC_MEMSET;
+            x.copy_kind = kind == LOUPE__CUPTI_KIND_MEMCPY ? r[4] : 0;
+            x.bytes = rd64(r, 8);
+            x.start = rd64(r, 16);
+            x.end = rd64(r, 24);
+            x.device = rd32(r, 32);
+            x.stream = rd32(r, 40);
+            x.corr = rd32(r, 44);
+            keep(&x);
+        } else if (kind == LOUPE__CUPTI_KIND_RUNTIME) {
+            if (napis == capapis) {
+                size_t nc = capapis ? capapis * 2 : 256;
+                api_rec *nv = realloc(apis, nc * sizeof(*nv));
+                if (nv == NULL) {
+                    continue;
+                }
+                apis = nv;
+                capapis = nc;
+            }
+            apis[napis].thread = rd32(r, 28);
+            apis[napis].corr = rd32(r, 32);
+            napis++;
+        }
+    }
+    size_t d = 0;
+    if (a->get_num_dropped_records != NULL &&
+        a->get_num_dropped_records(NULL, stream, &d) == LOUPE__CUPTI_SUCCESS) {
+        dropped += d;
+    }
+    pthread_mutex_unlock(&cupti_lock);
+    free(buffer);
+}
+
+static int load(void) {
+    if (fake != NULL) {
+        return 0;
+    }
+    if (dl != NULL) {
+        return 0;
+    }
+    static const char *const libs[] = {"libcupti.so", "libcupti.so.13",
+                                       "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
+                                       "/usr/local/cuda/lib64/libcupti.so"};
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && dl == NULL; i++) {
+        dl = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+    }
+    if (dl == NULL) {
+        const char *e = dlerror();
+        snprintf(note, sizeof note,
+                 "device tracer: CUPTI not found (libcupti.so: %s); the session goes on "
+                 "host-only",
+                 e != NULL ? e : "not found");
+        return -1;
+    }
+    /* POSIX: a function pointer converts from dlsym's void * through memcpy. */
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        void *s = dlsym(dl, name);                                                                 \
+        memcpy(&loaded.field, &s, sizeof s);                                                       \
+        if (s == NULL) {                                                                           \
+            snprintf(note, sizeof note, "device tracer: libcupti.so lacks %s; host-only", name);   \
+            dlclose(dl);                                                                           \
+            dl = NULL;                                                                             \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+    SYM(get_version, "cuptiGetVersion");
+    SYM(subscribe, "cuptiSubscribe");
+    SYM(unsubscribe, "cuptiUnsubscribe");
+    SYM(register_timestamp_callback, "cuptiActivityRegisterTimestampCallback");
+    SYM(register_callbacks, "cuptiActivityRegisterCallbacks");
+    SYM(enable, "cuptiActivityEnable");
+    SYM(disable, "cuptiActivityDisable");
+    SYM(flush_all, "cuptiActivityFlushAll");
+    SYM(get_next_record, "cuptiActivityGetNextRecord");
+    SYM(get_num_dropped_records, "cuptiActivityGetNumDroppedRecords");
+    SYM(get_result_string, "cuptiGetResultString");
+    SYM(finalize, "cuptiFinalize");
+#undef SYM
+    return 0;
+}
+
+static const char *result_str(const loupe__cupti_api *a, int r) {
+    const char *s = NULL;
+    if (a->get_result_string == NULL || a->get_result_string(r, &s) != 0 || s == NULL) {
+        s = "CUPTI error";
+    }
+    return s;
+}
+
+static void clear_records(void) {
+    for (size_t i = 0; i < nrecs; i++) {
+        free(recs[i].name);
+    }
+    free(recs);
+    free(apis);
+    recs = NULL;
+    apis = NULL;
+    nrecs = caprecs = napis = capapis = 0;
+    dropped = invalid = 0;
+}
+
+static const int kinds[] = {LOUPE__CUPTI_KIND_CONCURRENT_KERNEL, LOUPE__CUPTI_KIND_MEMCPY,
+                            LOUPE__CUPTI_KIND_MEMSET, LOUPE__CUPTI_KIND_RUNTIME};
+
+void loupe__cupti_start(int level) {
+    pthread_mutex_lock(&cupti_lock);
+    clear_records();
+    note[0] = 0;
+    pthread_mutex_unlock(&cupti_lock);
+    if (level <= 0) {
+        return; /* silently off */
+    }
+    if (load() != 0) {
+        return;
+    }
+    const loupe__cupti_api *a = api_now();
+    uint32_t v = 0;
+    if (a->get_version(&v) != 0 || v < LOUPE__CUPTI_MIN_VERSION) {
+        snprintf(note, sizeof note,
+                 "device tracer: CUPTI API version %u is older than %u (CUDA 13.0), whose record "
+                 "layout loupe reads; the session goes on host-only",
+                 v, LOUPE__CUPTI_MIN_VERSION);
+        return;
+    }
+    int r = a->subscribe(&subscriber, NULL, NULL);
+    if (r == LOUPE__CUPTI_ERROR_MULTIPLE_SUBSCRIBERS) {
+        const char *inj = getenv("CUDA_INJECTION64_PATH");
+        snprintf(note, sizeof note,
+                 "device tracer: another CUPTI subscriber is active (%s%s%s), such as Nsight "
+                 "Systems, Nsight Compute or another profiler (CUPTI error 39, "
+                 "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); the session goes on host-only",
+                 inj != NULL ? "CUDA_INJECTION64_PATH=" : "unnamed", inj != NULL ? inj : "", "");
+        fprintf(stderr, "loupe: %s\n", note);
+        return;
+    }
+    if (r != 0) {
+        snprintf(note, sizeof note,
+                 "device tracer: cuptiSubscribe failed: %s (CUPTI error %d); the session goes on "
+                 "host-only",
+                 result_str(a, r), r);
+        return;
+    }
+    (void)a->register_timestamp_callback(ts_realtime); /* Linux's default is REALTIME anyway */
+    r = a->register_callbacks(on_request, on_complete);
+    for (size_t i = 0; r == 0 && i < sizeof kinds / sizeof kinds[0]; i++) {
+        r = a->enable(kinds[i]);
+    }
+    if (r != 0) {
+        snprintf(note, sizeof note,
+                 "device tracer: no GPU activity can be recorded (%s, CUPTI error %d); the "
+                 "session goes on host-only",
+                 result_str(a, r), r);
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            (void)a->disable(kinds[i]);
+        }
+        (void)a->unsubscribe(subscriber);
+        return;
+    }
+    active = 1;
+}
+
+void loupe__cupti_stop(void) {
+    if (!active) {
+        return;
+    }
+    const loupe__cupti_api *a = api_now();
+    (void)a->flush_all(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        (void)a->disable(kinds[i]);
+    }
+    (void)a->unsubscribe(subscriber);
+    (void)a->finalize();
+    active = 0;
+}
+
+uint64_t loupe__cupti_kernel_start_unix(uint32_t corr) {
+    uint64_t s = 0;
+    pthread_mutex_lock(&cupti_lock);
+    for (size_t i = 0; i < nrecs; i++) {
+        if (recs[i].what == REC_KERNEL && recs[i].corr == corr) {
+            s = recs[i].start;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cupti_lock);
+    return s;
+}
+
+static uint32_t launch_thread(uint32_t corr) {
+    for (size_t i = 0; i < napis; i++) {
+        if (apis[i].corr == corr) {
+            return apis[i].thread;
+        }
+    }
+    return 0;
+}
+
+static const char *copy_kind(uint32_t k) {
+    /* CUpti_ActivityMemcpyKind (cupti_activity.h): 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH, 5 AtoA,
+     * 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP. */
+    static const char *const n[] = {"Memcpy",      "Memcpy HtoD", "Memcpy DtoH", "Memcpy HtoA",
+                                    "Memcpy AtoH", "Memcpy AtoA", "Memcpy AtoD", "Memcpy DtoA",
+                                    "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
+    return k < sizeof n / sizeof n[0] ? n[k] : "Memcpy";
+}
+
+int loupe__cupti_collect(loupe__mb *mb, uint64_t origin, uint64_t stop_ns) {
+    pthread_mutex_lock(&cupti_lock);
+    int failed = 0;
+    size_t first = SIZE_MAX;
+    size_t nk = 0, nm = 0, ns = 0;
+    for (size_t i = 0; i < nrecs && !failed; i++) {
+        const rec *r = &recs[i];
+        if (r->device > 255 || r->start < origin || r->start - origin > stop_ns) {
+            invalid++; /* outside the session (XLA's collector drops these too) */
+            continue;
+        }
+        size_t ti = loupe__mb_thread(mb, LOUPE__GPU_TID(r->device, 0x80000000u | r->stream));
+        if (ti == SIZE_MAX) {
+            failed = 1;
+            break;
+        }
+        loupe_model_thread *th = loupe__mb_thread_at(mb, ti);
+        if (th->kind != LOUPE_TRACK_GPU) {
+            char name[64];
+            snprintf(name, sizeof name, "stream %u", r->stream);
+            th->kind = LOUPE_TRACK_GPU;
+            th->device = r->device;
+            loupe__mb_thread_name(mb, ti, name);
+        }
+        if (first == SIZE_MAX) {
+            first = ti;
+        }
+        size_t si = loupe__mb_slice(mb, ti);
+        if (si == SIZE_MAX) {
+            failed = 1;
+            break;
+        }
+        loupe_slice *s = loupe__mb_slice_at(mb, ti, si);
+        s->start_ns = r->start > origin ? r->start - origin : 0;
+        s->dur_ns = r->end - r->start;
+        s->name = loupe__mb_str(mb, r->what == REC_KERNEL   ? r->name
+                                    : r->what == REC_MEMCPY ? copy_kind(r->copy_kind)
+                                                            : "Memset");
+        s->category = loupe__mb_str(mb, r->what == REC_KERNEL   ? "kernel"
+                                        : r->what == REC_MEMCPY ? "memcpy"
+                                                                : "memset");
+        loupe_arg args[3];
+        uint32_t na = 0;
+        args[na++] = (loupe_arg){.key = "correlation_id", .type = LOUPE_ARG_UINT64, .v.u = r->corr};
+        uint32_t lt = launch_thread(r->corr);
+        if (lt != 0) {
+            args[na++] = (loupe_arg){.key = "launch_tid", .type = LOUPE_ARG_UINT64, .v.u = lt};
+        }
+        if (r->what != REC_KERNEL) {
+            args[na++] = (loupe_arg){.key = "bytes", .type = LOUPE_ARG_UINT64, .v.u = r->bytes};
+        }
+        failed = loupe__mb_slice_args(mb, ti, si, args, na) != 0;
+        th = loupe__mb_thread_at(mb, ti);
+        th->events_recorded++;
+        nk += r->what == REC_KERNEL;
+        nm += r->what == REC_MEMCPY;
+        ns += r->what == REC_MEMSET;
+    }
+    uint64_t lost = dropped + invalid;
+    if (!failed && lost > 0) {
+        if (first == SIZE_MAX) {
+            first = loupe__mb_thread(mb, LOUPE__GPU_TID(0, 0x7FFFFFFFu));
+            if (first != SIZE_MAX) {
+                loupe_model_thread *th = loupe__mb_thread_at(mb, first);
+                th->kind = LOUPE_TRACK_GPU;
+                loupe__mb_thread_name(mb, first, "CUPTI");
+            }
+        }
+        if (first == SIZE_MAX) {
+            failed = 1;
+        } else {
+            loupe__mb_thread_at(mb, first)->events_dropped += lost;
+        }
+    }
+    if (!failed && (nrecs > 0 || lost > 0 || note[0])) {
+        char val[1024];
+        if (note[0]) {
+            snprintf(val, sizeof val, "%s", note);
+        } else {
+            snprintf(val, sizeof val,
+                     "CUPTI: %zu kernels, %zu memcpys, %zu memsets, %llu records dropped by "
+                     "CUPTI, %llu without timestamps or outside the session",
+                     nk, nm, ns, (unsigned long long)dropped, (unsigned long long)invalid);
+        }
+        failed = loupe__mb_metadata(mb, "device_tracer", val) != 0;
+    }
+    clear_records();
+    pthread_mutex_unlock(&cupti_lock);
+    return failed ? -1 : 0;
+}
+
+const char *loupe_gpu_device_tracer_note(void) {
+    return note;
+}

@@ -1,0 +1,37 @@
+/* gpu_internal.h: what the rest of libloupe calls in src/gpu/ (the loupe__gpu_ prefix). */
+#ifndef LOUPE_GPU_INTERNAL_H
+#define LOUPE_GPU_INTERNAL_H
+
+#include <stdint.h>
+
+struct loupe__mb;
+
+/* Chrome JSON pid of GPU device n: above Linux's pid_max (2^22), so never a host pid. */
+#define LOUPE__GPU_PID_BASE 1000000000ull
+/* Model tids of GPU tracks: bit 40 set, the device in bits 32..39, a per-device track number
+ * below: never an OS thread id, so host and GPU tracks never share a tid in the builder. */
+#define LOUPE__GPU_TID(device, n) ((1ull << 40) | ((uint64_t)(device) << 32) | (uint64_t)(n))
+
+/* Adds the GPU tracks of the session (loupe_gpu_session_add, CUPTI) to the model under
+ * construction and forgets them. origin_unix_ns: the model's ts 0. 0, or -1 on out-of-memory. */
+int loupe__gpu_collect(struct loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns);
+/* A deep copy of a decoded buffer (names copied); NULL on out-of-memory. */
+struct loupe_gpu_decoded *loupe__gpu_decoded_clone(const struct loupe_gpu_decoded *d);
+/* Drops what a previous session left (called at start). */
+void loupe__gpu_reset(void);
+
+/* CUPTI (cupti.c): the device tracer of the session. */
+/* Starts it for a session at device_tracer_level level (0: nothing). Never fails the session:
+ * problems become a note in the trace metadata (and the detail of loupe_last_error()). */
+void loupe__cupti_start(int level);
+/* Flushes and stops it; its records stay until loupe__gpu_collect(). */
+void loupe__cupti_stop(void);
+/* The host (CLOCK_REALTIME ns) start of the kernel with this CUPTI correlation id in the
+ * current session, 0 when unknown. */
+uint64_t loupe__cupti_kernel_start_unix(uint32_t correlation_id);
+/* Adds the CUPTI records (kernels, memcpys, memsets per device and stream) that start inside the
+ * session [origin, origin + stop_ns] and the notes to the model, then forgets them. 0, or -1 on
+ * out-of-memory. */
+int loupe__cupti_collect(struct loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns);
+
+#endif

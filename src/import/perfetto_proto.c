@@ -1,0 +1,1302 @@
+/* perfetto_proto.c: the Perfetto native protobuf reader (.pftrace) into the trace model.
+ *
+ * A bounded hand-written decoder (export/pb.h): every length is checked against the bytes that
+ * remain, nothing is allocated from a length claim, and any malformed input (garbage varints,
+ * truncated messages, lengths past the end, wire types that do not match a known field) is
+ * LOUPE_EFORMAT with the file offset of the bad bytes. The file is read whole (at most 4 GiB).
+ *
+ * What is read (field numbers: see src/export/perfetto_proto.c and formats.md §2):
+ * - Sequences as trace_processor reads them (formats.md §2.8): per trusted_packet_sequence_id,
+ *   interned data and defaults belong to the generation started by the last CLEARED flag (or
+ *   incremental_state_cleared); interned data before the first clear is skipped, packets marked
+ *   NEEDS_INCREMENTAL_STATE while the state is invalid (no clear yet, or after
+ *   previous_packet_dropped) are skipped; NEEDS with sequence id 0 is an error; the first
+ *   definition of an iid wins.
+ * - Clocks: no clock id or BOOTTIME (6) is trace time; a sequence-scoped clock 64..127 goes
+ *   through the sequence's last ClockSnapshot (offset to its BOOTTIME reading), incremental ones
+ *   adding each packet's delta; another builtin clock with a snapshot is converted the same way,
+ *   without one it is taken as trace time (the newest trace_processor does so too).
+ * - TrackDescriptors: process (pid, process_name), thread (tid, thread_name: one model track
+ *   each), counter (a counter track: its samples become model counters named by the track),
+ *   any other named track with events (a model track of its own; loupe's GPU tracks).
+ * - TrackEvents: SLICE_BEGIN / SLICE_END (a stack per track; an END with nothing open, or
+ *   earlier than its BEGIN, is counted in unmatched_ends; a BEGIN still open at the end closes at
+ *   the last timestamp, LOUPE_SLICE_TRUNCATED), INSTANT, COUNTER (int64 or double); name by iid
+ *   or inline, categories joined with ","; debug annotations as typed args (bool, uint, int,
+ *   double, string, pointer as uint, legacy JSON as string; dicts and arrays are skipped); flows:
+ *   flow_ids (47, and the deprecated 36) link the previous event carrying the id to this one,
+ *   terminating_flow_ids (48, 42) end the id. Only slice BEGINs are flow ends in the model.
+ * - loupe's own "loupe_metadata" instant on the process track (see the writer) restores the
+ *   model fields Perfetto has no place for: host, clock, tsc_ghz, origin, duration, per-track
+ *   kind/device/tid and loss accounting, and the metadata pairs. Model times are relative to its
+ *   origin_unix_ns (the writer's clock base); in other files to the earliest timestamp.
+ */
+#include "core/internal.h"
+#include "export/pb.h"
+#include "import/readers.h"
+#include "model/builder.h"
+
+#include <errno.h>
+#include <loupe/loupe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_FILE ((uint64_t)4 << 30)
+#define MAX_SEQS 65536
+#define PLACEHOLDER_TID ((uint64_t)1 << 63)
+
+/* ---- a map of (a, b) -> (v1, v2), open addressing ---- */
+
+typedef struct mentry {
+    uint64_t a, b, v1, v2;
+    int used, live;
+} mentry;
+
+typedef struct map {
+    mentry *e;
+    size_t cap, count;
+} map;
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 32);
+}
+
+static mentry *map_find(const map *m, uint64_t a, uint64_t b) {
+    if (m->cap == 0) {
+        return NULL;
+    }
+    for (size_t j = mix(a, b) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
+        mentry *e = &m->e[j];
+        if (!e->used) {
+            return NULL;
+        }
+        if (e->a == a && e->b == b) {
+            return e;
+        }
+    }
+}
+
+/* The entry for (a, b), added (not live) when missing; NULL on out-of-memory. */
+static mentry *map_put(map *m, uint64_t a, uint64_t b) {
+    mentry *e = map_find(m, a, b);
+    if (e != NULL) {
+        return e;
+    }
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        mentry *ne = calloc(nc, sizeof(*ne));
+        if (ne == NULL) {
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->e[i].used) {
+                size_t j = mix(m->e[i].a, m->e[i].b) & (nc - 1);
+                while (ne[j].used) {
+                    j = (j + 1) & (nc - 1);
+                }
+                ne[j] = m->e[i];
+            }
+        }
+        free(m->e);
+        m->e = ne;
+        m->cap = nc;
+    }
+    size_t j = mix(a, b) & (m->cap - 1);
+    while (m->e[j].used) {
+        j = (j + 1) & (m->cap - 1);
+    }
+    e = &m->e[j];
+    *e = (mentry){a, b, 0, 0, 1, 0};
+    m->count++;
+    return e;
+}
+
+/* ---- reader state ---- */
+
+enum { TK_PROCESS = 1, TK_THREAD, TK_COUNTER, TK_OTHER };
+
+typedef struct track {
+    uint64_t uuid;
+    int kind;
+    size_t thread; /* model thread index, SIZE_MAX when none yet */
+    const char *name;
+    uint64_t tid;
+    size_t *stack; /* open slices */
+    size_t depth, cap;
+    /* from loupe's "tracks" annotation */
+    int has_meta;
+    uint64_t m_kind, m_device, m_tid, m_rec, m_drop, m_cap;
+} track;
+
+typedef struct clockref {
+    int has;
+    int incremental;
+    uint64_t snap, last;
+} clockref;
+
+typedef struct seq {
+    uint32_t id;
+    uint32_t gen;
+    int valid;
+    int has_clock_default, has_track_default;
+    uint32_t clock_default;
+    uint64_t track_default;
+    int has_boot;
+    uint64_t boot_snap;
+    clockref clocks[128]; /* by clock id; 64..127 sequence-scoped */
+} seq;
+
+typedef struct reader {
+    const char *name;
+    const uint8_t *base;
+    loupe__mb *mb;
+    loupe_model *m;
+    seq **seqs;
+    size_t seq_count;
+    map interned; /* (iid, seq<<40 | gen<<4 | kind) -> string */
+    map tracks;   /* (uuid, 0) -> index into trk */
+    map flows;    /* (flow id, 0) -> (thread, slice) when live */
+    track *trk;
+    size_t trk_count, trk_cap;
+    uint64_t next_placeholder;
+    loupe_arg *args;
+    size_t arg_cap;
+    uint64_t *fids, *tfids;
+    size_t fid_cap, tfid_cap;
+    uint64_t last_ts, min_ts, max_ts;
+    int any_ts;
+    int loupe_meta;
+    uint64_t origin, unmatched_meta;
+} reader;
+
+static int ferr(reader *r, size_t off, const char *what, const char *where) {
+    return loupe__err(LOUPE_EFORMAT, "%s: offset %zu: %s (in %s)", r->name, off, what, where);
+}
+
+static int oom(reader *r) {
+    return loupe__err(LOUPE_ENOMEM, "%s: out of memory reading the Perfetto trace", r->name);
+}
+
+static int next(reader *r, loupe__pbr *p, loupe__pbf *f, const char *where, int *rc) {
+    size_t off = 0;
+    const char *what = NULL;
+    int k = loupe__pbr_next(p, f, &off, &what);
+    if (k < 0) {
+        *rc = ferr(r, off, what, where);
+    }
+    return k;
+}
+
+static loupe__pbr sub(const reader *r, const loupe__pbf *f) {
+    return (loupe__pbr){f->data, f->data + f->len, r->base};
+}
+
+/* Checks that f has the wire type the schema gives its field. */
+static int want(reader *r, const loupe__pbf *f, int wire, const char *where) {
+    if (f->wire != wire) {
+        char what[96];
+        snprintf(what, sizeof what, "field %u has wire type %d, expected %d", f->field, f->wire,
+                 wire);
+        return ferr(r, f->offset, what, where);
+    }
+    return 0;
+}
+
+static const char *str(reader *r, const loupe__pbf *f) {
+    return loupe__mb_strn(r->mb, (const char *)f->data, f->len);
+}
+
+static seq *get_seq(reader *r, uint32_t id, size_t *idx, int *rc) {
+    for (size_t i = 0; i < r->seq_count; i++) {
+        if (r->seqs[i]->id == id) {
+            *idx = i;
+            return r->seqs[i];
+        }
+    }
+    if (r->seq_count >= MAX_SEQS) {
+        *rc = loupe__err(LOUPE_EFORMAT, "%s: more than %d packet sequences", r->name, MAX_SEQS);
+        return NULL;
+    }
+    seq **ns = realloc(r->seqs, (r->seq_count + 1) * sizeof(*ns));
+    if (ns == NULL) {
+        *rc = oom(r);
+        return NULL;
+    }
+    r->seqs = ns;
+    seq *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        *rc = oom(r);
+        return NULL;
+    }
+    s->id = id;
+    *idx = r->seq_count;
+    r->seqs[r->seq_count++] = s;
+    return s;
+}
+
+static track *get_track(reader *r, uint64_t uuid, int *rc) {
+    mentry *e = map_find(&r->tracks, uuid, 0);
+    if (e != NULL) {
+        return &r->trk[e->v1];
+    }
+    if (r->trk_count == r->trk_cap) {
+        size_t nc = r->trk_cap ? r->trk_cap * 2 : 16;
+        track *nt = realloc(r->trk, nc * sizeof(*nt));
+        if (nt == NULL) {
+            *rc = oom(r);
+            return NULL;
+        }
+        r->trk = nt;
+        r->trk_cap = nc;
+    }
+    e = map_put(&r->tracks, uuid, 0);
+    if (e == NULL) {
+        *rc = oom(r);
+        return NULL;
+    }
+    e->v1 = r->trk_count;
+    track *t = &r->trk[r->trk_count++];
+    memset(t, 0, sizeof(*t));
+    t->uuid = uuid;
+    t->thread = SIZE_MAX;
+    t->name = "";
+    return t;
+}
+
+/* The model thread of a track, made on first use. */
+static size_t track_thread(reader *r, track *t, int *rc) {
+    if (t->thread != SIZE_MAX) {
+        return t->thread;
+    }
+    /* A unique placeholder, then the real tid: the builder finds threads by tid, and a GPU
+     * track may share its tid with a host thread. */
+    size_t i = loupe__mb_thread(r->mb, PLACEHOLDER_TID + r->next_placeholder++);
+    if (i == SIZE_MAX) {
+        *rc = oom(r);
+        return SIZE_MAX;
+    }
+    loupe_model_thread *th = loupe__mb_thread_at(r->mb, i);
+    th->tid = t->kind == TK_THREAD ? t->tid : t->uuid;
+    th->kind = LOUPE_TRACK_THREAD;
+    loupe__mb_thread_name(r->mb, i, t->name);
+    t->thread = i;
+    return i;
+}
+
+/* ---- packets ---- */
+
+static int do_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s) {
+    loupe__pbr p = sub(r, idf);
+    loupe__pbf f;
+    int rc = 0, k;
+    while ((k = next(r, &p, &f, "InternedData", &rc)) > 0) {
+        /* field 1 event_categories, 2 event_names, 3 debug_annotation_names: {iid 1, name 2};
+         * others are skipped. */
+        if (f.field < 1 || f.field > 3) {
+            continue;
+        }
+        if ((rc = want(r, &f, PB_LEN, "InternedData")) != 0) {
+            return rc;
+        }
+        loupe__pbr q = sub(r, &f);
+        loupe__pbf g;
+        uint64_t iid = 0;
+        const char *name = NULL;
+        while ((k = next(r, &q, &g, "interned entry", &rc)) > 0) {
+            if (g.field == 1) {
+                if ((rc = want(r, &g, PB_VARINT, "interned entry")) != 0) {
+                    return rc;
+                }
+                iid = g.v;
+            } else if (g.field == 2) {
+                if ((rc = want(r, &g, PB_LEN, "interned entry")) != 0) {
+                    return rc;
+                }
+                name = str(r, &g);
+            }
+        }
+        if (k < 0) {
+            return rc;
+        }
+        if (iid == 0) {
+            return ferr(r, f.offset, "interned entry without an iid", "InternedData");
+        }
+        mentry *e =
+            map_put(&r->interned, iid, ((uint64_t)si << 40) | ((uint64_t)s->gen << 4) | f.field);
+        if (e == NULL) {
+            return oom(r);
+        }
+        if (!e->live) { /* the first definition wins */
+            e->live = 1;
+            e->v1 = (uint64_t)(uintptr_t)(name != NULL ? name : "");
+        }
+    }
+    return k < 0 ? rc : 0;
+}
+
+static const char *lookup(reader *r, size_t si, const seq *s, unsigned kind, uint64_t iid) {
+    mentry *e = map_find(&r->interned, iid, ((uint64_t)si << 40) | ((uint64_t)s->gen << 4) | kind);
+    return e != NULL && e->live ? (const char *)(uintptr_t)e->v1 : NULL;
+}
+
+static int do_clock_snapshot(reader *r, const loupe__pbf *cf, seq *s) {
+    loupe__pbr p = sub(r, cf);
+    loupe__pbf f;
+    int rc = 0, k;
+    while ((k = next(r, &p, &f, "ClockSnapshot", &rc)) > 0) {
+        if (f.field != 1) {
+            continue;
+        }
+        if ((rc = want(r, &f, PB_LEN, "ClockSnapshot")) != 0) {
+            return rc;
+        }
+        loupe__pbr q = sub(r, &f);
+        loupe__pbf g;
+        uint64_t id = 0, ts = 0, incr = 0;
+        while ((k = next(r, &q, &g, "ClockSnapshot.Clock", &rc)) > 0) {
+            if (g.field >= 1 && g.field <= 3) {
+                if ((rc = want(r, &g, PB_VARINT, "ClockSnapshot.Clock")) != 0) {
+                    return rc;
+                }
+                if (g.field == 1) {
+                    id = g.v;
+                } else if (g.field == 2) {
+                    ts = g.v;
+                } else {
+                    incr = g.v;
+                }
+            }
+        }
+        if (k < 0) {
+            return rc;
+        }
+        if (id == 6) {
+            s->has_boot = 1;
+            s->boot_snap = ts;
+        } else if (id < 128) {
+            s->clocks[id] = (clockref){1, incr != 0, ts, ts};
+        }
+    }
+    return k < 0 ? rc : 0;
+}
+
+/* Trace time of a packet's timestamp on clock id. */
+static uint64_t to_trace_time(seq *s, uint64_t clock, uint64_t ts) {
+    if (clock == 0 || clock == 6 || clock >= 128 || !s->clocks[clock].has) {
+        return ts;
+    }
+    clockref *c = &s->clocks[clock];
+    uint64_t v = ts;
+    if (c->incremental) {
+        v = c->last + ts;
+        c->last = v;
+    }
+    return s->has_boot ? v - c->snap + s->boot_snap : v;
+}
+
+static int do_defaults(reader *r, const loupe__pbf *df, seq *s) {
+    loupe__pbr p = sub(r, df);
+    loupe__pbf f;
+    int rc = 0, k;
+    s->has_clock_default = 0;
+    s->has_track_default = 0;
+    while ((k = next(r, &p, &f, "TracePacketDefaults", &rc)) > 0) {
+        if (f.field == 58) { /* timestamp_clock_id */
+            if ((rc = want(r, &f, PB_VARINT, "TracePacketDefaults")) != 0) {
+                return rc;
+            }
+            s->has_clock_default = 1;
+            s->clock_default = (uint32_t)f.v;
+        } else if (f.field == 11) { /* track_event_defaults {track_uuid 11} */
+            if ((rc = want(r, &f, PB_LEN, "TracePacketDefaults")) != 0) {
+                return rc;
+            }
+            loupe__pbr q = sub(r, &f);
+            loupe__pbf g;
+            while ((k = next(r, &q, &g, "TrackEventDefaults", &rc)) > 0) {
+                if (g.field == 11) {
+                    if ((rc = want(r, &g, PB_VARINT, "TrackEventDefaults")) != 0) {
+                        return rc;
+                    }
+                    s->has_track_default = 1;
+                    s->track_default = g.v;
+                }
+            }
+            if (k < 0) {
+                return rc;
+            }
+        }
+    }
+    return k < 0 ? rc : 0;
+}
+
+static int do_descriptor(reader *r, const loupe__pbf *df) {
+    loupe__pbr p = sub(r, df);
+    loupe__pbf f, proc, thr;
+    int rc = 0, k, has_uuid = 0, has_proc = 0, has_thr = 0, has_counter = 0;
+    uint64_t uuid = 0;
+    const char *name = NULL;
+    while ((k = next(r, &p, &f, "TrackDescriptor", &rc)) > 0) {
+        switch (f.field) {
+        case 1: /* uuid */
+            if ((rc = want(r, &f, PB_VARINT, "TrackDescriptor")) != 0) {
+                return rc;
+            }
+            uuid = f.v;
+            has_uuid = 1;
+            break;
+        case 2: /* name */
+            if ((rc = want(r, &f, PB_LEN, "TrackDescriptor")) != 0) {
+                return rc;
+            }
+            name = str(r, &f);
+            break;
+        case 3: /* process */
+        case 4: /* thread */
+        case 8: /* counter */
+            if ((rc = want(r, &f, PB_LEN, "TrackDescriptor")) != 0) {
+                return rc;
+            }
+            if (f.field == 3) {
+                proc = f;
+                has_proc = 1;
+            } else if (f.field == 4) {
+                thr = f;
+                has_thr = 1;
+            } else {
+                has_counter = 1;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (k < 0) {
+        return rc;
+    }
+    if (!has_uuid) {
+        return 0;
+    }
+    track *t = get_track(r, uuid, &rc);
+    if (t == NULL) {
+        return rc;
+    }
+    if (has_proc) {
+        loupe__pbr q = sub(r, &proc);
+        loupe__pbf g;
+        t->kind = TK_PROCESS;
+        while ((k = next(r, &q, &g, "ProcessDescriptor", &rc)) > 0) {
+            if (g.field == 1 && (rc = want(r, &g, PB_VARINT, "ProcessDescriptor")) == 0) {
+                if (r->m->pid == 0) {
+                    r->m->pid = (uint32_t)g.v; /* int32 */
+                }
+            } else if (g.field == 6 && (rc = want(r, &g, PB_LEN, "ProcessDescriptor")) == 0) {
+                if (r->m->process_name[0] == 0) {
+                    r->m->process_name = str(r, &g);
+                }
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return k < 0 ? rc : 0;
+    }
+    if (has_thr) {
+        loupe__pbr q = sub(r, &thr);
+        loupe__pbf g;
+        const char *tname = NULL;
+        uint64_t tid = 0;
+        while ((k = next(r, &q, &g, "ThreadDescriptor", &rc)) > 0) {
+            if (g.field == 2 && (rc = want(r, &g, PB_VARINT, "ThreadDescriptor")) == 0) {
+                tid = g.v;
+            } else if (g.field == 5 && (rc = want(r, &g, PB_LEN, "ThreadDescriptor")) == 0) {
+                tname = str(r, &g);
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        if (k < 0) {
+            return rc;
+        }
+        t->kind = TK_THREAD;
+        t->tid = tid;
+        if (tname != NULL) {
+            t->name = tname;
+        }
+        size_t i = track_thread(r, t, &rc);
+        if (i == SIZE_MAX) {
+            return rc;
+        }
+        loupe__mb_thread_at(r->mb, i)->tid = tid;
+        loupe__mb_thread_name(r->mb, i, t->name);
+        return 0;
+    }
+    if (name != NULL) {
+        t->name = name;
+    }
+    if (has_counter) {
+        t->kind = TK_COUNTER;
+        return 0;
+    }
+    t->kind = TK_OTHER;
+    size_t i = track_thread(r, t, &rc);
+    if (i == SIZE_MAX) {
+        return rc;
+    }
+    loupe__mb_thread_name(r->mb, i, t->name);
+    return 0;
+}
+
+/* One DebugAnnotation into *a; returns 1 when it is a scalar arg, 0 when skipped. */
+static int annotation(reader *r, const loupe__pbf *af, size_t si, const seq *s, loupe_arg *a,
+                      loupe__pbf *dict, int *rc) {
+    loupe__pbr p = sub(r, af);
+    loupe__pbf f;
+    int k, have = 0;
+    a->key = "";
+    dict->len = 0;
+    dict->data = NULL;
+    while ((k = next(r, &p, &f, "DebugAnnotation", rc)) > 0) {
+        int wire = f.field == 5 ? PB_I64 : (f.field == 6 || f.field >= 8) ? PB_LEN : PB_VARINT;
+        if (f.field > 12 && f.field != 17) {
+            continue;
+        }
+        if (f.field == 17) {
+            wire = PB_VARINT;
+        }
+        if ((*rc = want(r, &f, wire, "DebugAnnotation")) != 0) {
+            return -1;
+        }
+        switch (f.field) {
+        case 1: { /* name_iid */
+            const char *n = lookup(r, si, s, 3, f.v);
+            a->key = n != NULL ? n : "";
+            break;
+        }
+        case 10: /* name */
+            a->key = str(r, &f);
+            break;
+        case 2: /* bool_value */
+            a->type = LOUPE_ARG_BOOL;
+            a->v.b = f.v != 0;
+            have = 1;
+            break;
+        case 3: /* uint_value */
+        case 7: /* pointer_value */
+            a->type = LOUPE_ARG_UINT64;
+            a->v.u = f.v;
+            have = 1;
+            break;
+        case 4: /* int_value */
+            a->type = LOUPE_ARG_INT64;
+            a->v.i = (int64_t)f.v;
+            have = 1;
+            break;
+        case 5: /* double_value */
+            a->type = LOUPE_ARG_DOUBLE;
+            memcpy(&a->v.d, &f.v, sizeof(double));
+            have = 1;
+            break;
+        case 6: /* string_value */
+        case 9: /* legacy_json_value */
+            a->type = LOUPE_ARG_STRING;
+            a->v.s = str(r, &f);
+            have = 1;
+            break;
+        case 11: /* dict_entries: handed to the caller (the first one marks the range) */
+            if (dict->data == NULL) {
+                *dict = *af;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (k < 0) {
+        return -1;
+    }
+    return have;
+}
+
+static int add_arg(reader *r, uint32_t *n, const loupe_arg *a) {
+    if (*n == r->arg_cap) {
+        size_t nc = r->arg_cap ? r->arg_cap * 2 : 16;
+        loupe_arg *na = realloc(r->args, nc * sizeof(*na));
+        if (na == NULL) {
+            return oom(r);
+        }
+        r->args = na;
+        r->arg_cap = nc;
+    }
+    r->args[(*n)++] = *a;
+    return 0;
+}
+
+static int push_id(reader *r, uint64_t **arr, size_t *cap, size_t *n, uint64_t v) {
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        uint64_t *na = realloc(*arr, nc * sizeof(*na));
+        if (na == NULL) {
+            return oom(r);
+        }
+        *arr = na;
+        *cap = nc;
+    }
+    (*arr)[(*n)++] = v;
+    return 0;
+}
+
+/* loupe's metadata instant: the dicts "loupe", "tracks", "metadata". */
+static int do_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si, const seq *s) {
+    int rc = 0;
+    r->loupe_meta = 1;
+    for (size_t e = 0; e < nev; e++) {
+        loupe_arg top;
+        loupe__pbf dict;
+        if (annotation(r, &events[e], si, s, &top, &dict, &rc) < 0) {
+            return rc;
+        }
+        loupe__pbr p = sub(r, &events[e]);
+        loupe__pbf f;
+        int k;
+        while ((k = next(r, &p, &f, "DebugAnnotation", &rc)) > 0) {
+            if (f.field != 11) {
+                continue;
+            }
+            loupe_arg a;
+            loupe__pbf d2;
+            if (annotation(r, &f, si, s, &a, &d2, &rc) < 0) {
+                return rc;
+            }
+            if (strcmp(top.key, "loupe") == 0) {
+                if (strcmp(a.key, "host") == 0 && a.type == LOUPE_ARG_STRING) {
+                    r->m->host = a.v.s;
+                } else if (strcmp(a.key, "clock") == 0 && a.type == LOUPE_ARG_STRING) {
+                    r->m->clock = a.v.s;
+                } else if (strcmp(a.key, "tsc_ghz") == 0 && a.type == LOUPE_ARG_DOUBLE) {
+                    r->m->tsc_ghz = a.v.d;
+                } else if (a.type == LOUPE_ARG_UINT64) {
+                    if (strcmp(a.key, "pid") == 0) {
+                        r->m->pid = a.v.u;
+                    } else if (strcmp(a.key, "origin_unix_ns") == 0) {
+                        r->origin = a.v.u;
+                    } else if (strcmp(a.key, "duration_ns") == 0) {
+                        r->m->duration_ns = a.v.u;
+                    } else if (strcmp(a.key, "unmatched_ends") == 0) {
+                        r->unmatched_meta = a.v.u;
+                    }
+                }
+            } else if (strcmp(top.key, "metadata") == 0 && a.type == LOUPE_ARG_STRING) {
+                if (loupe__mb_metadata(r->mb, a.key, a.v.s) != 0) {
+                    return oom(r);
+                }
+            } else if (strcmp(top.key, "tracks") == 0) {
+                char *endp;
+                errno = 0;
+                unsigned long long uuid = strtoull(a.key, &endp, 10);
+                if (a.key[0] == 0 || *endp != 0 || errno != 0) {
+                    continue;
+                }
+                track *t = get_track(r, uuid, &rc);
+                if (t == NULL) {
+                    return rc;
+                }
+                t->has_meta = 1;
+                loupe__pbr q = sub(r, &f);
+                loupe__pbf g;
+                while ((k = next(r, &q, &g, "DebugAnnotation", &rc)) > 0) {
+                    loupe_arg v;
+                    loupe__pbf d3;
+                    if (g.field != 11) {
+                        continue;
+                    }
+                    if (annotation(r, &g, si, s, &v, &d3, &rc) < 0) {
+                        return rc;
+                    }
+                    if (v.type != LOUPE_ARG_UINT64) {
+                        continue;
+                    }
+                    if (strcmp(v.key, "kind") == 0) {
+                        t->m_kind = v.v.u;
+                    } else if (strcmp(v.key, "device") == 0) {
+                        t->m_device = v.v.u;
+                    } else if (strcmp(v.key, "tid") == 0) {
+                        t->m_tid = v.v.u;
+                    } else if (strcmp(v.key, "events_recorded") == 0) {
+                        t->m_rec = v.v.u;
+                    } else if (strcmp(v.key, "events_dropped") == 0) {
+                        t->m_drop = v.v.u;
+                    } else if (strcmp(v.key, "capacity_needed") == 0) {
+                        t->m_cap = v.v.u;
+                    }
+                }
+                if (k < 0) {
+                    return rc;
+                }
+            }
+        }
+        if (k < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int flow_end(reader *r, uint64_t id, size_t th, size_t slice, int terminating) {
+    mentry *e = map_put(&r->flows, id, 0);
+    if (e == NULL) {
+        return oom(r);
+    }
+    if (e->live && loupe__mb_flow(r->mb, id, (size_t)e->v1, (size_t)e->v2, th, slice) != 0) {
+        return oom(r);
+    }
+    e->live = !terminating;
+    e->v1 = th;
+    e->v2 = slice;
+    return 0;
+}
+
+#define MAX_ANNOTATIONS_PER_EVENT 4096
+
+static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t si, seq *s) {
+    loupe__pbr p = sub(r, ef);
+    loupe__pbf f;
+    int rc = 0, k;
+    uint64_t type = 0, uuid = 0, cval = 0;
+    int has_uuid = 0, has_cval = 0, cdouble = 0;
+    const char *name = NULL;
+    char *cats = NULL;
+    size_t cats_len = 0;
+    size_t nfid = 0, ntfid = 0;
+    uint32_t nargs = 0;
+    loupe__pbf ann[64];
+    size_t nann = 0;
+    while ((k = next(r, &p, &f, "TrackEvent", &rc)) > 0) {
+        const char *cat = NULL;
+        switch (f.field) {
+        case 9:  /* type */
+        case 11: /* track_uuid */
+        case 10: /* name_iid */
+        case 30: /* counter_value */
+            if ((rc = want(r, &f, PB_VARINT, "TrackEvent")) != 0) {
+                goto out;
+            }
+            if (f.field == 9) {
+                type = f.v;
+            } else if (f.field == 11) {
+                uuid = f.v;
+                has_uuid = 1;
+            } else if (f.field == 10) {
+                name = lookup(r, si, s, 2, f.v);
+            } else {
+                cval = f.v;
+                has_cval = 1;
+                cdouble = 0;
+            }
+            break;
+        case 44: /* double_counter_value */
+            if ((rc = want(r, &f, PB_I64, "TrackEvent")) != 0) {
+                goto out;
+            }
+            cval = f.v;
+            has_cval = 1;
+            cdouble = 1;
+            break;
+        case 23: /* name */
+            if ((rc = want(r, &f, PB_LEN, "TrackEvent")) != 0) {
+                goto out;
+            }
+            name = str(r, &f);
+            break;
+        case 3:  /* category_iids: unpacked only (a packed run is skipped, as Perfetto does) */
+        case 22: /* categories */
+            if (f.field == 3 && f.wire == PB_VARINT) {
+                cat = lookup(r, si, s, 1, f.v);
+            } else if (f.field == 22 && f.wire == PB_LEN) {
+                cat = str(r, &f);
+            }
+            break;
+        case 4: /* debug_annotations: parsed after the loop */
+            if ((rc = want(r, &f, PB_LEN, "TrackEvent")) != 0) {
+                goto out;
+            }
+            if (nann < sizeof ann / sizeof ann[0]) {
+                ann[nann] = f;
+            }
+            nann++;
+            break;
+        case 47: /* flow_ids, fixed64 */
+        case 48: /* terminating_flow_ids, fixed64 */
+        case 36: /* flow_ids_old, uint64 */
+        case 42: /* terminating_flow_ids_old, uint64 */
+            if (f.wire == ((f.field == 47 || f.field == 48) ? PB_I64 : PB_VARINT)) {
+                if (f.field == 47 || f.field == 36) {
+                    rc = push_id(r, &r->fids, &r->fid_cap, &nfid, f.v);
+                } else {
+                    rc = push_id(r, &r->tfids, &r->tfid_cap, &ntfid, f.v);
+                }
+                if (rc != 0) {
+                    goto out;
+                }
+            }
+            break;
+        default:
+            break;
+        }
+        if (cat != NULL) {
+            size_t n = strlen(cat);
+            char *nc = realloc(cats, cats_len + n + 2);
+            if (nc == NULL) {
+                rc = oom(r);
+                goto out;
+            }
+            cats = nc;
+            if (cats_len > 0) {
+                cats[cats_len++] = ',';
+            }
+            memcpy(cats + cats_len, cat, n + 1);
+            cats_len += n;
+        }
+    }
+    if (k < 0) {
+        goto out;
+    }
+    if (!has_uuid) {
+        uuid = s->has_track_default ? s->track_default : 0;
+    }
+    track *t = get_track(r, uuid, &rc);
+    if (t == NULL) {
+        goto out;
+    }
+    if (name == NULL) {
+        name = "";
+    }
+    const char *category = cats != NULL ? loupe__mb_str(r->mb, cats) : "";
+    if (type == 3 && t->kind == TK_PROCESS && strcmp(name, "loupe_metadata") == 0 &&
+        strcmp(category, "loupe") == 0) {
+        if (nann > sizeof ann / sizeof ann[0]) {
+            rc = ferr(r, ef->offset, "too many metadata annotations", "TrackEvent");
+            goto out;
+        }
+        rc = do_meta(r, ann, nann, si, s);
+        goto out;
+    }
+    /* Scalar annotations become args (all of them: re-walk when more than ann[] holds). */
+    {
+        loupe__pbr q = sub(r, ef);
+        loupe__pbf g;
+        size_t seen = 0;
+        while (seen < nann && (k = next(r, &q, &g, "TrackEvent", &rc)) > 0) {
+            if (g.field != 4) {
+                continue;
+            }
+            seen++;
+            loupe_arg a;
+            loupe__pbf dict;
+            int have = annotation(r, &g, si, s, &a, &dict, &rc);
+            if (have < 0) {
+                goto out;
+            }
+            if (have && (rc = add_arg(r, &nargs, &a)) != 0) {
+                goto out;
+            }
+        }
+        if (k < 0) {
+            goto out;
+        }
+    }
+    r->any_ts = 1;
+    if (ts < r->min_ts) {
+        r->min_ts = ts;
+    }
+    if (ts > r->max_ts) {
+        r->max_ts = ts;
+    }
+    if (type == 4) { /* COUNTER */
+        if (t->kind == TK_COUNTER && has_cval) {
+            loupe_counter_sample c = {ts, t->name, cdouble, (int64_t)cval, 0.0};
+            if (cdouble) {
+                memcpy(&c.d, &cval, sizeof(double));
+                c.i = 0;
+            }
+            if (loupe__mb_counter(r->mb, &c) != 0) {
+                rc = oom(r);
+            }
+        }
+        goto out;
+    }
+    if (t->kind == TK_COUNTER || (type != 1 && type != 2 && type != 3)) {
+        goto out;
+    }
+    size_t th = track_thread(r, t, &rc);
+    if (th == SIZE_MAX) {
+        goto out;
+    }
+    if (type == 1) { /* SLICE_BEGIN */
+        size_t i = loupe__mb_slice(r->mb, th);
+        if (i == SIZE_MAX) {
+            rc = oom(r);
+            goto out;
+        }
+        loupe_slice *sl = loupe__mb_slice_at(r->mb, th, i);
+        sl->start_ns = ts;
+        sl->name = loupe__mb_str(r->mb, name);
+        sl->category = category;
+        if (nargs > 0 && loupe__mb_slice_args(r->mb, th, i, r->args, nargs) != 0) {
+            rc = oom(r);
+            goto out;
+        }
+        if (t->depth == t->cap) {
+            size_t nc = t->cap ? t->cap * 2 : 16;
+            size_t *ns = realloc(t->stack, nc * sizeof(*ns));
+            if (ns == NULL) {
+                rc = oom(r);
+                goto out;
+            }
+            t->stack = ns;
+            t->cap = nc;
+        }
+        t->stack[t->depth++] = i;
+        for (size_t j = 0; j < ntfid && rc == 0; j++) {
+            rc = flow_end(r, r->tfids[j], th, i, 1);
+        }
+        for (size_t j = 0; j < nfid && rc == 0; j++) {
+            rc = flow_end(r, r->fids[j], th, i, 0);
+        }
+    } else if (type == 2) { /* SLICE_END */
+        if (t->depth == 0 || loupe__mb_slice_at(r->mb, th, t->stack[t->depth - 1])->start_ns > ts) {
+            r->m->unmatched_ends++;
+            goto out;
+        }
+        size_t i = t->stack[--t->depth];
+        loupe_slice *sl = loupe__mb_slice_at(r->mb, th, i);
+        sl->dur_ns = ts - sl->start_ns;
+        for (uint32_t j = 0; j < nargs && rc == 0; j++) {
+            const loupe_arg *a = &r->args[j];
+            if (strcmp(a->key, "loupe_flags") == 0 && a->type == LOUPE_ARG_UINT64) {
+                loupe__mb_slice_at(r->mb, th, i)->flags = (uint32_t)a->v.u;
+            } else if (loupe__mb_slice_add_arg(r->mb, th, i, a) != 0) {
+                rc = oom(r);
+            }
+        }
+    } else if (loupe__mb_instant(r->mb, th, ts, name, r->args, nargs) != 0) {
+        rc = oom(r);
+    }
+out:
+    free(cats);
+    return rc;
+}
+
+static int do_packet(reader *r, const loupe__pbf *pf) {
+    loupe__pbr p = sub(r, pf);
+    loupe__pbf f, te = {0}, idata = {0}, defaults = {0}, desc = {0}, clk = {0};
+    int rc = 0, k;
+    int has_ts = 0, has_clock = 0, has_te = 0, has_id = 0, has_def = 0, has_desc = 0, has_clk = 0;
+    int cleared = 0, dropped = 0;
+    uint64_t ts = 0, clock = 0, seq_id = 0, flags = 0;
+    while ((k = next(r, &p, &f, "TracePacket", &rc)) > 0) {
+        int wire = -1;
+        switch (f.field) {
+        case 8:  /* timestamp */
+        case 10: /* trusted_packet_sequence_id */
+        case 13: /* sequence_flags */
+        case 41: /* incremental_state_cleared */
+        case 42: /* previous_packet_dropped */
+        case 58: /* timestamp_clock_id */
+            wire = PB_VARINT;
+            break;
+        case 6:  /* clock_snapshot */
+        case 11: /* track_event */
+        case 12: /* interned_data */
+        case 59: /* trace_packet_defaults */
+        case 60: /* track_descriptor */
+            wire = PB_LEN;
+            break;
+        default:
+            continue;
+        }
+        if ((rc = want(r, &f, wire, "TracePacket")) != 0) {
+            return rc;
+        }
+        switch (f.field) {
+        case 8:
+            ts = f.v;
+            has_ts = 1;
+            break;
+        case 10:
+            seq_id = f.v;
+            has_id = 1;
+            break;
+        case 13:
+            flags = f.v;
+            break;
+        case 41:
+            cleared = f.v != 0;
+            break;
+        case 42:
+            dropped = f.v != 0;
+            break;
+        case 58:
+            clock = f.v;
+            has_clock = 1;
+            break;
+        case 6:
+            clk = f;
+            has_clk = 1;
+            break;
+        case 11:
+            te = f;
+            has_te = 1;
+            break;
+        case 12:
+            idata = f;
+            break;
+        case 59:
+            defaults = f;
+            has_def = 1;
+            break;
+        case 60:
+            desc = f;
+            has_desc = 1;
+            break;
+        default:
+            break;
+        }
+    }
+    if (k < 0) {
+        return rc;
+    }
+    if (flags & 1) {
+        cleared = 1;
+    }
+    if ((flags & 2) && (!has_id || seq_id == 0)) {
+        return ferr(r, pf->offset, "SEQ_NEEDS_INCREMENTAL_STATE with sequence id 0", "TracePacket");
+    }
+    size_t si;
+    seq *s = get_seq(r, (uint32_t)seq_id, &si, &rc);
+    if (s == NULL) {
+        return rc;
+    }
+    if (dropped) {
+        s->valid = 0;
+    }
+    if (cleared) {
+        s->gen++;
+        s->valid = 1;
+        s->has_clock_default = 0;
+        s->has_track_default = 0;
+    }
+    if ((flags & 2) && !s->valid) {
+        return 0; /* packet_skipped_seq_needs_incremental_state_invalid */
+    }
+    if (has_clk && (rc = do_clock_snapshot(r, &clk, s)) != 0) {
+        return rc;
+    }
+    if (has_def && s->valid && (rc = do_defaults(r, &defaults, s)) != 0) {
+        return rc;
+    }
+    if (idata.data != NULL && s->valid && (rc = do_interned(r, &idata, si, s)) != 0) {
+        return rc;
+    }
+    if (has_ts) {
+        if (!has_clock && s->has_clock_default) {
+            clock = s->clock_default;
+        }
+        r->last_ts = to_trace_time(s, clock, ts);
+    }
+    if (has_desc && (rc = do_descriptor(r, &desc)) != 0) {
+        return rc;
+    }
+    if (has_te) {
+        return do_track_event(r, &te, r->last_ts, si, s);
+    }
+    return 0;
+}
+
+/* Closes open slices, applies loupe's track metadata and makes times relative. */
+static int finish(reader *r) {
+    uint64_t base = r->loupe_meta ? r->origin : (r->any_ts ? r->min_ts : 0);
+    r->m->origin_unix_ns = r->loupe_meta ? r->origin : 0;
+    r->m->unmatched_ends += r->unmatched_meta;
+    for (size_t i = 0; i < r->trk_count; i++) {
+        track *t = &r->trk[i];
+        if (t->thread == SIZE_MAX) {
+            continue;
+        }
+        while (t->depth > 0) {
+            loupe_slice *sl = loupe__mb_slice_at(r->mb, t->thread, t->stack[--t->depth]);
+            sl->dur_ns = r->max_ts > sl->start_ns ? r->max_ts - sl->start_ns : 0;
+            sl->flags |= LOUPE_SLICE_TRUNCATED;
+        }
+        loupe_model_thread *th = loupe__mb_thread_at(r->mb, t->thread);
+        if (t->has_meta) {
+            th->kind = t->m_kind == LOUPE_TRACK_GPU ? LOUPE_TRACK_GPU : LOUPE_TRACK_THREAD;
+            th->device = (uint32_t)t->m_device;
+            th->tid = t->m_tid;
+            th->events_recorded = t->m_rec;
+            th->events_dropped = t->m_drop;
+            th->capacity_needed = t->m_cap;
+        }
+        for (size_t j = 0; j < th->slice_count; j++) {
+            th->slices[j].start_ns =
+                th->slices[j].start_ns > base ? th->slices[j].start_ns - base : 0;
+        }
+        for (size_t j = 0; j < th->instant_count; j++) {
+            th->instants[j].ts_ns = th->instants[j].ts_ns > base ? th->instants[j].ts_ns - base : 0;
+        }
+    }
+    for (size_t j = 0; j < r->m->counter_count; j++) {
+        loupe_counter_sample *c = &r->m->counters[j];
+        c->ts_ns = c->ts_ns > base ? c->ts_ns - base : 0;
+    }
+    if (!r->loupe_meta && r->any_ts) {
+        r->m->duration_ns = r->max_ts - r->min_ts;
+    }
+    return 0;
+}
+
+static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_model **out);
+
+static void reader_free(reader *r) {
+    for (size_t i = 0; i < r->seq_count; i++) {
+        free(r->seqs[i]);
+    }
+    free(r->seqs);
+    free(r->interned.e);
+    free(r->tracks.e);
+    free(r->flows.e);
+    for (size_t i = 0; i < r->trk_count; i++) {
+        free(r->trk[i].stack);
+    }
+    free(r->trk);
+    free(r->args);
+    free(r->fids);
+    free(r->tfids);
+}
+
+int loupe__perfetto_proto_sniff(const char *text, size_t n) {
+    const uint8_t *buf = (const uint8_t *)text;
+    size_t window = n < 65536 ? n : 65536;
+    loupe__pbr p = {buf, buf + n, buf};
+    int packets = 0;
+    while (p.p < buf + window) {
+        loupe__pbf f;
+        size_t off;
+        const char *what;
+        if (*p.p != 0x0A || loupe__pbr_next(&p, &f, &off, &what) != 1) {
+            return 0;
+        }
+        if (f.data + f.len <= buf + window) {
+            loupe__pbr q = {f.data, f.data + f.len, buf};
+            loupe__pbf g;
+            int k;
+            while ((k = loupe__pbr_next(&q, &g, &off, &what)) > 0) {
+            }
+            if (k < 0) {
+                return 0;
+            }
+        }
+        packets++;
+    }
+    return packets > 0;
+}
+
+int loupe__perfetto_proto_read_mem(const char *name, char *text, size_t n, loupe_model **out) {
+    int rc = read_bytes(name, (const uint8_t *)text, n, out);
+    free(text);
+    return rc;
+}
+
+static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_model **out) {
+    *out = NULL;
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.name = name;
+    r.base = buf;
+    r.min_ts = UINT64_MAX;
+    if (n == 0) {
+        return loupe__err(LOUPE_EFORMAT, "%s: empty file (not a Perfetto protobuf trace)", name);
+    }
+    if (buf[0] != 0x0A) {
+        return loupe__err(LOUPE_EFORMAT,
+                          "%s: offset 0: first byte 0x%02X, not a Perfetto protobuf trace (a "
+                          "Trace starts with 0x0A, field 1 TracePacket)",
+                          name, buf[0]);
+    }
+    r.mb = loupe__mb_new();
+    if (r.mb == NULL) {
+        return oom(&r);
+    }
+    r.m = loupe__mb_model(r.mb);
+    loupe__pbr p = {buf, buf + n, buf};
+    loupe__pbf f;
+    int rc = 0, k;
+    while ((k = next(&r, &p, &f, "Trace", &rc)) > 0) {
+        if (f.field != 1) {
+            continue; /* Trace has only field 1, packet; others are skipped as unknown */
+        }
+        if ((rc = want(&r, &f, PB_LEN, "Trace")) != 0) {
+            break;
+        }
+        if ((rc = do_packet(&r, &f)) != 0) {
+            break;
+        }
+        if (loupe__mb_failed(r.mb)) {
+            rc = oom(&r);
+            break;
+        }
+    }
+    if (rc == 0) {
+        rc = finish(&r);
+    }
+    reader_free(&r);
+    if (rc != 0) {
+        loupe__mb_abort(r.mb);
+        return rc;
+    }
+    *out = loupe__mb_finish(r.mb);
+    if (*out == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "%s: out of memory reading the Perfetto trace", name);
+    }
+    return 0;
+}
+
+int loupe__perfetto_proto_read_file(const char *path, loupe_model **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        int e = errno;
+        return loupe__err(LOUPE_EIO, "%s: %s", path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return loupe__err(LOUPE_EIO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > MAX_FILE) {
+        fclose(f);
+        return loupe__err(LOUPE_EFORMAT, "%s: %llu bytes; loupe reads traces of at most 4 GiB",
+                          path, (unsigned long long)st.st_size);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (buf == NULL) {
+        fclose(f);
+        return loupe__err(LOUPE_ENOMEM, "%s: cannot allocate %zu bytes", path, n);
+    }
+    size_t got = fread(buf, 1, n, f);
+    int e = ferror(f) ? errno : 0;
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        return loupe__err(LOUPE_EIO, "%s: short read (%zu of %zu bytes): %s", path, got, n,
+                          e ? strerror(e) : "file changed");
+    }
+    return loupe__perfetto_proto_read_mem(path, (char *)buf, n, out);
+}

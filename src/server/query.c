@@ -1,0 +1,187 @@
+/* query.c: see query.h. A small hand-written parser: split on '&', then on the first '=',
+ * percent-decode both halves into fixed buffers, and check each known parameter strictly. */
+#include "server/query.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define PART_MAX 64 /* decoded key or value, bytes (with the NUL) */
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* Decodes p[0..n) into out (PART_MAX bytes). 0, -1 when too long, -2 on a bad %XX or a NUL. */
+static int decode(const char *p, size_t n, char out[PART_MAX]) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '+') {
+            c = ' ';
+        } else if (c == '%') {
+            if (i + 2 >= n) {
+                return -2;
+            }
+            int h = hexval(p[i + 1]), l = hexval(p[i + 2]);
+            if (h < 0 || l < 0) {
+                return -2;
+            }
+            c = (char)(h * 16 + l);
+            i += 2;
+        }
+        if (c == 0) {
+            return -2;
+        }
+        if (o + 1 >= PART_MAX) {
+            return -1;
+        }
+        out[o++] = c;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+/* Copies s for an error message: printable ASCII kept, anything else as '?', cut at 32 bytes. */
+static void shown(const char *s, char out[40]) {
+    size_t o = 0;
+    for (; s[o] && o < 32; o++) {
+        unsigned char c = (unsigned char)s[o];
+        out[o] = c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? (char)c : '?';
+    }
+    if (s[o]) {
+        out[o++] = '.';
+        out[o++] = '.';
+    }
+    out[o] = 0;
+}
+
+/* A whole decimal number in [lo, hi]; no sign, no spaces, at most 10 digits. */
+static int parse_uint(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
+    uint64_t x = 0;
+    size_t i = 0;
+    for (; v[i]; i++) {
+        if (v[i] < '0' || v[i] > '9' || i >= 10) {
+            return -1;
+        }
+        x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (i == 0 || x < lo || x > hi) {
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, size_t size) {
+    out->duration_ms = 0;
+    out->level = 2;
+    out->format = LOUPE__QF_JSON;
+    if (size > 0) {
+        err[0] = 0;
+    }
+    if (len > LOUPE__QUERY_MAX) {
+        snprintf(err, size, "the query string is %zu bytes, over the limit of %d", len,
+                 LOUPE__QUERY_MAX);
+        return -1;
+    }
+    int seen_duration = 0, seen_level = 0, seen_format = 0, nparams = 0;
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && q[j] != '&') {
+            j++;
+        }
+        if (j == i) { /* an empty part ("a=1&&b=2", a trailing '&'): skipped */
+            i = j + 1;
+            continue;
+        }
+        if (++nparams > LOUPE__QUERY_MAX_PARAMS) {
+            snprintf(err, size, "more than %d parameters", LOUPE__QUERY_MAX_PARAMS);
+            return -1;
+        }
+        size_t eq = i;
+        while (eq < j && q[eq] != '=') {
+            eq++;
+        }
+        char key[PART_MAX], val[PART_MAX], ks[40], vs[40];
+        int rk = decode(q + i, eq - i, key);
+        if (rk != 0) {
+            snprintf(err, size, "a parameter name is %s",
+                     rk == -1 ? "too long" : "badly percent-encoded");
+            return -1;
+        }
+        shown(key, ks);
+        int rv = eq < j ? decode(q + eq + 1, j - eq - 1, val) : 0;
+        if (eq == j) {
+            val[0] = 0;
+        }
+        if (rv != 0) {
+            snprintf(err, size, "%s: the value is %s", ks,
+                     rv == -1 ? "too long" : "badly percent-encoded");
+            return -1;
+        }
+        shown(val, vs);
+        uint64_t x;
+        if (strcmp(key, "duration_ms") == 0) {
+            if (seen_duration++) {
+                snprintf(err, size, "duration_ms: given more than once");
+                return -1;
+            }
+            if (parse_uint(val, 1, UINT32_MAX, &x) != 0) {
+                snprintf(err, size,
+                         "duration_ms: \"%s\" is not a whole number of milliseconds from 1 to "
+                         "4294967295",
+                         vs);
+                return -1;
+            }
+            out->duration_ms = (uint32_t)x;
+        } else if (strcmp(key, "host_tracer_level") == 0) {
+            if (seen_level++) {
+                snprintf(err, size, "host_tracer_level: given more than once");
+                return -1;
+            }
+            if (parse_uint(val, 0, 3, &x) != 0) {
+                snprintf(err, size,
+                         "host_tracer_level: \"%s\" is not 0 (nothing), 1 (critical), 2 (info) "
+                         "or 3 (verbose)",
+                         vs);
+                return -1;
+            }
+            out->level = (int)x;
+        } else if (strcmp(key, "format") == 0) {
+            if (seen_format++) {
+                snprintf(err, size, "format: given more than once");
+                return -1;
+            }
+            if (strcmp(val, "json") == 0) {
+                out->format = LOUPE__QF_JSON;
+            } else if (strcmp(val, "xplane") == 0) {
+                out->format = LOUPE__QF_XPLANE;
+            } else if (strcmp(val, "perfetto") == 0) {
+                out->format = LOUPE__QF_PERFETTO;
+            } else {
+                snprintf(err, size, "format: \"%s\" is not json, xplane or perfetto", vs);
+                return -1;
+            }
+        } else {
+            snprintf(err, size,
+                     "%s: unknown parameter (known: duration_ms, host_tracer_level, format)", ks);
+            return -1;
+        }
+        i = j + 1;
+    }
+    if (!seen_duration) {
+        snprintf(err, size, "duration_ms: missing (the capture length in milliseconds)");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,620 @@
+/* server.c: the profiler server (loupe/server.h, protocol in docs/server.md).
+ *
+ * libmicrohttpd runs it: one listening thread plus one thread per connection (at most
+ * MAX_CONNECTIONS), so a capture that sleeps for its duration blocks only its own connection and
+ * status requests keep flowing. The listening socket is made here rather than by libmicrohttpd so
+ * that a bind failure reaches the caller with its errno (jax only logs it: reference §7 #2).
+ *
+ * A capture runs the process's one session through core/capture.h: a local trace (or another
+ * capture) makes it a 409 and is not touched. Its model is written into memory by the format's
+ * writer (src/export/writers.h) and sent as the response body: the trace lands where the client
+ * is, not on the server's disk (reference §7 #15).
+ *
+ * Locks: srv_lock serialises start/stop; wait_lock + wait_cond let stop wake captures that are
+ * sleeping out their duration. Handlers read the configuration (token, limits) without a lock:
+ * it is written before the daemon starts and freed only after MHD_stop_daemon() has joined every
+ * connection thread.
+ */
+#include "core/capture.h"
+#include "core/internal.h"
+#include "export/writers.h"
+#include "server/query.h"
+#include "server/server_internal.h"
+
+#include <loupe/loupe.h>
+#include <loupe/server.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define MAX_CONNECTIONS 64
+#define CONNECTION_TIMEOUT_S 30 /* an idle or stalled connection is closed after this */
+#define TOKEN_MAX 255
+#define STOP_GRACE_MS 2000 /* how long a stop lets responses in flight finish */
+#define BODY_MAX 0         /* GET requests carry no body; any body is refused with 413 */
+
+static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct MHD_Daemon *daemon_;
+static int srv_port; /* 0 while STOPPED; atomic reads */
+static char srv_addr[INET6_ADDRSTRLEN];
+static char srv_token[TOKEN_MAX + 1];
+static uint32_t srv_max_ms;
+static int cfg_port; /* srv_port for the handlers: set before the daemon starts */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wait_cond;
+static int stopping;
+static int in_flight; /* requests between their URI and their completion; under wait_lock */
+
+/* A forked child has the parent's state but not its threads: it has no server. The listening
+ * socket is closed in the child so that the parent's stop frees the port. */
+static void atfork_child(void) {
+    if (daemon_ != NULL) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_LISTEN_FD);
+        if (di != NULL) {
+            close(di->listen_fd);
+        }
+    }
+    daemon_ = NULL;
+    srv_port = 0;
+    stopping = 0;
+    in_flight = 0;
+    pthread_mutex_init(&srv_lock, NULL);
+    pthread_mutex_init(&wait_lock, NULL);
+}
+
+static void init_once(void) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&wait_cond, &a);
+    pthread_condattr_destroy(&a);
+    (void)pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* ---- responses ---- */
+
+/* Per request: the raw URI (for our own query parser) and whether a body arrived. */
+typedef struct request {
+    char *uri;
+    int started;
+    size_t body;
+} request;
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)cls;
+    (void)c;
+    request *r = calloc(1, sizeof *r);
+    if (r != NULL) {
+        r->uri = strdup(uri);
+        pthread_mutex_lock(&wait_lock);
+        in_flight++;
+        pthread_mutex_unlock(&wait_lock);
+    }
+    return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    request *r = *con_cls;
+    if (r != NULL) {
+        free(r->uri);
+        free(r);
+        *con_cls = NULL;
+        pthread_mutex_lock(&wait_lock);
+        in_flight--;
+        pthread_cond_broadcast(&wait_cond);
+        pthread_mutex_unlock(&wait_lock);
+    }
+}
+
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, char *body, size_t len,
+                                 const char *type) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (status == MHD_HTTP_UNAUTHORIZED) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"loupe\"");
+    } else if (status == MHD_HTTP_METHOD_NOT_ALLOWED) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *j) {
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (s == NULL) {
+        return MHD_NO;
+    }
+    /* jansson allocates with malloc unless told otherwise; libmicrohttpd frees with free. */
+    size_t n = strlen(s);
+    char *body = malloc(n + 2);
+    if (body == NULL) {
+        free(s);
+        return MHD_NO;
+    }
+    memcpy(body, s, n);
+    body[n] = '\n';
+    body[n + 1] = 0;
+    free(s);
+    return send_body(c, status, body, n + 1, "application/json");
+}
+
+/* {"status": N, "error": <message>, "detail": <detail>} */
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *error,
+                                  const char *detail) {
+    json_t *j = json_pack("{s:i, s:s, s:s}", "status", (int)status, "error", error, "detail",
+                          detail ? detail : "");
+    if (j == NULL) {
+        return MHD_NO;
+    }
+    return send_json(c, status, j);
+}
+
+/* ---- endpoints ---- */
+
+const char *loupe__state_name(int state) {
+    return state == LOUPE__TRACING ? "TRACING" : state == LOUPE__CAPTURING ? "CAPTURING" : "IDLE";
+}
+
+/* The writers this build has, by query format. A NULL writer answers 400 "not available"
+ * (the rows stay for formats a build may leave out). */
+typedef struct format_row {
+    const char *name, *suffix, *type;
+    int gzip;
+    int (*write)(const loupe_model *m, loupe__sink *s);
+} format_row;
+
+static int write_json(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_chrome_json(m, s, 0);
+}
+
+static const format_row formats[] = {
+    [LOUPE__QF_JSON] = {"json", ".trace.json.gz", "application/gzip", 1, write_json},
+    [LOUPE__QF_XPLANE] = {"xplane", ".xplane.pb", "application/octet-stream", 0,
+                          loupe__write_xplane},
+    [LOUPE__QF_PERFETTO] = {"perfetto", ".pftrace", "application/octet-stream", 0,
+                            loupe__write_perfetto_proto},
+};
+
+static uint64_t realtime_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static enum MHD_Result on_status(struct MHD_Connection *c) {
+    char host[256];
+    loupe__hostname(host, sizeof host);
+    int state = loupe__session_state();
+    json_t *fmts = json_array();
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        if (formats[i].write != NULL) {
+            json_array_append_new(fmts, json_string(formats[i].name));
+        }
+    }
+    json_t *j =
+        json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:I, s:i, s:I, s:o}", "pid", (json_int_t)getpid(),
+                  "host", host, "version", LOUPE_VERSION_STRING, "state", loupe__state_name(state),
+                  "tracing", state == LOUPE__TRACING, "capturing", state == LOUPE__CAPTURING,
+                  "unix_time_ns", (json_int_t)realtime_ns(), "port", cfg_port, "max_duration_ms",
+                  (json_int_t)srv_max_ms, "formats", fmts);
+    if (j == NULL) {
+        return MHD_NO;
+    }
+    return send_json(c, MHD_HTTP_OK, j);
+}
+
+/* Sleeps until deadline (CLOCK_MONOTONIC) or a stop; returns non-zero when stopped. */
+static int wait_until(const struct timespec *deadline) {
+    pthread_mutex_lock(&wait_lock);
+    while (!stopping) {
+        if (pthread_cond_timedwait(&wait_cond, &wait_lock, deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    int s = stopping;
+    pthread_mutex_unlock(&wait_lock);
+    return s;
+}
+
+/* gzip (level 1, as the run directory's files) of in[0..n) into a malloc'd buffer. */
+static int gzip_mem(const char *in, size_t n, char **out, size_t *out_len) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        return -1;
+    }
+    size_t cap = deflateBound(&z, (uLong)n) + 64;
+    char *buf = malloc(cap);
+    if (buf == NULL) {
+        deflateEnd(&z);
+        return -1;
+    }
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)n;
+    z.next_out = (Bytef *)buf;
+    z.avail_out = (uInt)cap;
+    int r = deflate(&z, Z_FINISH);
+    *out_len = z.total_out;
+    deflateEnd(&z);
+    if (r != Z_STREAM_END) {
+        free(buf);
+        return -1;
+    }
+    *out = buf;
+    return 0;
+}
+
+int loupe__model_to_mem(const loupe_model *m, int format, char **out, size_t *out_len) {
+    const format_row *f = &formats[format];
+    *out = NULL;
+    *out_len = 0;
+    if (f->write == NULL) {
+        return loupe__err(LOUPE_EUNSUPPORTED, "format %s is not available in this build", f->name);
+    }
+    loupe__sink *s = malloc(sizeof *s);
+    if (s == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "out of memory");
+    }
+    loupe__sink_open_mem(s);
+    int r = f->write(m, s);
+    int c = loupe__sink_close(s);
+    char *mem = s->mem;
+    size_t len = s->mem_len;
+    free(s);
+    if (r == 0) {
+        r = c;
+    }
+    if (r > 0) {
+        free(mem);
+        return -r; /* a LOUPE_E* code with its detail (writers.h) */
+    }
+    if (r < 0) {
+        free(mem);
+        return loupe__err(LOUPE_ENOMEM, "cannot write the %s trace: %s", f->name, strerror(-r));
+    }
+    if (mem == NULL) { /* nothing written */
+        mem = calloc(1, 1);
+        if (mem == NULL) {
+            return loupe__err(LOUPE_ENOMEM, "out of memory");
+        }
+    }
+    if (f->gzip) {
+        char *z;
+        size_t zlen;
+        int g = gzip_mem(mem, len, &z, &zlen);
+        free(mem);
+        if (g != 0) {
+            return loupe__err(LOUPE_ENOMEM, "out of memory while compressing the trace");
+        }
+        mem = z;
+        len = zlen;
+    }
+    *out = mem;
+    *out_len = len;
+    return 0;
+}
+
+static enum MHD_Result on_profile(struct MHD_Connection *c, const char *query, size_t qlen) {
+    loupe__query q;
+    char err[256];
+    if (loupe__query_parse(query, qlen, &q, err, sizeof err) != 0) {
+        return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request", err);
+    }
+    if (q.duration_ms > srv_max_ms) {
+        snprintf(err, sizeof err, "duration_ms: %u is over this server's limit of %u ms",
+                 q.duration_ms, srv_max_ms);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request", err);
+    }
+    const format_row *f = &formats[q.format];
+    if (f->write == NULL) {
+        snprintf(err, sizeof err, "format: %s is not available in this build of loupe", f->name);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request", err);
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    int r = loupe__capture_start(q.level);
+    if (r == LOUPE_EALREADY_STARTED) {
+        return send_error(c, MHD_HTTP_CONFLICT, loupe_strerror(r), loupe_last_error());
+    }
+    if (r != 0) {
+        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, loupe_strerror(r), loupe_last_error());
+    }
+    deadline.tv_sec += (time_t)(q.duration_ms / 1000);
+    deadline.tv_nsec += (long)(q.duration_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    int stopped = wait_until(&deadline);
+    loupe_model *m = NULL;
+    r = loupe__capture_stop(&m);
+    if (stopped) {
+        loupe_model_free(m);
+        return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Service unavailable",
+                          "the profiler server is stopping; the capture was abandoned");
+    }
+    if (r != 0) {
+        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, loupe_strerror(r), loupe_last_error());
+    }
+    char *body;
+    size_t len;
+    r = loupe__model_to_mem(m, (int)q.format, &body, &len);
+    uint64_t events = loupe_model_events_recorded(m), dropped = loupe_model_events_dropped(m);
+    uint64_t origin = m->origin_unix_ns, pid = m->pid;
+    loupe_model_free(m);
+    if (r != 0) {
+        return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, loupe_strerror(r), loupe_last_error());
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL) {
+        free(body);
+        return MHD_NO;
+    }
+    char host[256], v[320];
+    loupe__hostname(host, sizeof host);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, f->type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    snprintf(v, sizeof v, "attachment; filename=\"%.200s%s\"", host, f->suffix);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, v);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)events);
+    MHD_add_response_header(resp, "X-Loupe-Events-Recorded", v);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)dropped);
+    MHD_add_response_header(resp, "X-Loupe-Events-Dropped", v);
+    MHD_add_response_header(resp, "X-Loupe-Empty-Trace", events == 0 ? "1" : "0");
+    snprintf(v, sizeof v, "%llu", (unsigned long long)origin);
+    MHD_add_response_header(resp, "X-Loupe-Origin-Unix-Ns", v);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)pid);
+    MHD_add_response_header(resp, "X-Loupe-Pid", v);
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* Constant-time comparison of the Authorization header with "Bearer <token>". */
+static int authorized(struct MHD_Connection *c) {
+    if (srv_token[0] == 0) {
+        return 1;
+    }
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h == NULL || strncmp(h, "Bearer ", 7) != 0) {
+        return 0;
+    }
+    h += 7;
+    size_t a = strlen(h), b = strlen(srv_token);
+    unsigned diff = a != b;
+    for (size_t i = 0; i < b; i++) {
+        diff |= (unsigned)(unsigned char)(i < a ? h[i] : 0) ^ (unsigned char)srv_token[i];
+    }
+    return diff == 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+    (void)cls;
+    (void)version;
+    (void)upload_data;
+    request *r = *con_cls;
+    if (r == NULL || r->uri == NULL) {
+        return MHD_NO; /* out of memory: close the connection */
+    }
+    if (!r->started) {
+        r->started = 1;
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        r->body += *upload_data_size;
+        *upload_data_size = 0;
+        return MHD_YES; /* discarded; answered with 413 below once the body is read */
+    }
+    if (r->body > BODY_MAX) {
+        return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "Content too large",
+                          "requests to the profiler server carry no body");
+    }
+    if (!authorized(c)) {
+        return send_error(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized",
+                          "this server needs the header 'Authorization: Bearer <token>' with "
+                          "its token");
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
+        char d[128];
+        snprintf(d, sizeof d, "method %.40s is not allowed; use GET", method);
+        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "Method not allowed", d);
+    }
+    const char *qm = strchr(r->uri, '?');
+    const char *query = qm ? qm + 1 : "";
+    if (strcmp(url, "/v1/status") == 0) {
+        return on_status(c);
+    }
+    if (strcmp(url, "/v1/profile") == 0) {
+        return on_profile(c, query, strlen(query));
+    }
+    char d[160];
+    snprintf(d, sizeof d, "no such path: %.100s (known: /v1/status, /v1/profile)", url);
+    for (char *p = d; *p; p++) {
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) {
+            *p = '?';
+        }
+    }
+    return send_error(c, MHD_HTTP_NOT_FOUND, "Not found", d);
+}
+
+/* ---- sockets and the state machine ---- */
+
+int loupe__listen_socket(const char *address, int port, int reuse, int *fd_out, int *port_out,
+                         const char *what) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t sl;
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, address, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        sl = sizeof *s4;
+    } else if (inet_pton(AF_INET6, address, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        sl = sizeof *s6;
+    } else {
+        return loupe__err(LOUPE_EINVALID,
+                          "%s: bind address \"%.80s\" is not a numeric IPv4 or IPv6 address", what,
+                          address);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        return loupe__err(LOUPE_EIO, "%s: cannot create a socket: %s (errno %d)", what, strerror(e),
+                          e);
+    }
+    int one = 1;
+    if (reuse) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    }
+    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
+        int e = errno;
+        close(fd);
+        return loupe__err(LOUPE_EIO, "%s: cannot listen on %s port %d: %s (errno %d)%s", what,
+                          address, port, strerror(e), e,
+                          e == EADDRINUSE ? "; another process holds the port" : "");
+    }
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        int e = errno;
+        close(fd);
+        return loupe__err(LOUPE_EIO, "%s: getsockname: %s (errno %d)", what, strerror(e), e);
+    }
+    *port_out = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
+    *fd_out = fd;
+    return 0;
+}
+
+int loupe_start_server(int port) {
+    loupe_server_options o = {.port = port};
+    return loupe_start_server_ex(&o);
+}
+
+int loupe_start_server_ex(const loupe_server_options *o) {
+    (void)pthread_once(&atfork_once, init_once);
+    if (o == NULL) {
+        return loupe__err(LOUPE_EINVALID, "loupe_start_server: options is NULL");
+    }
+    if (o->port < 0 || o->port > 65535) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_server: port %d is out of range (0..65535; 0 picks a free "
+                          "port)",
+                          o->port);
+    }
+    if (o->token != NULL && strlen(o->token) > TOKEN_MAX) {
+        return loupe__err(LOUPE_EINVALID, "loupe_start_server: the token is over %d bytes",
+                          TOKEN_MAX);
+    }
+    const char *addr = o->bind_address ? o->bind_address : "127.0.0.1";
+    pthread_mutex_lock(&srv_lock);
+    if (daemon_ != NULL) {
+        int p = srv_port;
+        pthread_mutex_unlock(&srv_lock);
+        return loupe__err(LOUPE_ESERVER_RUNNING,
+                          "loupe_start_server: a server is RUNNING on %s port %d; call "
+                          "loupe_stop_server() first",
+                          srv_addr, p);
+    }
+    int fd, port;
+    /* SO_REUSEADDR: a restart on the same port works while served connections are in
+     * TIME_WAIT; Linux still refuses the bind while another socket listens there. */
+    int r = loupe__listen_socket(addr, o->port, 1, &fd, &port, "loupe_start_server");
+    if (r != 0) {
+        pthread_mutex_unlock(&srv_lock);
+        return r;
+    }
+    snprintf(srv_addr, sizeof srv_addr, "%s", addr);
+    snprintf(srv_token, sizeof srv_token, "%s", o->token ? o->token : "");
+    srv_max_ms = o->max_duration_ms ? o->max_duration_ms : LOUPE_SERVER_DEFAULT_MAX_DURATION_MS;
+    cfg_port = port;
+    stopping = 0;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+            MHD_USE_ITC,
+        0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_END);
+    if (d == NULL) {
+        close(fd);
+        srv_token[0] = 0;
+        pthread_mutex_unlock(&srv_lock);
+        return loupe__err(LOUPE_EIO,
+                          "loupe_start_server: libmicrohttpd could not start on %s "
+                          "port %d (threads or memory)",
+                          addr, port);
+    }
+    daemon_ = d;
+    __atomic_store_n(&srv_port, port, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&srv_lock);
+    return 0;
+}
+
+int loupe_stop_server(void) {
+    (void)pthread_once(&atfork_once, init_once);
+    pthread_mutex_lock(&srv_lock);
+    if (daemon_ == NULL) {
+        pthread_mutex_unlock(&srv_lock);
+        return loupe__err(LOUPE_ENO_SERVER,
+                          "loupe_stop_server: the server is STOPPED (no loupe_start_server() is "
+                          "active)");
+    }
+    /* No new connections; captures wake up and answer 503; the requests in flight get up to
+     * STOP_GRACE_MS to finish sending before the remaining connections are cut. */
+    MHD_socket lfd = MHD_quiesce_daemon(daemon_);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += STOP_GRACE_MS / 1000;
+    pthread_mutex_lock(&wait_lock);
+    stopping = 1;
+    pthread_cond_broadcast(&wait_cond);
+    while (in_flight > 0) {
+        if (pthread_cond_timedwait(&wait_cond, &wait_lock, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&wait_lock);
+    MHD_stop_daemon(daemon_); /* joins every connection thread */
+    if (lfd != MHD_INVALID_SOCKET) {
+        close(lfd); /* quiesced: the socket is ours to close */
+    }
+    daemon_ = NULL;
+    __atomic_store_n(&srv_port, 0, __ATOMIC_RELEASE);
+    srv_token[0] = 0;
+    pthread_mutex_lock(&wait_lock);
+    stopping = 0;
+    pthread_mutex_unlock(&wait_lock);
+    pthread_mutex_unlock(&srv_lock);
+    return 0;
+}
+
+int loupe_server_port(void) {
+    return __atomic_load_n(&srv_port, __ATOMIC_ACQUIRE);
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# perfetto_protoc.sh: `loupe record --format` and the .pftrace it writes, checked by protoc against
+# loupe's schema subset (proto/perfetto_trace.proto, field numbers from Perfetto's protos):
+# every packet decodes with the declared types, the sequence starts cleared with a clock
+# snapshot, events are interned and incremental, and the slices match the JSON written beside
+# it. protoc is blind to packing: tests/test_perfetto.c checks the wire types.
+# Args: BUILD_DIR SOURCE_DIR. Needs protoc (Debian protobuf-compiler, in tools/setup.sh).
+set -euo pipefail
+build=$1
+src=$2
+loupe="$build/loupe"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+if grep -q '^LOUPE_SANITIZE:STRING=.\+' "$build/CMakeCache.txt"; then
+  echo "skipped: sanitizer build (LD_PRELOAD of an instrumented library)"; exit 0
+fi
+command -v protoc >/dev/null || fail "protoc not found: install protobuf-compiler (tools/setup.sh)"
+
+# 1. --format picks the files: here the .pftrace and the JSON, not perfetto_trace.json.gz
+run_dir=$("$loupe" record -q -o "$tmp/log" --format perfetto,json -- "$build/examples/instrumented" \
+  | tail -n 1)
+[ -d "$run_dir" ] || fail "no run directory printed: '$run_dir'"
+pf=$(ls "$run_dir"/*.pftrace)
+ls "$run_dir"/*.trace.json.gz >/dev/null || fail "json not written"
+[ ! -e "$run_dir/perfetto_trace.json.gz" ] || fail "perfetto_trace.json.gz written unasked"
+[ "$(head -c 1 "$pf" | od -An -tx1 | tr -d ' ')" = 0a ] || fail "not a Trace (first byte)"
+
+# 2. protoc decodes it with loupe's subset
+protoc --decode=perfetto.protos.Trace -I "$src/proto" "$src/proto/perfetto_trace.proto" \
+  < "$pf" > "$tmp/decoded.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode"; }
+protoc --decode_raw < "$pf" > /dev/null || fail "protoc --decode_raw"
+python3 - "$tmp/decoded.txt" "$run_dir" <<'PY' || fail "decoded trace does not match"
+import glob, gzip, json, re, sys
+text = open(sys.argv[1]).read()
+packets = text.split("\npacket {")
+def need(cond, what):
+    if not cond:
+        print("FAIL:", what); sys.exit(1)
+first = packets[0]
+need("trusted_packet_sequence_id: 1" in first and "sequence_flags: 1" in first, "first packet clears")
+need("clock_id: 64" in first and "is_incremental: true" in first, "incremental clock in the snapshot")
+need("clock_id: 6" in first, "BOOTTIME in the snapshot")
+need(len(re.findall(r"trusted_packet_sequence_id: (\d+)", text)) == len(packets), "every packet has a sequence id")
+need(set(re.findall(r"trusted_packet_sequence_id: (\d+)", text)) == {"1"}, "one sequence")
+need("timestamp_clock_id: 64" in text, "packet defaults: clock 64")
+need('thread_name: "main"' in text, "the main thread's descriptor")
+begins = text.count("type: TYPE_SLICE_BEGIN")
+ends = text.count("type: TYPE_SLICE_END")
+need(begins == ends and begins > 0, f"BEGIN {begins} / END {ends}")
+names = dict(re.findall(r'event_names \{\s*iid: (\d+)\s*name: "((?:[^"\\]|\\.)*)"', text))
+need("fib" in names.values() and "main" in names.values(), "function names interned")
+need(len(names) == len(set(names)), "iids defined once")
+trace = glob.glob(sys.argv[2] + "/*.trace.json.gz")[0]
+d = json.load(gzip.open(trace))
+xs = sum(1 for e in d["traceEvents"] if e.get("ph") == "X")
+need(xs == begins, f"{xs} JSON slices vs {begins} BEGINs")
+PY
+
+# 3. the same model through the reader: summary reads the .pftrace
+"$loupe" summary "$pf" > "$tmp/sum_pf.txt" || fail "loupe summary of the .pftrace"
+"$loupe" summary "$(ls "$run_dir"/*.trace.json.gz)" > "$tmp/sum_json.txt" || fail "summary json"
+diff <(grep -v -i "file\|trace:" "$tmp/sum_pf.txt") <(grep -v -i "file\|trace:" "$tmp/sum_json.txt") \
+  || fail "summary of the .pftrace differs from the JSON's"
+
+# 4. --format errors
+set +e
+"$loupe" record -o "$tmp/log2" --format perfetto,bogus -- true 2> "$tmp/err2.txt"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "bad --format: exit $rc"
+grep -q "not 'perfetto,bogus'" "$tmp/err2.txt" || fail "bad --format message: $(cat "$tmp/err2.txt")"
+echo "ok"

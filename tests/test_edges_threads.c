@@ -1,0 +1,250 @@
+/* test_edges_threads.c: edges a new user found (and that must stay fixed): a plugin that recorded
+ * zones and is dlclose()d before the stop, memory for many short threads, a thread that exits
+ * inside a zone, pthread_setname_np names, reserved metadata keys, unavailable formats, function
+ * tracing under keep-first overflow, and function tracing at the critical level. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <dlfcn.h>
+#include <loupe/loupe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char *dir;
+
+static int setup(void **state) {
+    (void)state;
+    dir = tu_tmpdir("edges");
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    loupe_stop_trace_if_active(NULL);
+    tu_rmtree(dir);
+    free(dir);
+    return 0;
+}
+
+static loupe_model *read_back(const loupe_trace_result *r) {
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(r->trace_json, &m);
+    if (rc != 0) {
+        fail_msg("%s: %s", loupe_strerror(rc), loupe_last_error());
+    }
+    return m;
+}
+
+static size_t count_named(const loupe_model *m, const char *name) {
+    size_t n = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            n += strcmp(m->threads[t].slices[i].name, name) == 0;
+        }
+    }
+    return n;
+}
+
+static void test_plugin_unloaded_before_stop(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    void *h = dlopen(LOUPE_TEST_PLUGIN, RTLD_NOW);
+    if (h == NULL) {
+        fail_msg("dlopen: %s", dlerror());
+    }
+    int (*work)(int);
+    void *sym = dlsym(h, "plugin_work");
+    assert_non_null(sym);
+    memcpy(&work, &sym, sizeof work); /* POSIX: dlsym results convert; ISO C needs a copy */
+    assert_int_equal(work(1), 2);
+    assert_int_equal(dlclose(h), 0);
+    { LOUPE_ZONE("host_zone"); }
+    assert_int_equal(loupe_stop_trace(&r), 0); /* no crash: the srcloc is gone */
+    loupe_model *m = read_back(&r);
+    assert_int_equal(count_named(m, "(unloaded)"), 1);
+    assert_int_equal(count_named(m, "host_zone"), 1);
+    assert_int_equal(m->counter_count, 1);
+    assert_string_equal(m->counters[0].name, "(unloaded)");
+    loupe_model_free(m);
+}
+
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            v = atol(line + 6);
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return v;
+}
+
+static void *one_zone(void *arg) {
+    (void)arg;
+    LOUPE_ZONE("short_thread");
+    return NULL;
+}
+
+/* 64 threads, one zone each, default capacity (16 MiB each): memory grows by the pages used
+ * (one 1 MiB chunk per thread), not 64 x 16 MiB. Tolerance: under 3 MiB per thread. */
+static void test_many_short_threads_memory(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    long before = rss_kib();
+    for (int i = 0; i < 64; i++) {
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, one_zone, NULL), 0);
+        pthread_join(t, NULL);
+    }
+    long grown = rss_kib() - before;
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.thread_count, 64);
+    assert_int_equal(r.events_recorded, 128);
+    if (grown > 64 * 3 * 1024) {
+        fail_msg("RSS grew by %ld KiB for 64 threads", grown);
+    }
+}
+
+static void *exits_in_zone(void *arg) {
+    (void)arg;
+    LOUPE_ZONE("left_open");
+    pthread_exit(NULL);
+}
+
+static void test_thread_exit_inside_zone(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, exits_in_zone, NULL), 0);
+    pthread_join(t, NULL);
+    struct timespec d = {0, 50 * 1000000L};
+    nanosleep(&d, NULL); /* the stop comes 50 ms after the exit */
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    loupe_model *m = read_back(&r);
+    const loupe_slice *s = NULL;
+    for (size_t i = 0; i < m->thread_count; i++) {
+        if (m->threads[i].slice_count == 1) {
+            s = &m->threads[i].slices[0];
+        }
+    }
+    assert_non_null(s);
+    assert_string_equal(s->name, "left_open");
+    assert_true(s->flags & LOUPE_SLICE_TRUNCATED);
+    /* closed at the thread's exit, at least 40 ms before the stop */
+    assert_true(s->start_ns + s->dur_ns + 40000000u <= m->duration_ns);
+    loupe_model_free(m);
+}
+
+static void *named_by_pthread(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "pt-named");
+    LOUPE_ZONE("z");
+    return NULL;
+}
+
+static void test_pthread_setname_names_the_track(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, named_by_pthread, NULL), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.thread_count, 1);
+    assert_string_equal(r.threads[0].name, "pt-named");
+}
+
+static void test_reserved_metadata_and_formats(void **state) {
+    (void)state;
+    assert_int_equal(loupe_set_metadata("duration_ns", "5"), LOUPE_EINVALID);
+    assert_non_null(strstr(loupe_last_error(), "\"duration_ns\" is a key loupe writes itself"));
+    assert_int_equal(loupe_set_metadata("loupe_thread_1_dropped", "7"), LOUPE_EINVALID);
+    assert_int_equal(loupe_set_metadata("hostname_of_job", "ok"), 0);
+    loupe_clear_metadata();
+    loupe_trace_options o = {.log_dir = dir, .formats = 1u << 20};
+    assert_int_equal(loupe_start_trace(&o), LOUPE_EUNSUPPORTED);
+    assert_non_null(strstr(loupe_last_error(), "formats 0x100000 are not available"));
+    assert_int_equal(loupe_is_tracing(), 0);
+}
+
+/* Function tracing: calls through the explicit hooks (as -finstrument-functions emits them). */
+void __cyg_profile_func_enter(void *fn, void *site);
+void __cyg_profile_func_exit(void *fn, void *site);
+
+static void fake_call(int depth) {
+    void *fn;
+    void (*self)(int) = fake_call;
+    memcpy(&fn, &self, sizeof fn);
+    __cyg_profile_func_enter(fn, NULL);
+    if (depth > 0) {
+        fake_call(depth - 1);
+        fake_call(depth - 1);
+    }
+    __cyg_profile_func_exit(fn, NULL);
+}
+
+/* Keep-first with function zones: an exit whose enter was dropped is not written, so the zones
+ * that were recorded stay whole and the counts are exact: 2^11 - 1 calls = 4094 events wanted. */
+static void test_function_overflow_keep_first(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir, .buffer_events = 64, .function_tracing = 1};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    fake_call(10);
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.unmatched_ends, 0);
+    assert_int_equal(r.truncated_zones, 0);
+    assert_int_equal(r.events_recorded + r.events_dropped, 4094);
+    assert_int_equal(r.threads[0].capacity_needed, 4094);
+    assert_true(r.events_recorded <= 64 && r.events_recorded >= 60);
+}
+
+static void test_function_tracing_follows_level(void **state) {
+    (void)state;
+    loupe_trace_options o = {
+        .log_dir = dir, .function_tracing = 1, .host_tracer_level = LOUPE_LEVEL_CRITICAL};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    fake_call(3);
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 0);
+    o.host_tracer_level = LOUPE_LEVEL_INFO;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    fake_call(3);
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 30);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_plugin_unloaded_before_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_short_threads_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thread_exit_inside_zone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pthread_setname_names_the_track, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_metadata_and_formats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_function_overflow_keep_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_function_tracing_follows_level, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

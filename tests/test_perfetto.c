@@ -1,0 +1,605 @@
+/* test_perfetto.c: the Perfetto protobuf writer and reader (src/export/perfetto_proto.c,
+ * src/import/perfetto_proto.c).
+ *
+ * - round trip: a model with every event kind (nested, zero-length and truncated slices, every
+ *   arg type, instants, int and double counters, flows across tracks and chained on one id, a
+ *   GPU track sharing a host tid, an empty track, metadata) and hostile names is written, read
+ *   back and compared field by field;
+ * - the exact bytes of a one-zone trace, and the exact size of 1000 plain zones;
+ * - wire types and the sequence rules of formats.md §2.8/§2.9, checked by walking the file:
+ *   repeated fields unpacked, one sequence id, CLEARED first, NEEDS on every event packet,
+ *   iids from 1 defined once and before use, descriptors before events, one uuid per thread;
+ * - the reader's own sequence rules (packets before a clear are skipped) and bad input
+ *   (truncations at every length, garbage varints, a 1 GB length, wrong wire types, NEEDS
+ *   with sequence id 0): LOUPE_EFORMAT naming the offset, never a crash;
+ * - a session with LOUPE_FORMAT_PERFETTO_PROTO writes <host>.pftrace, read by loupe_trace_read.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <loupe/loupe.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export/pb.h"
+#include "export/sink.h"
+#include "export/writers.h"
+#include "import/readers.h"
+#include "model/builder.h"
+#include "testutil.h"
+
+/* ---- helpers ---- */
+
+static uint8_t *write_model(const loupe_model *m, size_t *n) {
+    loupe__sink s;
+    loupe__sink_open_mem(&s);
+    assert_int_equal(loupe__write_perfetto_proto(m, &s), 0);
+    assert_int_equal(loupe__sink_close(&s), 0);
+    *n = s.mem_len;
+    return (uint8_t *)s.mem;
+}
+
+static int read_bytes(const uint8_t *p, size_t n, loupe_model **out) {
+    char *copy = malloc(n ? n : 1);
+    assert_non_null(copy);
+    memcpy(copy, p, n);
+    return loupe__perfetto_proto_read_mem("mem.pftrace", copy, n, out);
+}
+
+static void args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        assert_string_equal(a[i].key, b[i].key);
+        assert_int_equal(a[i].type, b[i].type);
+        if (a[i].type == LOUPE_ARG_STRING) {
+            assert_string_equal(a[i].v.s, b[i].v.s);
+        } else if (a[i].type == LOUPE_ARG_BOOL) {
+            assert_int_equal(a[i].v.b, b[i].v.b);
+        } else {
+            assert_memory_equal(&a[i].v, &b[i].v, sizeof(a[i].v.u));
+        }
+    }
+}
+
+static int cmp_flow(const void *pa, const void *pb) {
+    return memcmp(pa, pb, sizeof(loupe_flow));
+}
+
+static void models_equal(const loupe_model *a, const loupe_model *b) {
+    assert_int_equal(a->pid, b->pid);
+    assert_string_equal(a->process_name, b->process_name);
+    assert_string_equal(a->host, b->host);
+    assert_string_equal(a->clock, b->clock);
+    assert_true(a->tsc_ghz == b->tsc_ghz);
+    assert_int_equal(a->origin_unix_ns, b->origin_unix_ns);
+    assert_int_equal(a->duration_ns, b->duration_ns);
+    assert_int_equal(a->unmatched_ends, b->unmatched_ends);
+    assert_int_equal(a->truncated_zones, b->truncated_zones);
+    assert_int_equal(a->thread_count, b->thread_count);
+    for (size_t t = 0; t < a->thread_count; t++) {
+        const loupe_model_thread *x = &a->threads[t], *y = &b->threads[t];
+        assert_int_equal(x->tid, y->tid);
+        assert_int_equal(x->kind, y->kind);
+        assert_int_equal(x->device, y->device);
+        assert_string_equal(x->name, y->name);
+        assert_int_equal(x->events_recorded, y->events_recorded);
+        assert_int_equal(x->events_dropped, y->events_dropped);
+        assert_int_equal(x->capacity_needed, y->capacity_needed);
+        assert_int_equal(x->slice_count, y->slice_count);
+        for (size_t i = 0; i < x->slice_count; i++) {
+            const loupe_slice *p = &x->slices[i], *q = &y->slices[i];
+            assert_int_equal(p->start_ns, q->start_ns);
+            assert_int_equal(p->dur_ns, q->dur_ns);
+            assert_string_equal(p->name, q->name);
+            assert_string_equal(p->category, q->category);
+            assert_int_equal(p->depth, q->depth);
+            assert_int_equal(p->flags, q->flags);
+            assert_int_equal(p->arg_count, q->arg_count);
+            args_equal(p->args, q->args, p->arg_count);
+        }
+        assert_int_equal(x->instant_count, y->instant_count);
+        for (size_t i = 0; i < x->instant_count; i++) {
+            assert_int_equal(x->instants[i].ts_ns, y->instants[i].ts_ns);
+            assert_string_equal(x->instants[i].name, y->instants[i].name);
+            assert_int_equal(x->instants[i].arg_count, y->instants[i].arg_count);
+            args_equal(x->instants[i].args, y->instants[i].args, x->instants[i].arg_count);
+        }
+    }
+    assert_int_equal(a->counter_count, b->counter_count);
+    for (size_t i = 0; i < a->counter_count; i++) {
+        assert_int_equal(a->counters[i].ts_ns, b->counters[i].ts_ns);
+        assert_string_equal(a->counters[i].name, b->counters[i].name);
+        assert_int_equal(a->counters[i].is_double, b->counters[i].is_double);
+        if (a->counters[i].is_double) {
+            assert_memory_equal(&a->counters[i].d, &b->counters[i].d, sizeof(double));
+        } else {
+            assert_int_equal(a->counters[i].i, b->counters[i].i);
+        }
+    }
+    assert_int_equal(a->flow_count, b->flow_count);
+    loupe_flow *fa = malloc(a->flow_count * sizeof(loupe_flow) + 1);
+    loupe_flow *fb = malloc(b->flow_count * sizeof(loupe_flow) + 1);
+    memcpy(fa, a->flows, a->flow_count * sizeof(loupe_flow));
+    memcpy(fb, b->flows, b->flow_count * sizeof(loupe_flow));
+    qsort(fa, a->flow_count, sizeof(loupe_flow), cmp_flow);
+    qsort(fb, b->flow_count, sizeof(loupe_flow), cmp_flow);
+    assert_memory_equal(fa, fb, a->flow_count * sizeof(loupe_flow));
+    free(fa);
+    free(fb);
+    assert_int_equal(a->metadata_count, b->metadata_count);
+    for (size_t i = 0; i < a->metadata_count; i++) {
+        assert_string_equal(a->metadata[i].key, b->metadata[i].key);
+        assert_string_equal(a->metadata[i].value, b->metadata[i].value);
+    }
+}
+
+static size_t add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, const char *name,
+                        const char *cat, uint32_t flags) {
+    size_t i = loupe__mb_slice(mb, t);
+    loupe_slice *s = loupe__mb_slice_at(mb, t, i);
+    s->start_ns = start;
+    s->dur_ns = dur;
+    s->name = loupe__mb_str(mb, name);
+    s->category = loupe__mb_str(mb, cat);
+    s->flags = flags;
+    return i;
+}
+
+static const char HOSTILE[] =
+    "q\"uote\\ \n\t\x01 \xff\xfe bad-utf8 \xe2\x82 \xf0\x9f\x98\x80 {}[],:";
+
+/* Every event kind, hostile names. */
+static loupe_model *full_model(void) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 4242;
+    m->process_name = loupe__mb_str(mb, HOSTILE);
+    m->host = loupe__mb_str(mb, "host:with:colons");
+    m->clock = loupe__mb_str(mb, "tsc");
+    m->tsc_ghz = 2.918734;
+    m->origin_unix_ns = 1764428400123456789ull;
+    m->duration_ns = 5000000;
+    m->unmatched_ends = 3;
+    size_t t1 = loupe__mb_thread(mb, 100);
+    loupe__mb_thread_name(mb, t1, HOSTILE);
+    size_t t2 = loupe__mb_thread(mb, 200);
+    size_t gpu = loupe__mb_thread(mb, 7); /* then tid 100, shared with t1 */
+    loupe__mb_thread_at(mb, gpu)->tid = 100;
+    loupe__mb_thread_at(mb, gpu)->kind = LOUPE_TRACK_GPU;
+    loupe__mb_thread_at(mb, gpu)->device = 1;
+    loupe__mb_thread_name(mb, gpu, "GPU 1 stream 7");
+    size_t empty = loupe__mb_thread(mb, 300);
+    loupe__mb_thread_name(mb, empty, "idle");
+    for (size_t t = 0; t < 4; t++) {
+        loupe_model_thread *th = loupe__mb_thread_at(mb, t);
+        th->events_recorded = 10 + t;
+        th->events_dropped = t;
+        th->capacity_needed = t ? 1000 * t : 0;
+    }
+    size_t root = add_slice(mb, t1, 1000, 9000, "root", "cat", 0);
+    loupe_arg args[] = {
+        {.key = "i", .type = LOUPE_ARG_INT64, .v.i = INT64_MIN},
+        {.key = "u", .type = LOUPE_ARG_UINT64, .v.u = UINT64_MAX},
+        {.key = "d", .type = LOUPE_ARG_DOUBLE, .v.d = -0.1},
+        {.key = "b", .type = LOUPE_ARG_BOOL, .v.b = 1},
+        {.key = HOSTILE, .type = LOUPE_ARG_STRING, .v.s = HOSTILE},
+        {.key = "", .type = LOUPE_ARG_STRING, .v.s = ""},
+    };
+    assert_int_equal(loupe__mb_slice_args(mb, t1, root, args, 6), 0);
+    size_t child = add_slice(mb, t1, 1000, 4000, HOSTILE, HOSTILE, LOUPE_SLICE_FUNCTION);
+    add_slice(mb, t1, 2000, 0, "zero", "", 0);
+    add_slice(mb, t1, 5000, 0, "zero-at-end", "", 0);
+    size_t sib = add_slice(mb, t1, 5000, 5000, "sibling", "cat", 0);
+    add_slice(mb, t1, 20000, 30000, "", "", LOUPE_SLICE_TRUNCATED);
+    size_t a2 = add_slice(mb, t2, 3000, 100, "on t2", "other", 0);
+    size_t b2 = add_slice(mb, t2, 6000, 100, "on t2 again", "other", 0);
+    size_t g = add_slice(mb, gpu, 4000, 2000, "kernel", "gpu", 0);
+    assert_int_equal(loupe__mb_instant(mb, t1, 1500, "mark", args + 3, 3), 0);
+    assert_int_equal(loupe__mb_instant(mb, t2, 0, HOSTILE, NULL, 0), 0);
+    loupe_counter_sample c1 = {.ts_ns = 0, .name = "mem", .i = -5};
+    loupe_counter_sample c2 = {.ts_ns = 100, .name = HOSTILE, .is_double = 1, .d = 1e300};
+    loupe_counter_sample c3 = {.ts_ns = 200, .name = "mem", .i = INT64_MAX};
+    assert_int_equal(loupe__mb_counter(mb, &c1), 0);
+    assert_int_equal(loupe__mb_counter(mb, &c2), 0);
+    assert_int_equal(loupe__mb_counter(mb, &c3), 0);
+    assert_int_equal(loupe__mb_flow(mb, UINT64_MAX, t1, child, t2, a2), 0);
+    assert_int_equal(loupe__mb_flow(mb, 5, t2, a2, gpu, g), 0); /* a chain on one id */
+    assert_int_equal(loupe__mb_flow(mb, 5, gpu, g, t2, b2), 0);
+    assert_int_equal(loupe__mb_flow(mb, 0, t1, root, t1, sib), 0);
+    assert_int_equal(loupe__mb_metadata(mb, "loupe_version", "spoof"), 0);
+    assert_int_equal(loupe__mb_metadata(mb, HOSTILE, HOSTILE), 0);
+    assert_int_equal(loupe__mb_metadata(mb, "", ""), 0);
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    loupe_model *m = full_model();
+    size_t n;
+    uint8_t *bytes = write_model(m, &n);
+    loupe_model *back = NULL;
+    int rc = read_bytes(bytes, n, &back);
+    if (rc != 0) {
+        fail_msg("read: %s", loupe_last_error());
+    }
+    models_equal(m, back);
+    assert_int_equal(back->truncated_zones, 1);
+    /* written again, the bytes are the same */
+    size_t n2;
+    uint8_t *bytes2 = write_model(back, &n2);
+    assert_int_equal(n, n2);
+    assert_memory_equal(bytes, bytes2, n);
+    free(bytes2);
+    free(bytes);
+    loupe_model_free(back);
+    loupe_model_free(m);
+}
+
+static loupe_model *zones_model(size_t zones, uint64_t origin) {
+    loupe__mb *mb = loupe__mb_new();
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 7;
+    m->origin_unix_ns = origin;
+    size_t t = loupe__mb_thread(mb, 8);
+    for (size_t i = 0; i < zones; i++) {
+        add_slice(mb, t, 1000 + 100 * i, 10, "a", "", 0);
+    }
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+/* The exact bytes of a one-zone trace (formats.md §2.9 tag bytes). */
+static void test_exact_bytes(void **state) {
+    (void)state;
+    loupe_model *m = zones_model(1, 0);
+    size_t n;
+    uint8_t *b = write_model(m, &n);
+    static const uint8_t head[] = {
+        /* packet 1: seq 1, flags CLEARED, ClockSnapshot {BOOTTIME 0, clock 64 = 0 incremental} */
+        0x0A, 0x14, 0x50, 0x01, 0x68, 0x01, 0x32, 0x0E, 0x0A, 0x04, 0x08, 0x06, 0x10, 0x00, 0x0A,
+        0x06, 0x08, 0x40, 0x10, 0x00, 0x18, 0x01,
+        /* packet 2: ts 0, seq 1, TrackDescriptor {uuid 1, process {pid 7}} (no name: none) */
+        0x0A, 0x0D, 0x40, 0x00, 0x50, 0x01, 0xE2, 0x03, 0x06, 0x08, 0x01, 0x1A, 0x02, 0x08, 0x07,
+        /* packet 3: TrackDescriptor {uuid 2, thread {pid 7, tid 8}} */
+        0x0A, 0x0F, 0x40, 0x00, 0x50, 0x01, 0xE2, 0x03, 0x08, 0x08, 0x02, 0x22, 0x04, 0x08, 0x07,
+        0x10, 0x08};
+    assert_true(n > sizeof head);
+    assert_memory_equal(b, head, sizeof head);
+    /* the last two packets: BEGIN "a" (iid 2: "loupe_metadata" is 1) at +1000 ns, END at +10 */
+    static const uint8_t tail[] = {0x0A, 0x18, 0x40, 0xE8, 0x07, 0x50, 0x01, 0x68, 0x02, 0x62,
+                                   0x07, 0x12, 0x05, 0x08, 0x02, 0x12, 0x01, 'a',  0x5A, 0x06,
+                                   0x48, 0x01, 0x58, 0x02, 0x50, 0x02, 0x0A, 0x0C, 0x40, 0x0A,
+                                   0x50, 0x01, 0x68, 0x02, 0x5A, 0x04, 0x48, 0x02, 0x58, 0x02};
+    assert_memory_equal(b + n - sizeof tail, tail, sizeof tail);
+    /* no process name, no host, origin 0: still the same model */
+    loupe_model *back = NULL;
+    assert_int_equal(read_bytes(b, n, &back), 0);
+    models_equal(m, back);
+    loupe_model_free(back);
+    free(b);
+    loupe_model_free(m);
+}
+
+/* Size per zone once names are interned: 1000 zones 100 ns apart, 10 ns long. */
+static void test_size(void **state) {
+    (void)state;
+    loupe_model *m1 = zones_model(1, 0), *m = zones_model(1000, 0);
+    size_t n1, n;
+    free(write_model(m1, &n1));
+    free(write_model(m, &n));
+    /* BEGIN 0x0A len, ts 40 xx, seq 50 01, flags 68 02, track_event 5A 06 {48 01 58 02 50 02}:
+     * 16 bytes (a delta of 90 ns fits one varint byte); END 0x0A len, ts, seq, flags,
+     * track_event 5A 04 {48 02 58 02}: 14 bytes. */
+    assert_int_equal(n - n1, 999 * 30);
+    loupe_model_free(m1);
+    loupe_model_free(m);
+}
+
+/* ---- walking the file: wire types and sequence rules ---- */
+
+typedef struct walk {
+    int packets, events, descriptors_after_events;
+    uint64_t next_iid[4];
+    int defaults_seen;
+} walk;
+
+static loupe__pbr sub(const loupe__pbf *f, const uint8_t *base) {
+    return (loupe__pbr){f->data, f->data + f->len, base};
+}
+
+static void walk_event(const loupe__pbf *ev, const uint8_t *base) {
+    loupe__pbr p = sub(ev, base);
+    loupe__pbf f;
+    size_t off;
+    const char *what;
+    int k;
+    while ((k = loupe__pbr_next(&p, &f, &off, &what)) > 0) {
+        switch (f.field) {
+        case 3: /* category_iids: unpacked */
+        case 9:
+        case 10:
+        case 11:
+        case 30:
+            assert_int_equal(f.wire, PB_VARINT);
+            break;
+        case 47: /* flow_ids: fixed64, one per tag */
+        case 48:
+        case 44:
+            assert_int_equal(f.wire, PB_I64);
+            break;
+        case 4:
+        case 22:
+        case 23:
+            assert_int_equal(f.wire, PB_LEN);
+            break;
+        default:
+            fail_msg("unexpected TrackEvent field %u", f.field);
+        }
+    }
+    assert_int_equal(k, 0);
+}
+
+static void walk_interned(walk *w, const loupe__pbf *id, const uint8_t *base) {
+    loupe__pbr p = sub(id, base);
+    loupe__pbf f;
+    size_t off;
+    const char *what;
+    while (loupe__pbr_next(&p, &f, &off, &what) > 0) {
+        assert_true(f.field >= 1 && f.field <= 3);
+        assert_int_equal(f.wire, PB_LEN);
+        loupe__pbr q = sub(&f, base);
+        loupe__pbf g;
+        assert_int_equal(loupe__pbr_next(&q, &g, &off, &what), 1);
+        assert_int_equal(g.field, 1); /* iid first, and present */
+        /* iids from 1, each defined once: consecutive per kind */
+        assert_int_equal(g.v, w->next_iid[f.field]++);
+    }
+}
+
+static void test_wire_and_sequence(void **state) {
+    (void)state;
+    loupe_model *m = full_model();
+    size_t n;
+    uint8_t *b = write_model(m, &n);
+    walk w;
+    memset(&w, 0, sizeof w);
+    for (int i = 0; i < 4; i++) {
+        w.next_iid[i] = 1;
+    }
+    loupe__pbr top = {b, b + n, b};
+    loupe__pbf pk;
+    size_t off;
+    const char *what;
+    int k;
+    uint64_t thread_uuids[16];
+    uint64_t tids[16];
+    size_t nthreads = 0;
+    while ((k = loupe__pbr_next(&top, &pk, &off, &what)) > 0) {
+        assert_int_equal(pk.field, 1);
+        assert_int_equal(pk.wire, PB_LEN);
+        loupe__pbr p = sub(&pk, b);
+        loupe__pbf f;
+        uint64_t seq = 0, flags = 0;
+        int has_event = 0, has_desc = 0;
+        while (loupe__pbr_next(&p, &f, &off, &what) > 0) {
+            if (f.field == 10) {
+                seq = f.v;
+            } else if (f.field == 13) {
+                flags = f.v;
+            } else if (f.field == 12) {
+                walk_interned(&w, &f, b);
+            } else if (f.field == 59) {
+                w.defaults_seen = 1;
+            } else if (f.field == 11) {
+                has_event = 1;
+                walk_event(&f, b);
+            } else if (f.field == 60) {
+                has_desc = 1;
+                loupe__pbr q = sub(&f, b);
+                loupe__pbf g;
+                uint64_t uuid = 0;
+                while (loupe__pbr_next(&q, &g, &off, &what) > 0) {
+                    if (g.field == 1) {
+                        uuid = g.v;
+                    } else if (g.field == 4) {
+                        loupe__pbr r = sub(&g, b);
+                        loupe__pbf h;
+                        while (loupe__pbr_next(&r, &h, &off, &what) > 0) {
+                            if (h.field == 2) {
+                                /* one uuid per (pid, tid) */
+                                for (size_t i = 0; i < nthreads; i++) {
+                                    assert_false(tids[i] == h.v);
+                                }
+                                tids[nthreads] = h.v;
+                                thread_uuids[nthreads++] = uuid;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_int_equal(seq, 1); /* one sequence, nonzero */
+        if (w.packets == 0) {
+            assert_int_equal(flags, 1); /* SEQ_INCREMENTAL_STATE_CLEARED first */
+        }
+        if (has_event) {
+            assert_int_equal(flags, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
+            assert_true(w.defaults_seen);
+            w.events++;
+        }
+        if (has_desc && w.events > 0) {
+            w.descriptors_after_events++;
+        }
+        w.packets++;
+    }
+    assert_int_equal(k, 0);
+    assert_int_equal(w.descriptors_after_events, 0);
+    assert_int_equal(nthreads, 3); /* three host threads; the GPU track has no ThreadDescriptor */
+    assert_int_equal(thread_uuids[0], 2);
+    /* 1 metadata + 9 slices x 2 + 2 instants + 3 counters */
+    assert_int_equal(w.events, 1 + 18 + 2 + 3);
+    free(b);
+    loupe_model_free(m);
+}
+
+/* ---- bad input ---- */
+
+static void expect_error(const uint8_t *p, size_t n, const char *detail) {
+    loupe_model *m = (loupe_model *)1;
+    int rc = read_bytes(p, n, &m);
+    assert_int_equal(rc, LOUPE_EFORMAT);
+    assert_null(m);
+    if (strstr(loupe_last_error(), detail) == NULL) {
+        fail_msg("detail \"%s\" lacks \"%s\"", loupe_last_error(), detail);
+    }
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    static const uint8_t garbage[] = {0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                      0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
+    expect_error(garbage, sizeof garbage,
+                 "mem.pftrace: offset 1: truncated or overlong length varint (in Trace)");
+    static const uint8_t gig[] = {0x0A, 0x80, 0x80, 0x80, 0x80, 0x04, 0x50, 0x01};
+    expect_error(gig, sizeof gig, "offset 1: length runs past the end of its message (in Trace)");
+    static const uint8_t inner_gig[] = {0x0A, 0x07, 0x62, 0x80, 0x80, 0x80, 0x80, 0x04, 0x00};
+    expect_error(inner_gig, sizeof inner_gig, "offset 3: length runs past the end");
+    static const uint8_t magic[] = {'{', '}'};
+    expect_error(magic, sizeof magic, "offset 0: first byte 0x7B, not a Perfetto protobuf trace");
+    expect_error(magic, 0, "empty file");
+    static const uint8_t seq0[] = {0x0A, 0x02, 0x68, 0x02};
+    expect_error(seq0, sizeof seq0, "offset 0: SEQ_NEEDS_INCREMENTAL_STATE with sequence id 0");
+    /* track_uuid (field 11) as a string */
+    static const uint8_t wire[] = {0x0A, 0x09, 0x50, 0x01, 0x68, 0x01,
+                                   0x5A, 0x03, 0x5A, 0x01, 0x41};
+    expect_error(wire, sizeof wire,
+                 "offset 8: field 11 has wire type 2, expected 0 (in TrackEvent)");
+    static const uint8_t group[] = {0x0A, 0x01, 0x0B};
+    expect_error(group, sizeof group, "offset 2: unsupported wire type");
+
+    /* every truncation of a real trace: a model or LOUPE_EFORMAT, never a crash */
+    loupe_model *m = full_model();
+    size_t n;
+    uint8_t *b = write_model(m, &n);
+    size_t ok = 0;
+    for (size_t len = 0; len < n; len++) {
+        loupe_model *r = NULL;
+        int rc = read_bytes(b, len, &r);
+        if (rc == 0) {
+            ok++;
+            loupe_model_free(r);
+        } else {
+            assert_int_equal(rc, LOUPE_EFORMAT);
+            assert_non_null(strstr(loupe_last_error(), len ? "offset" : "empty"));
+        }
+    }
+    assert_true(ok > 0); /* cuts between packets read as shorter traces */
+    /* single-byte corruptions */
+    for (size_t i = 0; i < n; i++) {
+        uint8_t save = b[i];
+        b[i] ^= 0xA5;
+        loupe_model *r = NULL;
+        int rc = read_bytes(b, n, &r);
+        assert_true(rc == 0 || rc == LOUPE_EFORMAT);
+        loupe_model_free(r);
+        b[i] = save;
+    }
+    free(b);
+    loupe_model_free(m);
+}
+
+/* The reader follows the sequence rules: interned data and NEEDS packets before the first
+ * CLEARED are skipped; the first definition of an iid wins. */
+static void test_reader_sequence_rules(void **state) {
+    (void)state;
+    static const uint8_t t[] = {
+        /* thread track uuid 9, tid 5, no incremental state needed */
+        0x0A, 0x0B, 0x50, 0x01, 0xE2, 0x03, 0x06, 0x08, 0x09, 0x22, 0x02, 0x10, 0x05,
+        /* NEEDS before any clear: skipped (an INSTANT) */
+        0x0A, 0x0C, 0x40, 0x05, 0x50, 0x01, 0x68, 0x02, 0x5A, 0x04, 0x48, 0x03, 0x58, 0x09,
+        /* clear + name iid 1 = "x" + INSTANT name_iid 1 at ts 10 */
+        0x0A, 0x17, 0x40, 0x0A, 0x50, 0x01, 0x68, 0x03, 0x62, 0x07, 0x12, 0x05, 0x08, 0x01, 0x12,
+        0x01, 'x', 0x5A, 0x06, 0x48, 0x03, 0x58, 0x09, 0x50, 0x01,
+        /* redefine iid 1 = "y" (ignored) + INSTANT name_iid 1 at ts 20 */
+        0x0A, 0x17, 0x40, 0x14, 0x50, 0x01, 0x68, 0x02, 0x62, 0x07, 0x12, 0x05, 0x08, 0x01, 0x12,
+        0x01, 'y', 0x5A, 0x06, 0x48, 0x03, 0x58, 0x09, 0x50, 0x01};
+    loupe_model *m = NULL;
+    int rc = read_bytes(t, sizeof t, &m);
+    if (rc != 0) {
+        fail_msg("%s", loupe_last_error());
+    }
+    assert_int_equal(m->thread_count, 1);
+    assert_int_equal(m->threads[0].tid, 5);
+    assert_int_equal(m->threads[0].instant_count, 2);
+    assert_int_equal(m->threads[0].instants[0].ts_ns, 0); /* relative to the earliest, 10 */
+    assert_string_equal(m->threads[0].instants[0].name, "x");
+    assert_int_equal(m->threads[0].instants[1].ts_ns, 10);
+    assert_string_equal(m->threads[0].instants[1].name, "x");
+    loupe_model_free(m);
+    assert_true(loupe__perfetto_proto_sniff((const char *)t, sizeof t));
+    assert_false(loupe__perfetto_proto_sniff("\n{\"traceEvents\":[]}", 19));
+}
+
+/* A session asked for LOUPE_FORMAT_PERFETTO_PROTO writes <host>.pftrace (not gzipped), which
+ * loupe_trace_read() reads by content. */
+static void test_session(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir("perfetto");
+    loupe_trace_options o = {.log_dir = dir,
+                             .formats = LOUPE_FORMAT_PERFETTO_PROTO | LOUPE_FORMAT_CHROME_JSON};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (int i = 0; i < 100; i++) {
+        LOUPE_ZONE("pf_zone");
+    }
+    loupe_trace_result r;
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    size_t len = strlen(r.perfetto_proto);
+    assert_true(len > 8);
+    assert_string_equal(r.perfetto_proto + len - 8, ".pftrace");
+    assert_non_null(strstr(r.trace_json, ".trace.json.gz"));
+    FILE *f = fopen(r.perfetto_proto, "rb");
+    assert_non_null(f);
+    assert_int_equal(fgetc(f), 0x0A); /* plain, not gzip */
+    fclose(f);
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(r.perfetto_proto, &m);
+    if (rc != 0) {
+        fail_msg("%s", loupe_last_error());
+    }
+    loupe_model *j = NULL;
+    assert_int_equal(loupe_trace_read(r.trace_json, &j), 0);
+    size_t zones = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            zones += strcmp(m->threads[t].slices[i].name, "pf_zone") == 0;
+        }
+    }
+    assert_int_equal(zones, 100);
+    assert_int_equal(m->origin_unix_ns, j->origin_unix_ns);
+    assert_int_equal(loupe_model_events_recorded(m), loupe_model_events_recorded(j));
+    assert_int_equal(m->threads[0].slices[0].start_ns, j->threads[0].slices[0].start_ns);
+    loupe_model_free(m);
+    loupe_model_free(j);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_exact_bytes),
+        cmocka_unit_test(test_size),       cmocka_unit_test(test_wire_and_sequence),
+        cmocka_unit_test(test_bad_input),  cmocka_unit_test(test_reader_sequence_rules),
+        cmocka_unit_test(test_session),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,635 @@
+/* test_xplane.c: the XPlane writer and reader. Round trip model -> writer -> reader -> model on a
+ * model with every event kind (nested, equal-start and zero-length slices, truncated and
+ * function slices with a category, instants, int and double counters, flows, typed args, GPU
+ * tracks on two devices, one sharing a host tid) and hostile names; the bytes against protoc's
+ * decoding with proto/xplane.proto; per-plane metadata dedup with ids from 1; the 2 GiB limit
+ * (lowered) as an error with no file; hostile input (truncations, garbage varints, huge lengths)
+ * as LOUPE_EFORMAT naming the offset; content detection; a real session's run directory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include "export/writers.h"
+#include "import/readers.h"
+#include "model/builder.h"
+
+#include <loupe/loupe.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char HOSTILE[] =
+    "q\"uote\\back\nnl\ttab #a=1# semi;colon \xe2\x82\xac \xf0\x9f\x94\xa5";
+
+static loupe_model *full_model(void) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 4242;
+    m->process_name = loupe__mb_str(mb, "xp\"lane");
+    m->host = loupe__mb_str(mb, "host-a");
+    m->clock = loupe__mb_str(mb, "tsc");
+    m->tsc_ghz = 2.596120183;
+    m->origin_unix_ns = 1700000000123456789ull;
+    m->duration_ns = 10000000;
+    m->unmatched_ends = 3;
+    size_t t0 = loupe__mb_thread(mb, 100);
+    size_t t1 = loupe__mb_thread(mb, 4000000000ull);
+    loupe__mb_thread_name(mb, t0, "main");
+    loupe__mb_thread_name(mb, t1, HOSTILE);
+    loupe_model_thread *th = loupe__mb_thread_at(mb, t0);
+    th->events_recorded = 12;
+    th->events_dropped = 2;
+    th->capacity_needed = 14;
+    loupe__mb_thread_at(mb, t1)->events_recorded = 9;
+    size_t a = loupe__mb_slice(mb, t0);
+    *loupe__mb_slice_at(mb, t0, a) = (loupe_slice){.start_ns = 1000,
+                                                   .dur_ns = 5000000,
+                                                   .name = loupe__mb_str(mb, "train"),
+                                                   .category = loupe__mb_str(mb, "")};
+    loupe_arg sa[] = {{.key = "step_num", .type = LOUPE_ARG_INT64, .v.i = 3}};
+    assert_int_equal(loupe__mb_slice_args(mb, t0, a, sa, 1), 0);
+    size_t b = loupe__mb_slice(mb, t0); /* equal start, shorter: a child */
+    *loupe__mb_slice_at(mb, t0, b) = (loupe_slice){.start_ns = 1000,
+                                                   .dur_ns = 1234,
+                                                   .name = loupe__mb_str(mb, HOSTILE),
+                                                   .category = loupe__mb_str(mb, "")};
+    loupe_arg la[] = {
+        {.key = "i", .type = LOUPE_ARG_INT64, .v.i = -7},
+        {.key = "u", .type = LOUPE_ARG_UINT64, .v.u = 18446744073709551615ull},
+        {.key = "d", .type = LOUPE_ARG_DOUBLE, .v.d = 0.1},
+        {.key = "b", .type = LOUPE_ARG_BOOL, .v.b = 1},
+        {.key = "s", .type = LOUPE_ARG_STRING, .v.s = HOSTILE},
+        {.key = "e", .type = LOUPE_ARG_STRING, .v.s = ""},
+        {.key = "i", .type = LOUPE_ARG_BOOL, .v.b = 0}, /* same key, another type */
+    };
+    assert_int_equal(loupe__mb_slice_args(mb, t0, b, la, 7), 0);
+    size_t z = loupe__mb_slice(mb, t0); /* zero length: still a slice, not an instant */
+    *loupe__mb_slice_at(mb, t0, z) = (loupe_slice){.start_ns = 6000000,
+                                                   .dur_ns = 0,
+                                                   .name = loupe__mb_str(mb, ""),
+                                                   .category = loupe__mb_str(mb, "")};
+    size_t c = loupe__mb_slice(mb, t1);
+    *loupe__mb_slice_at(mb, t1, c) = (loupe_slice){.start_ns = 2000001,
+                                                   .dur_ns = 7999999,
+                                                   .name = loupe__mb_str(mb, "train"),
+                                                   .category = loupe__mb_str(mb, ""),
+                                                   .flags = LOUPE_SLICE_TRUNCATED};
+    size_t d = loupe__mb_slice(mb, t1);
+    *loupe__mb_slice_at(mb, t1, d) = (loupe_slice){.start_ns = 3000000,
+                                                   .dur_ns = 10,
+                                                   .name = loupe__mb_str(mb, "fn"),
+                                                   .category = loupe__mb_str(mb, "function"),
+                                                   .flags = LOUPE_SLICE_FUNCTION};
+    loupe_arg ia[] = {{.key = "why", .type = LOUPE_ARG_STRING, .v.s = "checkpoint"}};
+    assert_int_equal(loupe__mb_instant(mb, t0, 4000000, "mark", ia, 1), 0);
+    assert_int_equal(loupe__mb_instant(mb, t1, 3000000, "fn", NULL, 0), 0); /* = a slice name */
+    loupe_counter_sample c1 = {.ts_ns = 100, .name = "queue", .i = -5};
+    loupe_counter_sample c2 = {.ts_ns = 200, .name = "loss", .is_double = 1, .d = 2.5};
+    assert_int_equal(loupe__mb_counter(mb, &c1), 0);
+    assert_int_equal(loupe__mb_counter(mb, &c2), 0);
+    /* GPU tracks: device 1 first in the model, and a tid equal to a host thread's */
+    size_t g1 = loupe__mb_thread(mb, 7);
+    loupe_model_thread *gt = loupe__mb_thread_at(mb, g1);
+    gt->kind = LOUPE_TRACK_GPU;
+    gt->device = 1;
+    gt->events_recorded = 2;
+    loupe__mb_thread_name(mb, g1, "stream 7");
+    size_t k1 = loupe__mb_slice(mb, g1);
+    *loupe__mb_slice_at(mb, g1, k1) = (loupe_slice){.start_ns = 2500000,
+                                                    .dur_ns = 2000,
+                                                    .name = loupe__mb_str(mb, "gemm"),
+                                                    .category = loupe__mb_str(mb, "")};
+    /* the builder keys threads by tid: make a GPU track with tid 100 by renaming one */
+    size_t g0 = loupe__mb_thread(mb, 999);
+    gt = loupe__mb_thread_at(mb, g0);
+    gt->tid = 100;
+    gt->kind = LOUPE_TRACK_GPU;
+    gt->device = 0;
+    size_t k0 = loupe__mb_slice(mb, g0);
+    *loupe__mb_slice_at(mb, g0, k0) = (loupe_slice){.start_ns = 2600000,
+                                                    .dur_ns = 1000,
+                                                    .name = loupe__mb_str(mb, "gemm"),
+                                                    .category = loupe__mb_str(mb, "")};
+    assert_int_equal(loupe__mb_flow(mb, 9, t0, b, t1, c), 0);
+    assert_int_equal(loupe__mb_flow(mb, 10, t0, b, t1, d), 0);
+    assert_int_equal(loupe__mb_flow(mb, 18446744073709551615ull, t1, d, g1, k1), 0);
+    assert_int_equal(loupe__mb_metadata(mb, "model", "bert"), 0);
+    assert_int_equal(loupe__mb_metadata(mb, "profile_start_time", HOSTILE), 0);
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+static void args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        assert_string_equal(a[i].key, b[i].key);
+        assert_int_equal(a[i].type, b[i].type);
+        switch (a[i].type) {
+        case LOUPE_ARG_INT64:
+            assert_true(a[i].v.i == b[i].v.i);
+            break;
+        case LOUPE_ARG_UINT64:
+            assert_true(a[i].v.u == b[i].v.u);
+            break;
+        case LOUPE_ARG_DOUBLE:
+            assert_memory_equal(&a[i].v.d, &b[i].v.d, sizeof(double));
+            break;
+        case LOUPE_ARG_BOOL:
+            assert_int_equal(a[i].v.b, b[i].v.b);
+            break;
+        default:
+            assert_string_equal(a[i].v.s, b[i].v.s);
+        }
+    }
+}
+
+/* Every field of the model, exactly (the derived sums follow). */
+static void models_equal(const loupe_model *a, const loupe_model *b) {
+    assert_int_equal(a->pid, b->pid);
+    assert_string_equal(a->process_name, b->process_name);
+    assert_string_equal(a->host, b->host);
+    assert_true(a->origin_unix_ns == b->origin_unix_ns);
+    assert_int_equal(a->duration_ns, b->duration_ns);
+    assert_string_equal(a->clock, b->clock);
+    assert_memory_equal(&a->tsc_ghz, &b->tsc_ghz, sizeof(double));
+    assert_int_equal(a->unmatched_ends, b->unmatched_ends);
+    assert_int_equal(a->truncated_zones, b->truncated_zones);
+    assert_int_equal(a->thread_count, b->thread_count);
+    for (size_t t = 0; t < a->thread_count; t++) {
+        /* the reader's order: host threads, then GPU planes by device */
+        const loupe_model_thread *x = &a->threads[t], *y = NULL;
+        for (size_t u = 0; u < b->thread_count; u++) {
+            if (b->threads[u].tid == x->tid && b->threads[u].kind == x->kind &&
+                b->threads[u].device == x->device) {
+                y = &b->threads[u];
+            }
+        }
+        assert_non_null(y);
+        assert_string_equal(x->name, y->name);
+        assert_int_equal(x->events_recorded, y->events_recorded);
+        assert_int_equal(x->events_dropped, y->events_dropped);
+        assert_int_equal(x->capacity_needed, y->capacity_needed);
+        assert_int_equal(x->slice_count, y->slice_count);
+        for (size_t i = 0; i < x->slice_count; i++) {
+            const loupe_slice *p = &x->slices[i], *q = &y->slices[i];
+            assert_int_equal(p->start_ns, q->start_ns);
+            assert_int_equal(p->dur_ns, q->dur_ns);
+            assert_string_equal(p->name, q->name);
+            assert_string_equal(p->category, q->category);
+            assert_int_equal(p->depth, q->depth);
+            assert_int_equal(p->flags, q->flags);
+            assert_int_equal(p->arg_count, q->arg_count);
+            args_equal(p->args, q->args, p->arg_count);
+        }
+        assert_int_equal(x->instant_count, y->instant_count);
+        for (size_t i = 0; i < x->instant_count; i++) {
+            assert_int_equal(x->instants[i].ts_ns, y->instants[i].ts_ns);
+            assert_string_equal(x->instants[i].name, y->instants[i].name);
+            assert_int_equal(x->instants[i].arg_count, y->instants[i].arg_count);
+            args_equal(x->instants[i].args, y->instants[i].args, x->instants[i].arg_count);
+        }
+    }
+    assert_int_equal(a->counter_count, b->counter_count);
+    for (size_t i = 0; i < a->counter_count; i++) {
+        assert_int_equal(a->counters[i].ts_ns, b->counters[i].ts_ns);
+        assert_string_equal(a->counters[i].name, b->counters[i].name);
+        assert_int_equal(a->counters[i].is_double, b->counters[i].is_double);
+        assert_true(a->counters[i].i == b->counters[i].i);
+        assert_memory_equal(&a->counters[i].d, &b->counters[i].d, sizeof(double));
+    }
+    assert_int_equal(a->flow_count, b->flow_count);
+    for (size_t f = 0; f < a->flow_count; f++) {
+        const loupe_flow *p = &a->flows[f];
+        int found = 0;
+        for (size_t g = 0; g < b->flow_count; g++) {
+            const loupe_flow *q = &b->flows[g];
+            if (q->id != p->id) {
+                continue;
+            }
+            const loupe_model_thread *pa = &a->threads[p->from_thread],
+                                     *qa = &b->threads[q->from_thread];
+            const loupe_model_thread *pb = &a->threads[p->to_thread],
+                                     *qb = &b->threads[q->to_thread];
+            found = pa->tid == qa->tid && pa->kind == qa->kind && pb->tid == qb->tid &&
+                    pb->kind == qb->kind && p->from_slice == q->from_slice &&
+                    p->to_slice == q->to_slice;
+        }
+        assert_true(found);
+    }
+    assert_int_equal(a->metadata_count, b->metadata_count);
+    for (size_t i = 0; i < a->metadata_count; i++) {
+        assert_string_equal(a->metadata[i].key, b->metadata[i].key);
+        assert_string_equal(a->metadata[i].value, b->metadata[i].value);
+    }
+}
+
+static char *to_mem(const loupe_model *m, size_t *n) {
+    loupe__sink s;
+    loupe__sink_open_mem(&s);
+    assert_int_equal(loupe__write_xplane(m, &s), 0);
+    assert_int_equal(loupe__sink_close(&s), 0);
+    *n = s.mem_len;
+    return s.mem;
+}
+
+static int read_bytes(const void *p, size_t n, loupe_model **out) {
+    char *buf = malloc(n + 17);
+    assert_non_null(buf);
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return loupe__xplane_read_mem("t.xplane.pb", buf, n, out);
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    loupe_model *m = full_model();
+    size_t n;
+    char *bytes = to_mem(m, &n);
+    assert_true(loupe__xplane_sniff(bytes, n));
+    loupe_model *r = NULL;
+    assert_int_equal(read_bytes(bytes, n, &r), 0);
+    models_equal(m, r);
+    /* and once more: the second file is byte for byte the first */
+    size_t n2;
+    char *bytes2 = to_mem(r, &n2);
+    loupe_model *r2 = NULL;
+    assert_int_equal(read_bytes(bytes2, n2, &r2), 0);
+    models_equal(m, r2);
+    loupe_model_free(r2);
+    free(bytes2);
+    loupe_model_free(r);
+    free(bytes);
+    loupe_model_free(m);
+}
+
+static char *write_file(const loupe_model *m, const char *dir, const char *name) {
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    assert_non_null(path);
+    sprintf(path, "%s/%s", dir, name);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    return path;
+}
+
+/* protoc reads the file with loupe's .proto: plane names, hostnames, metadata ids from 1 per
+ * plane, deduplicated names, typed stats, ref values. */
+static void test_protoc_decode(void **state) {
+    (void)state;
+    if (system("command -v protoc >/dev/null 2>&1") != 0) {
+        skip(); /* tools/setup.sh installs protobuf-compiler */
+    }
+    loupe_model *m = full_model();
+    char *dir = tu_tmpdir("xplane");
+    char *path = write_file(m, dir, "h.xplane.pb");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "protoc --decode=tensorflow.profiler.XSpace -I %s/proto %s/proto/xplane.proto < %s",
+             LOUPE_SOURCE_DIR, LOUPE_SOURCE_DIR, path);
+    char *out = NULL;
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_non_null(strstr(out, "name: \"/host:CPU\""));
+    assert_non_null(strstr(out, "name: \"/device:GPU:0\""));
+    assert_non_null(strstr(out, "name: \"/device:GPU:1\""));
+    assert_non_null(strstr(out, "name: \"Task Environment\""));
+    assert_non_null(strstr(out, "hostnames: \"host-a\""));
+    assert_non_null(strstr(out, "warnings: \"loupe: thread 100 dropped 2 events (buffer_events 14 "
+                                "would have held them)\""));
+    /* the host plane: "train" once in its event metadata, id 1 (first used) */
+    const char *host = strstr(out, "name: \"/host:CPU\"");
+    const char *gpu0 = strstr(out, "name: \"/device:GPU:0\"");
+    assert_true(host < gpu0);
+    size_t trains = 0;
+    for (const char *p = host; (p = strstr(p, "name: \"train\"")) != NULL && p < gpu0; p++) {
+        trains++;
+    }
+    assert_int_equal(trains, 1);
+    assert_non_null(strstr(host, "event_metadata {\n    key: 1\n    value {\n      id: 1\n      "
+                                 "name: \"train\"\n"));
+    /* the main thread's line: tid, name, relative timestamp, the step event with step_num */
+    assert_non_null(
+        strstr(out, "lines {\n    id: 100\n    name: \"main\"\n    timestamp_ns: 1000\n"));
+    assert_non_null(strstr(out, "events {\n      metadata_id: 1\n      offset_ps: 0\n      "
+                                "duration_ps: 5000000000\n      stats {\n        metadata_id: 1\n"
+                                "        int64_value: 3\n      }\n    }\n"));
+    assert_non_null(strstr(out, "uint64_value: 18446744073709551615"));
+    assert_non_null(strstr(out, "int64_value: -7"));
+    assert_non_null(strstr(out, "double_value: 0.1"));
+    assert_non_null(strstr(out, "description: \"loupe:bool\""));
+    assert_non_null(strstr(out, "ref_value: "));
+    assert_non_null(strstr(out, "name: \"profile_start_time\""));
+    assert_non_null(strstr(out, "uint64_value: 1700000000123456789"));
+    assert_non_null(strstr(out, "name: \"_counters_\""));
+    /* GPU plane 0: its own metadata ids from 1 */
+    assert_non_null(strstr(gpu0, "event_metadata {\n    key: 1\n    value {\n      id: 1\n      "
+                                 "name: \"gemm\"\n"));
+    free(out);
+    unlink(path);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+    loupe_model_free(m);
+}
+
+/* The 2 GiB protobuf limit (lowered here): an error before any byte, never a short file. */
+static void test_size_limit(void **state) {
+    (void)state;
+    loupe_model *m = full_model();
+    uint64_t old = loupe__xplane_limit;
+    loupe__xplane_limit = 100;
+    loupe__sink s;
+    loupe__sink_open_mem(&s);
+    int r = loupe__write_xplane(m, &s);
+    assert_int_equal(r, -LOUPE_EUNSUPPORTED);
+    assert_non_null(strstr(loupe_last_error(), "protobuf messages must be under 2 GiB"));
+    assert_int_equal(s.bytes, 0);
+    loupe__sink_close(&s);
+    free(s.mem);
+    /* through loupe_trace_write: no file, the error says why */
+    char *dir = tu_tmpdir("xplane-limit");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/big.xplane.pb", dir);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), LOUPE_EUNSUPPORTED);
+    assert_int_not_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/big.xplane.pb.tmp", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    /* through the run directory: the stop's error, nothing left behind */
+    loupe_trace_result res;
+    memset(&res, 0, sizeof res);
+    assert_int_equal(
+        loupe__write_run(m, dir, "run", LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE, &res),
+        LOUPE_EUNSUPPORTED);
+    assert_string_equal(res.xplane, "");
+    snprintf(path, sizeof path, "%s/plugins/profile/run", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    loupe__xplane_limit = old;
+    tu_rmtree(dir);
+    free(dir);
+    loupe_model_free(m);
+}
+
+static void expect_format(const void *p, size_t n, const char *detail) {
+    loupe_model *r = (loupe_model *)1;
+    assert_int_equal(read_bytes(p, n, &r), LOUPE_EFORMAT);
+    assert_null(r);
+    if (strstr(loupe_last_error(), detail) == NULL) {
+        fail_msg("detail '%s' lacks '%s'", loupe_last_error(), detail);
+    }
+}
+
+static void test_hostile_input(void **state) {
+    (void)state;
+    static const unsigned char varint11[] = {0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                             0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
+    expect_format(varint11, sizeof varint11, "offset 1: varint longer than 64 bits");
+    static const unsigned char huge[] = {0x0A, 0x80, 0x80, 0x80, 0x80, 0x04, 0x08, 0x01};
+    expect_format(huge, sizeof huge,
+                  "offset 0: length 1073741824 runs past the end of its message (2 bytes left)");
+    static const unsigned char group[] = {0x0B, 0x0C};
+    expect_format(group, sizeof group, "offset 0: wire type 3 (field 1) is not supported");
+    static const unsigned char cut[] = {0x0A, 0x02, 0x08, 0x80};
+    expect_format(cut, sizeof cut, "offset 4: varint cut short by the end of its message");
+    /* an event whose metadata id is undefined: plane{lines{events{metadata_id 5}}} */
+    static const unsigned char undef[] = {0x0A, 0x11, 0x12, 0x09, '/',  'h',  'o',  's',  't', ':',
+                                          'C',  'P',  'U',  0x1A, 0x04, 0x22, 0x02, 0x08, 0x05};
+    expect_format(undef, sizeof undef, "offset 17: an event's metadata_id is not in the plane");
+    /* every prefix and every one-byte change of a real file: a model or LOUPE_EFORMAT */
+    loupe_model *m = full_model();
+    size_t n;
+    char *bytes = to_mem(m, &n);
+    size_t errors = 0;
+    for (size_t k = 0; k < n; k++) {
+        loupe_model *r = NULL;
+        int rc = read_bytes(bytes, k, &r);
+        assert_true(rc == 0 || rc == LOUPE_EFORMAT);
+        errors += rc != 0;
+        loupe_model_free(r);
+    }
+    assert_true(errors > n / 2);
+    for (size_t k = 0; k < n; k += 3) {
+        char saved = bytes[k];
+        bytes[k] = (char)(saved ^ 0xA5);
+        loupe_model *r = NULL;
+        int rc = read_bytes(bytes, n, &r);
+        assert_true(rc == 0 || rc == LOUPE_EFORMAT);
+        loupe_model_free(r);
+        bytes[k] = saved;
+    }
+    free(bytes);
+    loupe_model_free(m);
+}
+
+/* Content detection: XPlane by its structure, JSON (also starting with a newline) stays JSON,
+ * gzipped XPlane reads too. */
+static void test_detect(void **state) {
+    (void)state;
+    assert_false(loupe__xplane_sniff("{\"traceEvents\":[]}", 18));
+    assert_false(loupe__xplane_sniff("\n{\"traceEvents\":[]}", 19));
+    assert_false(loupe__xplane_sniff("[", 1));
+    assert_false(loupe__xplane_sniff("", 0));
+    /* a Perfetto trace: packet { timestamp 8: ... } */
+    assert_false(loupe__xplane_sniff("\x0a\x02\x40\x01", 4));
+    char *dir = tu_tmpdir("xplane-detect");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/nl.json", dir);
+    tu_write_file(path, "\n{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":2,"
+                        "\"pid\":1,\"tid\":1}]}");
+    loupe_model *r = NULL;
+    assert_int_equal(loupe_trace_read(path, &r), 0);
+    assert_int_equal(r->threads[0].slice_count, 1);
+    loupe_model_free(r);
+    loupe_model *m = full_model();
+    snprintf(path, sizeof path, "%s/h.xplane.pb", dir);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    assert_int_equal(loupe_trace_read(path, &r), 0);
+    models_equal(m, r);
+    loupe_model_free(r);
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "gzip -k %s", path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/h.xplane.pb.gz", dir);
+    assert_int_equal(loupe_trace_read(path, &r), 0);
+    models_equal(m, r);
+    loupe_model_free(r);
+    loupe_model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Invalid UTF-8 becomes U+FFFD (protobuf strings must be UTF-8; Python's parser checks). */
+static void test_invalid_utf8(void **state) {
+    (void)state;
+    loupe__mb *mb = loupe__mb_new();
+    loupe_model *m = loupe__mb_model(mb);
+    m->host = loupe__mb_str(mb, "h");
+    m->process_name = loupe__mb_str(mb, "p");
+    m->clock = loupe__mb_str(mb, "monotonic");
+    size_t t = loupe__mb_thread(mb, 1);
+    loupe__mb_thread_name(mb, t,
+                          "a\xff"
+                          "b\xc0\xaf"
+                          "c\xed\xa0\x80");
+    size_t s = loupe__mb_slice(mb, t);
+    *loupe__mb_slice_at(mb, t, s) = (loupe_slice){.start_ns = 5,
+                                                  .dur_ns = 1,
+                                                  .name = loupe__mb_str(mb, "x\xe2\x82"),
+                                                  .category = loupe__mb_str(mb, "")};
+    m = loupe__mb_finish(mb);
+    size_t n;
+    char *bytes = to_mem(m, &n);
+    loupe_model *r = NULL;
+    assert_int_equal(read_bytes(bytes, n, &r), 0);
+    assert_string_equal(r->threads[0].name, "a\xef\xbf\xbd"
+                                            "b\xef\xbf\xbd\xef\xbf\xbd"
+                                            "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(r->threads[0].slices[0].name, "x\xef\xbf\xbd\xef\xbf\xbd");
+    loupe_model_free(r);
+    free(bytes);
+    loupe_model_free(m);
+}
+
+/* A real session: the default run directory holds <host>.xplane.pb next to the JSON, and both
+ * read back to the same zones. */
+static void test_session_run_dir(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir("xplane-session");
+    loupe_trace_options o = {.log_dir = dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (int i = 0; i < 3; i++) {
+        LOUPE_STEP("step", i);
+        LOUPE_ZONE("inner");
+    }
+    loupe_trace_result res;
+    assert_int_equal(loupe_stop_trace(&res), 0);
+    assert_non_null(strstr(res.xplane, ".xplane.pb"));
+    assert_non_null(strstr(res.trace_json, ".trace.json.gz"));
+    loupe_model *a = NULL, *b = NULL;
+    assert_int_equal(loupe_trace_read(res.trace_json, &a), 0);
+    assert_int_equal(loupe_trace_read(res.xplane, &b), 0);
+    assert_int_equal(b->thread_count, a->thread_count);
+    assert_int_equal(b->threads[0].slice_count, 6);
+    assert_int_equal(a->threads[0].slice_count, 6);
+    for (size_t i = 0; i < 6; i++) {
+        assert_string_equal(a->threads[0].slices[i].name, b->threads[0].slices[i].name);
+        assert_int_equal(a->threads[0].slices[i].start_ns, b->threads[0].slices[i].start_ns);
+        assert_int_equal(a->threads[0].slices[i].dur_ns, b->threads[0].slices[i].dur_ns);
+    }
+    assert_string_equal(b->threads[0].slices[0].args[0].key, "step_num");
+    assert_int_equal(b->threads[0].slices[2].args[0].v.i, 1);
+    assert_true(a->origin_unix_ns == b->origin_unix_ns);
+    assert_int_equal(a->duration_ns, b->duration_ns);
+    loupe_model_free(a);
+    loupe_model_free(b);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* ---- LOUPE_XPLANE_DUMP=DIR: files for tests/xprof_validate.sh ----
+ * For each case (the hand-built model, a recorded session with two threads): <case>.xplane.pb
+ * and <case>.expect.json, what XProf and jax must show: {"tracks": [{"plane", "tid", "name",
+ * "slices": [[name, start_ns, dur_ns]], "instants": [[name, ts_ns]]}], "counters": [[name, ts_ns,
+ * value]]}. */
+
+static void *worker(void *arg) {
+    (void)arg;
+    loupe_set_thread_name("worker \"w\"");
+    for (int i = 0; i < 50; i++) {
+        LOUPE_ZONE("work;item #k=v#");
+        LOUPE_INSTANT("tick");
+    }
+    return NULL;
+}
+
+static loupe_model *session_model(const char *dir) {
+    loupe_trace_options o = {.log_dir = dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, worker, NULL), 0);
+    for (int i = 0; i < 20; i++) {
+        LOUPE_STEP("train", i);
+        LOUPE_COUNTER_I64("queue", i);
+        LOUPE_COUNTER_F64("loss", 1.0 / (i + 1));
+        LOUPE_ZONE("load");
+    }
+    pthread_join(th, NULL);
+    loupe_trace_result res;
+    assert_int_equal(loupe_stop_trace(&res), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(res.xplane, &m), 0);
+    return m;
+}
+
+static void dump_case(const char *dir, const char *name, const loupe_model *m) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.xplane.pb", dir, name);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    json_t *tracks = json_array(), *counters = json_array();
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        char plane[32];
+        if (th->kind == LOUPE_TRACK_GPU) {
+            snprintf(plane, sizeof plane, "/device:GPU:%u", th->device);
+        } else {
+            snprintf(plane, sizeof plane, "/host:CPU");
+        }
+        json_t *sl = json_array(), *in = json_array();
+        for (size_t i = 0; i < th->slice_count; i++) {
+            json_array_append_new(sl, json_pack("[sII]", th->slices[i].name,
+                                                (json_int_t)th->slices[i].start_ns,
+                                                (json_int_t)th->slices[i].dur_ns));
+        }
+        for (size_t i = 0; i < th->instant_count; i++) {
+            json_array_append_new(
+                in, json_pack("[sI]", th->instants[i].name, (json_int_t)th->instants[i].ts_ns));
+        }
+        json_array_append_new(tracks,
+                              json_pack("{sssIsssoso}", "plane", plane, "tid", (json_int_t)th->tid,
+                                        "name", th->name, "slices", sl, "instants", in));
+    }
+    for (size_t i = 0; i < m->counter_count; i++) {
+        const loupe_counter_sample *c = &m->counters[i];
+        json_array_append_new(counters, json_pack("[sIf]", c->name, (json_int_t)c->ts_ns,
+                                                  c->is_double ? c->d : (double)c->i));
+    }
+    json_t *root = json_pack("{soso}", "tracks", tracks, "counters", counters);
+    assert_non_null(root);
+    snprintf(path, sizeof path, "%s/%s.expect.json", dir, name);
+    assert_int_equal(json_dump_file(root, path, JSON_ENSURE_ASCII), 0);
+    json_decref(root);
+}
+
+static void dump(void **state) {
+    (void)state;
+    const char *dir = getenv("LOUPE_XPLANE_DUMP");
+    loupe_model *m = full_model();
+    dump_case(dir, "full", m);
+    loupe_model_free(m);
+    char *logs = tu_tmpdir("xplane-dump");
+    m = session_model(logs);
+    dump_case(dir, "session", m);
+    loupe_model_free(m);
+    tu_rmtree(logs);
+    free(logs);
+}
+
+int main(void) {
+    if (getenv("LOUPE_XPLANE_DUMP") != NULL) {
+        const struct CMUnitTest d[] = {cmocka_unit_test(dump)};
+        return cmocka_run_group_tests(d, NULL, NULL);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_protoc_decode),
+        cmocka_unit_test(test_size_limit),      cmocka_unit_test(test_hostile_input),
+        cmocka_unit_test(test_detect),          cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_session_run_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
