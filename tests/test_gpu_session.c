@@ -444,7 +444,6 @@ static void test_cupti_records(void **state) {
     assert_int_equal(r.events_dropped, 4);
 }
 
-
 /* Every writer gets the GPU tracks: Perfetto protobuf and XPlane read back as GPU tracks. */
 static void check_gpu_model(const char *path) {
     loupe_model *m = NULL;

@@ -20,8 +20,8 @@
 #define LOUPE_TEST_NO_INTERPOSE 1
 #endif
 
-static _Thread_local int counting;
-static _Thread_local long allocs;
+static _Thread_local int counting __attribute__((unused));
+static _Thread_local long allocs __attribute__((unused));
 
 #ifndef LOUPE_TEST_NO_INTERPOSE
 void *__libc_malloc(size_t);
@@ -51,7 +51,7 @@ void free(void *p) {
 }
 #endif
 
-static void burst(int n) {
+static __attribute__((unused)) void burst(int n) {
     for (int i = 0; i < n; i++) {
         LOUPE_ZONE("z");
         LOUPE_ARG_I64("i", i);

@@ -123,15 +123,19 @@ static void models_equal(const loupe_model *a, const loupe_model *b) {
         }
     }
     assert_int_equal(a->flow_count, b->flow_count);
-    loupe_flow *fa = malloc(a->flow_count * sizeof(loupe_flow) + 1);
-    loupe_flow *fb = malloc(b->flow_count * sizeof(loupe_flow) + 1);
-    memcpy(fa, a->flows, a->flow_count * sizeof(loupe_flow));
-    memcpy(fb, b->flows, b->flow_count * sizeof(loupe_flow));
-    qsort(fa, a->flow_count, sizeof(loupe_flow), cmp_flow);
-    qsort(fb, b->flow_count, sizeof(loupe_flow), cmp_flow);
-    assert_memory_equal(fa, fb, a->flow_count * sizeof(loupe_flow));
-    free(fa);
-    free(fb);
+    if (a->flow_count > 0) { /* compared as sets: the reader adds them in file order */
+        loupe_flow *fa = malloc(a->flow_count * sizeof(loupe_flow));
+        loupe_flow *fb = malloc(b->flow_count * sizeof(loupe_flow));
+        assert_non_null(fa);
+        assert_non_null(fb);
+        memcpy(fa, a->flows, a->flow_count * sizeof(loupe_flow));
+        memcpy(fb, b->flows, b->flow_count * sizeof(loupe_flow));
+        qsort(fa, a->flow_count, sizeof(loupe_flow), cmp_flow);
+        qsort(fb, b->flow_count, sizeof(loupe_flow), cmp_flow);
+        assert_memory_equal(fa, fb, a->flow_count * sizeof(loupe_flow));
+        free(fa);
+        free(fb);
+    }
     assert_int_equal(a->metadata_count, b->metadata_count);
     for (size_t i = 0; i < a->metadata_count; i++) {
         assert_string_equal(a->metadata[i].key, b->metadata[i].key);

@@ -361,14 +361,23 @@ static void test_size_limit(void **state) {
     assert_int_not_equal(access(path, F_OK), 0);
     snprintf(path, sizeof path, "%s/big.xplane.pb.tmp", dir);
     assert_int_not_equal(access(path, F_OK), 0);
-    /* through the run directory: the stop's error, nothing left behind */
+    /* through the run directory: the limit error, no .xplane.pb, but the JSON is written */
     loupe_trace_result res;
     memset(&res, 0, sizeof res);
     assert_int_equal(
         loupe__write_run(m, dir, "run", LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE, &res),
         LOUPE_EUNSUPPORTED);
+    assert_non_null(strstr(loupe_last_error(), "protobuf messages must be under 2 GiB"));
+    assert_non_null(strstr(loupe_last_error(), "the other files of"));
     assert_string_equal(res.xplane, "");
-    snprintf(path, sizeof path, "%s/plugins/profile/run", dir);
+    assert_int_equal(access(res.trace_json, F_OK), 0);
+    snprintf(path, sizeof path, "%s/plugins/profile/run/big.xplane.pb.tmp", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    /* XPlane alone: nothing can be written, no run directory is left */
+    memset(&res, 0, sizeof res);
+    assert_int_equal(loupe__write_run(m, dir, "run2", LOUPE_FORMAT_XPLANE, &res),
+                     LOUPE_EUNSUPPORTED);
+    snprintf(path, sizeof path, "%s/plugins/profile/run2", dir);
     assert_int_not_equal(access(path, F_OK), 0);
     loupe__xplane_limit = old;
     tu_rmtree(dir);
@@ -532,6 +541,38 @@ static void test_session_run_dir(void **state) {
     free(dir);
 }
 
+/* A file jax.profiler wrote (jax 0.10.2 on CPU: 3 StepTraceAnnotation("train", step_num=i)
+ * around TraceAnnotation("matmul") around a jitted matmul; tests/golden/jax_cpu.xplane.pb): the
+ * same zones as jax's own vm.trace.json.gz of that run (7 threads, 3330 slices, 80.767 ms). */
+static void test_jax_file(void **state) {
+    (void)state;
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(LOUPE_SOURCE_DIR "/tests/golden/jax_cpu.xplane.pb", &m), 0);
+    assert_int_equal(m->thread_count, 7);
+    size_t slices = 0, trains = 0;
+    int64_t steps = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        slices += m->threads[t].slice_count;
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            const loupe_slice *s = &m->threads[t].slices[i];
+            if (strcmp(s->name, "train") != 0) {
+                continue;
+            }
+            trains++;
+            for (uint32_t a = 0; a < s->arg_count; a++) {
+                if (strcmp(s->args[a].key, "step_num") == 0) {
+                    steps += s->args[a].v.i + 1;
+                }
+            }
+        }
+    }
+    assert_int_equal(slices, 3330);
+    assert_int_equal(trains, 3);
+    assert_int_equal(steps, 1 + 2 + 3);         /* step_num 0, 1, 2 */
+    assert_int_equal(m->duration_ns, 80766665); /* first event start to last event end */
+    loupe_model_free(m);
+}
+
 /* ---- LOUPE_XPLANE_DUMP=DIR: files for tests/xprof_validate.sh ----
  * For each case (the hand-built model, a recorded session with two threads): <case>.xplane.pb
  * and <case>.expect.json, what XProf and jax must show: {"tracks": [{"plane", "tid", "name",
@@ -629,7 +670,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_protoc_decode),
         cmocka_unit_test(test_size_limit),      cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_detect),          cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_session_run_dir),
+        cmocka_unit_test(test_session_run_dir), cmocka_unit_test(test_jax_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

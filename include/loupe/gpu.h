@@ -87,7 +87,8 @@ LOUPE_API int loupe_gpu_names_load(loupe_gpu_names *t, const char *path);
 /* ---- decoding ------------------------------------------------------------------------- */
 
 /** Size of a kernel's buffer in bytes: traces x entries_per_trace x 4. 0 when the block size is
- * not a multiple of the scope, a dimension is 0, or the size does not fit in size_t. */
+ * not a multiple of the scope, a dimension is 0, or the size does not fit in size_t.
+ * Thread-safety: any thread. */
 LOUPE_API size_t loupe_gpu_buffer_bytes(const loupe_gpu_spec *spec, const uint32_t grid[3],
                                         const uint32_t block[3]);
 
@@ -179,11 +180,13 @@ LOUPE_API int loupe_gpu_decode(const uint32_t *buffer, size_t n_words, const lou
                                const uint32_t grid[3], const uint32_t block[3],
                                const loupe_gpu_names *names, const loupe_gpu_decode_options *opts,
                                loupe_gpu_decoded **out);
+/** Frees a result and everything it owns (events, names, warnings). NULL is allowed. */
 LOUPE_API void loupe_gpu_decoded_free(loupe_gpu_decoded *d);
 
 /** Writes one decoded buffer as Chrome JSON in Mosaic's layout: pid = 1 + SM, tid = 1 + trace
  * index, B/E/i events, ts in µs relative to the earliest trace start, plus process/thread names
- * and loss figures in "metadata". Errors: LOUPE_EINVALID, LOUPE_EIO (path, errno). */
+ * and loss figures in "metadata". A path ending in ".gz" is gzipped. The file is replaced.
+ * Errors: LOUPE_EINVALID, LOUPE_EIO (path, errno). Thread-safety: any thread. */
 LOUPE_API int loupe_gpu_write_chrome_json(const loupe_gpu_decoded *d, const char *path);
 
 /* ---- joining a session ---------------------------------------------------------------- */

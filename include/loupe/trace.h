@@ -11,7 +11,9 @@
  * A stop collects every thread's events (threads that already exited included) into a trace
  * model, writes the run directory
  *     <log_dir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>[_N]/<host>.trace.json.gz
- *     (+ perfetto_trace.json.gz with create_perfetto_trace)
+ *                                                          <host>.xplane.pb
+ *     (the default set, as jax.profiler writes; options.formats selects others: <host>.pftrace,
+ *      perfetto_trace.json.gz, also added by create_perfetto_trace)
  * and keeps the model until the next start, so that a failed write can be retried elsewhere.
  *
  * fork(): a child forked while the parent traces is not tracing (its gate is closed and its copy of

@@ -146,6 +146,11 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
     char written[sizeof outputs / sizeof outputs[0]][LOUPE_PATH_MAX + 300];
     size_t nwritten = 0;
     int r = 0;
+    /* A format's own limit (XPlane's 2 GiB protobuf ceiling: LOUPE_EUNSUPPORTED) skips that file
+     * only: the other files are still written and kept, and the call returns the limit error.
+     * Any other failure (I/O, memory) undoes the whole run directory. */
+    int limit_err = 0;
+    char limit_detail[1024] = "";
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && r == 0; i++) {
         const output *o = &outputs[i];
         if (!(formats & o->format)) {
@@ -158,12 +163,21 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
             snprintf(path, sizeof written[0], "%s/%s", run, o->suffix);
         }
         r = write_file(m, path, o);
+        if (r == LOUPE_EUNSUPPORTED) {
+            limit_err = r;
+            snprintf(limit_detail, sizeof limit_detail, "%s", loupe_last_error());
+            r = 0;
+            continue;
+        }
         if (r == 0) {
             nwritten++;
             if (res != NULL) {
                 copy_path((char *)res + o->result_field, path);
             }
         }
+    }
+    if (r == 0 && limit_err != 0 && nwritten == 0) {
+        r = limit_err; /* nothing at all could be written */
     }
     if (r != 0) {
         /* Leave nothing half-done: remove what this call wrote. */
@@ -184,6 +198,9 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
     pthread_mutex_lock(&last_lock);
     copy_path(last_run, run);
     pthread_mutex_unlock(&last_lock);
+    if (limit_err != 0) {
+        return loupe__err(limit_err, "%s; the other files of %s were written", limit_detail, run);
+    }
     return 0;
 }
 

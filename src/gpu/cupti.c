@@ -180,6 +180,15 @@ static int load(void) {
     if (dl != NULL) {
         return 0;
     }
+    /* No driver, no GPU: say so (CUPTI itself only answers CUPTI_ERROR_UNKNOWN then). */
+    void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (drv == NULL) {
+        snprintf(note, sizeof note,
+                 "device tracer: no CUDA driver (libcuda.so.1 not found): no GPU activity is "
+                 "recorded; the session goes on host-only");
+        return -1;
+    }
+    dlclose(drv);
     static const char *const libs[] = {"libcupti.so", "libcupti.so.13",
                                        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
                                        "/usr/local/cuda/lib64/libcupti.so"};

@@ -161,6 +161,8 @@ typedef struct reader {
     map interned; /* (iid, seq<<40 | gen<<4 | kind) -> string */
     map tracks;   /* (uuid, 0) -> index into trk */
     map flows;    /* (flow id, 0) -> (thread, slice) when live */
+    map seqmap;   /* (sequence id, 1) -> index into seqs */
+    size_t last_seq;
     track *trk;
     size_t trk_count, trk_cap;
     uint64_t next_placeholder;
@@ -212,11 +214,14 @@ static const char *str(reader *r, const loupe__pbf *f) {
 }
 
 static seq *get_seq(reader *r, uint32_t id, size_t *idx, int *rc) {
-    for (size_t i = 0; i < r->seq_count; i++) {
-        if (r->seqs[i]->id == id) {
-            *idx = i;
-            return r->seqs[i];
-        }
+    if (r->seq_count > 0 && r->seqs[r->last_seq]->id == id) {
+        *idx = r->last_seq;
+        return r->seqs[r->last_seq];
+    }
+    mentry *e = map_find(&r->seqmap, id, 1);
+    if (e != NULL) {
+        *idx = r->last_seq = (size_t)e->v1;
+        return r->seqs[r->last_seq];
     }
     if (r->seq_count >= MAX_SEQS) {
         *rc = loupe__err(LOUPE_EFORMAT, "%s: more than %d packet sequences", r->name, MAX_SEQS);
@@ -234,7 +239,14 @@ static seq *get_seq(reader *r, uint32_t id, size_t *idx, int *rc) {
         return NULL;
     }
     s->id = id;
-    *idx = r->seq_count;
+    e = map_put(&r->seqmap, id, 1);
+    if (e == NULL) {
+        free(s);
+        *rc = oom(r);
+        return NULL;
+    }
+    e->v1 = r->seq_count;
+    *idx = r->last_seq = r->seq_count;
     r->seqs[r->seq_count++] = s;
     return s;
 }
@@ -1171,6 +1183,7 @@ static void reader_free(reader *r) {
     free(r->interned.e);
     free(r->tracks.e);
     free(r->flows.e);
+    free(r->seqmap.e);
     for (size_t i = 0; i < r->trk_count; i++) {
         free(r->trk[i].stack);
     }
