@@ -236,6 +236,28 @@ static void test_function_tracing_follows_level(void **state) {
     assert_int_equal(r.events_recorded, 30);
 }
 
+/* A run directory with only an XPlane file is found and read (loupe summary RUN_DIR). */
+static void test_xplane_only_run_dir(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = dir, .formats = LOUPE_FORMAT_XPLANE};
+    loupe_trace_result r;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("xp_zone");
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_string_equal(r.trace_json, "");
+    char found[LOUPE_PATH_MAX];
+    assert_int_equal(loupe_trace_find(r.run_dir, found, sizeof found), 0);
+    assert_string_equal(found, r.xplane);
+    assert_int_equal(loupe_trace_find(dir, found, sizeof found), 0); /* the log_dir too */
+    assert_string_equal(found, r.xplane);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(found, &m), 0);
+    assert_int_equal(count_named(m, "xp_zone"), 1);
+    loupe_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_plugin_unloaded_before_stop, setup, teardown),
@@ -245,6 +267,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_reserved_metadata_and_formats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_function_overflow_keep_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_function_tracing_follows_level, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_xplane_only_run_dir, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1767,15 +1767,16 @@ static int trace_in_dir(const char *dir, char *buf, size_t size) {
     }
     const char *pick = NULL;
     int found = 0;
-    for (int pass = 0; pass < 3 && !found; pass++) {
+    for (int pass = 0; pass < 4 && !found; pass++) {
         size_t hits = 0;
         char list[512] = "";
         for (size_t i = 0; i < n; i++) {
             const char *s = names[i];
-            /* pass 2: a run directory written with --format perfetto only */
+            /* passes 2 and 3: a run directory written with --format perfetto or xplane only */
             int ok = pass == 0   ? ends_with(s, ".trace.json.gz")
                      : pass == 1 ? ends_with(s, ".json") || ends_with(s, ".json.gz")
-                                 : ends_with(s, ".pftrace");
+                     : pass == 2 ? ends_with(s, ".pftrace")
+                                 : ends_with(s, ".xplane.pb");
             if (!ok) {
                 continue;
             }
