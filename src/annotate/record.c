@@ -139,7 +139,9 @@ static int extend(loupe__thread *t, uint64_t need) {
 /* Joins session s: sizes the buffer for it (mapped once and reused while the capacity stays the
  * same) and empties it. */
 static int join_session(loupe__thread *t, uint64_t s) {
-    uint64_t cap = loupe__params.cap;
+    /* Relaxed atomics: a thread joining just as one session ends and the next starts may read
+     * the next session's parameters, which is harmless (its events are discarded anyway). */
+    uint64_t cap = __atomic_load_n(&loupe__params.cap, __ATOMIC_RELAXED);
     if (t->cap != cap) {
         if (t->base != NULL) {
             __atomic_store_n(&t->hot.state, 0, __ATOMIC_RELEASE);
@@ -156,7 +158,7 @@ static int join_session(loupe__thread *t, uint64_t s) {
         t->cap = cap;
         t->populated = 0;
     }
-    t->ring = loupe__params.ring;
+    t->ring = __atomic_load_n(&loupe__params.ring, __ATOMIC_RELAXED);
     t->hot.depth = 0;
     t->hot.skip_exits = 0;
     t->hot.limit = t->base + t->populated;
@@ -267,7 +269,7 @@ static size_t str_len(const char *str, size_t len) {
     if (str == NULL) {
         return 0;
     }
-    size_t max = (size_t)(loupe__params.cap / 4) * 15;
+    size_t max = (size_t)(__atomic_load_n(&loupe__params.cap, __ATOMIC_RELAXED) / 4) * 15;
     if (len > LOUPE_MAX_DYN_NAME) {
         len = LOUPE_MAX_DYN_NAME;
     }

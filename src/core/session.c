@@ -69,8 +69,10 @@ static void fork_child(void) {
             t->tid = loupe__gettid(); /* the child's own id */
         }
     }
-    pthread_mutex_init(&loupe__registry_lock, NULL);
-    pthread_mutex_init(&session_lock, NULL);
+    /* The forking thread took both locks in fork_prepare: it is this thread, so it unlocks them
+     * (re-initialising a held mutex would be undefined, and confuses TSan). */
+    pthread_mutex_unlock(&loupe__registry_lock);
+    pthread_mutex_unlock(&session_lock);
 }
 
 /* At exit, a session nobody stopped is lost: say so (jax.profiler is silent). */
@@ -179,11 +181,13 @@ int loupe_start_trace(const loupe_trace_options *o) {
                           "runs); start again once it ends");
     }
     if (active) {
+        /* the detail is formatted under the lock: opt_log_dir belongs to the session */
+        int e = loupe__err(LOUPE_EALREADY_STARTED,
+                           "loupe_start_trace: the session is TRACING (started with log_dir %s); "
+                           "call loupe_stop_trace() first",
+                           opt_log_dir);
         pthread_mutex_unlock(&session_lock);
-        return loupe__err(LOUPE_EALREADY_STARTED,
-                          "loupe_start_trace: the session is TRACING (started with log_dir %s); "
-                          "call loupe_stop_trace() first",
-                          opt_log_dir);
+        return e;
     }
     int r = loupe__mkdirs(o->log_dir);
     if (r != 0) {
@@ -209,8 +213,9 @@ int loupe_start_trace(const loupe_trace_options *o) {
     opt_link_ms = o->perfetto_link_timeout_ms;
     opt_formats = o->formats;
     uint64_t cap = o->buffer_events ? o->buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS;
-    loupe__params.cap = cap;
-    loupe__params.ring = o->overflow == LOUPE_OVERFLOW_KEEP_LAST;
+    __atomic_store_n(&loupe__params.cap, cap, __ATOMIC_RELAXED);
+    __atomic_store_n(&loupe__params.ring, o->overflow == LOUPE_OVERFLOW_KEEP_LAST,
+                     __ATOMIC_RELAXED);
     open_session(level, o->function_tracing != 0);
     loupe__cupti_start(o->device_tracer_level); /* never fails the start: see its note */
     pthread_mutex_unlock(&session_lock);
@@ -358,22 +363,21 @@ int loupe__capture_start(int level) {
     }
     pthread_mutex_lock(&session_lock);
     if (active) {
-        int cap = capturing;
+        int e = capturing ? loupe__err(LOUPE_EALREADY_STARTED,
+                                       "another capture is running in this process; try again "
+                                       "when it ends")
+                          : loupe__err(LOUPE_EALREADY_STARTED,
+                                       "a local trace is running in this process "
+                                       "(loupe_start_trace() with log_dir %s); it was not "
+                                       "disturbed",
+                                       opt_log_dir); /* formatted under the lock */
         pthread_mutex_unlock(&session_lock);
-        if (cap) {
-            return loupe__err(LOUPE_EALREADY_STARTED,
-                              "another capture is running in this process; try again when it "
-                              "ends");
-        }
-        return loupe__err(LOUPE_EALREADY_STARTED,
-                          "a local trace is running in this process (loupe_start_trace() with "
-                          "log_dir %s); it was not disturbed",
-                          opt_log_dir);
+        return e;
     }
     /* The kept trace stays: it belongs to the last local session. Captures use the default
      * buffer capacity, keeping the first events. */
-    loupe__params.cap = LOUPE_DEFAULT_BUFFER_EVENTS;
-    loupe__params.ring = 0;
+    __atomic_store_n(&loupe__params.cap, (uint64_t)LOUPE_DEFAULT_BUFFER_EVENTS, __ATOMIC_RELAXED);
+    __atomic_store_n(&loupe__params.ring, 0, __ATOMIC_RELAXED);
     capturing = 1;
     open_session(level, 0);
     pthread_mutex_unlock(&session_lock);
