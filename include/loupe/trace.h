@@ -96,6 +96,14 @@ typedef struct loupe_trace_options {
      * a GPU, or with another CUPTI subscriber (Nsight), the session goes on host-only and
      * loupe_gpu_device_tracer_note() (loupe/gpu.h) says why. */
     int device_tracer_level;
+    /** Buffer population. 0 (default): a thread's whole buffer is mapped and prefaulted at its
+     * first event in the session (outside any zone: the event's timestamp is taken after), so
+     * recording never takes a page fault (the ~6 ns per event a first touch costs on a VM).
+     * When the thread exits, the unused rest is given back to the system. Non-zero: pages are
+     * touched 1 MiB at a time as the buffer fills, for programs that start many short threads
+     * (each costs 1 MiB instead of buffer_events x 16 bytes, and no prefault time), at the price
+     * of those page faults on the record path. */
+    int lazy_buffers;
 } loupe_trace_options;
 
 /** Events recorded and lost on one thread. */

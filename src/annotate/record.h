@@ -22,11 +22,13 @@
 typedef struct loupe__thread {
     loupe__tbuf hot; /* cur, limit, state, depth: the fast path's cache line */
     char pad_hot[64 - sizeof(loupe__tbuf)];
-    loupe__ev *base;
-    uint64_t cap;     /* slots */
-    uint64_t dropped; /* events dropped this session (atomic) */
-    uint64_t wraps;   /* keep-last: times the ring wrapped this session (atomic) */
-    int ring;         /* keep-last policy for this session */
+    loupe__ev *base; /* the mapping's start (map) */
+    void *map;
+    size_t map_len;
+    uint64_t cap;        /* slots */
+    uint64_t dropped;    /* events dropped this session (atomic) */
+    uint64_t wraps;      /* keep-last: times the ring wrapped this session (atomic) */
+    int ring;            /* keep-last policy for this session */
     uint64_t populated;  /* slots whose pages were touched (they stay so across sessions) */
     uint64_t exit_ticks; /* atomic: clock ticks when the thread exited, 0 while it runs */
     uint64_t tid;
@@ -44,6 +46,7 @@ _Static_assert(sizeof(loupe__thread) % 64 == 0, "per-thread state is padded to c
 typedef struct loupe__session_params {
     uint64_t cap; /* slots per thread */
     int ring;     /* keep-last */
+    int lazy;     /* populate buffers as they fill instead of at the first event */
 } loupe__session_params;
 
 extern loupe__session_params loupe__params; /* written under the session lock, before the gate */

@@ -216,6 +216,7 @@ int loupe_start_trace(const loupe_trace_options *o) {
     __atomic_store_n(&loupe__params.cap, cap, __ATOMIC_RELAXED);
     __atomic_store_n(&loupe__params.ring, o->overflow == LOUPE_OVERFLOW_KEEP_LAST,
                      __ATOMIC_RELAXED);
+    __atomic_store_n(&loupe__params.lazy, o->lazy_buffers != 0, __ATOMIC_RELAXED);
     open_session(level, o->function_tracing != 0);
     loupe__cupti_start(o->device_tracer_level); /* never fails the start: see its note */
     pthread_mutex_unlock(&session_lock);
@@ -378,6 +379,7 @@ int loupe__capture_start(int level) {
      * buffer capacity, keeping the first events. */
     __atomic_store_n(&loupe__params.cap, (uint64_t)LOUPE_DEFAULT_BUFFER_EVENTS, __ATOMIC_RELAXED);
     __atomic_store_n(&loupe__params.ring, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&loupe__params.lazy, 0, __ATOMIC_RELAXED);
     capturing = 1;
     open_session(level, 0);
     pthread_mutex_unlock(&session_lock);
