@@ -101,11 +101,12 @@ static void *one_zone(void *arg) {
     return NULL;
 }
 
-/* 64 threads, one zone each, default capacity (16 MiB each): memory grows by the pages used
- * (one 1 MiB chunk per thread), not 64 x 16 MiB. Tolerance: under 3 MiB per thread. */
-static void test_many_short_threads_memory(void **state) {
-    (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+/* 64 threads, one zone each, default capacity (16 MiB each): memory grows by the pages used,
+ * not 64 x 16 MiB. By default each buffer is prefaulted at the first event and its unused rest
+ * given back when the thread exits; with lazy_buffers only one 1 MiB chunk is ever touched.
+ * Tolerance: under 3 MiB per thread. */
+static void many_short_threads(int lazy) {
+    loupe_trace_options o = {.log_dir = dir, .lazy_buffers = lazy};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     long before = rss_kib();
@@ -119,8 +120,18 @@ static void test_many_short_threads_memory(void **state) {
     assert_int_equal(r.thread_count, 64);
     assert_int_equal(r.events_recorded, 128);
     if (grown > 64 * 3 * 1024) {
-        fail_msg("RSS grew by %ld KiB for 64 threads", grown);
+        fail_msg("RSS grew by %ld KiB for 64 threads (lazy %d)", grown, lazy);
     }
+}
+
+static void test_many_short_threads_memory(void **state) {
+    (void)state;
+    many_short_threads(0);
+}
+
+static void test_many_short_threads_memory_lazy(void **state) {
+    (void)state;
+    many_short_threads(1);
 }
 
 static void *exits_in_zone(void *arg) {
@@ -236,15 +247,35 @@ static void test_function_tracing_follows_level(void **state) {
     assert_int_equal(r.events_recorded, 30);
 }
 
+/* Lazy buffers across 1 MiB chunk boundaries, both policies: 150000 zones (300000 events) into
+ * 200000 slots (3+ chunks). Keep-first keeps the first 100000 zones; keep-last the last 100000. */
+static void test_lazy_buffers_overflow(void **state) {
+    (void)state;
+    for (int ring = 0; ring < 2; ring++) {
+        loupe_trace_options o = {.log_dir = dir,
+                                 .buffer_events = 200000,
+                                 .lazy_buffers = 1,
+                                 .overflow =
+                                     ring ? LOUPE_OVERFLOW_KEEP_LAST : LOUPE_OVERFLOW_KEEP_FIRST};
+        loupe_trace_result r;
+        assert_int_equal(loupe_start_trace(&o), 0);
+        for (int i = 0; i < 150000; i++) {
+            LOUPE_ZONE("lz");
+        }
+        assert_int_equal(loupe_stop_trace(&r), 0);
+        assert_int_equal(r.events_recorded, 200000);
+        assert_int_equal(r.events_dropped, 100000);
+        assert_int_equal(r.threads[0].capacity_needed, 300000);
+    }
+}
+
 /* A run directory with only an XPlane file is found and read (loupe summary RUN_DIR). */
 static void test_xplane_only_run_dir(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = dir, .formats = LOUPE_FORMAT_XPLANE};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
-    {
-        LOUPE_ZONE("xp_zone");
-    }
+    { LOUPE_ZONE("xp_zone"); }
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_string_equal(r.trace_json, "");
     char found[LOUPE_PATH_MAX];
@@ -262,12 +293,14 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_plugin_unloaded_before_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_short_threads_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_short_threads_memory_lazy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_exit_inside_zone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pthread_setname_names_the_track, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserved_metadata_and_formats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_function_overflow_keep_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_function_tracing_follows_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_xplane_only_run_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lazy_buffers_overflow, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
