@@ -14,4 +14,15 @@ int loupe_cmd_view(int argc, char **argv);
 /* True when stderr is a terminal (progress is shown only then). */
 int loupe_cli_tty(void);
 
+/* Helpers shared by the verbs (cli/util.c). */
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+/* A duration with an adaptive unit: "812 ns", "1.234 µs", "5.000 ms", "2.500 s". */
+void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns);
+/* A JSON string; jansson wants valid UTF-8 (what the readers give): other bytes become '?'. */
+json_t *loupe_cli_jstr(const char *s);
+/* A uint64 as a JSON integer, saturated at INT64_MAX. */
+json_int_t loupe_cli_jint(uint64_t v);
+
 #endif

@@ -158,18 +158,6 @@ static double change(uint64_t base, uint64_t now) {
     return ((double)now - (double)base) * 100.0 / (double)base;
 }
 
-static void fmt_dur(char *buf, size_t size, uint64_t ns) {
-    if (ns < 1000) {
-        snprintf(buf, size, "%llu ns", (unsigned long long)ns);
-    } else if (ns < 1000000) {
-        snprintf(buf, size, "%.3f \xc2\xb5s", (double)ns / 1e3);
-    } else if (ns < 1000000000) {
-        snprintf(buf, size, "%.3f ms", (double)ns / 1e6);
-    } else {
-        snprintf(buf, size, "%.3f s", (double)ns / 1e9);
-    }
-}
-
 static void fmt_pct(char *buf, size_t size, double p) {
     if (isnan(p)) {
         snprintf(buf, size, "n/a");
@@ -199,13 +187,13 @@ static void print_text(const char *fa, const char *fb, const drow *rows, size_t 
         char cnt[48], ta[32], tb[32], pt[16], pa[32], pb[32], pp[16], p9[32], p9p[16], mp[16];
         snprintf(cnt, sizeof cnt, "%llu -> %llu", (unsigned long long)a->count,
                  (unsigned long long)b->count);
-        fmt_dur(ta, sizeof ta, a->total);
-        fmt_dur(tb, sizeof tb, b->total);
+        loupe_cli_fmt_dur(ta, sizeof ta, a->total);
+        loupe_cli_fmt_dur(tb, sizeof tb, b->total);
         fmt_pct(pt, sizeof pt, r->a && r->b ? change(a->total, b->total) : NAN);
-        fmt_dur(pa, sizeof pa, a->p50);
-        fmt_dur(pb, sizeof pb, b->p50);
+        loupe_cli_fmt_dur(pa, sizeof pa, a->p50);
+        loupe_cli_fmt_dur(pb, sizeof pb, b->p50);
         fmt_pct(pp, sizeof pp, r->a && r->b ? change(a->p50, b->p50) : NAN);
-        fmt_dur(p9, sizeof p9, b->p99);
+        loupe_cli_fmt_dur(p9, sizeof p9, b->p99);
         fmt_pct(p9p, sizeof p9p, r->a && r->b ? change(a->p99, b->p99) : NAN);
         fmt_pct(mp, sizeof mp, r->a && r->b ? change(a->mean, b->mean) : NAN);
         printf("%-10s  %15s  %12s  %12s  %8s  %12s  %12s  %8s  %12s  %8s  %8s  ",
@@ -227,33 +215,13 @@ static void print_text(const char *fa, const char *fb, const drow *rows, size_t 
     }
 }
 
-static json_t *jstr(const char *s) {
-    json_t *j = json_string(s);
-    if (j != NULL) {
-        return j;
-    }
-    char *c = strdup(s);
-    if (c == NULL) {
-        return NULL;
-    }
-    for (char *p = c; *p; p++) {
-        *p = (unsigned char)*p >= 0x80 ? '?' : *p;
-    }
-    j = json_string(c);
-    free(c);
-    return j;
-}
-
-static json_int_t jint(uint64_t v) {
-    return v > INT64_MAX ? INT64_MAX : (json_int_t)v;
-}
-
 static json_t *jstat(const zstat *z) {
     if (z == NULL) {
         return json_null();
     }
-    return json_pack("{sIsIsIsIsI}", "count", jint(z->count), "total_ns", jint(z->total), "mean_ns",
-                     jint(z->mean), "p50_ns", jint(z->p50), "p99_ns", jint(z->p99));
+    return json_pack("{sIsIsIsIsI}", "count", loupe_cli_jint(z->count), "total_ns",
+                     loupe_cli_jint(z->total), "mean_ns", loupe_cli_jint(z->mean), "p50_ns",
+                     loupe_cli_jint(z->p50), "p99_ns", loupe_cli_jint(z->p99));
 }
 
 static json_t *jpct(const zstat *a, const zstat *b, int which) {
@@ -270,11 +238,11 @@ static int print_json(const char *fa, const char *fb, const drow *rows, size_t n
                       uint64_t min_count, size_t regressions) {
     json_t *root = json_object(), *zones = json_array(), *skipped = json_array();
     int bad = root == NULL || zones == NULL || skipped == NULL;
-    bad |= json_object_set_new(root, "base", jstr(fa));
-    bad |= json_object_set_new(root, "new", jstr(fb));
+    bad |= json_object_set_new(root, "base", loupe_cli_jstr(fa));
+    bad |= json_object_set_new(root, "new", loupe_cli_jstr(fb));
     bad |= json_object_set_new(root, "threshold_pct", json_real(threshold));
-    bad |= json_object_set_new(root, "min_count", json_integer(jint(min_count)));
-    bad |= json_object_set_new(root, "regressions", json_integer(jint(regressions)));
+    bad |= json_object_set_new(root, "min_count", json_integer(loupe_cli_jint(min_count)));
+    bad |= json_object_set_new(root, "regressions", json_integer(loupe_cli_jint(regressions)));
     for (size_t i = 0; i < n && !bad; i++) {
         const drow *r = &rows[i];
         json_t *z = json_object();
@@ -282,7 +250,7 @@ static int print_json(const char *fa, const char *fb, const drow *rows, size_t n
         if (bad) {
             break;
         }
-        bad |= json_object_set_new(z, "name", jstr(r->name));
+        bad |= json_object_set_new(z, "name", loupe_cli_jstr(r->name));
         bad |= json_object_set_new(z, "status", json_string(g_status[r->status]));
         bad |= json_object_set_new(z, "base", jstat(r->a));
         bad |= json_object_set_new(z, "new", jstat(r->b));
@@ -291,7 +259,7 @@ static int print_json(const char *fa, const char *fb, const drow *rows, size_t n
                       "p50", jpct(r->a, r->b, 2), "p99", jpct(r->a, r->b, 3));
         bad |= json_object_set_new(z, "change_pct", c != NULL ? c : json_null());
         if (r->status == ST_SKIPPED) {
-            bad |= json_array_append_new(skipped, jstr(r->name));
+            bad |= json_array_append_new(skipped, loupe_cli_jstr(r->name));
         }
     }
     bad |= json_object_set(root, "skipped", skipped);

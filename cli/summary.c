@@ -201,19 +201,6 @@ fail:
 
 /* ---- text output ---- */
 
-/* A duration with an adaptive unit: "850 ns", "12.345 µs", "3.000 ms", "1.250 s". */
-static void fmt_dur(char *buf, size_t size, uint64_t ns) {
-    if (ns < 1000) {
-        snprintf(buf, size, "%llu ns", (unsigned long long)ns);
-    } else if (ns < 1000000) {
-        snprintf(buf, size, "%.3f \xc2\xb5s", (double)ns / 1e3);
-    } else if (ns < 1000000000) {
-        snprintf(buf, size, "%.3f ms", (double)ns / 1e6);
-    } else {
-        snprintf(buf, size, "%.3f s", (double)ns / 1e9);
-    }
-}
-
 /* Display columns of UTF-8 text (one per code point). */
 static size_t cols(const char *s) {
     size_t n = 0;
@@ -268,22 +255,22 @@ static void cell(char *buf, const loupe_model *m, const row *w, size_t c) {
         snprintf(buf, CELL, "%llu", (unsigned long long)w->count);
         break;
     case 3:
-        fmt_dur(buf, CELL, w->total);
+        loupe_cli_fmt_dur(buf, CELL, w->total);
         break;
     case 4:
-        fmt_dur(buf, CELL, w->self);
+        loupe_cli_fmt_dur(buf, CELL, w->self);
         break;
     case 5:
-        fmt_dur(buf, CELL, w->mean);
+        loupe_cli_fmt_dur(buf, CELL, w->mean);
         break;
     case 6:
-        fmt_dur(buf, CELL, w->p50);
+        loupe_cli_fmt_dur(buf, CELL, w->p50);
         break;
     case 7:
-        fmt_dur(buf, CELL, w->p99);
+        loupe_cli_fmt_dur(buf, CELL, w->p99);
         break;
     case 8:
-        fmt_dur(buf, CELL, w->max);
+        loupe_cli_fmt_dur(buf, CELL, w->max);
         break;
     default:
         snprintf(buf, CELL, "%.2f", w->percent);
@@ -349,7 +336,7 @@ static size_t slice_total(const loupe_model *m) {
 static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
                        size_t shown, int by_thread) {
     char dur[64];
-    fmt_dur(dur, sizeof dur, m->duration_ns);
+    loupe_cli_fmt_dur(dur, sizeof dur, m->duration_ns);
     printf("%s: %zu thread%s, %zu slice%s, %s traced\n", file, m->thread_count,
            m->thread_count == 1 ? "" : "s", slice_total(m), slice_total(m) == 1 ? "" : "s", dur);
     uint64_t dropped = loupe_model_events_dropped(m), cap = max_capacity(m);
@@ -382,37 +369,15 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
 
 /* ---- JSON output ---- */
 
-/* A JSON string; jansson wants valid UTF-8 (what the reader gives): other bytes become '?'. */
-static json_t *jstr(const char *s) {
-    json_t *j = json_string(s);
-    if (j != NULL) {
-        return j;
-    }
-    char *c = strdup(s);
-    if (c == NULL) {
-        return NULL;
-    }
-    for (char *p = c; *p; p++) {
-        *p = (unsigned char)*p >= 0x80 ? '?' : *p;
-    }
-    j = json_string(c);
-    free(c);
-    return j;
-}
-
-static json_int_t jint(uint64_t v) {
-    return v > INT64_MAX ? INT64_MAX : (json_int_t)v;
-}
-
 static int print_json(const char *file, const loupe_model *m, const row *rows, size_t shown,
                       int by_thread) {
     json_t *root = json_object();
     json_t *zones = json_array();
     int bad = root == NULL || zones == NULL;
-    bad |= json_object_set_new(root, "file", jstr(file));
-    bad |= json_object_set_new(root, "duration_ns", json_integer(jint(m->duration_ns)));
-    bad |= json_object_set_new(root, "threads", json_integer(jint(m->thread_count)));
-    bad |= json_object_set_new(root, "slices", json_integer(jint(slice_total(m))));
+    bad |= json_object_set_new(root, "file", loupe_cli_jstr(file));
+    bad |= json_object_set_new(root, "duration_ns", json_integer(loupe_cli_jint(m->duration_ns)));
+    bad |= json_object_set_new(root, "threads", json_integer(loupe_cli_jint(m->thread_count)));
+    bad |= json_object_set_new(root, "slices", json_integer(loupe_cli_jint(slice_total(m))));
     for (size_t i = 0; i < shown && !bad; i++) {
         const row *w = &rows[i];
         json_t *z = json_object();
@@ -420,27 +385,30 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
         if (bad) {
             break;
         }
-        bad |= json_object_set_new(z, "name", jstr(w->name));
+        bad |= json_object_set_new(z, "name", loupe_cli_jstr(w->name));
         if (by_thread) {
             const loupe_model_thread *th = &m->threads[w->thread];
-            bad |= json_object_set_new(z, "thread", json_integer(jint(th->tid)));
-            bad |= json_object_set_new(z, "thread_name", jstr(th->name));
+            bad |= json_object_set_new(z, "thread", json_integer(loupe_cli_jint(th->tid)));
+            bad |= json_object_set_new(z, "thread_name", loupe_cli_jstr(th->name));
         }
-        bad |= json_object_set_new(z, "count", json_integer(jint(w->count)));
-        bad |= json_object_set_new(z, "total_ns", json_integer(jint(w->total)));
-        bad |= json_object_set_new(z, "self_ns", json_integer(jint(w->self)));
-        bad |= json_object_set_new(z, "mean_ns", json_integer(jint(w->mean)));
-        bad |= json_object_set_new(z, "p50_ns", json_integer(jint(w->p50)));
-        bad |= json_object_set_new(z, "p99_ns", json_integer(jint(w->p99)));
-        bad |= json_object_set_new(z, "max_ns", json_integer(jint(w->max)));
+        bad |= json_object_set_new(z, "count", json_integer(loupe_cli_jint(w->count)));
+        bad |= json_object_set_new(z, "total_ns", json_integer(loupe_cli_jint(w->total)));
+        bad |= json_object_set_new(z, "self_ns", json_integer(loupe_cli_jint(w->self)));
+        bad |= json_object_set_new(z, "mean_ns", json_integer(loupe_cli_jint(w->mean)));
+        bad |= json_object_set_new(z, "p50_ns", json_integer(loupe_cli_jint(w->p50)));
+        bad |= json_object_set_new(z, "p99_ns", json_integer(loupe_cli_jint(w->p99)));
+        bad |= json_object_set_new(z, "max_ns", json_integer(loupe_cli_jint(w->max)));
         bad |= json_object_set_new(z, "percent", json_real(w->percent));
     }
     bad |= json_object_set(root, "zones", zones);
     bad |= json_object_set_new(root, "events_dropped",
-                               json_integer(jint(loupe_model_events_dropped(m))));
-    bad |= json_object_set_new(root, "capacity_needed", json_integer(jint(max_capacity(m))));
-    bad |= json_object_set_new(root, "unmatched_ends", json_integer(jint(m->unmatched_ends)));
-    bad |= json_object_set_new(root, "truncated_zones", json_integer(jint(m->truncated_zones)));
+                               json_integer(loupe_cli_jint(loupe_model_events_dropped(m))));
+    bad |=
+        json_object_set_new(root, "capacity_needed", json_integer(loupe_cli_jint(max_capacity(m))));
+    bad |= json_object_set_new(root, "unmatched_ends",
+                               json_integer(loupe_cli_jint(m->unmatched_ends)));
+    bad |= json_object_set_new(root, "truncated_zones",
+                               json_integer(loupe_cli_jint(m->truncated_zones)));
     if (!bad) {
         bad = json_dumpf(root, stdout, JSON_INDENT(2)) != 0;
         putchar('\n');

@@ -51,30 +51,7 @@ static const output outputs[] = {
 };
 
 static int write_file(const loupe_model *m, const char *path, const output *o) {
-    char tmp[LOUPE_PATH_MAX + 320];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    loupe__sink s;
-    int r = loupe__sink_open_file(&s, tmp, o->gz);
-    if (r != 0) {
-        return loupe__err(LOUPE_EIO, "cannot create %s: %s (errno %d)", tmp, strerror(-r), -r);
-    }
-    r = o->write(m, &s);
-    int c = loupe__sink_close(&s);
-    if (r == 0) {
-        r = c;
-    }
-    if (r == 0 && rename(tmp, path) != 0) {
-        r = -errno;
-    }
-    if (r != 0) {
-        unlink(tmp);
-        if (r > 0) {
-            return -r; /* a LOUPE_E* code, its detail set by the writer (writers.h) */
-        }
-        return loupe__err(r == -12 ? LOUPE_ENOMEM : LOUPE_EIO, "cannot write %s: %s (errno %d)",
-                          path, strerror(-r), -r);
-    }
-    return 0;
+    return loupe__write_file(m, path, o->gz, o->write);
 }
 
 /* The last run directory written (for `loupe record`, whose program may stop its own session). */

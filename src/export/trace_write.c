@@ -53,6 +53,10 @@ loupe_file_format loupe_file_format_parse(const char *name) {
     return LOUPE_FILE_UNKNOWN;
 }
 
+static int chrome_json(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_chrome_json(m, s, 0);
+}
+
 int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format format) {
     if (m == NULL || path == NULL) {
         return loupe__err(LOUPE_EINVALID, "loupe_trace_write: %s is NULL",
@@ -77,10 +81,15 @@ int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format 
     default:
         return loupe__err(LOUPE_EINVALID, "loupe_trace_write: unknown format %d", (int)format);
     }
+    return loupe__write_file(m, path, gz, write != NULL ? write : chrome_json);
+}
+
+int loupe__write_file(const loupe_model *m, const char *path, int gz,
+                      int (*write)(const loupe_model *, loupe__sink *)) {
     size_t n = strlen(path);
     char *tmp = malloc(n + 5);
     if (tmp == NULL) {
-        return loupe__err(LOUPE_ENOMEM, "loupe_trace_write: out of memory");
+        return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", path);
     }
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".tmp", 5);
@@ -91,7 +100,7 @@ int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format 
         free(tmp);
         return r;
     }
-    r = write != NULL ? write(m, &s) : loupe__write_chrome_json(m, &s, 0);
+    r = write(m, &s);
     int c = loupe__sink_close(&s);
     if (r == 0) {
         r = c;

@@ -30,6 +30,12 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s);
  * positive -LOUPE_E* code (e.g. -LOUPE_EUNSUPPORTED for a format limit) after setting the detail
  * with loupe__err(). */
 
+/* Writes one file atomically: streams m through write into <path>.tmp (gzipped when gz), then
+ * renames it to path; on any failure removes the .tmp. Returns 0 or a LOUPE_E* code with the
+ * detail set (the path and errno, or the writer's own detail). */
+int loupe__write_file(const loupe_model *m, const char *path, int gz,
+                      int (*write)(const loupe_model *m, loupe__sink *s));
+
 /* The formats a session writes: options.formats (0 = the default set) plus
  * LOUPE_FORMAT_PERFETTO_JSON when create_perfetto_trace is set. */
 #define LOUPE__FORMATS_DEFAULT (LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE)

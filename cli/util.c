@@ -1,0 +1,39 @@
+/* util.c: small helpers the verbs share (cli.h). */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns) {
+    if (ns < 1000) {
+        snprintf(buf, size, "%llu ns", (unsigned long long)ns);
+    } else if (ns < 1000000) {
+        snprintf(buf, size, "%.3f \xc2\xb5s", (double)ns / 1e3);
+    } else if (ns < 1000000000) {
+        snprintf(buf, size, "%.3f ms", (double)ns / 1e6);
+    } else {
+        snprintf(buf, size, "%.3f s", (double)ns / 1e9);
+    }
+}
+
+json_t *loupe_cli_jstr(const char *s) {
+    json_t *j = json_string(s);
+    if (j != NULL) {
+        return j;
+    }
+    char *c = strdup(s);
+    if (c == NULL) {
+        return NULL;
+    }
+    for (char *p = c; *p; p++) {
+        *p = (unsigned char)*p >= 0x80 ? '?' : *p;
+    }
+    j = json_string(c);
+    free(c);
+    return j;
+}
+
+json_int_t loupe_cli_jint(uint64_t v) {
+    return v > INT64_MAX ? INT64_MAX : (json_int_t)v;
+}
