@@ -52,8 +52,8 @@ static int find_in(const char *dir, const char *name, int exact, char *out, size
         int match =
             exact ? strcmp(e->d_name, name) == 0 : l > s && strcmp(e->d_name + l - s, name) == 0;
         if (match) {
-            snprintf(out, size, "%s/%s", dir, e->d_name);
-            found = 0;
+            int n = snprintf(out, size, "%s/%s", dir, e->d_name);
+            found = n > 0 && (size_t)n < size ? 0 : -1;
             break;
         }
     }

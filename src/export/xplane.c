@@ -184,6 +184,8 @@ typedef struct table {
     size_t cap;
     void *items; /* emeta or smeta, by id - 1 */
     size_t count, items_cap, item_size;
+    emeta last; /* eid(): the last key looked up, and its id (0: none) */
+    size_t last_id;
 } table;
 
 static uint64_t hash_ptr(const void *a, const void *b, unsigned k) {
@@ -299,8 +301,15 @@ static size_t sid(writer *w, const char *name, int is_bool) {
 }
 
 static size_t eid(writer *w, const char *name, const char *category, unsigned kind) {
+    table *t = &w->em;
+    if (t->last_id != 0 && t->last.name == name && t->last.category == category &&
+        t->last.kind == kind) {
+        return t->last_id; /* runs of the same name: no hash lookup */
+    }
     emeta k = {name, category, kind};
-    size_t id = table_id(&w->em, &k);
+    size_t id = table_id(t, &k);
+    t->last = k;
+    t->last_id = id;
     w->oom |= id == 0;
     return id;
 }
@@ -392,6 +401,10 @@ static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
 static void put_event(writer *w, pb *p, const ev *e, uint64_t line_ns) {
     pb c = {NULL, 0};
     event_body(w, &c, e, line_ns);
+    if (p->s == NULL) { /* counting: the body once is enough */
+        p->n += 1 + vsize(c.n) + c.n;
+        return;
+    }
     put_len(p, 4, c.n);
     event_body(w, p, e, line_ns);
 }

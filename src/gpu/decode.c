@@ -172,7 +172,7 @@ size_t loupe_gpu_buffer_bytes(const loupe_gpu_spec *spec, const uint32_t grid[3]
         return 0;
     }
     uint32_t scope;
-    uint64_t tpb, traces, words;
+    uint64_t tpb = 0, traces = 0, words = 0;
     if (shape(spec, grid, block, &scope, &tpb, &traces, &words) != 0) {
         return 0;
     }
@@ -251,7 +251,7 @@ int loupe_gpu_decode(const uint32_t *buf, size_t n_words, const loupe_gpu_spec *
     uint32_t warn_cycles = o.backward_warn_cycles ? o.backward_warn_cycles : 10;
     double fallback = (o.fallback_ghz > 0 && isfinite(o.fallback_ghz)) ? o.fallback_ghz : 1.0;
     uint32_t scope;
-    uint64_t tpb, ntr, words;
+    uint64_t tpb = 0, ntr = 0, words = 0;
     int r = shape(spec, grid, block, &scope, &tpb, &ntr, &words);
     if (r != 0) {
         return r;

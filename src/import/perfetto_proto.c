@@ -304,7 +304,7 @@ static size_t track_thread(reader *r, track *t, int *rc) {
 
 static int do_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s) {
     loupe__pbr p = sub(r, idf);
-    loupe__pbf f;
+    loupe__pbf f = {0};
     int rc = 0, k;
     while ((k = next(r, &p, &f, "InternedData", &rc)) > 0) {
         /* field 1 event_categories, 2 event_names, 3 debug_annotation_names: {iid 1, name 2};
@@ -316,7 +316,7 @@ static int do_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s
             return rc;
         }
         loupe__pbr q = sub(r, &f);
-        loupe__pbf g;
+        loupe__pbf g = {0};
         uint64_t iid = 0;
         const char *name = NULL;
         while ((k = next(r, &q, &g, "interned entry", &rc)) > 0) {
@@ -358,7 +358,7 @@ static const char *lookup(reader *r, size_t si, const seq *s, unsigned kind, uin
 
 static int do_clock_snapshot(reader *r, const loupe__pbf *cf, seq *s) {
     loupe__pbr p = sub(r, cf);
-    loupe__pbf f;
+    loupe__pbf f = {0};
     int rc = 0, k;
     while ((k = next(r, &p, &f, "ClockSnapshot", &rc)) > 0) {
         if (f.field != 1) {
@@ -368,7 +368,7 @@ static int do_clock_snapshot(reader *r, const loupe__pbf *cf, seq *s) {
             return rc;
         }
         loupe__pbr q = sub(r, &f);
-        loupe__pbf g;
+        loupe__pbf g = {0};
         uint64_t id = 0, ts = 0, incr = 0;
         while ((k = next(r, &q, &g, "ClockSnapshot.Clock", &rc)) > 0) {
             if (g.field >= 1 && g.field <= 3) {
@@ -413,7 +413,7 @@ static uint64_t to_trace_time(seq *s, uint64_t clock, uint64_t ts) {
 
 static int do_defaults(reader *r, const loupe__pbf *df, seq *s) {
     loupe__pbr p = sub(r, df);
-    loupe__pbf f;
+    loupe__pbf f = {0};
     int rc = 0, k;
     s->has_clock_default = 0;
     s->has_track_default = 0;
@@ -429,7 +429,7 @@ static int do_defaults(reader *r, const loupe__pbf *df, seq *s) {
                 return rc;
             }
             loupe__pbr q = sub(r, &f);
-            loupe__pbf g;
+            loupe__pbf g = {0};
             while ((k = next(r, &q, &g, "TrackEventDefaults", &rc)) > 0) {
                 if (g.field == 11) {
                     if ((rc = want(r, &g, PB_VARINT, "TrackEventDefaults")) != 0) {
@@ -449,7 +449,7 @@ static int do_defaults(reader *r, const loupe__pbf *df, seq *s) {
 
 static int do_descriptor(reader *r, const loupe__pbf *df) {
     loupe__pbr p = sub(r, df);
-    loupe__pbf f, proc, thr;
+    loupe__pbf f = {0}, proc = {0}, thr = {0};
     int rc = 0, k, has_uuid = 0, has_proc = 0, has_thr = 0, has_counter = 0;
     uint64_t uuid = 0;
     const char *name = NULL;
@@ -500,7 +500,7 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
     }
     if (has_proc) {
         loupe__pbr q = sub(r, &proc);
-        loupe__pbf g;
+        loupe__pbf g = {0};
         t->kind = TK_PROCESS;
         while ((k = next(r, &q, &g, "ProcessDescriptor", &rc)) > 0) {
             if (g.field == 1 && (rc = want(r, &g, PB_VARINT, "ProcessDescriptor")) == 0) {
@@ -520,7 +520,7 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
     }
     if (has_thr) {
         loupe__pbr q = sub(r, &thr);
-        loupe__pbf g;
+        loupe__pbf g = {0};
         const char *tname = NULL;
         uint64_t tid = 0;
         while ((k = next(r, &q, &g, "ThreadDescriptor", &rc)) > 0) {
@@ -569,7 +569,7 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
 static int annotation(reader *r, const loupe__pbf *af, size_t si, const seq *s, loupe_arg *a,
                       loupe__pbf *dict, int *rc) {
     loupe__pbr p = sub(r, af);
-    loupe__pbf f;
+    loupe__pbf f = {0};
     int k, have = 0;
     a->key = "";
     dict->len = 0;
@@ -670,12 +670,12 @@ static int do_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si, c
     r->loupe_meta = 1;
     for (size_t e = 0; e < nev; e++) {
         loupe_arg top;
-        loupe__pbf dict;
+        loupe__pbf dict = {0};
         if (annotation(r, &events[e], si, s, &top, &dict, &rc) < 0) {
             return rc;
         }
         loupe__pbr p = sub(r, &events[e]);
-        loupe__pbf f;
+        loupe__pbf f = {0};
         int k;
         while ((k = next(r, &p, &f, "DebugAnnotation", &rc)) > 0) {
             if (f.field != 11) {
@@ -721,7 +721,7 @@ static int do_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si, c
                 }
                 t->has_meta = 1;
                 loupe__pbr q = sub(r, &f);
-                loupe__pbf g;
+                loupe__pbf g = {0};
                 while ((k = next(r, &q, &g, "DebugAnnotation", &rc)) > 0) {
                     loupe_arg v;
                     loupe__pbf d3;
@@ -778,7 +778,7 @@ static int flow_end(reader *r, uint64_t id, size_t th, size_t slice, int termina
 
 static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t si, seq *s) {
     loupe__pbr p = sub(r, ef);
-    loupe__pbf f;
+    loupe__pbf f = {0};
     int rc = 0, k;
     uint64_t type = 0, uuid = 0, cval = 0;
     int has_uuid = 0, has_cval = 0, cdouble = 0;
@@ -902,7 +902,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
     /* Scalar annotations become args (all of them: re-walk when more than ann[] holds). */
     {
         loupe__pbr q = sub(r, ef);
-        loupe__pbf g;
+        loupe__pbf g = {0};
         size_t seen = 0;
         while (seen < nann && (k = next(r, &q, &g, "TrackEvent", &rc)) > 0) {
             if (g.field != 4) {
@@ -910,7 +910,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
             }
             seen++;
             loupe_arg a;
-            loupe__pbf dict;
+            loupe__pbf dict = {0};
             int have = annotation(r, &g, si, s, &a, &dict, &rc);
             if (have < 0) {
                 goto out;
@@ -1007,7 +1007,7 @@ out:
 
 static int do_packet(reader *r, const loupe__pbf *pf) {
     loupe__pbr p = sub(r, pf);
-    loupe__pbf f, te = {0}, idata = {0}, defaults = {0}, desc = {0}, clk = {0};
+    loupe__pbf f = {0}, te = {0}, idata = {0}, defaults = {0}, desc = {0}, clk = {0};
     int rc = 0, k;
     int has_ts = 0, has_clock = 0, has_te = 0, has_id = 0, has_def = 0, has_desc = 0, has_clk = 0;
     int cleared = 0, dropped = 0;
@@ -1199,7 +1199,7 @@ int loupe__perfetto_proto_sniff(const char *text, size_t n) {
     loupe__pbr p = {buf, buf + n, buf};
     int packets = 0;
     while (p.p < buf + window) {
-        loupe__pbf f;
+        loupe__pbf f = {0};
         size_t off;
         const char *what;
         if (*p.p != 0x0A || loupe__pbr_next(&p, &f, &off, &what) != 1) {
@@ -1207,7 +1207,7 @@ int loupe__perfetto_proto_sniff(const char *text, size_t n) {
         }
         if (f.data + f.len <= buf + window) {
             loupe__pbr q = {f.data, f.data + f.len, buf};
-            loupe__pbf g;
+            loupe__pbf g = {0};
             int k;
             while ((k = loupe__pbr_next(&q, &g, &off, &what)) > 0) {
             }
@@ -1248,7 +1248,7 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
     }
     r.m = loupe__mb_model(r.mb);
     loupe__pbr p = {buf, buf + n, buf};
-    loupe__pbf f;
+    loupe__pbf f = {0};
     int rc = 0, k;
     while ((k = next(&r, &p, &f, "Trace", &rc)) > 0) {
         if (f.field != 1) {

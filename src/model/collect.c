@@ -369,7 +369,17 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                 }
                 break;
             }
-            /* Zones above the match lost their ends: close them here, truncated. */
+            /* Zones above the match lost their ends: close them here, truncated. Their end must
+             * come after the innermost one's start, or that zone ([t, t]) would read as a
+             * sibling of its parent in every format: when the per-thread clamp made them equal
+             * (the TSC of another core behind after a migration), the end moves 1 ns later. */
+            if (depth > d) {
+                const loupe_slice *top = loupe__mb_slice_at(mb, ti, c->stack[depth - 1].slice);
+                if (ns <= top->start_ns && ns < c->p->stop_ns) {
+                    ns = top->start_ns + 1;
+                    prev = ns;
+                }
+            }
             while (depth > d) {
                 loupe_slice *s = loupe__mb_slice_at(mb, ti, c->stack[depth - 1].slice);
                 s->dur_ns = ns - s->start_ns;
