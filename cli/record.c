@@ -21,8 +21,9 @@ static void usage(FILE *f) {
             "Runs PROGRAM with loupe preloaded and traces it from start to exit: its loupe\n"
             "annotations (when it uses loupe, linked as a shared library) and, when it was\n"
             "built with -finstrument-functions, one zone per function call. Writes a run\n"
-            "directory LOG_DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ with <host>.trace.json.gz\n"
-            "and prints its path. Exits with PROGRAM's exit status.\n"
+            "directory LOG_DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ with <host>.xplane.pb and\n"
+            "<host>.trace.json.gz (see --format) and prints its path. Exits with PROGRAM's\n"
+            "exit status.\n"
             "\n"
             "options:\n"
             "  -o, --log-dir DIR      log directory (default: ./loupe-log)\n"
@@ -30,6 +31,10 @@ static void usage(FILE *f) {
             "                         2 info (default), 3 verbose\n"
             "  --buffer-events N      per-thread buffer capacity in events, 16 bytes each\n"
             "                         (default %u; a zone is 2 events)\n"
+            "  --lazy-buffers         populate each thread's buffer 1 MiB at a time as it\n"
+            "                         fills (programs with many short threads); the default\n"
+            "                         prefaults a thread's whole buffer (--buffer-events x 16\n"
+            "                         bytes) at its first event, so recording never faults\n"
             "  --keep-last            when a buffer fills, overwrite the oldest events\n"
             "                         (default: keep the first, drop and count the rest)\n"
             "  --perfetto             also write perfetto_trace.json.gz\n"
@@ -210,7 +215,7 @@ static unsigned format_bits(const char *list) {
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL;
-    int perfetto = 0, quiet = 0, keep_last = 0;
+    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -234,6 +239,8 @@ int loupe_cmd_record(int argc, char **argv) {
             formats = argv[++i];
         } else if (strcmp(a, "--keep-last") == 0) {
             keep_last = 1;
+        } else if (strcmp(a, "--lazy-buffers") == 0) {
+            lazy = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -296,10 +303,13 @@ int loupe_cmd_record(int argc, char **argv) {
                 strerror(md));
         return 1;
     }
-    char result[] = "/tmp/loupe-record-XXXXXX";
+    const char *tmpdir = getenv("TMPDIR");
+    char result[PATH_MAX];
+    snprintf(result, sizeof result, "%s/loupe-record-XXXXXX",
+             tmpdir != NULL && tmpdir[0] ? tmpdir : "/tmp");
     int rfd = mkstemp(result);
     if (rfd < 0) {
-        fprintf(stderr, "loupe record: cannot create a temporary file in /tmp: %s\n",
+        fprintf(stderr, "loupe record: cannot create a temporary file (%s): %s\n", result,
                 strerror(errno));
         return 1;
     }
@@ -337,6 +347,9 @@ int loupe_cmd_record(int argc, char **argv) {
         }
         if (keep_last) {
             setenv("LOUPE_RECORD_OVERFLOW", "last", 1);
+        }
+        if (lazy) {
+            setenv("LOUPE_RECORD_LAZY", "1", 1);
         }
         execvp(argv[i], argv + i);
         fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], strerror(errno));

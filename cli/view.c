@@ -151,12 +151,48 @@ int loupe_cmd_view(int argc, char **argv) {
             snprintf(file, sizeof file, "%s", found);
         }
     }
+    /* Perfetto's UI shows a blank trace for Chrome JSON with a top-level "metadata" key (which
+     * <host>.trace.json.gz has: jax-ml/jax#10843) and cannot read XPlane: serve those as a
+     * .pftrace converted into a temporary directory. */
+    char tmpdir[] = "/tmp/loupe-view-XXXXXX";
+    int converted = 0;
+    size_t fl = strlen(file);
+    int perfetto_ready = (fl >= 8 && strcmp(file + fl - 8, ".pftrace") == 0) ||
+                         (fl >= 22 && strcmp(file + fl - 22, "perfetto_trace.json.gz") == 0);
+    if (!perfetto_ready) {
+        loupe_model *m = NULL;
+        if (loupe_trace_read(file, &m) != 0) {
+            fprintf(stderr, "loupe view: %s\n", loupe_last_error());
+            return 1;
+        }
+        if (mkdtemp(tmpdir) == NULL) {
+            fprintf(stderr, "loupe view: cannot create %s: %s\n", tmpdir, strerror(errno));
+            loupe_model_free(m);
+            return 1;
+        }
+        char out[64];
+        snprintf(out, sizeof out, "%s/trace.pftrace", tmpdir);
+        int w = loupe_trace_write(m, out, LOUPE_FILE_PERFETTO_PROTO);
+        loupe_model_free(m);
+        if (w != 0) {
+            fprintf(stderr, "loupe view: converting %s: %s\n", file, loupe_last_error());
+            rmdir(tmpdir);
+            return 1;
+        }
+        fprintf(stderr, "loupe view: %s converted to Perfetto's format for the UI\n", file);
+        snprintf(file, sizeof file, "%s", out);
+        converted = 1;
+    }
     loupe_link_options o = {.timeout_ms = (uint32_t)timeout_s * 1000u,
                             .port = (int)port,
                             .on_ready = on_ready,
                             .user = &open_it};
     fprintf(stderr, "loupe view: serving %s (waiting up to %ld s)\n", file, timeout_s);
     int r = loupe_serve_perfetto_link(file, &o);
+    if (converted) {
+        unlink(file);
+        rmdir(tmpdir);
+    }
     if (r != 0) {
         fprintf(stderr, "loupe view: %s\n", loupe_last_error());
         return 1;

@@ -97,6 +97,29 @@ if command -v g++ >/dev/null; then
   [ "$(count "$t5b" 'ns::Box::get() const')" = 1 ] || fail "ns::Box::get() const not demangled"
 fi
 
+# 5c. a program whose forked child outlives it: no false error from the child, status 0;
+#     and --lazy-buffers records the same
+cat >"$tmp/forker.c" <<'C'
+#include <unistd.h>
+static int work(int x) { return x * 2; }
+int main(void) {
+    if (fork() == 0) {
+        usleep(200000);
+        return work(0);
+    }
+    return work(0);
+}
+C
+cc -std=c11 -O0 -finstrument-functions "$tmp/forker.c" -o "$tmp/forker"
+mkdir -p "$tmp/tmpdir"
+TMPDIR="$tmp/tmpdir" "$loupe" record -q -o "$tmp/log5c" -- "$tmp/forker" >"$tmp/out5c" 2>"$tmp/err5c" \
+  || fail "forker: exit $?"
+sleep 0.4
+grep -q "could not write" "$tmp/err5c" && fail "false error from the forked child: $(cat "$tmp/err5c")"
+[ -z "$(ls -A "$tmp/tmpdir")" ] || fail "result file left behind: $(ls "$tmp/tmpdir")"
+run5l=$("$loupe" record -q --lazy-buffers -o "$tmp/log5l" -- "$build/examples/instrumented" | tail -n 1)
+[ "$(count "$(ls "$run5l"/*.trace.json.gz)" main)" = 1 ] || fail "--lazy-buffers lost main"
+
 # 6. an unusable log directory is refused before the program runs
 set +e
 "$loupe" record -o /proc/loupe-no -- sh -c 'echo RAN' >"$tmp/out6" 2>"$tmp/err6"; st=$?

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -269,6 +271,46 @@ static void test_lazy_buffers_overflow(void **state) {
     }
 }
 
+/* A buffer that cannot be mapped (address-space limit) loses nothing silently: every event of
+ * the thread is counted as dropped. Runs in a child with RLIMIT_AS lowered; not under
+ * sanitizers (their shadow memory needs the address space). */
+static void test_unmappable_buffer_counts_drops(void **state) {
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip();
+#else
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {(rlim_t)1 << 30, (rlim_t)1 << 30}; /* 1 GiB of address space */
+        if (setrlimit(RLIMIT_AS, &rl) != 0) {
+            _exit(10);
+        }
+        loupe_trace_options o = {.log_dir = dir, .buffer_events = 1u << 28}; /* 4 GiB */
+        if (loupe_start_trace(&o) != 0) {
+            _exit(11);
+        }
+        for (int i = 0; i < 10; i++) {
+            LOUPE_ZONE("nowhere");
+        }
+        loupe_trace_result r;
+        int rc = loupe_stop_trace(&r);
+        if (rc != 0) {
+            _exit(12);
+        }
+        if (r.events_recorded != 0 || r.events_dropped != 20 || r.thread_count != 1 ||
+            r.threads[0].capacity_needed != 20) {
+            _exit(13);
+        }
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+#endif
+}
+
 /* A run directory with only an XPlane file is found and read (loupe summary RUN_DIR). */
 static void test_xplane_only_run_dir(void **state) {
     (void)state;
@@ -301,6 +343,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_function_tracing_follows_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_xplane_only_run_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lazy_buffers_overflow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unmappable_buffer_counts_drops, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

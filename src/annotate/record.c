@@ -25,6 +25,8 @@ pthread_mutex_t loupe__registry_lock = PTHREAD_MUTEX_INITIALIZER;
 loupe__thread *loupe__threads;
 
 static pthread_key_t exit_key;
+/* The buffer of a thread whose buffer could not be mapped: zero slots (base = cur = limit). */
+static loupe__ev no_buffer;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
 uint64_t loupe__gettid(void) {
@@ -38,7 +40,7 @@ static void thread_exit(void *p) {
     __atomic_store_n(&t->exit_ticks, loupe__now(), __ATOMIC_RELAXED);
     /* Give back the part of the buffer it never wrote (keep-first: [cur, end) holds nothing;
      * a ring that wrapped holds events everywhere). The collector reads only below cur. */
-    if (t->base != NULL && !(t->ring && t->wraps != 0)) {
+    if (t->cap != 0 && !(t->ring && t->wraps != 0)) {
         uintptr_t from = ((uintptr_t)t->hot.cur + 4095) & ~(uintptr_t)4095;
         uintptr_t to = (uintptr_t)(t->base + t->cap) & ~(uintptr_t)4095;
         if (to > from) {
@@ -72,7 +74,7 @@ static void make_exit_key(void) {
 }
 
 static void free_thread(loupe__thread *t) {
-    if (t->base != NULL) {
+    if (t->map != NULL) {
         munmap(t->map, t->map_len);
     }
     free(t);
@@ -170,7 +172,7 @@ static int join_session(loupe__thread *t, uint64_t s) {
      * the next session's parameters, which is harmless (its events are discarded anyway). */
     uint64_t cap = __atomic_load_n(&loupe__params.cap, __ATOMIC_RELAXED);
     if (t->cap != cap) {
-        if (t->base != NULL) {
+        if (t->map != NULL) {
             __atomic_store_n(&t->hot.state, 0, __ATOMIC_RELEASE);
             munmap(t->map, t->map_len);
             t->base = NULL;
@@ -180,7 +182,23 @@ static int join_session(loupe__thread *t, uint64_t s) {
         void *mp = mmap(NULL, len, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (mp == MAP_FAILED) {
-            return -1;
+            /* No memory for a buffer: join with none, so that every event of this thread is
+             * counted as dropped (reserve) instead of vanishing. */
+            t->map = NULL;
+            t->map_len = 0;
+            t->base = &no_buffer;
+            t->cap = 0;
+            t->populated = 0;
+            t->ring = 0;
+            t->hot.depth = 0;
+            t->hot.skip_exits = 0;
+            t->hot.limit = &no_buffer;
+            __atomic_store_n(&t->dropped, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&t->wraps, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&t->exit_ticks, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&t->hot.cur, &no_buffer, __ATOMIC_RELAXED);
+            __atomic_store_n(&t->hot.state, s, __ATOMIC_RELEASE);
+            return 0;
         }
         t->map = mp;
         t->map_len = len;
@@ -221,6 +239,10 @@ static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role, ui
     }
     loupe__ev *cur = t->hot.cur;
     uint64_t need = n + (role > 0 ? t->hot.depth : 0);
+    if (t->cap == 0) { /* no buffer could be mapped: every event is a counted drop */
+        __atomic_store_n(&t->dropped, t->dropped + n + (role > 0 ? 1u : 0u), __ATOMIC_RELAXED);
+        return NULL;
+    }
     while ((uint64_t)(t->hot.limit - cur) < need && extend(t, need)) {
     }
     if (t->ring) {

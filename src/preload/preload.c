@@ -9,6 +9,7 @@
  *   LOUPE_RECORD_BUFFER_EVENTS  per-thread capacity in events
  *   LOUPE_RECORD_OVERFLOW       "first" or "last"
  *   LOUPE_RECORD_PERFETTO       "1": also perfetto_trace.json.gz
+ *   LOUPE_RECORD_LAZY           "1": lazy_buffers (populate buffers as they fill)
  *   LOUPE_RECORD_FORMATS        the files to write: a comma list of json, xplane, perfetto
  *                               (<host>.pftrace), perfetto-json; unset = the default set
  *   LOUPE_RECORD_RESULT         path of the result file to write at exit
@@ -21,9 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char result_path[4096];
 static int started;
+static pid_t started_pid;
 
 static void strip_preload(void) {
     const char *lp = getenv("LD_PRELOAD");
@@ -110,6 +113,8 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     if (ov != NULL && strcmp(ov, "last") == 0) {
         o.overflow = LOUPE_OVERFLOW_KEEP_LAST;
     }
+    const char *lz = getenv("LOUPE_RECORD_LAZY");
+    o.lazy_buffers = lz != NULL && strcmp(lz, "1") == 0;
     const char *pf = getenv("LOUPE_RECORD_PERFETTO");
     o.create_perfetto_trace = pf != NULL && strcmp(pf, "1") == 0;
     const char *fm = getenv("LOUPE_RECORD_FORMATS");
@@ -132,6 +137,7 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
         return;
     }
     started = 1;
+    started_pid = getpid();
     (void)atexit(loupe_preload_stop);
     loupe_set_thread_name("main");
 }
@@ -142,7 +148,9 @@ const char *loupe__last_run_dir(char *buf, size_t size);
 /* Registered with atexit() right after the start, so it runs before libloupe's own exit check
  * (which warns about sessions nobody stopped). */
 static void loupe_preload_stop(void) {
-    if (!started) {
+    /* A child the program forked inherits this handler: it is not the recorded process (its
+     * session is closed at fork) and must not touch the result file. */
+    if (!started || getpid() != started_pid) {
         return;
     }
     started = 0;
