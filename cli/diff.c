@@ -338,7 +338,8 @@ int loupe_cmd_diff(int argc, char **argv) {
             return bad_usage("unknown option '%s'", a);
         }
         double v;
-        if (parse_num(val, &v) != 0 || (which == 2 && v != floor(v))) {
+        /* a count is a whole number that a size fits (1e23 would wrap when converted) */
+        if (parse_num(val, &v) != 0 || (which == 2 && (v != floor(v) || v > 1e15))) {
             return bad_usage("%s needs a %s, not '%s'", which == 1 ? "--threshold" : "--min-count",
                              which == 1 ? "percentage >= 0" : "whole number >= 0", val);
         }

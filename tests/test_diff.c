@@ -148,6 +148,9 @@ static void test_usage(void **state) {
     assert_int_equal(diff("base.json new.json --threshold -3", &out), 2);
     assert_non_null(strstr(out, "--threshold needs a percentage >= 0, not '-3'"));
     free(out);
+    assert_int_equal(diff("base.json new.json --min-count 1e23", &out), 2);
+    assert_non_null(strstr(out, "--min-count needs a whole number >= 0, not '1e23'"));
+    free(out);
     assert_int_equal(diff("base.json missing.json", &out), 2);
     assert_non_null(strstr(out, "missing.json: No such file or directory"));
     free(out);

@@ -525,6 +525,9 @@ static void test_token(void **state) {
     r = req(port, "/v1/status", NULL, "Authorization: Bearer s3cret", NULL);
     assert_int_equal(r.status, 200);
     resp_free(&r);
+    r = req(port, "/v1/status", NULL, "Authorization: bearer s3cret", NULL); /* RFC 7235 */
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
     r = req(port, "/v1/profile?duration_ms=10", NULL, "Authorization: Bearer s3cret", NULL);
     assert_int_equal(r.status, 200);
     resp_free(&r);

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -400,7 +401,7 @@ static int authorized(struct MHD_Connection *c) {
         return 1;
     }
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (h == NULL || strncmp(h, "Bearer ", 7) != 0) {
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) { /* RFC 7235: the scheme ignores case */
         return 0;
     }
     h += 7;
