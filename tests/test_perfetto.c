@@ -53,96 +53,6 @@ static int read_bytes(const uint8_t *p, size_t n, loupe_model **out) {
     return loupe__perfetto_proto_read_mem("mem.pftrace", copy, n, out);
 }
 
-static void args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
-        assert_string_equal(a[i].key, b[i].key);
-        assert_int_equal(a[i].type, b[i].type);
-        if (a[i].type == LOUPE_ARG_STRING) {
-            assert_string_equal(a[i].v.s, b[i].v.s);
-        } else if (a[i].type == LOUPE_ARG_BOOL) {
-            assert_int_equal(a[i].v.b, b[i].v.b);
-        } else {
-            assert_memory_equal(&a[i].v, &b[i].v, sizeof(a[i].v.u));
-        }
-    }
-}
-
-static int cmp_flow(const void *pa, const void *pb) {
-    return memcmp(pa, pb, sizeof(loupe_flow));
-}
-
-static void models_equal(const loupe_model *a, const loupe_model *b) {
-    assert_int_equal(a->pid, b->pid);
-    assert_string_equal(a->process_name, b->process_name);
-    assert_string_equal(a->host, b->host);
-    assert_string_equal(a->clock, b->clock);
-    assert_true(a->tsc_ghz == b->tsc_ghz);
-    assert_int_equal(a->origin_unix_ns, b->origin_unix_ns);
-    assert_int_equal(a->duration_ns, b->duration_ns);
-    assert_int_equal(a->unmatched_ends, b->unmatched_ends);
-    assert_int_equal(a->truncated_zones, b->truncated_zones);
-    assert_int_equal(a->thread_count, b->thread_count);
-    for (size_t t = 0; t < a->thread_count; t++) {
-        const loupe_model_thread *x = &a->threads[t], *y = &b->threads[t];
-        assert_int_equal(x->tid, y->tid);
-        assert_int_equal(x->kind, y->kind);
-        assert_int_equal(x->device, y->device);
-        assert_string_equal(x->name, y->name);
-        assert_int_equal(x->events_recorded, y->events_recorded);
-        assert_int_equal(x->events_dropped, y->events_dropped);
-        assert_int_equal(x->capacity_needed, y->capacity_needed);
-        assert_int_equal(x->slice_count, y->slice_count);
-        for (size_t i = 0; i < x->slice_count; i++) {
-            const loupe_slice *p = &x->slices[i], *q = &y->slices[i];
-            assert_int_equal(p->start_ns, q->start_ns);
-            assert_int_equal(p->dur_ns, q->dur_ns);
-            assert_string_equal(p->name, q->name);
-            assert_string_equal(p->category, q->category);
-            assert_int_equal(p->depth, q->depth);
-            assert_int_equal(p->flags, q->flags);
-            assert_int_equal(p->arg_count, q->arg_count);
-            args_equal(p->args, q->args, p->arg_count);
-        }
-        assert_int_equal(x->instant_count, y->instant_count);
-        for (size_t i = 0; i < x->instant_count; i++) {
-            assert_int_equal(x->instants[i].ts_ns, y->instants[i].ts_ns);
-            assert_string_equal(x->instants[i].name, y->instants[i].name);
-            assert_int_equal(x->instants[i].arg_count, y->instants[i].arg_count);
-            args_equal(x->instants[i].args, y->instants[i].args, x->instants[i].arg_count);
-        }
-    }
-    assert_int_equal(a->counter_count, b->counter_count);
-    for (size_t i = 0; i < a->counter_count; i++) {
-        assert_int_equal(a->counters[i].ts_ns, b->counters[i].ts_ns);
-        assert_string_equal(a->counters[i].name, b->counters[i].name);
-        assert_int_equal(a->counters[i].is_double, b->counters[i].is_double);
-        if (a->counters[i].is_double) {
-            assert_memory_equal(&a->counters[i].d, &b->counters[i].d, sizeof(double));
-        } else {
-            assert_int_equal(a->counters[i].i, b->counters[i].i);
-        }
-    }
-    assert_int_equal(a->flow_count, b->flow_count);
-    if (a->flow_count > 0) { /* compared as sets: the reader adds them in file order */
-        loupe_flow *fa = malloc(a->flow_count * sizeof(loupe_flow));
-        loupe_flow *fb = malloc(b->flow_count * sizeof(loupe_flow));
-        assert_non_null(fa);
-        assert_non_null(fb);
-        memcpy(fa, a->flows, a->flow_count * sizeof(loupe_flow));
-        memcpy(fb, b->flows, b->flow_count * sizeof(loupe_flow));
-        qsort(fa, a->flow_count, sizeof(loupe_flow), cmp_flow);
-        qsort(fb, b->flow_count, sizeof(loupe_flow), cmp_flow);
-        assert_memory_equal(fa, fb, a->flow_count * sizeof(loupe_flow));
-        free(fa);
-        free(fb);
-    }
-    assert_int_equal(a->metadata_count, b->metadata_count);
-    for (size_t i = 0; i < a->metadata_count; i++) {
-        assert_string_equal(a->metadata[i].key, b->metadata[i].key);
-        assert_string_equal(a->metadata[i].value, b->metadata[i].value);
-    }
-}
-
 static size_t add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, const char *name,
                         const char *cat, uint32_t flags) {
     size_t i = loupe__mb_slice(mb, t);
@@ -235,7 +145,7 @@ static void test_round_trip(void **state) {
     if (rc != 0) {
         fail_msg("read: %s", loupe_last_error());
     }
-    models_equal(m, back);
+    tu_models_equal(m, back);
     assert_int_equal(back->truncated_zones, 1);
     /* written again, the bytes are the same */
     size_t n2;
@@ -288,7 +198,7 @@ static void test_exact_bytes(void **state) {
     /* no process name, no host, origin 0: still the same model */
     loupe_model *back = NULL;
     assert_int_equal(read_bytes(b, n, &back), 0);
-    models_equal(m, back);
+    tu_models_equal(m, back);
     loupe_model_free(back);
     free(b);
     loupe_model_free(m);

@@ -41,74 +41,6 @@ static char *path_in(const char *name) {
     return buf;
 }
 
-static void args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
-        assert_string_equal(a[i].key, b[i].key);
-        assert_int_equal(a[i].type, b[i].type);
-        if (a[i].type == LOUPE_ARG_STRING) {
-            assert_string_equal(a[i].v.s, b[i].v.s);
-        } else if (a[i].type == LOUPE_ARG_BOOL) {
-            assert_int_equal(a[i].v.b, b[i].v.b);
-        } else {
-            assert_memory_equal(&a[i].v, &b[i].v, sizeof(a[i].v.u));
-        }
-    }
-}
-
-/* The two read paths (streaming, whole tree) must build the same model. */
-static void models_equal(const loupe_model *a, const loupe_model *b) {
-    assert_int_equal(a->pid, b->pid);
-    assert_string_equal(a->process_name, b->process_name);
-    assert_string_equal(a->host, b->host);
-    assert_string_equal(a->clock, b->clock);
-    assert_true(a->tsc_ghz == b->tsc_ghz);
-    assert_int_equal(a->origin_unix_ns, b->origin_unix_ns);
-    assert_int_equal(a->duration_ns, b->duration_ns);
-    assert_int_equal(a->unmatched_ends, b->unmatched_ends);
-    assert_int_equal(a->truncated_zones, b->truncated_zones);
-    assert_int_equal(a->thread_count, b->thread_count);
-    for (size_t t = 0; t < a->thread_count; t++) {
-        const loupe_model_thread *x = &a->threads[t], *y = &b->threads[t];
-        assert_int_equal(x->tid, y->tid);
-        assert_string_equal(x->name, y->name);
-        assert_int_equal(x->events_recorded, y->events_recorded);
-        assert_int_equal(x->events_dropped, y->events_dropped);
-        assert_int_equal(x->capacity_needed, y->capacity_needed);
-        assert_int_equal(x->slice_count, y->slice_count);
-        for (size_t i = 0; i < x->slice_count; i++) {
-            const loupe_slice *p = &x->slices[i], *q = &y->slices[i];
-            assert_int_equal(p->start_ns, q->start_ns);
-            assert_int_equal(p->dur_ns, q->dur_ns);
-            assert_string_equal(p->name, q->name);
-            assert_string_equal(p->category, q->category);
-            assert_int_equal(p->depth, q->depth);
-            assert_int_equal(p->flags, q->flags);
-            assert_int_equal(p->arg_count, q->arg_count);
-            args_equal(p->args, q->args, p->arg_count);
-        }
-        assert_int_equal(x->instant_count, y->instant_count);
-        for (size_t i = 0; i < x->instant_count; i++) {
-            assert_int_equal(x->instants[i].ts_ns, y->instants[i].ts_ns);
-            assert_string_equal(x->instants[i].name, y->instants[i].name);
-            assert_int_equal(x->instants[i].arg_count, y->instants[i].arg_count);
-            args_equal(x->instants[i].args, y->instants[i].args, x->instants[i].arg_count);
-        }
-    }
-    assert_int_equal(a->counter_count, b->counter_count);
-    for (size_t i = 0; i < a->counter_count; i++) {
-        assert_int_equal(a->counters[i].ts_ns, b->counters[i].ts_ns);
-        assert_string_equal(a->counters[i].name, b->counters[i].name);
-        assert_int_equal(a->counters[i].is_double, b->counters[i].is_double);
-    }
-    assert_int_equal(a->flow_count, b->flow_count);
-    assert_memory_equal(a->flows, b->flows, a->flow_count * sizeof(loupe_flow));
-    assert_int_equal(a->metadata_count, b->metadata_count);
-    for (size_t i = 0; i < a->metadata_count; i++) {
-        assert_string_equal(a->metadata[i].key, b->metadata[i].key);
-        assert_string_equal(a->metadata[i].value, b->metadata[i].value);
-    }
-}
-
 /* Writes text to a file in the test directory and reads it; the read must succeed. For an
  * object-form or valid array-form text, the same events are also read through the whole-tree
  * path (a duplicate "traceEvents" key sends the reader there; jansson keeps the last one) and
@@ -138,7 +70,7 @@ static loupe_model *read_text(const char *text) {
         if (rc != 0) {
             fail_msg("whole-tree path: %s: %s", loupe_strerror(rc), loupe_last_error());
         }
-        models_equal(m, t);
+        tu_models_equal(m, t);
         loupe_model_free(t);
     }
     return m;
@@ -254,7 +186,7 @@ static void test_uftrace(void **state) {
     /* the whole-tree path reads it the same (read_text compares the two) */
     char *text = tu_read_file(LOUPE_SHARED_DIR "/data/traces/uftrace_mt_chrome.json", NULL);
     loupe_model *again = read_text(text);
-    models_equal(m, again);
+    tu_models_equal(m, again);
     loupe_model_free(again);
     free(text);
     loupe_model_free(m);

@@ -130,109 +130,6 @@ static loupe_model *full_model(void) {
     return out;
 }
 
-static void args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
-        assert_string_equal(a[i].key, b[i].key);
-        assert_int_equal(a[i].type, b[i].type);
-        switch (a[i].type) {
-        case LOUPE_ARG_INT64:
-            assert_true(a[i].v.i == b[i].v.i);
-            break;
-        case LOUPE_ARG_UINT64:
-            assert_true(a[i].v.u == b[i].v.u);
-            break;
-        case LOUPE_ARG_DOUBLE:
-            assert_memory_equal(&a[i].v.d, &b[i].v.d, sizeof(double));
-            break;
-        case LOUPE_ARG_BOOL:
-            assert_int_equal(a[i].v.b, b[i].v.b);
-            break;
-        default:
-            assert_string_equal(a[i].v.s, b[i].v.s);
-        }
-    }
-}
-
-/* Every field of the model, exactly (the derived sums follow). */
-static void models_equal(const loupe_model *a, const loupe_model *b) {
-    assert_int_equal(a->pid, b->pid);
-    assert_string_equal(a->process_name, b->process_name);
-    assert_string_equal(a->host, b->host);
-    assert_true(a->origin_unix_ns == b->origin_unix_ns);
-    assert_int_equal(a->duration_ns, b->duration_ns);
-    assert_string_equal(a->clock, b->clock);
-    assert_memory_equal(&a->tsc_ghz, &b->tsc_ghz, sizeof(double));
-    assert_int_equal(a->unmatched_ends, b->unmatched_ends);
-    assert_int_equal(a->truncated_zones, b->truncated_zones);
-    assert_int_equal(a->thread_count, b->thread_count);
-    for (size_t t = 0; t < a->thread_count; t++) {
-        /* the reader's order: host threads, then GPU planes by device */
-        const loupe_model_thread *x = &a->threads[t], *y = NULL;
-        for (size_t u = 0; u < b->thread_count; u++) {
-            if (b->threads[u].tid == x->tid && b->threads[u].kind == x->kind &&
-                b->threads[u].device == x->device) {
-                y = &b->threads[u];
-            }
-        }
-        assert_non_null(y);
-        assert_string_equal(x->name, y->name);
-        assert_int_equal(x->events_recorded, y->events_recorded);
-        assert_int_equal(x->events_dropped, y->events_dropped);
-        assert_int_equal(x->capacity_needed, y->capacity_needed);
-        assert_int_equal(x->slice_count, y->slice_count);
-        for (size_t i = 0; i < x->slice_count; i++) {
-            const loupe_slice *p = &x->slices[i], *q = &y->slices[i];
-            assert_int_equal(p->start_ns, q->start_ns);
-            assert_int_equal(p->dur_ns, q->dur_ns);
-            assert_string_equal(p->name, q->name);
-            assert_string_equal(p->category, q->category);
-            assert_int_equal(p->depth, q->depth);
-            assert_int_equal(p->flags, q->flags);
-            assert_int_equal(p->arg_count, q->arg_count);
-            args_equal(p->args, q->args, p->arg_count);
-        }
-        assert_int_equal(x->instant_count, y->instant_count);
-        for (size_t i = 0; i < x->instant_count; i++) {
-            assert_int_equal(x->instants[i].ts_ns, y->instants[i].ts_ns);
-            assert_string_equal(x->instants[i].name, y->instants[i].name);
-            assert_int_equal(x->instants[i].arg_count, y->instants[i].arg_count);
-            args_equal(x->instants[i].args, y->instants[i].args, x->instants[i].arg_count);
-        }
-    }
-    assert_int_equal(a->counter_count, b->counter_count);
-    for (size_t i = 0; i < a->counter_count; i++) {
-        assert_int_equal(a->counters[i].ts_ns, b->counters[i].ts_ns);
-        assert_string_equal(a->counters[i].name, b->counters[i].name);
-        assert_int_equal(a->counters[i].is_double, b->counters[i].is_double);
-        assert_true(a->counters[i].i == b->counters[i].i);
-        assert_memory_equal(&a->counters[i].d, &b->counters[i].d, sizeof(double));
-    }
-    assert_int_equal(a->flow_count, b->flow_count);
-    for (size_t f = 0; f < a->flow_count; f++) {
-        const loupe_flow *p = &a->flows[f];
-        int found = 0;
-        for (size_t g = 0; g < b->flow_count; g++) {
-            const loupe_flow *q = &b->flows[g];
-            if (q->id != p->id) {
-                continue;
-            }
-            const loupe_model_thread *pa = &a->threads[p->from_thread],
-                                     *qa = &b->threads[q->from_thread];
-            const loupe_model_thread *pb = &a->threads[p->to_thread],
-                                     *qb = &b->threads[q->to_thread];
-            found = pa->tid == qa->tid && pa->kind == qa->kind && pb->tid == qb->tid &&
-                    pb->kind == qb->kind && p->from_slice == q->from_slice &&
-                    p->to_slice == q->to_slice;
-        }
-        assert_true(found);
-    }
-    assert_int_equal(a->metadata_count, b->metadata_count);
-    for (size_t i = 0; i < a->metadata_count; i++) {
-        assert_string_equal(a->metadata[i].key, b->metadata[i].key);
-        assert_string_equal(a->metadata[i].value, b->metadata[i].value);
-    }
-}
-
 static char *to_mem(const loupe_model *m, size_t *n) {
     loupe__sink s;
     loupe__sink_open_mem(&s);
@@ -258,13 +155,13 @@ static void test_round_trip(void **state) {
     assert_true(loupe__xplane_sniff(bytes, n));
     loupe_model *r = NULL;
     assert_int_equal(read_bytes(bytes, n, &r), 0);
-    models_equal(m, r);
+    tu_models_equal(m, r);
     /* and once more: the second file is byte for byte the first */
     size_t n2;
     char *bytes2 = to_mem(r, &n2);
     loupe_model *r2 = NULL;
     assert_int_equal(read_bytes(bytes2, n2, &r2), 0);
-    models_equal(m, r2);
+    tu_models_equal(m, r2);
     loupe_model_free(r2);
     free(bytes2);
     loupe_model_free(r);
@@ -459,14 +356,14 @@ static void test_detect(void **state) {
     snprintf(path, sizeof path, "%s/h.xplane.pb", dir);
     assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
     assert_int_equal(loupe_trace_read(path, &r), 0);
-    models_equal(m, r);
+    tu_models_equal(m, r);
     loupe_model_free(r);
     char cmd[8400];
     snprintf(cmd, sizeof cmd, "gzip -k %s", path);
     assert_int_equal(system(cmd), 0);
     snprintf(path, sizeof path, "%s/h.xplane.pb.gz", dir);
     assert_int_equal(loupe_trace_read(path, &r), 0);
-    models_equal(m, r);
+    tu_models_equal(m, r);
     loupe_model_free(r);
     loupe_model_free(m);
     tu_rmtree(dir);

@@ -20,4 +20,11 @@ void tu_write_file(const char *path, const char *text);
 /* Path of the loupe CLI (env LOUPE_CLI, set by CTest). */
 const char *tu_cli(void);
 
+#include <loupe/model.h>
+/* Asserts two typed argument arrays are equal (doubles bit for bit). */
+void tu_args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n);
+/* Asserts two models are equal: scalars, every track (matched by tid, kind and device), slices,
+ * instants, counters, and flows (by id and endpoints). */
+void tu_models_equal(const loupe_model *a, const loupe_model *b);
+
 #endif
