@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -390,6 +391,46 @@ static json_t *meta_event(const char *what, uint64_t pid, uint64_t tid, const ch
                      (json_int_t)pid, "tid", (json_int_t)tid, "args", "name", name);
 }
 
+/* A slice's args as a JSON object (NULL when none): typed as the model has them. */
+static json_t *merge_args(const loupe_arg *args, uint32_t n, int truncated) {
+    if (n == 0 && !truncated) {
+        return NULL;
+    }
+    json_t *o = json_object();
+    for (uint32_t i = 0; o != NULL && i < n; i++) {
+        const loupe_arg *a = &args[i];
+        json_t *v;
+        switch (a->type) {
+        case LOUPE_ARG_INT64:
+            v = json_integer((json_int_t)a->v.i);
+            break;
+        case LOUPE_ARG_UINT64:
+            v = a->v.u > (uint64_t)INT64_MAX ? NULL : json_integer((json_int_t)a->v.u);
+            if (v == NULL) {
+                char digits[24];
+                snprintf(digits, sizeof digits, "%llu", (unsigned long long)a->v.u);
+                v = json_string(digits);
+            }
+            break;
+        case LOUPE_ARG_DOUBLE:
+            v = isfinite(a->v.d) ? json_real(a->v.d) : json_null();
+            break;
+        case LOUPE_ARG_BOOL:
+            v = json_boolean(a->v.b);
+            break;
+        case LOUPE_ARG_STRING:
+        default:
+            v = loupe_cli_jstr(a->v.s ? a->v.s : "");
+            break;
+        }
+        json_object_set_new(o, a->key, v);
+    }
+    if (o != NULL && truncated) {
+        json_object_set_new(o, "loupe_truncated", json_true());
+    }
+    return o;
+}
+
 static int merge(target *ts, size_t n, const char *run_dir) {
     loupe_model **ms = calloc(n, sizeof *ms);
     int64_t *origin = calloc(n, sizeof *origin);
@@ -417,6 +458,7 @@ static int merge(target *ts, size_t n, const char *run_dir) {
         }
     }
     json_t *events = json_array();
+    json_t *loss = json_object(); /* per address: events dropped in that process */
     for (size_t i = 0; i < n; i++) {
         loupe_model *m = ms[i];
         if (m == NULL) {
@@ -440,12 +482,19 @@ static int merge(target *ts, size_t n, const char *run_dir) {
             }
             for (size_t s = 0; s < th->slice_count; s++) {
                 const loupe_slice *sl = &th->slices[s];
-                json_array_append_new(
-                    events, json_pack("{s:s, s:s, s:s, s:I, s:I, s:f, s:f}", "ph", "X", "name",
-                                      sl->name, "cat", sl->category ? sl->category : "", "pid",
-                                      (json_int_t)pid, "tid", (json_int_t)th->tid, "ts",
-                                      shift_us + (double)sl->start_ns / 1000.0, "dur",
-                                      (double)sl->dur_ns / 1000.0));
+                json_t *ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:f, s:f}", "ph", "X", "name",
+                                       sl->name, "cat", sl->category ? sl->category : "", "pid",
+                                       (json_int_t)pid, "tid", (json_int_t)th->tid, "ts",
+                                       shift_us + (double)sl->start_ns / 1000.0, "dur",
+                                       (double)sl->dur_ns / 1000.0);
+                json_t *args =
+                    merge_args(sl->args, sl->arg_count, (sl->flags & LOUPE_SLICE_TRUNCATED) != 0);
+                if (ev != NULL && args != NULL) {
+                    json_object_set_new(ev, "args", args);
+                } else {
+                    json_decref(args);
+                }
+                json_array_append_new(events, ev);
             }
             for (size_t s = 0; s < th->instant_count; s++) {
                 const loupe_instant *in = &th->instants[s];
@@ -455,6 +504,22 @@ static int merge(target *ts, size_t n, const char *run_dir) {
                                       "ts", shift_us + (double)in->ts_ns / 1000.0));
             }
         }
+        /* Flows as v1 s/f events bound to the enclosing slice (ids kept per process). */
+        for (size_t f = 0; f < m->flow_count; f++) {
+            const loupe_flow *fl = &m->flows[f];
+            for (int end = 0; end < 2; end++) {
+                const loupe_model_thread *th = &m->threads[end ? fl->to_thread : fl->from_thread];
+                const loupe_slice *sl = &th->slices[end ? fl->to_slice : fl->from_slice];
+                json_array_append_new(
+                    events,
+                    json_pack("{s:s, s:I, s:s, s:s, s:s, s:I, s:I, s:f}", "ph", end ? "f" : "s",
+                              "id", (json_int_t)((fl->id & 0xffffffffffffull) ^ (pid << 48)), "cat",
+                              "flow", "name", "flow", "bp", "e", "pid", (json_int_t)pid, "tid",
+                              (json_int_t)th->tid, "ts", shift_us + (double)sl->start_ns / 1000.0));
+            }
+        }
+        json_object_set_new(loss, ts[i].addr,
+                            json_integer((json_int_t)loupe_model_events_dropped(m)));
         for (size_t c = 0; c < m->counter_count; c++) {
             const loupe_counter_sample *cs = &m->counters[c];
             json_t *v = cs->is_double ? json_real(cs->d) : json_integer((json_int_t)cs->i);
@@ -464,16 +529,23 @@ static int merge(target *ts, size_t n, const char *run_dir) {
                                   shift_us + (double)cs->ts_ns / 1000.0, "args", "value", v));
         }
     }
-    json_t *doc = json_pack("{s:s, s:o, s:{s:I, s:s}}", "displayTimeUnit", "ns", "traceEvents",
+    json_t *doc = json_pack("{s:s, s:o, s:{s:I, s:s, s:o}}", "displayTimeUnit", "ns", "traceEvents",
                             events, "otherData", "origin_unix_ns", (json_int_t)base, "merged_by",
-                            "loupe capture --merge");
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+                            "loupe capture --merge", "events_dropped", loss);
+    /* 15 significant digits: µs with 3 decimals print as written (no 226.15299999999999) */
+    char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(doc);
-    char path[4200];
+    char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/perfetto_trace.json.gz", run_dir);
-    gzFile g = text ? gzopen(path, "wb1") : NULL;
-    if (g == NULL || gzwrite(g, text, (unsigned)strlen(text)) <= 0 || gzclose(g) != Z_OK) {
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    gzFile g = text ? gzopen(tmp, "wb1") : NULL;
+    int ok = g != NULL && gzwrite(g, text, (unsigned)strlen(text)) > 0;
+    if (g != NULL && gzclose(g) != Z_OK) {
+        ok = 0;
+    }
+    if (!ok || rename(tmp, path) != 0) {
         fprintf(stderr, "loupe capture: --merge: cannot write %s\n", path);
+        unlink(tmp);
         rc = -1;
     } else {
         printf("merged -> %s\n", path);

@@ -47,6 +47,7 @@ static child spawn(int busy, const char *token) {
         for (int i = 0; i < 60000; i++) {
             if (busy) {
                 LOUPE_ZONE("child_work");
+                LOUPE_ARG_I64("iteration", i); /* survives --merge */
             }
             usleep(1000);
         }
@@ -170,6 +171,7 @@ static void test_three_processes_merged(void **state) {
         if (strcmp(ph, "X") == 0 &&
             strcmp(json_string_value(json_object_get(e, "name")), "child_work") == 0) {
             work[which]++;
+            assert_true(json_is_integer(json_object_get(json_object_get(e, "args"), "iteration")));
             double ts = json_real_value(json_object_get(e, "ts"));
             lo = ts < lo ? ts : lo;
             hi = ts > hi ? ts : hi;
@@ -190,6 +192,9 @@ static void test_three_processes_merged(void **state) {
     /* one timeline: the three captures ran at the same time, so their zones overlap within a
      * second rather than sitting at three unrelated origins */
     assert_true(lo >= 0.0 && hi - lo < 1.5e6);
+    /* loss accounting per address */
+    json_t *loss = json_object_get(json_object_get(j, "otherData"), "events_dropped");
+    assert_int_equal(json_object_size(loss), 3);
     json_decref(j);
     free(out);
 }
