@@ -166,8 +166,12 @@ int loupe_cmd_gpu_decode(int argc, char **argv) {
         } else if (strcmp(a, "--ghz") == 0) {
             char *end;
             o.fallback_ghz = strtod(v, &end);
-            if (*end != 0 || !(o.fallback_ghz > 0)) {
-                fprintf(stderr, "loupe gpu-decode: --ghz %s: not a positive number\n", v);
+            /* A GPU clock between 1 MHz and 1 THz: anything else is a typo (inf would become the
+             * 1 GHz default, 1e-300 would push timestamps past int64 ns). */
+            if (*end != 0 || !(o.fallback_ghz >= 0.001 && o.fallback_ghz <= 1000.0)) {
+                fprintf(stderr,
+                        "loupe gpu-decode: --ghz %s: not a clock rate in GHz from 0.001 to 1000\n",
+                        v);
                 return 2;
             }
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {

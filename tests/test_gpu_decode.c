@@ -523,6 +523,15 @@ static void test_names_file_and_cli(void **state) {
     assert_int_equal(tu_run(cmd, &out), 1);
     assert_non_null(strstr(out, "Insufficient space to capture a full trace"));
     free(out);
+    static const char *bad_ghz[] = {"inf", "1e-300", "0", "-1", "nan", "2000"};
+    for (size_t k = 0; k < sizeof bad_ghz / sizeof bad_ghz[0]; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s gpu-decode %s --grid 1 --block 128 --entries %u --ghz %s -o %s 2>&1", tu_cli(),
+                 p_buf, H + 8, bad_ghz[k], p_out);
+        assert_int_equal(tu_run(cmd, &out), 2);
+        assert_non_null(strstr(out, "not a clock rate in GHz from 0.001 to 1000"));
+        free(out);
+    }
     tu_rmtree(dir);
     free(dir);
 }
