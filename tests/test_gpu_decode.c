@@ -188,6 +188,15 @@ static void test_validation_errors(void **state) {
     assert_string_equal(loupe_strerror(LOUPE_EGPU_OVERFLOW),
                         "Insufficient space to capture a full trace");
     assert_int_equal(loupe_gpu_decode(NULL, 0, &spec, G1, B128, NULL, NULL, NULL), LOUPE_EINVALID);
+    /* fallback_ghz: 0 is the default; anything outside 0.001..1000 GHz is refused */
+    loupe_gpu_decode_options bad = {.fallback_ghz = -1.0};
+    expect_error(w, H + 4, &spec, G1, B128, &bad, LOUPE_EINVALID,
+                 "loupe_gpu_decode: fallback_ghz -1 is not a clock rate from 0.001 to 1000 GHz "
+                 "(0 = the 1 GHz default)");
+    bad.fallback_ghz = 1e-300;
+    expect_error(w, H + 4, &spec, G1, B128, &bad, LOUPE_EINVALID,
+                 "loupe_gpu_decode: fallback_ghz 1e-300 is not a clock rate from 0.001 to 1000 "
+                 "GHz (0 = the 1 GHz default)");
 }
 
 static void test_clock_wrap_in_trace(void **state) {

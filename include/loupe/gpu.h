@@ -110,7 +110,7 @@ typedef struct loupe_gpu_decode_options {
     uint32_t backward_warn_cycles;
     /** Cycles per ns when the buffer cannot give it (Mosaic layout; a loupe buffer whose
      * (clock, globaltimer) pairs give a rate outside 0.1..10 GHz). 0 = 1.0 (Mosaic's
-     * assumption). */
+     * assumption); otherwise 0.001..1000, else LOUPE_EINVALID. */
     double fallback_ghz;
 } loupe_gpu_decode_options;
 
@@ -171,7 +171,8 @@ typedef struct loupe_gpu_decoded {
  * "#<id>"); opts may be NULL (defaults). On success *out is a new result (free it).
  * Errors (detail in loupe_last_error(), exact texts in docs/gpu.md):
  *   LOUPE_EINVALID  a NULL argument, scope not 32/128, a zero dimension, entries_per_trace
- *                   below the header, "Block size is not a multiple of <scope>"
+ *                   below the header, "Block size is not a multiple of <scope>", a
+ *                   fallback_ghz outside 0.001..1000 (other than 0)
  *   LOUPE_EFORMAT   size mismatch, bad magic or version, an odd event count (Mosaic's text)
  *   LOUPE_EGPU_OVERFLOW  strict mode and a trace overflowed (detail names the needed capacity)
  *   LOUPE_ENOMEM

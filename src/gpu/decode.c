@@ -249,7 +249,13 @@ int loupe_gpu_decode(const uint32_t *buf, size_t n_words, const loupe_gpu_spec *
         o = *opts;
     }
     uint32_t warn_cycles = o.backward_warn_cycles ? o.backward_warn_cycles : 10;
-    double fallback = (o.fallback_ghz > 0 && isfinite(o.fallback_ghz)) ? o.fallback_ghz : 1.0;
+    if (o.fallback_ghz != 0 && !(o.fallback_ghz >= 0.001 && o.fallback_ghz <= 1000.0)) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_gpu_decode: fallback_ghz %g is not a clock rate from 0.001 to "
+                          "1000 GHz (0 = the 1 GHz default)",
+                          o.fallback_ghz);
+    }
+    double fallback = o.fallback_ghz != 0 ? o.fallback_ghz : 1.0;
     uint32_t scope;
     uint64_t tpb = 0, ntr = 0, words = 0;
     int r = shape(spec, grid, block, &scope, &tpb, &ntr, &words);
