@@ -22,31 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static char *dir;
-
-static int setup(void **state) {
-    (void)state;
-    dir = tu_tmpdir("edges");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    loupe_stop_trace_if_active(NULL);
-    tu_rmtree(dir);
-    free(dir);
-    return 0;
-}
-
-static loupe_model *read_back(const loupe_trace_result *r) {
-    loupe_model *m = NULL;
-    int rc = loupe_trace_read(r->trace_json, &m);
-    if (rc != 0) {
-        fail_msg("%s: %s", loupe_strerror(rc), loupe_last_error());
-    }
-    return m;
-}
-
 static size_t count_named(const loupe_model *m, const char *name) {
     size_t n = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
@@ -59,7 +34,7 @@ static size_t count_named(const loupe_model *m, const char *name) {
 
 static void test_plugin_unloaded_before_stop(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     void *h = dlopen(LOUPE_TEST_PLUGIN, RTLD_NOW);
@@ -74,7 +49,7 @@ static void test_plugin_unloaded_before_stop(void **state) {
     assert_int_equal(dlclose(h), 0);
     { LOUPE_ZONE("host_zone"); }
     assert_int_equal(loupe_stop_trace(&r), 0); /* no crash: the srcloc is gone */
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     assert_int_equal(count_named(m, "(unloaded)"), 1);
     assert_int_equal(count_named(m, "host_zone"), 1);
     assert_int_equal(m->counter_count, 1);
@@ -108,7 +83,7 @@ static void *one_zone(void *arg) {
  * given back when the thread exits; with lazy_buffers only one 1 MiB chunk is ever touched.
  * Tolerance: under 3 MiB per thread. */
 static void many_short_threads(int lazy) {
-    loupe_trace_options o = {.log_dir = dir, .lazy_buffers = lazy};
+    loupe_trace_options o = {.log_dir = tu_dir, .lazy_buffers = lazy};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     long before = rss_kib();
@@ -144,7 +119,7 @@ static void *exits_in_zone(void *arg) {
 
 static void test_thread_exit_inside_zone(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     pthread_t t;
@@ -153,7 +128,7 @@ static void test_thread_exit_inside_zone(void **state) {
     struct timespec d = {0, 50 * 1000000L};
     nanosleep(&d, NULL); /* the stop comes 50 ms after the exit */
     assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     const loupe_slice *s = NULL;
     for (size_t i = 0; i < m->thread_count; i++) {
         if (m->threads[i].slice_count == 1) {
@@ -177,7 +152,7 @@ static void *named_by_pthread(void *arg) {
 
 static void test_pthread_setname_names_the_track(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     pthread_t t;
@@ -195,7 +170,7 @@ static void test_reserved_metadata_and_formats(void **state) {
     assert_int_equal(loupe_set_metadata("loupe_thread_1_dropped", "7"), LOUPE_EINVALID);
     assert_int_equal(loupe_set_metadata("hostname_of_job", "ok"), 0);
     loupe_clear_metadata();
-    loupe_trace_options o = {.log_dir = dir, .formats = 1u << 20};
+    loupe_trace_options o = {.log_dir = tu_dir, .formats = 1u << 20};
     assert_int_equal(loupe_start_trace(&o), LOUPE_EUNSUPPORTED);
     assert_non_null(strstr(loupe_last_error(), "formats 0x100000 are not available"));
     assert_int_equal(loupe_is_tracing(), 0);
@@ -221,7 +196,7 @@ static void fake_call(int depth) {
  * that were recorded stay whole and the counts are exact: 2^11 - 1 calls = 4094 events wanted. */
 static void test_function_overflow_keep_first(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir, .buffer_events = 64, .function_tracing = 1};
+    loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 64, .function_tracing = 1};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     fake_call(10);
@@ -236,7 +211,7 @@ static void test_function_overflow_keep_first(void **state) {
 static void test_function_tracing_follows_level(void **state) {
     (void)state;
     loupe_trace_options o = {
-        .log_dir = dir, .function_tracing = 1, .host_tracer_level = LOUPE_LEVEL_CRITICAL};
+        .log_dir = tu_dir, .function_tracing = 1, .host_tracer_level = LOUPE_LEVEL_CRITICAL};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     fake_call(3);
@@ -254,7 +229,7 @@ static void test_function_tracing_follows_level(void **state) {
 static void test_lazy_buffers_overflow(void **state) {
     (void)state;
     for (int ring = 0; ring < 2; ring++) {
-        loupe_trace_options o = {.log_dir = dir,
+        loupe_trace_options o = {.log_dir = tu_dir,
                                  .buffer_events = 200000,
                                  .lazy_buffers = 1,
                                  .overflow =
@@ -286,7 +261,7 @@ static void test_unmappable_buffer_counts_drops(void **state) {
         if (setrlimit(RLIMIT_AS, &rl) != 0) {
             _exit(10);
         }
-        loupe_trace_options o = {.log_dir = dir, .buffer_events = 1u << 28}; /* 4 GiB */
+        loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 1u << 28}; /* 4 GiB */
         if (loupe_start_trace(&o) != 0) {
             _exit(11);
         }
@@ -314,7 +289,7 @@ static void test_unmappable_buffer_counts_drops(void **state) {
 /* A run directory with only an XPlane file is found and read (loupe summary RUN_DIR). */
 static void test_xplane_only_run_dir(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir, .formats = LOUPE_FORMAT_XPLANE};
+    loupe_trace_options o = {.log_dir = tu_dir, .formats = LOUPE_FORMAT_XPLANE};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("xp_zone"); }
@@ -323,7 +298,7 @@ static void test_xplane_only_run_dir(void **state) {
     char found[LOUPE_PATH_MAX];
     assert_int_equal(loupe_trace_find(r.run_dir, found, sizeof found), 0);
     assert_string_equal(found, r.xplane);
-    assert_int_equal(loupe_trace_find(dir, found, sizeof found), 0); /* the log_dir too */
+    assert_int_equal(loupe_trace_find(tu_dir, found, sizeof found), 0); /* the log_dir too */
     assert_string_equal(found, r.xplane);
     loupe_model *m = NULL;
     assert_int_equal(loupe_trace_read(found, &m), 0);
@@ -333,17 +308,18 @@ static void test_xplane_only_run_dir(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_plugin_unloaded_before_stop, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_many_short_threads_memory, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_many_short_threads_memory_lazy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_thread_exit_inside_zone, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pthread_setname_names_the_track, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reserved_metadata_and_formats, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_function_overflow_keep_first, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_function_tracing_follows_level, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_xplane_only_run_dir, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lazy_buffers_overflow, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unmappable_buffer_counts_drops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plugin_unloaded_before_stop, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_many_short_threads_memory, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_many_short_threads_memory_lazy, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_thread_exit_inside_zone, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_pthread_setname_names_the_track, tu_setup,
+                                        tu_teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_metadata_and_formats, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_function_overflow_keep_first, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_function_tracing_follows_level, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_xplane_only_run_dir, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_lazy_buffers_overflow, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_unmappable_buffer_counts_drops, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

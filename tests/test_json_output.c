@@ -19,22 +19,6 @@
 #include <string.h>
 #include <time.h>
 
-static char *dir;
-
-static int setup(void **state) {
-    (void)state;
-    dir = tu_tmpdir("json");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    loupe_stop_trace_if_active(NULL);
-    tu_rmtree(dir);
-    free(dir);
-    return 0;
-}
-
 static void sleep_ms(int ms) {
     struct timespec d = {0, ms * 1000000L};
     nanosleep(&d, NULL);
@@ -130,7 +114,7 @@ static void *consumer(void *arg) {
 
 static void test_structure_and_durations(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     loupe_set_thread_name("main-thread");
     assert_int_equal(loupe_start_trace(&o), 0);
@@ -269,7 +253,7 @@ static void test_hostile_names(void **state) {
     char longname[20000];
     memset(longname, 'L', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_set_metadata("key\"\x01\xff", "value\\\n"), 0);
@@ -312,8 +296,8 @@ static void test_hostile_names(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_structure_and_durations, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hostile_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_structure_and_durations, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_names, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

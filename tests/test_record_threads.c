@@ -20,22 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char *dir;
-
-static int setup(void **state) {
-    (void)state;
-    dir = tu_tmpdir("record");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    loupe_stop_trace_if_active(NULL);
-    tu_rmtree(dir);
-    free(dir);
-    return 0;
-}
-
 /* Counts occurrences of needle in the (gunzipped) file. */
 static size_t count_in_file(const char *path, const char *needle) {
     size_t len;
@@ -51,16 +35,6 @@ static size_t count_in_file(const char *path, const char *needle) {
     }
     free(text);
     return n;
-}
-
-/* The model of the last trace, read back with the library's reader. */
-static loupe_model *read_back(const loupe_trace_result *r) {
-    loupe_model *m = NULL;
-    int rc = loupe_trace_read(r->trace_json, &m);
-    if (rc != 0) {
-        fail_msg("reading %s: %s: %s", r->trace_json, loupe_strerror(rc), loupe_last_error());
-    }
-    return m;
 }
 
 static const loupe_model_thread *thread_by_tid(const loupe_model *m, uint64_t tid) {
@@ -84,7 +58,7 @@ static void *zone_worker(void *arg) {
 
 static void test_four_threads_exact_counts(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     pthread_t th[4];
@@ -113,7 +87,7 @@ static void test_four_threads_exact_counts(void **state) {
  * (237 events), and the capacity that would have held them all is 300. */
 static void test_overflow_keep_first(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir, .buffer_events = 64};
+    loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 64};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     for (int i = 0; i < 100; i++) {
@@ -126,7 +100,7 @@ static void test_overflow_keep_first(void **state) {
     assert_int_equal(r.events_recorded, 63);
     assert_int_equal(r.events_dropped, 237);
     assert_int_equal(r.threads[0].capacity_needed, 300);
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     assert_int_equal(m->threads[0].slice_count, 21);
     for (size_t i = 0; i < 21; i++) {
         char name[16];
@@ -141,7 +115,7 @@ static void test_overflow_keep_first(void **state) {
 /* Keep-first keeps room for the ends of open zones: the outer zone stays whole. */
 static void test_overflow_keep_first_nested(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir, .buffer_events = 64};
+    loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 64};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     {
@@ -154,7 +128,7 @@ static void test_overflow_keep_first_nested(void **state) {
     assert_int_equal(r.events_recorded, 64);
     assert_int_equal(r.events_dropped, 138);
     assert_int_equal(r.truncated_zones, 0);
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     const loupe_model_thread *t = &m->threads[0];
     assert_int_equal(t->slice_count, 32);
     assert_string_equal(t->slices[0].name, "outer");
@@ -173,7 +147,7 @@ static void test_overflow_keep_first_nested(void **state) {
 static void test_overflow_keep_last(void **state) {
     (void)state;
     loupe_trace_options o = {
-        .log_dir = dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
+        .log_dir = tu_dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     for (int i = 0; i < 100; i++) {
@@ -184,7 +158,7 @@ static void test_overflow_keep_last(void **state) {
     assert_int_equal(r.events_recorded, 64);
     assert_int_equal(r.events_dropped, 336);
     assert_int_equal(r.threads[0].capacity_needed, 400);
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     assert_int_equal(m->threads[0].slice_count, 16);
     for (size_t i = 0; i < 16; i++) {
         assert_int_equal(m->threads[0].slices[i].args[0].v.i, (int64_t)(84 + i));
@@ -200,7 +174,7 @@ static void test_overflow_keep_last(void **state) {
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 64);
     assert_int_equal(r.events_recorded + r.events_dropped, r.threads[0].capacity_needed);
-    m = read_back(&r);
+    m = tu_read_back(r.trace_json);
     size_t k = m->threads[0].slice_count;
     assert_true(k >= 20 && k <= 21);
     for (size_t i = 0; i < k; i++) {
@@ -216,7 +190,7 @@ static void test_overflow_keep_last(void **state) {
 static void test_overflow_keep_last_lost_begin(void **state) {
     (void)state;
     loupe_trace_options o = {
-        .log_dir = dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
+        .log_dir = tu_dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     {
@@ -228,7 +202,7 @@ static void test_overflow_keep_last_lost_begin(void **state) {
     }
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_dropped + r.events_recorded, 2 + 50 * 4);
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     const loupe_model_thread *t = &m->threads[0];
     assert_string_equal(t->slices[0].name, "outer");
     assert_true(t->slices[0].flags & LOUPE_SLICE_TRUNCATED);
@@ -246,7 +220,7 @@ static void test_overflow_keep_last_lost_begin(void **state) {
 
 static void test_dynamic_name_is_copied(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     char buf[64];
@@ -260,7 +234,7 @@ static void test_dynamic_name_is_copied(void **state) {
         loupe_zone_end_dyn(z);
     }
     assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     assert_int_equal(m->threads[0].slice_count, 2);
     assert_string_equal(m->threads[0].slices[0].name, "request-42");
     assert_int_equal(strlen(m->threads[0].slices[1].name), 63);
@@ -274,7 +248,7 @@ static const loupe_srcloc sl_c = {"C", "f", "file.c", 3, LOUPE_LEVEL_INFO};
 
 static void test_unbalanced_ends(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     loupe_zone_end(&sl_c); /* an end without a begin */
@@ -288,7 +262,7 @@ static void test_unbalanced_ends(void **state) {
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.unmatched_ends, 2);
     assert_int_equal(r.truncated_zones, 2);
-    loupe_model *m = read_back(&r);
+    loupe_model *m = tu_read_back(r.trace_json);
     const loupe_model_thread *t = &m->threads[0];
     assert_int_equal(t->slice_count, 4);
     assert_string_equal(t->slices[0].name, "A");
@@ -308,7 +282,7 @@ static void test_unbalanced_ends(void **state) {
 
 static void test_fork_while_tracing(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("parent_before"); }
@@ -324,7 +298,7 @@ static void test_fork_while_tracing(void **state) {
             bad |= 2;
         }
         char cdir[4200];
-        snprintf(cdir, sizeof cdir, "%s/child", dir);
+        snprintf(cdir, sizeof cdir, "%s/child", tu_dir);
         loupe_trace_options co = {.log_dir = cdir};
         loupe_trace_result cr;
         if (loupe_start_trace(&co) != 0) {
@@ -353,7 +327,7 @@ static int ok_starts[8], ok_stops[8];
 
 static void *start_stop_worker(void *arg) {
     int id = (int)(intptr_t)arg;
-    loupe_trace_options o = {.log_dir = dir, .buffer_events = 4096};
+    loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 4096};
     for (int i = 0; i < 40; i++) {
         if (loupe_start_trace(&o) == 0) {
             ok_starts[id]++;
@@ -388,7 +362,7 @@ static void test_concurrent_start_stop_8_threads(void **state) {
     assert_true(starts > 0);
     assert_int_equal(starts, stops + final_stop); /* every session ended exactly once */
     /* never stuck */
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_stop_trace(NULL), 0);
 }
@@ -420,7 +394,7 @@ static void test_recording_races_start_stop(void **state) {
         assert_int_equal(pthread_create(&th[i], NULL, busy_recorder, NULL), 0);
     }
     for (int i = 0; i < 30; i++) {
-        loupe_trace_options o = {.log_dir = dir,
+        loupe_trace_options o = {.log_dir = tu_dir,
                                  .buffer_events = i % 3 == 0 ? 256 : 65536,
                                  .overflow =
                                      i % 2 ? LOUPE_OVERFLOW_KEEP_LAST : LOUPE_OVERFLOW_KEEP_FIRST};
@@ -432,7 +406,7 @@ static void test_recording_races_start_stop(void **state) {
             assert_true(r.threads[t].events_recorded <= (i % 3 == 0 ? 256u : 65536u));
             assert_true(r.threads[t].capacity_needed >= r.threads[t].events_recorded);
         }
-        loupe_model *m = read_back(&r);
+        loupe_model *m = tu_read_back(r.trace_json);
         for (size_t t = 0; t < m->thread_count; t++) {
             const loupe_model_thread *mt = &m->threads[t];
             for (size_t k = 0; k < mt->slice_count; k++) { /* well-formed: inside the trace */
@@ -450,16 +424,17 @@ static void test_recording_races_start_stop(void **state) {
 int main(void) {
     (void)thread_by_tid;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_four_threads_exact_counts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_overflow_keep_first, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_overflow_keep_first_nested, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_overflow_keep_last, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_overflow_keep_last_lost_begin, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dynamic_name_is_copied, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unbalanced_ends, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fork_while_tracing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_start_stop_8_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recording_races_start_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_four_threads_exact_counts, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_first, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_first_nested, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_last, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_keep_last_lost_begin, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_name_is_copied, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_unbalanced_ends, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_fork_while_tracing, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_start_stop_8_threads, tu_setup,
+                                        tu_teardown),
+        cmocka_unit_test_setup_teardown(test_recording_races_start_stop, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

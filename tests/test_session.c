@@ -20,22 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *dir;
-
-static int setup(void **state) {
-    (void)state;
-    dir = tu_tmpdir("session");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    loupe_stop_trace_if_active(NULL);
-    tu_rmtree(dir);
-    free(dir);
-    return 0;
-}
-
 static void test_messages(void **state) {
     (void)state;
     assert_string_equal(loupe_strerror(LOUPE_EALREADY_STARTED),
@@ -61,17 +45,17 @@ static void test_transitions(void **state) {
     assert_int_equal(loupe_stop_trace_if_active(&r), 0);
     assert_int_equal(loupe_is_tracing(), 0);
     /* IDLE -> TRACING */
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_is_tracing(), 1);
     /* TRACING: a second start fails and names the running session's log_dir. */
     assert_int_equal(loupe_start_trace(&o), LOUPE_EALREADY_STARTED);
     assert_non_null(strstr(loupe_last_error(), "TRACING"));
-    assert_non_null(strstr(loupe_last_error(), dir));
+    assert_non_null(strstr(loupe_last_error(), tu_dir));
     /* TRACING -> IDLE, writing the run directory */
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(loupe_is_tracing(), 0);
-    assert_true(strncmp(r.run_dir, dir, strlen(dir)) == 0);
+    assert_true(strncmp(r.run_dir, tu_dir, strlen(tu_dir)) == 0);
     assert_non_null(strstr(r.run_dir, "/plugins/profile/"));
     struct stat st;
     assert_int_equal(stat(r.trace_json, &st), 0);
@@ -89,7 +73,7 @@ static void test_option_errors(void **state) {
     loupe_trace_options o = {0};
     assert_int_equal(loupe_start_trace(&o), LOUPE_EINVALID);
     assert_non_null(strstr(loupe_last_error(), "log_dir is required"));
-    o.log_dir = dir;
+    o.log_dir = tu_dir;
     o.host_tracer_level = 4;
     assert_int_equal(loupe_start_trace(&o), LOUPE_EINVALID);
     assert_non_null(strstr(loupe_last_error(), "host_tracer_level 4"));
@@ -105,7 +89,7 @@ static void test_option_errors(void **state) {
     assert_int_equal(loupe_start_trace(&o), LOUPE_EINVALID);
     /* log_dir under a regular file cannot be created: EIO naming the path and errno */
     char file[4200], bad[4300];
-    snprintf(file, sizeof file, "%s/afile", dir);
+    snprintf(file, sizeof file, "%s/afile", tu_dir);
     tu_write_file(file, "x");
     snprintf(bad, sizeof bad, "%s/sub", file);
     loupe_trace_options o2 = {.log_dir = bad};
@@ -139,7 +123,7 @@ static size_t count_runs(const char *log_dir) {
 
 static void test_same_second_runs_do_not_collide(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir, .run_name = "fixed"};
+    loupe_trace_options o = {.log_dir = tu_dir, .run_name = "fixed"};
     char seen[5][LOUPE_PATH_MAX];
     for (int i = 0; i < 5; i++) {
         loupe_trace_result r;
@@ -150,7 +134,7 @@ static void test_same_second_runs_do_not_collide(void **state) {
             assert_string_not_equal(seen[i], seen[j]);
         }
     }
-    assert_int_equal(count_runs(dir), 5);
+    assert_int_equal(count_runs(tu_dir), 5);
     assert_non_null(strstr(seen[0], "/plugins/profile/fixed"));
     assert_non_null(strstr(seen[4], "/plugins/profile/fixed_4"));
 }
@@ -158,7 +142,7 @@ static void test_same_second_runs_do_not_collide(void **state) {
 static void test_failed_write_then_retry(void **state) {
     (void)state;
     char ld[4200];
-    snprintf(ld, sizeof ld, "%s/will_be_a_file", dir);
+    snprintf(ld, sizeof ld, "%s/will_be_a_file", tu_dir);
     loupe_trace_options o = {.log_dir = ld};
     assert_int_equal(loupe_start_trace(&o), 0);
     for (int i = 0; i < 100; i++) {
@@ -180,7 +164,7 @@ static void test_failed_write_then_retry(void **state) {
     assert_int_equal(loupe_stop_trace(NULL), LOUPE_ENOT_STARTED);
     /* nothing lost: write the kept trace elsewhere */
     char ld2[4200];
-    snprintf(ld2, sizeof ld2, "%s/retry", dir);
+    snprintf(ld2, sizeof ld2, "%s/retry", tu_dir);
     assert_int_equal(loupe_write_last_trace(ld2, &r), 0);
     json_t *j = tu_load_json(r.trace_json);
     size_t n = 0, i;
@@ -205,7 +189,7 @@ static void test_failed_write_then_retry(void **state) {
 
 static void test_perfetto_file_has_no_metadata_key(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir, .create_perfetto_trace = 1};
+    loupe_trace_options o = {.log_dir = tu_dir, .create_perfetto_trace = 1};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("z"); }
@@ -230,7 +214,7 @@ static void test_metadata(void **state) {
     assert_int_equal(loupe_set_metadata("model", "resnet"), 0);
     assert_int_equal(loupe_set_metadata("model", "bert \"large\""), 0); /* replaces */
     assert_int_equal(loupe_set_metadata("batch", "32"), 0);
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_stop_trace(&r), 0);
@@ -249,7 +233,7 @@ static void test_metadata(void **state) {
 
 static void test_scoped_session(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     int rc = -100, ran = 0;
     LOUPE_TRACE_SCOPE(&o, &r, &rc) {
@@ -272,7 +256,7 @@ static void test_scoped_session(void **state) {
 
 static void test_level_none_records_nothing(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = dir, .host_tracer_level = LOUPE_LEVEL_NONE};
+    loupe_trace_options o = {.log_dir = tu_dir, .host_tracer_level = LOUPE_LEVEL_NONE};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_is_tracing(), 1);
@@ -284,7 +268,7 @@ static void test_level_none_records_nothing(void **state) {
 static void test_levels(void **state) {
     (void)state;
     for (int level = 1; level <= 3; level++) {
-        loupe_trace_options o = {.log_dir = dir, .host_tracer_level = level};
+        loupe_trace_options o = {.log_dir = tu_dir, .host_tracer_level = level};
         loupe_trace_result r;
         assert_int_equal(loupe_start_trace(&o), 0);
         {
@@ -296,7 +280,7 @@ static void test_levels(void **state) {
         assert_int_equal(r.events_recorded, (uint64_t)(2 * level));
     }
     /* default = INFO */
-    loupe_trace_options o = {.log_dir = dir};
+    loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r;
     assert_int_equal(loupe_start_trace(&o), 0);
     {
@@ -310,15 +294,17 @@ static void test_levels(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_messages),
-        cmocka_unit_test_setup_teardown(test_transitions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_option_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_same_second_runs_do_not_collide, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failed_write_then_retry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_perfetto_file_has_no_metadata_key, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_metadata, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_scoped_session, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_level_none_records_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_levels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_transitions, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_option_errors, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_same_second_runs_do_not_collide, tu_setup,
+                                        tu_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_write_then_retry, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_perfetto_file_has_no_metadata_key, tu_setup,
+                                        tu_teardown),
+        cmocka_unit_test_setup_teardown(test_metadata, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_scoped_session, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_level_none_records_nothing, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_levels, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

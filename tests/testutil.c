@@ -1,6 +1,9 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include <errno.h>
+#include <loupe/loupe.h>
+
 #include <loupe/model.h>
 
 #include <setjmp.h>
@@ -208,4 +211,32 @@ void tu_models_equal(const loupe_model *a, const loupe_model *b) {
         assert_string_equal(a->metadata[i].key, b->metadata[i].key);
         assert_string_equal(a->metadata[i].value, b->metadata[i].value);
     }
+}
+
+/* ---- per-test temporary directory ---- */
+
+char *tu_dir;
+
+int tu_setup(void **state) {
+    (void)state;
+    tu_dir = tu_tmpdir(program_invocation_short_name);
+    return 0;
+}
+
+int tu_teardown(void **state) {
+    (void)state;
+    loupe_stop_trace_if_active(NULL);
+    tu_rmtree(tu_dir);
+    free(tu_dir);
+    tu_dir = NULL;
+    return 0;
+}
+
+loupe_model *tu_read_back(const char *path) {
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(path, &m);
+    if (rc != 0) {
+        fail_msg("reading %s: %s: %s", path, loupe_strerror(rc), loupe_last_error());
+    }
+    return m;
 }

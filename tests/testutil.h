@@ -17,10 +17,18 @@ json_t *tu_load_json(const char *path);
 int tu_run(const char *cmd, char **out);
 /* Writes text to a file; fails the test on error. */
 void tu_write_file(const char *path, const char *text);
+/* cmocka setup/teardown pair: tu_setup makes a fresh tu_dir (named after the test program);
+ * tu_teardown stops any session left active, removes tu_dir and frees it. */
+extern char *tu_dir;
+int tu_setup(void **state);
+int tu_teardown(void **state);
+
 /* Path of the loupe CLI (env LOUPE_CLI, set by CTest). */
 const char *tu_cli(void);
 
 #include <loupe/model.h>
+/* Reads a trace file with loupe_trace_read(); fails the test (with the detail) on error. */
+loupe_model *tu_read_back(const char *path);
 /* Asserts two typed argument arrays are equal (doubles bit for bit). */
 void tu_args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n);
 /* Asserts two models are equal: scalars, every track (matched by tid, kind and device), slices,
