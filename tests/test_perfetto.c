@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export/pb.h"
+#include "base/pb.h"
 #include "export/sink.h"
 #include "export/writers.h"
 #include "import/readers.h"

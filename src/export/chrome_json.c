@@ -17,7 +17,7 @@
  * - Every string is escaped (sink.c): any name gives valid JSON.
  */
 #include "export/writers.h"
-#include "gpu/gpu_internal.h"
+#include "model/tracks.h"
 
 #include <loupe/loupe.h>
 #include <stdlib.h>

@@ -36,8 +36,8 @@
  * Flows: the source slice's BEGIN carries flow_ids (field 47), the destination's BEGIN
  * terminating_flow_ids (48), both fixed64, one tag per id (formats.md §2.9).
  */
-#include "core/internal.h"
-#include "export/pb.h"
+#include "base/error.h"
+#include "base/pb.h"
 #include "export/writers.h"
 
 #include <errno.h>

@@ -8,7 +8,8 @@
  */
 #include "export/writers.h"
 
-#include "core/internal.h"
+#include "base/error.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <pthread.h>

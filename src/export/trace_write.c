@@ -3,7 +3,7 @@
  * (<path>.tmp, then rename), like the run directory's files (rundir.c). */
 #include "export/writers.h"
 
-#include "core/internal.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <loupe/writer.h>

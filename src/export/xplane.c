@@ -37,7 +37,7 @@
  */
 #include "export/writers.h"
 
-#include "core/internal.h"
+#include "base/error.h"
 
 #include <loupe/loupe.h>
 #include <stdio.h>

@@ -18,8 +18,8 @@
  * timestamp, end < start, or a start outside the session is dropped and counted (XLA's
  * cupti_collector does the same).
  */
-#include "annotate/record.h"
-#include "core/internal.h"
+#include "base/clock.h"
+#include "base/error.h"
 #include "gpu/cupti_api.h"
 #include "gpu/gpu_internal.h"
 #include "model/builder.h"

@@ -9,7 +9,7 @@
  * clamped to last + 1 cycle, B/E nesting checked with a stack, open regions closed at the last
  * timestamp. Steps must stay below 2^31 cycles (1.2 s at 1.755 GHz) to unwrap.
  */
-#include "core/internal.h"
+#include "base/error.h"
 #include "gpu/gpu_internal.h"
 
 #include <loupe/gpu.h>

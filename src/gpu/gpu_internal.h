@@ -2,23 +2,23 @@
 #ifndef LOUPE_GPU_INTERNAL_H
 #define LOUPE_GPU_INTERNAL_H
 
+#include "model/tracks.h"
+
 #include <stdint.h>
 
 struct loupe__mb;
 
-/* Chrome JSON pid of GPU device n: above Linux's pid_max (2^22), so never a host pid. */
-#define LOUPE__GPU_PID_BASE 1000000000ull
-/* Model tids of GPU tracks: bit 40 set, the device in bits 32..39, a per-device track number
- * below: never an OS thread id, so host and GPU tracks never share a tid in the builder. */
-#define LOUPE__GPU_TID(device, n) ((1ull << 40) | ((uint64_t)(device) << 32) | (uint64_t)(n))
-
 /* Adds the GPU tracks of the session (loupe_gpu_session_add, CUPTI) to the model under
- * construction and forgets them. origin_unix_ns: the model's ts 0. 0, or -1 on out-of-memory. */
+ * construction and forgets them. origin_unix_ns: the model's ts 0. 0, or -1 on out-of-memory
+ * or when mb is NULL (they are forgotten all the same). */
 int loupe__gpu_collect(struct loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns);
 /* A deep copy of a decoded buffer (names copied); NULL on out-of-memory. */
 struct loupe_gpu_decoded *loupe__gpu_decoded_clone(const struct loupe_gpu_decoded *d);
-/* Drops what a previous session left (called at start). */
-void loupe__gpu_reset(void);
+/* The session opens the GPU join at its start (dropping what an earlier session left) and
+ * closes it at its stop, before collecting: loupe_gpu_session_add() succeeds only in between.
+ * Thread-safety: any thread (the join's own lock). */
+void loupe__gpu_session_open(void);
+void loupe__gpu_session_close(void);
 
 /* CUPTI (cupti.c): the device tracer of the session. */
 /* Starts it for a session at device_tracer_level level (0: nothing). Never fails the session:

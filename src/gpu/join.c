@@ -10,8 +10,8 @@
  * at the same time, so BY_SM / BY_BLOCK give a group extra lines ("SM 3 #2") when a trace
  * overlaps the ones already on a line.
  */
-#include "annotate/record.h"
-#include "core/internal.h"
+#include "base/clock.h"
+#include "base/error.h"
 #include "gpu/gpu_internal.h"
 #include "model/builder.h"
 
@@ -34,6 +34,10 @@ typedef struct launch {
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 static launch *launches, **launches_tail = &launches;
 static size_t launch_count;
+/* Set by the session (loupe__gpu_session_open/close), read and written under gpu_lock: an add
+ * either lands before the close, and the stop collects it, or sees the session closed and fails;
+ * none can land in the list after the stop took it. */
+static int session_open;
 
 static void free_launches(launch *l) {
     while (l != NULL) {
@@ -45,13 +49,27 @@ static void free_launches(launch *l) {
     }
 }
 
-void loupe__gpu_reset(void) {
+void loupe__gpu_session_open(void) {
     pthread_mutex_lock(&gpu_lock);
-    free_launches(launches);
+    free_launches(launches); /* an unstopped capture's, or a failed collection's */
     launches = NULL;
     launches_tail = &launches;
     launch_count = 0;
+    session_open = 1;
     pthread_mutex_unlock(&gpu_lock);
+}
+
+void loupe__gpu_session_close(void) {
+    pthread_mutex_lock(&gpu_lock);
+    session_open = 0;
+    pthread_mutex_unlock(&gpu_lock);
+}
+
+static int is_open(void) {
+    pthread_mutex_lock(&gpu_lock);
+    int o = session_open;
+    pthread_mutex_unlock(&gpu_lock);
+    return o;
 }
 
 int loupe_gpu_session_add(const loupe_gpu_decoded *d, const loupe_gpu_add_options *opts) {
@@ -70,10 +88,10 @@ int loupe_gpu_session_add(const loupe_gpu_decoded *d, const loupe_gpu_add_option
         return loupe__err(LOUPE_EINVALID, "loupe_gpu_session_add: device %u is above 255",
                           o.device);
     }
-    if (!loupe_is_tracing()) {
-        return loupe__err(LOUPE_ENOT_STARTED,
-                          "loupe_gpu_session_add: the session is IDLE; call it between "
-                          "loupe_start_trace() and loupe_stop_trace()");
+    static const char idle[] = "loupe_gpu_session_add: the session is IDLE; call it between "
+                               "loupe_start_trace() and loupe_stop_trace()";
+    if (!is_open()) { /* saves the copy; checked again under the lock below */
+        return loupe__err(LOUPE_ENOT_STARTED, "%s", idle);
     }
     launch *l = calloc(1, sizeof(*l));
     if (l == NULL || (l->d = loupe__gpu_decoded_clone(d)) == NULL ||
@@ -88,10 +106,17 @@ int loupe_gpu_session_add(const loupe_gpu_decoded *d, const loupe_gpu_add_option
     l->o.kernel_name = l->kernel;
     l->added_unix_ns = loupe__realtime_ns();
     pthread_mutex_lock(&gpu_lock);
-    *launches_tail = l;
-    launches_tail = &l->next;
-    launch_count++;
+    int open = session_open;
+    if (open) {
+        *launches_tail = l;
+        launches_tail = &l->next;
+        launch_count++;
+    }
     pthread_mutex_unlock(&gpu_lock);
+    if (!open) { /* the stop came while the buffer was copied */
+        free_launches(l);
+        return loupe__err(LOUPE_ENOT_STARTED, "%s", idle);
+    }
     return 0;
 }
 
@@ -228,7 +253,7 @@ int loupe__gpu_collect(loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns)
     pthread_mutex_unlock(&gpu_lock);
     lines ls;
     memset(&ls, 0, sizeof ls);
-    int failed = 0;
+    int failed = mb == NULL; /* no model to add to: the launches are dropped all the same */
     unsigned n = 0;
     for (launch *l = list; l != NULL && !failed; l = l->next, n++) {
         const loupe_gpu_decoded *d = l->d;

@@ -3,7 +3,7 @@
  * out-of-memory leaves the table as it was (tenstorrent/tt-metal#35378 is the failure this
  * avoids: a table that fills up and silently keeps half a batch).
  */
-#include "core/internal.h"
+#include "base/error.h"
 
 #include <loupe/gpu.h>
 

@@ -47,7 +47,7 @@
  * are not an object (an arg whose value is null reads as the string "null"), counter args that are
  * not numbers, a bind_id without a direction, flow ends that pair with nothing.
  */
-#include "core/internal.h"
+#include "base/error.h"
 #include "import/readers.h"
 #include "model/builder.h"
 

@@ -1,6 +1,6 @@
 /* perfetto_proto.c: the Perfetto native protobuf reader (.pftrace) into the trace model.
  *
- * A bounded hand-written decoder (export/pb.h): every length is checked against the bytes that
+ * A bounded hand-written decoder (base/pb.h): every length is checked against the bytes that
  * remain, nothing is allocated from a length claim, and any malformed input (garbage varints,
  * truncated messages, lengths past the end, wire types that do not match a known field) is
  * LOUPE_EFORMAT with the file offset of the bad bytes. The file is read whole (at most 4 GiB).
@@ -31,8 +31,8 @@
  *   kind/device/tid and loss accounting, and the metadata pairs. Model times are relative to its
  *   origin_unix_ns (the writer's clock base); in other files to the earliest timestamp.
  */
-#include "core/internal.h"
-#include "export/pb.h"
+#include "base/error.h"
+#include "base/pb.h"
 #include "import/readers.h"
 #include "model/builder.h"
 

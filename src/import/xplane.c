@@ -26,7 +26,7 @@
  * negative or beyond 2^62 ns. Nothing is allocated from a length claim before it is checked
  * against the bytes that are there.
  */
-#include "core/internal.h"
+#include "base/error.h"
 #include "import/readers.h"
 #include "model/builder.h"
 

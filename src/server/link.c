@@ -6,8 +6,10 @@
  * completely or the timeout passed. 9001 is the one port Perfetto's content security policy lets
  * the UI fetch from, so when it is taken the error says so.
  */
-#include "core/internal.h"
+#include "base/error.h"
+#include "base/net.h"
 #include "server/server_internal.h"
+#include "session/link.h"
 
 #include <loupe/server.h>
 
@@ -227,4 +229,9 @@ out:
     pthread_mutex_destroy(&ls->lock);
     free(ls);
     return r;
+}
+
+int loupe__session_serve_link(const char *path, uint32_t timeout_ms) {
+    loupe_link_options lo = {.timeout_ms = timeout_ms};
+    return loupe_serve_perfetto_link(path, &lo);
 }

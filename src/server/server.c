@@ -5,7 +5,7 @@
  * status requests keep flowing. The listening socket is made here rather than by libmicrohttpd so
  * that a bind failure reaches the caller with its errno (jax only logs it: reference §7 #2).
  *
- * A capture runs the process's one session through core/capture.h: a local trace (or another
+ * A capture runs the process's one session through session/capture.h: a local trace (or another
  * capture) makes it a 409 and is not touched. Its model is written into memory by the format's
  * writer (src/export/writers.h) and sent as the response body: the trace lands where the client
  * is, not on the server's disk (reference §7 #15).
@@ -15,11 +15,13 @@
  * it is written before the daemon starts and freed only after MHD_stop_daemon() has joined every
  * connection thread.
  */
-#include "core/capture.h"
-#include "core/internal.h"
+#include "session/capture.h"
+#include "base/error.h"
+#include "base/fs.h"
 #include "export/writers.h"
 #include "server/query.h"
 #include "server/server_internal.h"
+#include "base/net.h"
 
 #include <loupe/loupe.h>
 #include <loupe/server.h>
@@ -465,53 +467,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 /* ---- sockets and the state machine ---- */
-
-int loupe__listen_socket(const char *address, int port, int reuse, int *fd_out, int *port_out,
-                         const char *what) {
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    socklen_t sl;
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, address, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
-        sl = sizeof *s4;
-    } else if (inet_pton(AF_INET6, address, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        sl = sizeof *s6;
-    } else {
-        return loupe__err(LOUPE_EINVALID,
-                          "%s: bind address \"%.80s\" is not a numeric IPv4 or IPv6 address", what,
-                          address);
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        int e = errno;
-        return loupe__err(LOUPE_EIO, "%s: cannot create a socket: %s (errno %d)", what, strerror(e),
-                          e);
-    }
-    int one = 1;
-    if (reuse) {
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    }
-    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
-        int e = errno;
-        close(fd);
-        return loupe__err(LOUPE_EIO, "%s: cannot listen on %s port %d: %s (errno %d)%s", what,
-                          address, port, strerror(e), e,
-                          e == EADDRINUSE ? "; another process holds the port" : "");
-    }
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        int e = errno;
-        close(fd);
-        return loupe__err(LOUPE_EIO, "%s: getsockname: %s (errno %d)", what, strerror(e), e);
-    }
-    *port_out = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
-    *fd_out = fd;
-    return 0;
-}
 
 int loupe_start_server(int port) {
     loupe_server_options o = {.port = port};

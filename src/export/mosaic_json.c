@@ -4,7 +4,7 @@
  * for regions, i for instants, an instant "loupe: truncated" (args: dropped, needed_entries) at
  * the end of each truncated trace; M process/thread names; loss figures in "metadata".
  */
-#include "core/internal.h"
+#include "base/error.h"
 #include "export/sink.h"
 
 #include <loupe/gpu.h>

@@ -1,8 +1,11 @@
-/* collect.h: the collector (collect.c): thread buffers → trace model, at stop. */
+/* collect.h: the collector (collect.c): thread buffers → trace model, at stop. The slot format
+ * it reads is written in record.c and loupe/detail/hot.h. */
 #ifndef LOUPE_MODEL_COLLECT_H
 #define LOUPE_MODEL_COLLECT_H
 
 #include <loupe/model.h>
+
+struct loupe__mb;
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,8 +23,10 @@ typedef struct loupe__collect_params {
     size_t metadata_count;
 } loupe__collect_params;
 
-/* Builds the model. Call with loupe__registry_lock held and the gate closed.
- * NULL on out-of-memory. */
-loupe_model *loupe__collect(const loupe__collect_params *p);
+/* Adds the session's host threads (slices, instants, counters, flows, loss counts) and the
+ * process fields to the model under construction in mb (the session adds its other sources and
+ * finishes it). Call with loupe__registry_lock held and the gate closed.
+ * 0, or -1 on out-of-memory (mb is then failed: abort it). */
+int loupe__collect(struct loupe__mb *mb, const loupe__collect_params *p);
 
 #endif

@@ -11,8 +11,10 @@
  * - Buffers live until their thread exits; an exited thread's buffer is freed by the next stop
  *   (after its events were collected) or start, under the registry lock.
  */
-#ifndef LOUPE_ANNOTATE_RECORD_H
-#define LOUPE_ANNOTATE_RECORD_H
+#ifndef LOUPE_RECORD_RECORD_H
+#define LOUPE_RECORD_RECORD_H
+
+#include "base/clock.h"
 
 #include <loupe/annotate.h>
 #include <pthread.h>
@@ -62,16 +64,6 @@ void loupe__free_exited(void);
 void loupe__gate_close(void);
 /* Opens it for a new session: returns the new state word. */
 uint64_t loupe__gate_open(int level, int function_tracing);
-
-/* Clock (src/core/clock.c). */
-void loupe__clock_init(void);
-/* CLOCK_MONOTONIC in ns. */
-uint64_t loupe__mono_ns(void);
-uint64_t loupe__realtime_ns(void);
-/* A (tick, ns) pair read as close together as possible. */
-void loupe__clock_pair(uint64_t *ticks, uint64_t *mono_ns);
-/* Ticks per ns, from the longest baseline available since the process started. */
-double loupe__ticks_per_ns(void);
 
 /* The calling thread's OS id. */
 uint64_t loupe__gettid(void);

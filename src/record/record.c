@@ -8,7 +8,7 @@
  * Copied strings (dynamic zone names, string arguments) follow their record inline, 15 bytes per
  * K_STR slot, so the buffer's capacity is the only limit and a ring recycles them with the rest.
  */
-#include "record.h"
+#include "record/record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 uint64_t loupe__state;
-int loupe__use_tsc;
 __thread loupe__tbuf *loupe__tls __attribute__((tls_model("initial-exec")));
 loupe__session_params loupe__params;
 pthread_mutex_t loupe__registry_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -11,11 +11,10 @@
  * ignored. In a ring that wrapped, an end whose begin was overwritten becomes a slice from the
  * first retained timestamp, marked truncated.
  */
-#include "model/collect.h"
+#include "record/collect.h"
 
-#include "annotate/record.h"
-#include "gpu/gpu_internal.h"
 #include "model/builder.h"
+#include "record/record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,15 +521,12 @@ static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
     return copy;
 }
 
-loupe_model *loupe__collect(const loupe__collect_params *p) {
+int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     collector c;
     memset(&c, 0, sizeof c);
     c.p = p;
     c.maps = read_maps(&c.nmaps);
-    c.mb = loupe__mb_new();
-    if (c.mb == NULL) {
-        return NULL;
-    }
+    c.mb = mb;
     loupe_model *m = loupe__mb_model(c.mb);
     m->pid = p->pid;
     m->process_name = loupe__mb_str(c.mb, p->process_name);
@@ -550,8 +546,8 @@ loupe_model *loupe__collect(const loupe__collect_params *p) {
     }
     loupe__thread **ts = calloc(nt ? nt : 1, sizeof(*ts));
     if (ts == NULL) {
-        loupe__mb_abort(c.mb);
-        return NULL;
+        free(c.maps);
+        return -1;
     }
     size_t k = nt;
     for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
@@ -616,9 +612,6 @@ loupe_model *loupe__collect(const loupe__collect_params *p) {
     if (!failed) {
         failed = pair_flows(&c) != 0;
     }
-    if (!failed) { /* the session's GPU tracks: decoded launches and CUPTI records */
-        failed = loupe__gpu_collect(c.mb, p->origin_unix_ns, p->stop_ns) != 0;
-    }
     m->unmatched_ends = c.unmatched;
     pc_free(&c.names);
     pc_free(&c.funcs);
@@ -626,9 +619,5 @@ loupe_model *loupe__collect(const loupe__collect_params *p) {
     free(c.stack);
     free(c.outs);
     free(c.ins);
-    if (failed) {
-        loupe__mb_abort(c.mb);
-        return NULL;
-    }
-    return loupe__mb_finish(c.mb);
+    return failed ? -1 : 0;
 }

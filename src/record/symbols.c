@@ -5,7 +5,7 @@
  * per object for the life of the process (loupe__symbols_reset() empties the cache: tests).
  * Unknown addresses read "0x<hex>". C++ names are demangled when the process has a C++ runtime.
  */
-#include "annotate/record.h"
+#include "record/record.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -1,5 +1,6 @@
-/* util.c: small helpers: mkdir -p, the host name. */
-#include "core/internal.h"
+/* fs.c: file-system and host helpers: mkdir -p, the host name. */
+#include "base/error.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <stdio.h>

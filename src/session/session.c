@@ -6,14 +6,16 @@
  * the session before it writes anything, so a failed write never leaves it "started" (the jax
  * bug this contract fixes); the collected model is kept until the next start.
  */
-#include "annotate/record.h"
-#include "core/capture.h"
-#include "core/internal.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/fs.h"
 #include "export/writers.h"
 #include "gpu/gpu_internal.h"
-#include "model/collect.h"
-
-#include <loupe/server.h>
+#include "model/builder.h"
+#include "record/collect.h"
+#include "record/record.h"
+#include "session/capture.h"
+#include "session/link.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -121,7 +123,7 @@ static void open_session(int level, int function_tracing) {
     loupe__clock_init();
     loupe__clock_pair(&start_ticks, &start_mono_ns);
     start_real_ns = loupe__realtime_ns();
-    loupe__gpu_reset(); /* GPU launches a racing loupe_gpu_session_add left */
+    loupe__gpu_session_open();
     session_state = loupe__gate_open(level, function_tracing);
     __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
 }
@@ -276,7 +278,8 @@ static const char *process_name(char *buf, size_t size) {
 static loupe_model *collect_session(void) {
     loupe__gate_close();
     __atomic_store_n(&active, 0, __ATOMIC_RELAXED); /* ended, whatever happens below */
-    loupe__cupti_stop(); /* flushes its records: they join at loupe__collect() */
+    loupe__gpu_session_close(); /* a later loupe_gpu_session_add fails: nothing is left behind */
+    loupe__cupti_stop();        /* flushes its records: they join at loupe__gpu_collect() */
     uint64_t stop_ticks, stop_mono;
     loupe__clock_pair(&stop_ticks, &stop_mono);
     double tpn = loupe__ticks_per_ns();
@@ -296,12 +299,25 @@ static loupe_model *collect_session(void) {
         .metadata = meta,
         .metadata_count = meta_count,
     };
+    loupe__mb *mb = loupe__mb_new();
+    int failed = mb == NULL;
     pthread_mutex_lock(&loupe__registry_lock);
-    loupe_model *m = loupe__collect(&p);
+    if (!failed) {
+        failed = loupe__collect(mb, &p) != 0;
+    }
     loupe__free_exited();
     pthread_mutex_unlock(&loupe__registry_lock);
     pthread_mutex_unlock(&meta_lock);
-    return m;
+    /* The session's GPU tracks: decoded launches and CUPTI records (taken even when the host
+     * part failed, so that nothing of this session is left for the next). */
+    if (loupe__gpu_collect(mb, p.origin_unix_ns, p.stop_ns) != 0) {
+        failed = 1;
+    }
+    if (failed) {
+        loupe__mb_abort(mb);
+        return NULL;
+    }
+    return loupe__mb_finish(mb);
 }
 
 int loupe_stop_trace(loupe_trace_result *res) {
@@ -347,8 +363,7 @@ int loupe_stop_trace(loupe_trace_result *res) {
         free(lr);
     }
     if (link != NULL) { /* served without the session lock: it may take minutes */
-        loupe_link_options lo = {.timeout_ms = link_ms};
-        r = loupe_serve_perfetto_link(link, &lo);
+        r = loupe__session_serve_link(link, link_ms);
         if (r != 0) {
             loupe__err_append("the trace was written: %s", link);
         }

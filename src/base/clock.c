@@ -7,7 +7,10 @@
  * longest baseline since the process started (the error is ~50 ns of pair jitter over that
  * baseline: 5e-5 after 1 ms, 5e-8 after 1 s). Env LOUPE_CLOCK=monotonic forces the fallback.
  */
-#include "annotate/record.h"
+#include "base/clock.h"
+
+#include <loupe/annotate.h>
+#include <pthread.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+
+/* Read inline by the hot path (loupe__now in loupe/annotate.h): set once by loupe__clock_init. */
+int loupe__use_tsc;
 
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -1,5 +1,5 @@
 /* error.c: loupe_strerror(), loupe_err_name() and the per-thread error detail. */
-#include "internal.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <string.h>

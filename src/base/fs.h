@@ -1,0 +1,14 @@
+/* fs.h: file-system and host helpers (fs.c). */
+#ifndef LOUPE_BASE_FS_H
+#define LOUPE_BASE_FS_H
+
+#include <stddef.h>
+
+/* Creates a directory and its parents (mode 0777 & umask). 0 or -errno. */
+int loupe__mkdirs(const char *path);
+
+/* The host name as jax.profiler writes it (':' and '/' replaced by '_'); "localhost" when
+ * unknown. */
+void loupe__hostname(char *buf, size_t size);
+
+#endif
