@@ -16,6 +16,8 @@
 #include <loupe/loupe.h>
 #include <stdio.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -484,6 +486,63 @@ static void test_every_writer(void **state) {
     check_gpu_model(r.xplane);
 }
 
+/* A stop racing loupe_gpu_session_add on another thread: every add that returned 0 is in the
+ * trace (a "gpu_launch_<n>" metadata entry each), and every add after the stop fails with
+ * LOUPE_ENOT_STARTED. Before the GPU join had its own session flag, an add that passed the
+ * "tracing?" check while the stop ran could land after the stop took the launches: it returned 0
+ * and appeared in no trace. Repeated so that the stop lands inside the add's copy. */
+static loupe_gpu_decoded *race_d;
+static int race_ok, race_refused, race_go;
+
+static void *race_adder(void *arg) {
+    (void)arg;
+    while (__atomic_load_n(&race_go, __ATOMIC_ACQUIRE) == 0) {
+    }
+    for (;;) {
+        int r = loupe_gpu_session_add(race_d, NULL);
+        if (r == 0) {
+            __atomic_add_fetch(&race_ok, 1, __ATOMIC_RELEASE);
+        } else {
+            assert_int_equal(r, LOUPE_ENOT_STARTED);
+            __atomic_add_fetch(&race_refused, 1, __ATOMIC_RELEASE);
+            return NULL; /* the session is over for this thread */
+        }
+    }
+}
+
+static size_t launches_in(const char *path) {
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        n += strncmp(m->metadata[i].key, "gpu_launch_", 11) == 0;
+    }
+    loupe_model_free(m);
+    return n;
+}
+
+static void test_stop_races_add(void **state) {
+    (void)state;
+    race_d = two_blocks(1000000);
+    for (int round = 0; round < 30; round++) {
+        loupe_trace_options o = {.log_dir = dir, .formats = LOUPE_FORMAT_CHROME_JSON};
+        assert_int_equal(loupe_start_trace(&o), 0);
+        race_ok = race_refused = race_go = 0;
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, race_adder, NULL), 0);
+        __atomic_store_n(&race_go, 1, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&race_ok, __ATOMIC_ACQUIRE) < 1 + round % 4) {
+            sched_yield();
+        }
+        loupe_trace_result r;
+        assert_int_equal(loupe_stop_trace(&r), 0);
+        pthread_join(th, NULL);
+        assert_int_equal(race_refused, 1);
+        assert_int_equal(launches_in(r.trace_json), (size_t)race_ok);
+    }
+    loupe_gpu_decoded_free(race_d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_session_add_by_sm, setup, teardown),
@@ -492,6 +551,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cupti_other_subscriber, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cupti_no_gpu_and_level0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cupti_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_races_add, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

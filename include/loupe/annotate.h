@@ -38,7 +38,9 @@
 #ifndef LOUPE_ANNOTATE_H
 #define LOUPE_ANNOTATE_H
 
+#include <loupe/detail/hot.h>
 #include <loupe/export.h>
+#include <loupe/model.h>
 #include <loupe/trace.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,86 +60,27 @@ typedef struct __attribute__((aligned(16))) loupe_srcloc {
     int32_t level;
 } loupe_srcloc;
 
-/* ---- internals the inline fast path needs (not API: may change) ---- */
-
-/* One 16-byte buffer slot. a = timestamp (or payload), b = kind in bits 0..3 | payload. */
-typedef struct loupe__ev {
-    uint64_t a;
-    uint64_t b;
-} loupe__ev;
-
+/** The level of each annotation kind: an annotation is recorded while the session's host tracer
+ * level is >= its level (loupe/trace.h). Zones and instants take theirs from the call (the macros
+ * without _L use LOUPE_LEVEL_INFO); the others are fixed: */
 enum {
-    LOUPE__K_BEGIN = 0,     /* a = ts, b = srcloc pointer */
-    LOUPE__K_END = 1,       /* a = ts, b = srcloc pointer | 1, or 1 for the end of a dynamic zone */
-    LOUPE__K_BEGIN_DYN = 2, /* a = ts, b = name length << 4 | 2; the name follows in STR slots */
-    LOUPE__K_FUNC_ENTER = 3, /* a = ts, b = code address << 4 | 3 */
-    LOUPE__K_FUNC_EXIT = 4,  /* a = ts, b = code address << 4 | 4 */
-    LOUPE__K_EXT = 5,        /* two slots: see src/record/record.c */
-    LOUPE__K_PAD = 6,        /* an unused slot before a ring wraps */
-    LOUPE__K_EXT_DATA = 7,   /* the second slot of an EXT record */
-    LOUPE__K_STR = 8         /* 15 bytes of a copied string: a = bytes 0..7, b = bytes 8..14 << 8 */
+    LOUPE_LEVEL_STEP = LOUPE_LEVEL_CRITICAL,    /* LOUPE_STEP zones: seen at every level */
+    LOUPE_LEVEL_ZONE = LOUPE_LEVEL_INFO,        /* LOUPE_ZONE, LOUPE_ZONE_DYN, LOUPE_INSTANT */
+    LOUPE_LEVEL_FUNCTION = LOUPE_LEVEL_INFO,    /* -finstrument-functions calls */
+    LOUPE_LEVEL_COUNTER = LOUPE_LEVEL_CRITICAL, /* counters: recorded at every level */
+    LOUPE_LEVEL_FLOW = LOUPE_LEVEL_CRITICAL,    /* flow ends: recorded at every level */
+    LOUPE_LEVEL_ARG = LOUPE_LEVEL_CRITICAL      /* arguments: recorded at every level, attached to
+                                                   the innermost zone that was recorded */
 };
-
-/* A thread's buffer header; the first cache line holds everything the fast path touches. */
-typedef struct loupe__tbuf {
-    loupe__ev *cur;      /* next free slot (published with a release store) */
-    loupe__ev *limit;    /* one past the last slot */
-    uint64_t state;      /* the session state word this buffer is recording for */
-    uint64_t depth;      /* zones open on this thread (keep-first reserves room for their ends) */
-    uint64_t skip_exits; /* function enters dropped while open: their exits are not written */
-} loupe__tbuf;
-
-/* Session state word: generation << 16 | flags << 8 | level (0 = not tracing). */
-#define LOUPE__STATE_LEVEL(s) ((int)((s)&0xffu))
-#define LOUPE__STATE_FUNC 0x100u /* function tracing on */
-
-LOUPE_API extern uint64_t loupe__state;
-LOUPE_API extern int loupe__use_tsc;
-LOUPE_API extern __thread loupe__tbuf *loupe__tls __attribute__((tls_model("initial-exec")));
-
-LOUPE_API uint64_t loupe__now_slow(void);
-LOUPE_API uint64_t loupe__record_slow(uint64_t s, uint64_t a, uint64_t b, int role);
-LOUPE_API void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_out);
-LOUPE_API void loupe__end_dyn(uint64_t state);
-LOUPE_API void loupe__arg(int type, const char *key, uint64_t bits, const char *str);
-LOUPE_API void loupe__ext(int sub, int level, const char *name, uint64_t value);
-
-#define LOUPE__INLINE static inline __attribute__((always_inline, no_instrument_function))
-
-LOUPE__INLINE uint64_t loupe__now(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    if (__builtin_expect(loupe__use_tsc, 1)) {
-        return __builtin_ia32_rdtsc();
-    }
-#endif
-    return loupe__now_slow();
-}
-
-/* Appends one slot for session state s; returns s when recorded, 0 when dropped. */
-LOUPE__INLINE uint64_t loupe__push(uint64_t s, uint64_t b, int is_begin) {
-    loupe__tbuf *t = loupe__tls;
-    uint64_t ts = loupe__now();
-    if (__builtin_expect(t != NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s &&
-                             t->cur + t->depth < t->limit,
-                         1)) {
-        loupe__ev *e = t->cur;
-        __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED); /* a plain store on x86-64 */
-        __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
-        t->depth += is_begin ? 1u : 0u;
-        __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
-        return s;
-    }
-    return loupe__record_slow(s, ts, b, is_begin);
-}
 
 /** Begins a zone at srcloc (explicit form). Returns the session state it was recorded under, or
  * 0 when it was not recorded; pass that to loupe_zone_end_state() or use loupe_zone_end(). */
 LOUPE__INLINE uint64_t loupe_zone_begin(const loupe_srcloc *sl) {
-    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    uint64_t s = loupe__state_now();
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) < sl->level, 1)) {
         return 0;
     }
-    return loupe__push(s, (uint64_t)(uintptr_t)sl, 1);
+    return loupe__push(s, LOUPE__ADDR(sl), 1);
 }
 
 /** Ends the zone begun with loupe_zone_begin(sl) under state s (its return value); nothing when s
@@ -146,23 +89,25 @@ LOUPE__INLINE void loupe_zone_end_state(const loupe_srcloc *sl, uint64_t s) {
     if (s != 0) {
         loupe__tbuf *t = loupe__tls;
         uint64_t ts = loupe__now();
-        if (__builtin_expect(t != NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s &&
+        uint64_t b = LOUPE__ADDR(sl) | LOUPE__K_END;
+        if (__builtin_expect(t != LOUPE__NULL &&
+                                 __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s &&
                                  t->cur < t->limit,
                              1)) {
             loupe__ev *e = t->cur;
             __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
-            __atomic_store_n(&e->b, (uint64_t)(uintptr_t)sl | LOUPE__K_END, __ATOMIC_RELAXED);
+            __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
             t->depth -= t->depth ? 1u : 0u;
             __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
         } else {
-            (void)loupe__record_slow(s, ts, (uint64_t)(uintptr_t)sl | LOUPE__K_END, -1);
+            (void)loupe__record_slow(s, ts, b, -1);
         }
     }
 }
 
 /** Ends the innermost zone begun with loupe_zone_begin(sl), if a session records it. */
 LOUPE__INLINE void loupe_zone_end(const loupe_srcloc *sl) {
-    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    uint64_t s = loupe__state_now();
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) < sl->level, 1)) {
         return;
     }
@@ -186,8 +131,8 @@ LOUPE__INLINE void loupe__zone_cleanup(loupe_zone_ctx *z) {
  * after the begin; names are cut at LOUPE_MAX_DYN_NAME bytes).
  * Returns a context for loupe_zone_end_dyn(). */
 LOUPE__INLINE loupe_zone_ctx loupe_zone_begin_dyn(const char *name, int level) {
-    loupe_zone_ctx z = {NULL, 0};
-    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    loupe_zone_ctx z = {LOUPE__NULL, 0};
+    uint64_t s = loupe__state_now();
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) < level, 1)) {
         return z;
     }
@@ -206,73 +151,73 @@ LOUPE__INLINE void loupe__zone_dyn_cleanup(loupe_zone_ctx *z) {
     loupe_zone_end_dyn(*z);
 }
 
-#define LOUPE__EXT_ARG 1
-#define LOUPE__EXT_INSTANT 2
-#define LOUPE__EXT_COUNTER_I64 3
-#define LOUPE__EXT_COUNTER_F64 4
-#define LOUPE__EXT_FLOW_OUT 5
-#define LOUPE__EXT_FLOW_IN 6
+/* Whether the session records annotations of this level now: a relaxed load and a compare. */
+LOUPE__INLINE int loupe__on(int level) {
+    return LOUPE__STATE_LEVEL(loupe__state_now()) >= level;
+}
 
-/** Attaches a typed argument to the innermost open zone on this thread. key: static lifetime;
- * a string value is copied. Recorded when a session at any level is active. */
+/** Attaches a typed argument to the innermost recorded zone open on this thread.
+ * key: static lifetime; a string value is copied (cut at LOUPE_MAX_DYN_NAME bytes).
+ * Level: LOUPE_LEVEL_ARG (recorded whenever the session records anything). */
 LOUPE__INLINE void loupe_arg_i64(const char *key, int64_t v) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
-        loupe__arg(1, key, (uint64_t)v, NULL);
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
+        loupe__arg(LOUPE_ARG_INT64, key, LOUPE__CONV(uint64_t, v), LOUPE__NULL);
     }
 }
 LOUPE__INLINE void loupe_arg_u64(const char *key, uint64_t v) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
-        loupe__arg(2, key, v, NULL);
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
+        loupe__arg(LOUPE_ARG_UINT64, key, v, LOUPE__NULL);
     }
 }
 LOUPE__INLINE void loupe_arg_f64(const char *key, double v) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
         uint64_t bits;
         memcpy(&bits, &v, sizeof bits);
-        loupe__arg(3, key, bits, NULL);
+        loupe__arg(LOUPE_ARG_DOUBLE, key, bits, LOUPE__NULL);
     }
 }
 LOUPE__INLINE void loupe_arg_bool(const char *key, int v) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
-        loupe__arg(4, key, v ? 1u : 0u, NULL);
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
+        loupe__arg(LOUPE_ARG_BOOL, key, v ? 1u : 0u, LOUPE__NULL);
     }
 }
 LOUPE__INLINE void loupe_arg_str(const char *key, const char *v) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
-        loupe__arg(5, key, 0, v ? v : "");
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
+        loupe__arg(LOUPE_ARG_STRING, key, 0, v ? v : "");
     }
 }
 
-/** An instant event on this thread's track (name: static lifetime). */
+/** An instant event on this thread's track at the given level (name: static lifetime). */
 LOUPE__INLINE void loupe_instant_record(const char *name, int level) {
-    if (__builtin_expect(
-            LOUPE__STATE_LEVEL(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED)) >= level, 0)) {
+    if (__builtin_expect(loupe__on(level), 0)) {
         loupe__ext(LOUPE__EXT_INSTANT, level, name, 0);
     }
 }
-/** A sample of a process-wide counter track (name: static lifetime). */
+/** A sample of a process-wide counter track (name: static lifetime). Level: LOUPE_LEVEL_COUNTER.
+ */
 LOUPE__INLINE void loupe_counter_i64(const char *name, int64_t v) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
-        loupe__ext(LOUPE__EXT_COUNTER_I64, 1, name, (uint64_t)v);
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_COUNTER), 0)) {
+        loupe__ext(LOUPE__EXT_COUNTER_I64, LOUPE_LEVEL_COUNTER, name, LOUPE__CONV(uint64_t, v));
     }
 }
 LOUPE__INLINE void loupe_counter_f64(const char *name, double v) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_COUNTER), 0)) {
         uint64_t bits;
         memcpy(&bits, &v, sizeof bits);
-        loupe__ext(LOUPE__EXT_COUNTER_F64, 1, name, bits);
+        loupe__ext(LOUPE__EXT_COUNTER_F64, LOUPE_LEVEL_COUNTER, name, bits);
     }
 }
 /** Flow ends: id links the innermost zone on the producing thread (out) to the innermost zone
- * on the consuming thread (in). Ids are the caller's; use each once per trace. */
+ * on the consuming thread (in). Ids are the caller's; use each once per trace.
+ * Level: LOUPE_LEVEL_FLOW. */
 LOUPE__INLINE void loupe_flow_out(uint64_t id) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
-        loupe__ext(LOUPE__EXT_FLOW_OUT, 1, NULL, id);
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_FLOW), 0)) {
+        loupe__ext(LOUPE__EXT_FLOW_OUT, LOUPE_LEVEL_FLOW, LOUPE__NULL, id);
     }
 }
 LOUPE__INLINE void loupe_flow_in(uint64_t id) {
-    if (__builtin_expect(__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) & 0xffu, 0)) {
-        loupe__ext(LOUPE__EXT_FLOW_IN, 1, NULL, id);
+    if (__builtin_expect(loupe__on(LOUPE_LEVEL_FLOW), 0)) {
+        loupe__ext(LOUPE__EXT_FLOW_IN, LOUPE_LEVEL_FLOW, LOUPE__NULL, id);
     }
 }
 
@@ -323,7 +268,7 @@ class Zone {
 };
 class DynZone {
   public:
-    explicit DynZone(const char *name, int level = LOUPE_LEVEL_INFO)
+    explicit DynZone(const char *name, int level = LOUPE_LEVEL_ZONE)
         : z_(loupe_zone_begin_dyn(name, level)) {}
     ~DynZone() {
         loupe_zone_end_dyn(z_);
@@ -350,26 +295,26 @@ class DynZone {
 #define LOUPE_ZONE_DYN(name)                                                                       \
     loupe_zone_ctx LOUPE__CAT(loupe__z_, __COUNTER__)                                              \
         __attribute__((cleanup(loupe__zone_dyn_cleanup), unused)) =                                \
-            loupe_zone_begin_dyn((name), LOUPE_LEVEL_INFO)
+            loupe_zone_begin_dyn((name), LOUPE_LEVEL_ZONE)
 #endif
 
 #if !defined(LOUPE_DISABLE)
 /** A scoped zone with a static name at LOUPE_LEVEL_INFO. */
-#define LOUPE_ZONE(name) LOUPE_ZONE_L(LOUPE_LEVEL_INFO, name)
+#define LOUPE_ZONE(name) LOUPE_ZONE_L(LOUPE_LEVEL_ZONE, name)
 /** A step zone (StepTraceAnnotation): a scoped zone named `name` with argument step_num. */
 #define LOUPE_STEP(name, step_num)                                                                 \
-    LOUPE_ZONE_L(LOUPE_LEVEL_CRITICAL, name);                                                      \
-    loupe_arg_i64("step_num", (int64_t)(step_num))
-#define LOUPE_ARG_I64(key, v) loupe_arg_i64((key), (int64_t)(v))
-#define LOUPE_ARG_U64(key, v) loupe_arg_u64((key), (uint64_t)(v))
-#define LOUPE_ARG_F64(key, v) loupe_arg_f64((key), (double)(v))
+    LOUPE_ZONE_L(LOUPE_LEVEL_STEP, name);                                                          \
+    loupe_arg_i64("step_num", LOUPE__CONV(int64_t, step_num))
+#define LOUPE_ARG_I64(key, v) loupe_arg_i64((key), LOUPE__CONV(int64_t, v))
+#define LOUPE_ARG_U64(key, v) loupe_arg_u64((key), LOUPE__CONV(uint64_t, v))
+#define LOUPE_ARG_F64(key, v) loupe_arg_f64((key), LOUPE__CONV(double, v))
 #define LOUPE_ARG_BOOL(key, v) loupe_arg_bool((key), (v) ? 1 : 0)
 #define LOUPE_ARG_STR(key, v) loupe_arg_str((key), (v))
-#define LOUPE_INSTANT(name) loupe_instant_record((name), LOUPE_LEVEL_INFO)
-#define LOUPE_COUNTER_I64(name, v) loupe_counter_i64((name), (int64_t)(v))
-#define LOUPE_COUNTER_F64(name, v) loupe_counter_f64((name), (double)(v))
-#define LOUPE_FLOW_OUT(id) loupe_flow_out((uint64_t)(id))
-#define LOUPE_FLOW_IN(id) loupe_flow_in((uint64_t)(id))
+#define LOUPE_INSTANT(name) loupe_instant_record((name), LOUPE_LEVEL_ZONE)
+#define LOUPE_COUNTER_I64(name, v) loupe_counter_i64((name), LOUPE__CONV(int64_t, v))
+#define LOUPE_COUNTER_F64(name, v) loupe_counter_f64((name), LOUPE__CONV(double, v))
+#define LOUPE_FLOW_OUT(id) loupe_flow_out(LOUPE__CONV(uint64_t, id))
+#define LOUPE_FLOW_IN(id) loupe_flow_in(LOUPE__CONV(uint64_t, id))
 #endif
 
 #endif

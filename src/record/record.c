@@ -392,7 +392,7 @@ void loupe__arg(int type, const char *key, uint64_t bits, const char *str) {
         return;
     }
     size_t len = 0;
-    if (type == 5) { /* LOUPE_ARG_STRING: copied inline */
+    if (type == LOUPE_ARG_STRING) { /* copied inline */
         len = str_len(str, strlen(str));
         bits = len;
     } else {

@@ -1,0 +1,131 @@
+/* loupe/detail/hot.h: what the inline fast path of loupe/annotate.h needs. NOT API: every name
+ * here may change in any release (docs/ABI.md); include loupe/annotate.h, never this file.
+ *
+ * The slot format: a thread records into its own buffer of 16-byte slots; src/record/record.c
+ * writes the slow-path records and src/record/collect.c reads them all at the stop.
+ */
+#ifndef LOUPE_DETAIL_HOT_H
+#define LOUPE_DETAIL_HOT_H
+
+#include <loupe/export.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Conversions that are plain casts in C and, in C++, a function template (so that a C++ user's
+ * -Wold-style-cast and -Wuseless-cast stay quiet whatever the argument's type: g++ does not flag
+ * a cast inside a template instantiation as useless). */
+#ifdef __cplusplus
+} /* extern "C" */
+namespace loupe {
+namespace detail {
+template <typename R, typename T> constexpr R conv(T v) noexcept {
+    return static_cast<R>(v);
+}
+template <typename T> inline uintptr_t addr(const T *p) noexcept {
+    return reinterpret_cast<uintptr_t>(p);
+}
+} // namespace detail
+} // namespace loupe
+extern "C" {
+#define LOUPE__CONV(T, v) (::loupe::detail::conv<T>(v))
+#define LOUPE__ADDR(p) (::loupe::detail::conv<uint64_t>(::loupe::detail::addr(p)))
+#define LOUPE__NULL nullptr
+#else
+#define LOUPE__CONV(T, v) ((T)(v))
+#define LOUPE__ADDR(p) ((uint64_t)(uintptr_t)(p))
+#define LOUPE__NULL NULL
+#endif
+
+/* One 16-byte buffer slot. a = timestamp (or payload), b = kind in bits 0..3 | payload. */
+typedef struct loupe__ev {
+    uint64_t a;
+    uint64_t b;
+} loupe__ev;
+
+enum {
+    LOUPE__K_BEGIN = 0,     /* a = ts, b = srcloc pointer */
+    LOUPE__K_END = 1,       /* a = ts, b = srcloc pointer | 1, or 1 for the end of a dynamic zone */
+    LOUPE__K_BEGIN_DYN = 2, /* a = ts, b = name length << 4 | 2; the name follows in STR slots */
+    LOUPE__K_FUNC_ENTER = 3, /* a = ts, b = code address << 4 | 3 */
+    LOUPE__K_FUNC_EXIT = 4,  /* a = ts, b = code address << 4 | 4 */
+    LOUPE__K_EXT = 5,        /* two slots: see src/record/record.c */
+    LOUPE__K_PAD = 6,        /* an unused slot before a ring wraps */
+    LOUPE__K_EXT_DATA = 7,   /* the second slot of an EXT record */
+    LOUPE__K_STR = 8         /* 15 bytes of a copied string: a = bytes 0..7, b = bytes 8..14 << 8 */
+};
+
+/* Sub-kinds of an EXT record (bits 8..15 of its first slot's b). */
+enum {
+    LOUPE__EXT_ARG = 1,
+    LOUPE__EXT_INSTANT = 2,
+    LOUPE__EXT_COUNTER_I64 = 3,
+    LOUPE__EXT_COUNTER_F64 = 4,
+    LOUPE__EXT_FLOW_OUT = 5,
+    LOUPE__EXT_FLOW_IN = 6
+};
+
+/* A thread's buffer header; the first cache line holds everything the fast path touches. */
+typedef struct loupe__tbuf {
+    loupe__ev *cur;      /* next free slot (published with a release store) */
+    loupe__ev *limit;    /* one past the last slot */
+    uint64_t state;      /* the session state word this buffer is recording for */
+    uint64_t depth;      /* zones open on this thread (keep-first reserves room for their ends) */
+    uint64_t skip_exits; /* function enters dropped while open: their exits are not written */
+} loupe__tbuf;
+
+/* Session state word: generation << 16 | flags << 8 | level (0 = not tracing). */
+#define LOUPE__STATE_LEVEL(s) (LOUPE__CONV(int, (s)&0xffu))
+#define LOUPE__STATE_FUNC 0x100u /* function tracing on */
+
+LOUPE_API extern uint64_t loupe__state;
+LOUPE_API extern int loupe__use_tsc;
+LOUPE_API extern __thread loupe__tbuf *loupe__tls __attribute__((tls_model("initial-exec")));
+
+LOUPE_API uint64_t loupe__now_slow(void);
+LOUPE_API uint64_t loupe__record_slow(uint64_t s, uint64_t a, uint64_t b, int role);
+LOUPE_API void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_out);
+LOUPE_API void loupe__end_dyn(uint64_t state);
+LOUPE_API void loupe__arg(int type, const char *key, uint64_t bits, const char *str);
+LOUPE_API void loupe__ext(int sub, int level, const char *name, uint64_t value);
+
+#define LOUPE__INLINE static inline __attribute__((always_inline, no_instrument_function))
+
+LOUPE__INLINE uint64_t loupe__now(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_expect(loupe__use_tsc, 1)) {
+        return __builtin_ia32_rdtsc();
+    }
+#endif
+    return loupe__now_slow();
+}
+
+/* The session state word, read on every annotation (one relaxed load). */
+LOUPE__INLINE uint64_t loupe__state_now(void) {
+    return __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+}
+
+/* Appends one slot for session state s; returns s when recorded, 0 when dropped. */
+LOUPE__INLINE uint64_t loupe__push(uint64_t s, uint64_t b, int is_begin) {
+    loupe__tbuf *t = loupe__tls;
+    uint64_t ts = loupe__now();
+    if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s &&
+                             t->cur + t->depth < t->limit,
+                         1)) {
+        loupe__ev *e = t->cur;
+        __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED); /* a plain store on x86-64 */
+        __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
+        t->depth += is_begin ? 1u : 0u;
+        __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
+        return s;
+    }
+    return loupe__record_slow(s, ts, b, is_begin);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
