@@ -1,9 +1,10 @@
-/* bench.h: what the benchmark's translation units share.
+/* bench.h: the loops the benchmark's cases time (harness.h declares the harness).
  *
  * The loops live in separate translation units because each needs its own compile flags:
  * floor.c (no loupe), zones.c (loupe on), zones_off.c (-DLOUPE_DISABLE), calls.c (built with
  * and without -finstrument-functions), lttng_case.c (LTTng-UST tracepoints). Every loop is a
- * non-inlined function taking its iteration count, so that main.c can time any of them alike.
+ * non-inlined function taking its iteration count, so that the harness can time any of them
+ * alike.
  */
 #ifndef LOUPE_BENCH_H
 #define LOUPE_BENCH_H
@@ -33,7 +34,8 @@ void bench_counter(uint64_t n);   /* one LOUPE_COUNTER_I64 sample per iteration 
 void bench_zone_static_off(uint64_t n);
 
 /* calls.c, compiled twice: bench_fi_* with -finstrument-functions, bench_fp_* without. Each
- * run(n) makes n calls of a small non-inlined leaf function. */
+ * run(n) makes n calls of a small non-inlined leaf function. bench_calls_* (case_calls.c) are
+ * the two as loops. */
 uint64_t bench_fi_run(uint64_t n);
 uint64_t bench_fp_run(uint64_t n);
 void bench_calls_instrumented(uint64_t n);

@@ -1,6 +1,6 @@
 /* lttng_case.c: the LTTng-UST peer loop: a begin and an end tracepoint per iteration, the same
  * shape as bench_zone_static. Whether it records depends on the lttng session the benchmark
- * creates around it (main.c). */
+ * creates around it (case_peers.c). */
 #include "bench.h"
 #include "lttng_tp.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh: the one command for loupe's benchmarks (issue 6; docs/performance.md explains the
+# bench/run.sh: the one command for loupe's benchmarks (docs/performance.md explains the
 # figures). Builds loupe_bench in Release under build-bench/ (incrementally), makes sure an LTTng
 # session daemon runs for the LTTng-UST peer (starts one when lttng-tools is installed and none
 # runs, and stops it again at the end), runs loupe_bench and prints its table.
