@@ -4,7 +4,7 @@
  * counters, threads and flows live in growable arrays (realloc doubling) that the model takes
  * over at finish. The intern table is open addressing over FNV-1a hashes.
  */
-#include "builder.h"
+#include "model/builder.h"
 
 #include <stdlib.h>
 #include <string.h>
