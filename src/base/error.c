@@ -57,3 +57,16 @@ void loupe__err_append(const char *fmt, ...) {
     vsnprintf(tls_detail + n + 2, sizeof(tls_detail) - n - 2, fmt, ap);
     va_end(ap);
 }
+
+int loupe__err_prefix(int code, const char *fmt, ...) {
+    char old[sizeof(tls_detail)];
+    memcpy(old, tls_detail, sizeof old);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tls_detail, sizeof(tls_detail), fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof(tls_detail)) {
+        snprintf(tls_detail + n, sizeof(tls_detail) - (size_t)n, ": %s", old);
+    }
+    return code;
+}

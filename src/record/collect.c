@@ -13,6 +13,7 @@
  */
 #include "record/collect.h"
 
+#include "base/error.h"
 #include "model/builder.h"
 #include "record/record.h"
 
@@ -547,7 +548,7 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     loupe__thread **ts = calloc(nt ? nt : 1, sizeof(*ts));
     if (ts == NULL) {
         free(c.maps);
-        return -1;
+        return loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events");
     }
     size_t k = nt;
     for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
@@ -619,5 +620,6 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     free(c.stack);
     free(c.outs);
     free(c.ins);
-    return failed ? -1 : 0;
+    return failed ? loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events")
+                  : 0;
 }

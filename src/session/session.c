@@ -194,8 +194,7 @@ int loupe_start_trace(const loupe_trace_options *o) {
     int r = loupe__mkdirs(o->log_dir);
     if (r != 0) {
         pthread_mutex_unlock(&session_lock);
-        return loupe__err(LOUPE_EIO, "loupe_start_trace: cannot create log_dir %s: %s (errno %d)",
-                          o->log_dir, strerror(-r), -r);
+        return loupe__err_prefix(r, "loupe_start_trace: log_dir"); /* the path and errno */
     }
     char *ld = strdup(o->log_dir);
     char *rn = o->run_name ? strdup(o->run_name) : NULL;
@@ -504,7 +503,10 @@ int loupe_set_metadata(const char *key, const char *value) {
     }
     if (meta_count == sizeof(meta) / sizeof(meta[0])) {
         pthread_mutex_unlock(&meta_lock);
-        return loupe__err(LOUPE_ENOMEM, "loupe_set_metadata: more than 256 keys");
+        return loupe__err(LOUPE_ETOO_MANY_KEYS,
+                          "loupe_set_metadata: more than 256 keys; \"%s\" is not added (replace "
+                          "an existing key, or loupe_clear_metadata())",
+                          key);
     }
     char *k = strdup(key), *v = strdup(value);
     if (k == NULL || v == NULL) {
