@@ -17,6 +17,7 @@
 #include "model/builder.h"
 #include "record/record.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -523,6 +524,12 @@ static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
 }
 
 int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
+    /* The preconditions collect.h states: the registry cannot change under the walk, and no
+     * thread can start writing a buffer of this session any more. */
+    assert(loupe__registry_held());
+    assert(!loupe__gate_is_open());
+    assert(mb != NULL && p != NULL && p->ticks_per_ns > 0.0);
+    assert(p->metadata_count == 0 || p->metadata != NULL);
     collector c;
     memset(&c, 0, sizeof c);
     c.p = p;
