@@ -65,8 +65,13 @@ int loupe__err_prefix(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(tls_detail, sizeof(tls_detail), fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof(tls_detail)) {
-        snprintf(tls_detail + n, sizeof(tls_detail) - (size_t)n, ": %s", old);
+    if (n < 0 || (size_t)n + 2 >= sizeof(tls_detail)) {
+        return code; /* the prefix alone fills the buffer */
     }
+    /* ": " then as much of the old detail as fits (cut, as loupe__err() cuts a long one) */
+    size_t at = (size_t)n, room = sizeof(tls_detail) - at - 3, len = strlen(old);
+    memcpy(tls_detail + at, ": ", 2);
+    memcpy(tls_detail + at + 2, old, len < room ? len : room);
+    tls_detail[at + 2 + (len < room ? len : room)] = 0;
     return code;
 }
