@@ -6,6 +6,7 @@
  */
 #include "server/query.h"
 
+#include <loupe/error.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (q.duration_ms == 0 || q.level < 0 || q.level > 3 || (unsigned)q.format > 2) {
             abort();
         }
-    } else if (rc != -1 || err[0] == 0) {
+    } else if (rc != LOUPE_EINVALID || err[0] == 0) {
         abort();
     }
     free(buf);

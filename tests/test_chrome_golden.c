@@ -115,10 +115,10 @@ static void test_golden(void **state) {
 
 /* A sink whose writes fail like a full disk: the error comes back, nothing is reported done. */
 static int full_disk(loupe__sink *s, const void *p, size_t n) {
-    (void)s;
     (void)p;
     (void)n;
-    return -28; /* ENOSPC */
+    s->err_no = 28; /* ENOSPC */
+    return LOUPE_EIO;
 }
 
 static void test_failing_sink(void **state) {
@@ -128,7 +128,9 @@ static void test_failing_sink(void **state) {
     loupe__sink_open_mem(&s);
     s.write = full_disk;
     assert_int_equal(loupe__write_chrome_json(m, &s, 0), 0);
-    assert_int_equal(loupe__sink_close(&s), -28);
+    assert_int_equal(loupe__sink_close(&s), LOUPE_EIO);
+    assert_string_equal(loupe_last_error(),
+                        "cannot write memory: No space left on device (errno 28)");
     loupe_model_free(m);
 }
 

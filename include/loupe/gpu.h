@@ -187,7 +187,7 @@ LOUPE_API void loupe_gpu_decoded_free(loupe_gpu_decoded *d);
 /** Writes one decoded buffer as Chrome JSON in Mosaic's layout: pid = 1 + SM, tid = 1 + trace
  * index, B/E/i events, ts in µs relative to the earliest trace start, plus process/thread names
  * and loss figures in "metadata". A path ending in ".gz" is gzipped. The file is replaced.
- * Errors: LOUPE_EINVALID, LOUPE_EIO (path, errno). Thread-safety: any thread. */
+ * Errors: LOUPE_EINVALID, LOUPE_EIO (path, errno), LOUPE_ENOMEM. Thread-safety: any thread. */
 LOUPE_API int loupe_gpu_write_chrome_json(const loupe_gpu_decoded *d, const char *path);
 
 /* ---- joining a session ---------------------------------------------------------------- */

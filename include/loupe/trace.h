@@ -163,7 +163,8 @@ LOUPE_API int loupe_is_tracing(void);
 
 /** Adds key=value to the process metadata written into the trace ("metadata" object of the JSON;
  * a later set of the same key replaces it). Both strings are copied. Up to 256 keys.
- * Errors: LOUPE_EINVALID (NULL), LOUPE_ENOMEM (too many keys). Thread-safety: any thread. */
+ * Errors: LOUPE_EINVALID (NULL, or a key loupe writes itself), LOUPE_ETOO_MANY_KEYS (256 keys are
+ * set and key is not one of them: nothing changes), LOUPE_ENOMEM. Thread-safety: any thread. */
 LOUPE_API int loupe_set_metadata(const char *key, const char *value);
 
 /** Removes every metadata pair. Thread-safety: any thread. */

@@ -57,3 +57,21 @@ void loupe__err_append(const char *fmt, ...) {
     vsnprintf(tls_detail + n + 2, sizeof(tls_detail) - n - 2, fmt, ap);
     va_end(ap);
 }
+
+int loupe__err_prefix(int code, const char *fmt, ...) {
+    char old[sizeof(tls_detail)];
+    memcpy(old, tls_detail, sizeof old);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tls_detail, sizeof(tls_detail), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n + 2 >= sizeof(tls_detail)) {
+        return code; /* the prefix alone fills the buffer */
+    }
+    /* ": " then as much of the old detail as fits (cut, as loupe__err() cuts a long one) */
+    size_t at = (size_t)n, room = sizeof(tls_detail) - at - 3, len = strlen(old);
+    memcpy(tls_detail + at, ": ", 2);
+    memcpy(tls_detail + at + 2, old, len < room ? len : room);
+    tls_detail[at + 2 + (len < room ? len : room)] = 0;
+    return code;
+}

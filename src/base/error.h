@@ -1,4 +1,12 @@
-/* error.h: setting this thread's error detail (error.c): loupe__err() and loupe__err_append(). */
+/* error.h: setting this thread's error detail (error.c): loupe__err(), loupe__err_append() and
+ * loupe__err_prefix().
+ *
+ * The internal convention: a function that can fail and is called from another file returns 0 or
+ * a negative LOUPE_E* code, and sets the detail with loupe__err() before it returns the code. A
+ * failed system call's errno goes into the detail text ("cannot write X: No space left on device
+ * (errno 28)"), never into the return value. A caller returns the code it got unchanged, adding
+ * context with loupe__err_prefix() / loupe__err_append(). Only file-local (static) helpers may
+ * return 0/-1, and then their caller sets the detail. */
 #ifndef LOUPE_BASE_ERROR_H
 #define LOUPE_BASE_ERROR_H
 
@@ -11,5 +19,8 @@
 int loupe__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends "; ..." to the detail. */
 void loupe__err_append(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Puts "...: " in front of the detail (a caller naming itself: "loupe_start_trace: ") and returns
+ * code, for `return loupe__err_prefix(r, "...")`. */
+int loupe__err_prefix(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-/* Creates a directory and its parents (mode 0777 & umask). 0 or -errno. */
+/* Creates a directory and its parents (mode 0777 & umask); an existing one must be writable.
+ * 0, or LOUPE_EIO with the detail "cannot create <path>: <strerror> (errno N)". */
 int loupe__mkdirs(const char *path);
 
 /* The host name as jax.profiler writes it (':' and '/' replaced by '_'); "localhost" when

@@ -205,7 +205,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             }
             free(used);
             free(v1);
-            return -12; /* ENOMEM */
+            return loupe__err(LOUPE_ENOMEM, "Chrome JSON writer: out of memory");
         }
     }
     for (size_t t = 0; t < m->thread_count; t++) {

@@ -105,7 +105,7 @@ int loupe__write_folded(const loupe_model *m, loupe__sink *s) {
                     st[top - 1].child += fr->dur;
                 }
                 if (self > 0 && add(&f, path, fr->path_len, self) != 0) {
-                    rc = -12;
+                    rc = loupe__err(LOUPE_ENOMEM, "folded writer: out of memory");
                 }
             }
             if (i == th->slice_count) {
@@ -126,7 +126,7 @@ int loupe__write_folded(const loupe_model *m, loupe__sink *s) {
                     if (ns != NULL) {
                         st = ns;
                     }
-                    rc = -12;
+                    rc = loupe__err(LOUPE_ENOMEM, "folded writer: out of memory");
                     break;
                 }
                 path = np;

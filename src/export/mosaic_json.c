@@ -40,8 +40,7 @@ int loupe_gpu_write_chrome_json(const loupe_gpu_decoded *d, const char *path) {
     loupe__sink s;
     int r = loupe__sink_open_file(&s, path, gz);
     if (r != 0) {
-        return loupe__err(LOUPE_EIO, "loupe_gpu_write_chrome_json: cannot open %s: %s (errno %d)",
-                          path, strerror(-r), -r);
+        return loupe__err_prefix(r, "loupe_gpu_write_chrome_json");
     }
     uint64_t origin = UINT64_MAX;
     for (size_t i = 0; i < d->trace_count; i++) {
@@ -127,8 +126,7 @@ int loupe_gpu_write_chrome_json(const loupe_gpu_decoded *d, const char *path) {
     loupe__puts(&s, "\n]}\n");
     r = loupe__sink_close(&s);
     if (r != 0) {
-        return loupe__err(LOUPE_EIO, "loupe_gpu_write_chrome_json: writing %s: %s (errno %d)", path,
-                          strerror(-r), -r);
+        return loupe__err_prefix(r, "loupe_gpu_write_chrome_json");
     }
     return 0;
 }

@@ -677,7 +677,8 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
     int r = prepare(&w);
     if (r != 0) {
         writer_free(&w);
-        return r == -2 ? -LOUPE_EUNSUPPORTED : -ENOMEM;
+        return r == -2 ? LOUPE_EUNSUPPORTED /* detail set */
+                       : loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory");
     }
     put_descriptors(&w);
     put_metadata(&w);
@@ -685,7 +686,7 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
     hitem *heap = malloc(nsrc * sizeof(*heap));
     if (heap == NULL) {
         writer_free(&w);
-        return -ENOMEM;
+        return loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory");
     }
     size_t n = 0;
     for (size_t src = 0; src < nsrc; src++) {
@@ -698,7 +699,7 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
     for (size_t i = n / 2; i-- > 0;) {
         sift_down(heap, n, i);
     }
-    while (n > 0 && !w.oom && s->err_no == 0) {
+    while (n > 0 && !w.oom && s->err == 0) {
         hitem *top = &heap[0];
         if (top->src < m->thread_count) {
             emit_thread(&w, top->src, top->what, top->ts);
@@ -714,5 +715,5 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
     free(heap);
     int oom = w.oom || w.pkt.oom || w.ev.oom || w.in.oom;
     writer_free(&w);
-    return oom ? -ENOMEM : 0;
+    return oom ? loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory") : 0;
 }

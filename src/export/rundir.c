@@ -93,7 +93,7 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
     }
     int r0 = loupe__mkdirs(dir);
     if (r0 != 0) {
-        return loupe__err(LOUPE_EIO, "cannot create %s: %s (errno %d)", dir, strerror(-r0), -r0);
+        return r0; /* the path and errno are in the detail */
     }
     char name[128];
     if (run_name != NULL && run_name[0]) {

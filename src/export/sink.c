@@ -1,6 +1,8 @@
 /* sink.c: see sink.h. */
 #include "export/sink.h"
 
+#include "base/error.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,7 +15,8 @@ static int write_gz(loupe__sink *s, const void *p, size_t n) {
         if (w <= 0) {
             int e;
             gzerror(s->gz, &e);
-            return e == Z_ERRNO && errno != 0 ? -errno : -EIO;
+            s->err_no = e == Z_ERRNO && errno != 0 ? errno : EIO;
+            return LOUPE_EIO;
         }
         p = (const char *)p + w;
         n -= (size_t)w;
@@ -23,7 +26,8 @@ static int write_gz(loupe__sink *s, const void *p, size_t n) {
 
 static int write_file(loupe__sink *s, const void *p, size_t n) {
     if (fwrite(p, 1, n, s->f) != n) {
-        return errno ? -errno : -EIO;
+        s->err_no = errno ? errno : EIO;
+        return LOUPE_EIO;
     }
     return 0;
 }
@@ -36,7 +40,8 @@ static int write_mem(loupe__sink *s, const void *p, size_t n) {
         }
         char *m = realloc(s->mem, nc);
         if (m == NULL) {
-            return -ENOMEM;
+            s->err_no = ENOMEM;
+            return LOUPE_ENOMEM;
         }
         s->mem = m;
         s->mem_cap = nc;
@@ -49,18 +54,24 @@ static int write_mem(loupe__sink *s, const void *p, size_t n) {
 
 int loupe__sink_open_file(loupe__sink *s, const char *path, int gz) {
     memset(s, 0, offsetof(loupe__sink, buf));
+    s->path = path;
     if (gz) {
         errno = 0;
         s->gz = gzopen(path, "wb1");
         if (s->gz == NULL) {
-            return errno ? -errno : -ENOMEM;
+            /* zlib: a NULL without errno is its own allocation failing (gzopen's documentation) */
+            int e = errno ? errno : ENOMEM;
+            return loupe__err(errno ? LOUPE_EIO : LOUPE_ENOMEM, "cannot create %s: %s (errno %d)",
+                              path, strerror(e), e);
         }
         gzbuffer(s->gz, 1u << 17);
         s->write = write_gz;
     } else {
         s->f = fopen(path, "wb");
         if (s->f == NULL) {
-            return -errno;
+            int e = errno;
+            return loupe__err(e == ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO,
+                              "cannot create %s: %s (errno %d)", path, strerror(e), e);
         }
         s->write = write_file;
     }
@@ -69,15 +80,13 @@ int loupe__sink_open_file(loupe__sink *s, const char *path, int gz) {
 
 void loupe__sink_open_mem(loupe__sink *s) {
     memset(s, 0, offsetof(loupe__sink, buf));
+    s->path = "memory";
     s->write = write_mem;
 }
 
 void loupe__sink_flush(loupe__sink *s) {
-    if (s->n > 0 && s->err_no == 0) {
-        int r = s->write(s, s->buf, s->n);
-        if (r != 0) {
-            s->err_no = -r;
-        }
+    if (s->n > 0 && s->err == 0) {
+        s->err = s->write(s, s->buf, s->n);
     }
     s->bytes += s->n;
     s->n = 0;
@@ -88,21 +97,46 @@ int loupe__sink_close(loupe__sink *s) {
     if (s->gz != NULL) {
         errno = 0;
         int r = gzclose(s->gz);
-        if (r != Z_OK && s->err_no == 0) {
+        if (r != Z_OK && s->err == 0) {
+            s->err = LOUPE_EIO;
             s->err_no = errno ? errno : EIO;
         }
         s->gz = NULL;
     }
     if (s->f != NULL) {
-        if (fflush(s->f) != 0 && s->err_no == 0) {
+        if (fflush(s->f) != 0 && s->err == 0) {
+            s->err = LOUPE_EIO;
             s->err_no = errno ? errno : EIO;
         }
-        if (fclose(s->f) != 0 && s->err_no == 0) {
+        if (fclose(s->f) != 0 && s->err == 0) {
+            s->err = LOUPE_EIO;
             s->err_no = errno ? errno : EIO;
         }
         s->f = NULL;
     }
-    return s->err_no ? -s->err_no : 0;
+    if (s->err == 0) {
+        return 0;
+    }
+    if (s->err_no == 0) {
+        return loupe__err(s->err, "cannot write %s: %s", s->path, loupe_strerror(s->err));
+    }
+    return loupe__err(s->err, "cannot write %s: %s (errno %d)", s->path, strerror(s->err_no),
+                      s->err_no);
+}
+
+void loupe__sink_discard(loupe__sink *s) {
+    s->n = 0;
+    if (s->gz != NULL) {
+        gzclose(s->gz);
+        s->gz = NULL;
+    }
+    if (s->f != NULL) {
+        fclose(s->f);
+        s->f = NULL;
+    }
+    free(s->mem);
+    s->mem = NULL;
+    s->mem_len = s->mem_cap = 0;
 }
 
 void loupe__put_u64(loupe__sink *s, uint64_t v) {

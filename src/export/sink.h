@@ -1,6 +1,7 @@
 /* sink.h: where writers stream bytes: a gzip file, a plain file, or memory. A 64 KiB buffer in
- * front of the sink keeps per-event writes cheap; the first write error sticks (err/err_no) and
- * every later write is a no-op, so writers check once at the end. */
+ * front of the sink keeps per-event writes cheap; the first write error sticks (err: its LOUPE_E*
+ * code, err_no: the errno behind it) and every later write is a no-op, so writers check once at
+ * the end: loupe__sink_close() returns the code and puts the path and errno in the detail. */
 #ifndef LOUPE_EXPORT_SINK_H
 #define LOUPE_EXPORT_SINK_H
 
@@ -10,23 +11,32 @@
 #include <zlib.h>
 
 typedef struct loupe__sink {
-    int (*write)(struct loupe__sink *s, const void *p, size_t n); /* 0 or -errno */
+    /* 0, or LOUPE_EIO / LOUPE_ENOMEM with s->err_no set to the errno (0 when none applies) */
+    int (*write)(struct loupe__sink *s, const void *p, size_t n);
     gzFile gz;
     FILE *f;
     char *mem; /* memory sink: malloc'd, grows */
     size_t mem_len, mem_cap;
-    int err_no; /* first errno, 0 when fine */
+    const char *path; /* for the detail: the file, or "memory"; borrowed until close */
+    int err;          /* first LOUPE_E* code, 0 when fine */
+    int err_no;       /* the errno behind err, 0 when none */
     size_t n;
     uint64_t bytes; /* uncompressed bytes written */
     char buf[65536];
 } loupe__sink;
 
 /* Opens a sink: gzip (level 1: fast, JSON still shrinks ~10x) when gz, plain otherwise.
- * Returns -errno on failure. */
+ * path must stay valid until loupe__sink_close(). Returns 0, or LOUPE_EIO / LOUPE_ENOMEM with the
+ * detail "cannot create <path>: <strerror> (errno N)". */
 int loupe__sink_open_file(loupe__sink *s, const char *path, int gz);
 void loupe__sink_open_mem(loupe__sink *s);
-/* Flushes and closes; returns 0 or the first -errno. A memory sink keeps s->mem (caller frees). */
+/* Flushes and closes; returns 0 or the first error's LOUPE_E* code (LOUPE_EIO, LOUPE_ENOMEM) with
+ * the detail "cannot write <path>: <strerror> (errno N)". A memory sink keeps s->mem (caller
+ * frees). */
 int loupe__sink_close(loupe__sink *s);
+/* Closes after a failure that is already reported (a writer's): frees what the sink holds, memory
+ * included, and leaves the detail alone. */
+void loupe__sink_discard(loupe__sink *s);
 
 void loupe__sink_flush(loupe__sink *s);
 
@@ -34,11 +44,8 @@ static inline void loupe__put(loupe__sink *s, const char *p, size_t n) {
     if (sizeof(s->buf) - s->n < n) {
         loupe__sink_flush(s);
         if (n > sizeof(s->buf)) {
-            if (s->err_no == 0) {
-                int r = s->write(s, p, n);
-                if (r != 0) {
-                    s->err_no = -r;
-                }
+            if (s->err == 0) {
+                s->err = s->write(s, p, n);
             }
             s->bytes += n;
             return;

@@ -94,28 +94,26 @@ int loupe__write_file(const loupe_model *m, const char *path, int gz,
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".tmp", 5);
     loupe__sink s;
-    int r = loupe__sink_open_file(&s, tmp, gz);
+    int r = loupe__sink_open_file(&s, tmp, gz); /* detail: "cannot create <tmp>: ..." */
     if (r != 0) {
-        r = loupe__err(LOUPE_EIO, "cannot create %s: %s (errno %d)", tmp, strerror(-r), -r);
         free(tmp);
         return r;
     }
     r = write(m, &s);
-    int c = loupe__sink_close(&s);
     if (r == 0) {
-        r = c;
+        r = loupe__sink_close(&s); /* detail: "cannot write <tmp>: ... (errno N)" */
+    } else {
+        loupe__sink_discard(&s); /* keeps the writer's detail */
     }
     if (r == 0 && rename(tmp, path) != 0) {
-        r = -errno;
+        int e = errno;
+        r = loupe__err(LOUPE_EIO, "cannot write %s: rename from %s: %s (errno %d)", path, tmp,
+                       strerror(e), e);
     }
     if (r != 0) {
         unlink(tmp);
         free(tmp);
-        if (r > 0) {
-            return -r; /* a LOUPE_E* code; the writer set the detail (writers.h) */
-        }
-        return loupe__err(r == -ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO, "cannot write %s: %s (errno %d)",
-                          path, strerror(-r), -r);
+        return r;
     }
     free(tmp);
     return 0;

@@ -2,6 +2,7 @@
 #ifndef LOUPE_EXPORT_WRITERS_H
 #define LOUPE_EXPORT_WRITERS_H
 
+#include "base/error.h"
 #include "export/sink.h"
 
 #include <loupe/export.h>
@@ -9,11 +10,11 @@
 #include <loupe/trace.h>
 
 /* Chrome Trace Event JSON. perfetto_variant: loupe's keys go in "otherData" instead of
- * "metadata". Returns 0 or -errno (the sink's errors are in s->err_no). */
+ * "metadata". Returns 0 or LOUPE_ENOMEM (the sink's own errors surface at its close). */
 int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_variant);
 
 /* XPlane: one XSpace (<host>.xplane.pb) for XProf / TensorBoard (xplane.c). Fails with
- * -LOUPE_EUNSUPPORTED, before writing a byte, when the XSpace would reach loupe__xplane_limit
+ * LOUPE_EUNSUPPORTED, before writing a byte, when the XSpace would reach loupe__xplane_limit
  * bytes (protobuf's 2 GiB message limit: INT32_MAX; tests lower it). */
 int loupe__write_xplane(const loupe_model *m, loupe__sink *s);
 extern uint64_t loupe__xplane_limit;
@@ -26,9 +27,10 @@ int loupe__write_folded(const loupe_model *m, loupe__sink *s);
 int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s);
 
 /* Writer contract: int loupe__write_<format>(const loupe_model *m, loupe__sink *s) streams the
- * model into the sink and returns 0, or -errno (the sink's own errors surface at close), or a
- * positive -LOUPE_E* code (e.g. -LOUPE_EUNSUPPORTED for a format limit) after setting the detail
- * with loupe__err(). */
+ * model into the sink and returns 0, or a negative LOUPE_E* code after setting the detail with
+ * loupe__err(): LOUPE_ENOMEM for its own allocations, LOUPE_EUNSUPPORTED for a format limit.
+ * The sink's errors (a full disk) are not the writer's: they stick in the sink and
+ * loupe__sink_close() returns them, so a caller returns the writer's code, else the close's. */
 
 /* Writes one file atomically: streams m through write into <path>.tmp (gzipped when gz), then
  * renames it to path; on any failure removes the .tmp. Returns 0 or a LOUPE_E* code with the

@@ -32,7 +32,7 @@
  * Two passes: the first assigns metadata ids and sizes every line and plane (protobuf prefixes
  * each nested message with its length), the second writes. Memory: the metadata tables and one
  * size per line, not per event. A protobuf message must stay under 2 GiB (INT32_MAX bytes): a
- * larger XSpace is refused before any byte is written (-LOUPE_EUNSUPPORTED, jax_profiler.md §7
+ * larger XSpace is refused before any byte is written (LOUPE_EUNSUPPORTED, jax_profiler.md §7
  * #7: jax wrote a 0-byte file and reported success).
  */
 #include "export/writers.h"
@@ -702,7 +702,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     w.acct = calloc(3 * m->thread_count + 1, sizeof(char *));
     if (planes == NULL || devs == NULL || gpu_names == NULL || tables == NULL ||
         plane_size == NULL || w.line_size == NULL || w.acct == NULL) {
-        rc = -12;
+        rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
         goto done;
     }
     for (size_t t = 0; t < 3 * m->thread_count; t++) {
@@ -711,7 +711,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
         snprintf(k, sizeof k, "loupe_thread_%llu_%s", (unsigned long long)m->threads[t / 3].tid,
                  what[t % 3]);
         if ((w.acct[t] = strdup(k)) == NULL) {
-            rc = -12;
+            rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
             goto done;
         }
     }
@@ -735,7 +735,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     if (m->flow_count > 0) {
         w.flows = malloc(2 * m->flow_count * sizeof(*w.flows));
         if (w.flows == NULL) {
-            rc = -12;
+            rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
             goto done;
         }
         for (size_t f = 0; f < m->flow_count; f++) {
@@ -759,7 +759,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
         plane_size[i] = c.n;
         total += 1 + vsize(c.n) + c.n;
         if (w.oom) {
-            rc = -12;
+            rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
             goto done;
         }
     }
@@ -771,15 +771,14 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     if (w.range) {
         rc = loupe__err(LOUPE_EUNSUPPORTED,
                         "XPlane: a time or duration is beyond int64 picoseconds (106 days)");
-        rc = -rc;
         goto done;
     }
     if (total > loupe__xplane_limit) {
-        rc = -loupe__err(LOUPE_EUNSUPPORTED,
-                         "XPlane: the XSpace would take %llu bytes; protobuf messages must be "
-                         "under 2 GiB (%llu bytes), so no .xplane.pb is written (the other "
-                         "formats hold the whole trace; loupe convert writes them)",
-                         (unsigned long long)total, (unsigned long long)loupe__xplane_limit);
+        rc = loupe__err(LOUPE_EUNSUPPORTED,
+                        "XPlane: the XSpace would take %llu bytes; protobuf messages must be "
+                        "under 2 GiB (%llu bytes), so no .xplane.pb is written (the other "
+                        "formats hold the whole trace; loupe convert writes them)",
+                        (unsigned long long)total, (unsigned long long)loupe__xplane_limit);
         goto done;
     }
     /* pass 2: write */
@@ -795,7 +794,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     put_warnings(m, &p);
     put_str(&p, 4, host);
     if (w.oom) {
-        rc = -12;
+        rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
     }
 done:
     for (size_t i = 0; tables != NULL && i < (m->thread_count + 2) * 2; i++) {

@@ -444,7 +444,7 @@ int loupe__cupti_collect(loupe__mb *mb, uint64_t origin, uint64_t stop_ns) {
     }
     clear_records();
     pthread_mutex_unlock(&cupti_lock);
-    return failed ? -1 : 0;
+    return failed ? loupe__err(LOUPE_ENOMEM, "out of memory while adding the CUPTI records") : 0;
 }
 
 const char *loupe_gpu_device_tracer_note(void) {

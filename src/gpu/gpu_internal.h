@@ -9,8 +9,9 @@
 struct loupe__mb;
 
 /* Adds the GPU tracks of the session (loupe_gpu_session_add, CUPTI) to the model under
- * construction and forgets them. origin_unix_ns: the model's ts 0. 0, or -1 on out-of-memory
- * or when mb is NULL (they are forgotten all the same). */
+ * construction and forgets them. origin_unix_ns: the model's ts 0. 0, or LOUPE_ENOMEM (detail
+ * set) on out-of-memory or when mb is NULL (the builder already failed): they are forgotten all
+ * the same. */
 int loupe__gpu_collect(struct loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns);
 /* A deep copy of a decoded buffer (names copied); NULL on out-of-memory. */
 struct loupe_gpu_decoded *loupe__gpu_decoded_clone(const struct loupe_gpu_decoded *d);
@@ -30,8 +31,8 @@ void loupe__cupti_stop(void);
  * current session, 0 when unknown. */
 uint64_t loupe__cupti_kernel_start_unix(uint32_t correlation_id);
 /* Adds the CUPTI records (kernels, memcpys, memsets per device and stream) that start inside the
- * session [origin, origin + stop_ns] and the notes to the model, then forgets them. 0, or -1 on
- * out-of-memory. */
+ * session [origin, origin + stop_ns] and the notes to the model, then forgets them. 0, or
+ * LOUPE_ENOMEM (detail set). */
 int loupe__cupti_collect(struct loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns);
 
 #endif

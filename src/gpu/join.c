@@ -320,5 +320,5 @@ int loupe__gpu_collect(loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns)
     if (!failed) {
         failed = loupe__cupti_collect(mb, origin_unix_ns, stop_ns) != 0;
     }
-    return failed ? -1 : 0;
+    return failed ? loupe__err(LOUPE_ENOMEM, "out of memory while adding the GPU tracks") : 0;
 }

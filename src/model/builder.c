@@ -6,6 +6,8 @@
  */
 #include "model/builder.h"
 
+#include "base/error.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -285,10 +287,15 @@ static loupe_arg *copy_args(loupe__mb *mb, const loupe_arg *args, uint32_t n) {
     return a;
 }
 
+/* The code and detail of the int calls below once the builder failed. */
+static int mb_oom(void) {
+    return loupe__err(LOUPE_ENOMEM, "out of memory building the trace model");
+}
+
 int loupe__mb_slice_args(loupe__mb *mb, size_t t, size_t i, const loupe_arg *args, uint32_t n) {
     loupe_arg *a = copy_args(mb, args, n);
     if (n > 0 && a == NULL) {
-        return -1;
+        return mb_oom();
     }
     loupe_slice *s = &mb->m.threads[t].slices[i];
     s->args = a;
@@ -300,7 +307,7 @@ int loupe__mb_slice_add_arg(loupe__mb *mb, size_t t, size_t i, const loupe_arg *
     loupe_slice *s = &mb->m.threads[t].slices[i];
     loupe_arg *a = loupe__mb_alloc(mb, (s->arg_count + 1) * sizeof(loupe_arg));
     if (a == NULL) {
-        return -1;
+        return mb_oom();
     }
     if (s->arg_count > 0) {
         memcpy(a, s->args, s->arg_count * sizeof(loupe_arg));
@@ -312,7 +319,7 @@ int loupe__mb_slice_add_arg(loupe__mb *mb, size_t t, size_t i, const loupe_arg *
     }
     s->args = a;
     s->arg_count++;
-    return mb->failed ? -1 : 0;
+    return mb->failed ? mb_oom() : 0;
 }
 
 int loupe__mb_instant(loupe__mb *mb, size_t t, uint64_t ts, const char *name, const loupe_arg *args,
@@ -321,32 +328,32 @@ int loupe__mb_instant(loupe__mb *mb, size_t t, uint64_t ts, const char *name, co
     if (grow((void **)&th->instants, &mb->tcaps[t].instant_cap, th->instant_count + 1,
              sizeof(loupe_instant)) != 0) {
         mb->failed = 1;
-        return -1;
+        return mb_oom();
     }
     loupe_instant *in = &th->instants[th->instant_count++];
     in->ts_ns = ts;
     in->name = loupe__mb_str(mb, name);
     in->args = copy_args(mb, args, n);
     in->arg_count = n;
-    return mb->failed ? -1 : 0;
+    return mb->failed ? mb_oom() : 0;
 }
 
 int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *c) {
     if (grow((void **)&mb->m.counters, &mb->counter_cap, mb->m.counter_count + 1, sizeof(*c)) !=
         0) {
         mb->failed = 1;
-        return -1;
+        return mb_oom();
     }
     loupe_counter_sample *d = &mb->m.counters[mb->m.counter_count++];
     *d = *c;
     d->name = loupe__mb_str(mb, c->name);
-    return mb->failed ? -1 : 0;
+    return mb->failed ? mb_oom() : 0;
 }
 
 int loupe__mb_flow(loupe__mb *mb, uint64_t id, size_t ft, size_t fs, size_t tt, size_t ts) {
     if (grow((void **)&mb->flows, &mb->flow_cap, mb->flow_count + 1, sizeof(pending_flow)) != 0) {
         mb->failed = 1;
-        return -1;
+        return mb_oom();
     }
     mb->flows[mb->flow_count++] = (pending_flow){id, ft, fs, tt, ts};
     return 0;
@@ -358,16 +365,16 @@ int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value) {
     for (size_t i = 0; i < mb->m.metadata_count; i++) {
         if (mb->m.metadata[i].key == k) {
             mb->m.metadata[i].value = v;
-            return mb->failed ? -1 : 0;
+            return mb->failed ? mb_oom() : 0;
         }
     }
     if (grow((void **)&mb->m.metadata, &mb->meta_cap, mb->m.metadata_count + 1, sizeof(loupe_kv)) !=
         0) {
         mb->failed = 1;
-        return -1;
+        return mb_oom();
     }
     mb->m.metadata[mb->m.metadata_count++] = (loupe_kv){k, v};
-    return mb->failed ? -1 : 0;
+    return mb->failed ? mb_oom() : 0;
 }
 
 /* Sorting slices: start ascending, longer first on equal starts (the parent), then the order of

@@ -4,8 +4,9 @@
  * growable arrays it hands to the model) and a string intern table. Strings passed in are copied.
  * loupe__mb_finish() sorts each thread's slices into start order (longer first on ties), computes
  * depths, sorts counters, and hands everything to a loupe_model. Single-threaded.
- * Every function that allocates returns NULL / SIZE_MAX on out-of-memory and then the builder is
- * "failed": finish returns NULL and abort frees everything.
+ * Every function that allocates returns NULL / SIZE_MAX, or the int ones LOUPE_ENOMEM with the
+ * detail set (base/error.h), on out-of-memory, and then the builder is "failed": finish returns
+ * NULL and abort frees everything.
  */
 #ifndef LOUPE_MODEL_BUILDER_H
 #define LOUPE_MODEL_BUILDER_H

@@ -13,9 +13,11 @@
  */
 #include "record/collect.h"
 
+#include "base/error.h"
 #include "model/builder.h"
 #include "record/record.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -522,6 +524,12 @@ static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
 }
 
 int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
+    /* The preconditions collect.h states: the registry cannot change under the walk, and no
+     * thread can start writing a buffer of this session any more. */
+    assert(loupe__registry_held());
+    assert(!loupe__gate_is_open());
+    assert(mb != NULL && p != NULL && p->ticks_per_ns > 0.0);
+    assert(p->metadata_count == 0 || p->metadata != NULL);
     collector c;
     memset(&c, 0, sizeof c);
     c.p = p;
@@ -547,7 +555,7 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     loupe__thread **ts = calloc(nt ? nt : 1, sizeof(*ts));
     if (ts == NULL) {
         free(c.maps);
-        return -1;
+        return loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events");
     }
     size_t k = nt;
     for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
@@ -619,5 +627,6 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     free(c.stack);
     free(c.outs);
     free(c.ins);
-    return failed ? -1 : 0;
+    return failed ? loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events")
+                  : 0;
 }

@@ -25,8 +25,8 @@ typedef struct loupe__collect_params {
 
 /* Adds the session's host threads (slices, instants, counters, flows, loss counts) and the
  * process fields to the model under construction in mb (the session adds its other sources and
- * finishes it). Call with loupe__registry_lock held and the gate closed.
- * 0, or -1 on out-of-memory (mb is then failed: abort it). */
+ * finishes it). Call with the registry lock held (loupe__registry_lock_take) and the gate closed:
+ * both asserted. 0, or LOUPE_ENOMEM with the detail set (mb is then failed: abort it). */
 int loupe__collect(struct loupe__mb *mb, const loupe__collect_params *p);
 
 #endif

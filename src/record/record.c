@@ -10,6 +10,7 @@
  */
 #include "record/record.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,30 @@
 uint64_t loupe__state;
 __thread loupe__tbuf *loupe__tls __attribute__((tls_model("initial-exec")));
 loupe__session_params loupe__params;
-pthread_mutex_t loupe__registry_lock = PTHREAD_MUTEX_INITIALIZER;
 loupe__thread *loupe__threads;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The holder of registry_lock, named by the address of its registry_me (a pthread_t is opaque and
+ * has no atomic form; a TLS address is unique per live thread and stays the same in a fork
+ * child's forking thread). 0 when free. Atomic: loupe__registry_held() reads it unlocked. */
+static __thread char registry_me __attribute__((tls_model("initial-exec")));
+static uintptr_t registry_owner;
+static int gate_open_flag; /* atomic: see loupe__gate_is_open() */
+
+void loupe__registry_lock_take(void) {
+    pthread_mutex_lock(&registry_lock);
+    __atomic_store_n(&registry_owner, (uintptr_t)&registry_me, __ATOMIC_RELAXED);
+}
+
+void loupe__registry_lock_give(void) {
+    assert(loupe__registry_held());
+    __atomic_store_n(&registry_owner, (uintptr_t)0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+int loupe__registry_held(void) {
+    return __atomic_load_n(&registry_owner, __ATOMIC_RELAXED) == (uintptr_t)&registry_me;
+}
 
 static pthread_key_t exit_key;
 /* The buffer of a thread whose buffer could not be mapped: zero slots (base = cur = limit). */
@@ -80,6 +103,7 @@ static void free_thread(loupe__thread *t) {
 }
 
 void loupe__free_exited(void) {
+    assert(loupe__registry_held());
     loupe__thread **pp = &loupe__threads;
     while (*pp != NULL) {
         loupe__thread *t = *pp;
@@ -109,10 +133,10 @@ static loupe__thread *thread_register(void) {
         free(t);
         return NULL;
     }
-    pthread_mutex_lock(&loupe__registry_lock);
+    loupe__registry_lock_take();
     t->next = loupe__threads;
     loupe__threads = t;
-    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__registry_lock_give();
     loupe__tls = &t->hot;
     return t;
 }
@@ -421,14 +445,14 @@ void loupe_set_thread_name(const char *name) {
     if (t == NULL) {
         return;
     }
-    pthread_mutex_lock(&loupe__registry_lock);
+    loupe__registry_lock_take();
     size_t n = name ? strlen(name) : 0;
     if (n >= sizeof(t->name)) {
         n = sizeof(t->name) - 1;
     }
     memcpy(t->name, name ? name : "", n);
     t->name[n] = 0;
-    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__registry_lock_give();
 }
 
 /* ---- -finstrument-functions ----
@@ -476,9 +500,17 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
 void loupe__gate_close(void) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     __atomic_store_n(&loupe__state, s & ~(uint64_t)0xffff, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&gate_open_flag, 0, __ATOMIC_RELAXED);
+}
+
+int loupe__gate_is_open(void) {
+    return __atomic_load_n(&gate_open_flag, __ATOMIC_RELAXED);
 }
 
 uint64_t loupe__gate_open(int level, int function_tracing) {
+    assert(!loupe__gate_is_open()); /* the previous session closed it */
+    assert(level >= 0 && level <= 0xffff);
+    __atomic_store_n(&gate_open_flag, 1, __ATOMIC_RELAXED);
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     uint64_t gen = (s >> 16) + 1;
     /* Function zones are INFO-level annotations: a CRITICAL-only session records none. */

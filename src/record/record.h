@@ -53,17 +53,30 @@ typedef struct loupe__session_params {
 
 extern loupe__session_params loupe__params; /* written under the session lock, before the gate */
 
-/* The registry of thread buffers, under loupe__registry_lock. */
-extern pthread_mutex_t loupe__registry_lock;
+/* The registry of thread buffers, under the registry lock: take it with
+ * loupe__registry_lock_take() / loupe__registry_lock_give(), which record the holder so that
+ * loupe__registry_held() can assert the "call with the registry lock held" preconditions
+ * (two relaxed atomic stores per lock: never on the hot path, only at a thread's first event,
+ * a thread name, a start and a stop). */
 extern loupe__thread *loupe__threads;
+void loupe__registry_lock_take(void);
+void loupe__registry_lock_give(void);
+/* Non-zero when the calling thread holds the registry lock (a fork child's forking thread
+ * included: it is the same thread there). */
+int loupe__registry_held(void);
 
-/* Frees the buffers of exited threads. Call with loupe__registry_lock held. */
+/* Frees the buffers of exited threads. Call with the registry lock held (asserted). */
 void loupe__free_exited(void);
 
-/* Closes the hot path (sets loupe__state to its "not tracing" value, keeping the generation). */
+/* Closes the hot path (sets loupe__state to its "not tracing" value, keeping the generation).
+ * Called by the session with its lock held (and by a fork child). */
 void loupe__gate_close(void);
-/* Opens it for a new session: returns the new state word. */
+/* Opens it for a new session: returns the new state word. The gate must be closed (asserted):
+ * two sessions never share one. */
 uint64_t loupe__gate_open(int level, int function_tracing);
+/* Non-zero between loupe__gate_open() and loupe__gate_close(). The state word cannot tell (a
+ * level-0 session's low bits are 0, as a closed gate's): this is a separate flag, for asserts. */
+int loupe__gate_is_open(void);
 
 /* The calling thread's OS id. */
 uint64_t loupe__gettid(void);

@@ -156,10 +156,14 @@ int loupe_serve_perfetto_link(const char *path, const loupe_link_options *o) {
                           base);
     }
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (stat(path, &st) != 0) {
         int e = errno;
+        return loupe__err(LOUPE_EIO, "loupe_serve_perfetto_link: cannot serve %s: %s (errno %d)",
+                          path, strerror(e), e);
+    }
+    if (!S_ISREG(st.st_mode)) {
         return loupe__err(LOUPE_EIO, "loupe_serve_perfetto_link: cannot serve %s: %s", path,
-                          S_ISDIR(st.st_mode) && e == 0 ? "a directory" : strerror(e));
+                          S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     }
     link_state *ls = calloc(1, sizeof *ls);
     if (ls == NULL) {

@@ -2,6 +2,8 @@
  * percent-decode both halves into fixed buffers, and check each known parameter strictly. */
 #include "server/query.h"
 
+#include "base/error.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -81,6 +83,11 @@ static int parse_uint(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
     return 0;
 }
 
+/* A malformed query: err holds what is wrong; the detail gets the same text. */
+static int bad(const char *err, size_t size) {
+    return loupe__err(LOUPE_EINVALID, "%s", size > 0 ? err : "malformed query");
+}
+
 int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, size_t size) {
     out->duration_ms = 0;
     out->level = 2;
@@ -91,7 +98,7 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
     if (len > LOUPE__QUERY_MAX) {
         snprintf(err, size, "the query string is %zu bytes, over the limit of %d", len,
                  LOUPE__QUERY_MAX);
-        return -1;
+        return bad(err, size);
     }
     int seen_duration = 0, seen_level = 0, seen_format = 0, nparams = 0;
     size_t i = 0;
@@ -106,7 +113,7 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
         }
         if (++nparams > LOUPE__QUERY_MAX_PARAMS) {
             snprintf(err, size, "more than %d parameters", LOUPE__QUERY_MAX_PARAMS);
-            return -1;
+            return bad(err, size);
         }
         size_t eq = i;
         while (eq < j && q[eq] != '=') {
@@ -117,7 +124,7 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
         if (rk != 0) {
             snprintf(err, size, "a parameter name is %s",
                      rk == -1 ? "too long" : "badly percent-encoded");
-            return -1;
+            return bad(err, size);
         }
         shown(key, ks);
         int rv = eq < j ? decode(q + eq + 1, j - eq - 1, val) : 0;
@@ -127,40 +134,40 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
         if (rv != 0) {
             snprintf(err, size, "%s: the value is %s", ks,
                      rv == -1 ? "too long" : "badly percent-encoded");
-            return -1;
+            return bad(err, size);
         }
         shown(val, vs);
         uint64_t x;
         if (strcmp(key, "duration_ms") == 0) {
             if (seen_duration++) {
                 snprintf(err, size, "duration_ms: given more than once");
-                return -1;
+                return bad(err, size);
             }
             if (parse_uint(val, 1, UINT32_MAX, &x) != 0) {
                 snprintf(err, size,
                          "duration_ms: \"%s\" is not a whole number of milliseconds from 1 to "
                          "4294967295",
                          vs);
-                return -1;
+                return bad(err, size);
             }
             out->duration_ms = (uint32_t)x;
         } else if (strcmp(key, "host_tracer_level") == 0) {
             if (seen_level++) {
                 snprintf(err, size, "host_tracer_level: given more than once");
-                return -1;
+                return bad(err, size);
             }
             if (parse_uint(val, 0, 3, &x) != 0) {
                 snprintf(err, size,
                          "host_tracer_level: \"%s\" is not 0 (nothing), 1 (critical), 2 (info) "
                          "or 3 (verbose)",
                          vs);
-                return -1;
+                return bad(err, size);
             }
             out->level = (int)x;
         } else if (strcmp(key, "format") == 0) {
             if (seen_format++) {
                 snprintf(err, size, "format: given more than once");
-                return -1;
+                return bad(err, size);
             }
             if (strcmp(val, "json") == 0) {
                 out->format = LOUPE__QF_JSON;
@@ -170,18 +177,18 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
                 out->format = LOUPE__QF_PERFETTO;
             } else {
                 snprintf(err, size, "format: \"%s\" is not json, xplane or perfetto", vs);
-                return -1;
+                return bad(err, size);
             }
         } else {
             snprintf(err, size,
                      "%s: unknown parameter (known: duration_ms, host_tracer_level, format)", ks);
-            return -1;
+            return bad(err, size);
         }
         i = j + 1;
     }
     if (!seen_duration) {
         snprintf(err, size, "duration_ms: missing (the capture length in milliseconds)");
-        return -1;
+        return bad(err, size);
     }
     return 0;
 }

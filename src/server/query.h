@@ -24,9 +24,9 @@ typedef struct loupe__query {
 #define LOUPE__QUERY_MAX_PARAMS 16
 
 /* Parses q[0..len) (the part after '?', not NUL-terminated; percent-encoding and '+' decoded).
- * Every parameter may appear once; unknown ones are an error. Returns 0, or -1 with err (size
- * bytes, always NUL-terminated) naming the parameter and what is wrong, e.g.
- * "duration_ms: \"abc\" is not a whole number of milliseconds". */
+ * Every parameter may appear once; unknown ones are an error. Returns 0, or LOUPE_EINVALID with
+ * err (size bytes, always NUL-terminated; the detail gets the same text) naming the parameter and
+ * what is wrong, e.g. "duration_ms: \"abc\" is not a whole number of milliseconds". */
 int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, size_t size);
 
 #endif

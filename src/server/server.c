@@ -284,20 +284,17 @@ int loupe__model_to_mem(const loupe_model *m, int format, char **out, size_t *ou
     }
     loupe__sink_open_mem(s);
     int r = f->write(m, s);
-    int c = loupe__sink_close(s);
+    if (r == 0) {
+        r = loupe__sink_close(s); /* a memory sink fails only with LOUPE_ENOMEM */
+    } else {
+        loupe__sink_discard(s); /* keeps the writer's detail (writers.h) */
+    }
     char *mem = s->mem;
     size_t len = s->mem_len;
     free(s);
-    if (r == 0) {
-        r = c;
-    }
-    if (r > 0) {
+    if (r != 0) {
         free(mem);
-        return -r; /* a LOUPE_E* code with its detail (writers.h) */
-    }
-    if (r < 0) {
-        free(mem);
-        return loupe__err(LOUPE_ENOMEM, "cannot write the %s trace: %s", f->name, strerror(-r));
+        return loupe__err_prefix(r, "cannot write the %s trace", f->name);
     }
     if (mem == NULL) { /* nothing written */
         mem = calloc(1, 1);

@@ -17,6 +17,7 @@
 #include "session/capture.h"
 #include "session/link.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +49,11 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void) {
     pthread_mutex_lock(&session_lock);
-    pthread_mutex_lock(&loupe__registry_lock);
+    loupe__registry_lock_take();
 }
 
 static void fork_parent(void) {
-    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__registry_lock_give();
     pthread_mutex_unlock(&session_lock);
 }
 
@@ -73,7 +74,7 @@ static void fork_child(void) {
     }
     /* The forking thread took both locks in fork_prepare: it is this thread, so it unlocks them
      * (re-initialising a held mutex would be undefined, and confuses TSan). */
-    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__registry_lock_give();
     pthread_mutex_unlock(&session_lock);
 }
 
@@ -117,9 +118,10 @@ static int valid_run_name(const char *n) {
 /* The start half shared by loupe_start_trace() and a capture: opens the gate. Called with
  * session_lock held and the session IDLE. */
 static void open_session(int level, int function_tracing) {
-    pthread_mutex_lock(&loupe__registry_lock);
+    assert(!active && !loupe__gate_is_open()); /* IDLE: the last stop closed the gate */
+    loupe__registry_lock_take();
     loupe__free_exited();
-    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__registry_lock_give();
     loupe__clock_init();
     loupe__clock_pair(&start_ticks, &start_mono_ns);
     start_real_ns = loupe__realtime_ns();
@@ -194,8 +196,7 @@ int loupe_start_trace(const loupe_trace_options *o) {
     int r = loupe__mkdirs(o->log_dir);
     if (r != 0) {
         pthread_mutex_unlock(&session_lock);
-        return loupe__err(LOUPE_EIO, "loupe_start_trace: cannot create log_dir %s: %s (errno %d)",
-                          o->log_dir, strerror(-r), -r);
+        return loupe__err_prefix(r, "loupe_start_trace: log_dir"); /* the path and errno */
     }
     char *ld = strdup(o->log_dir);
     char *rn = o->run_name ? strdup(o->run_name) : NULL;
@@ -276,6 +277,7 @@ static const char *process_name(char *buf, size_t size) {
 /* Ends the active session (the gate closes first: the session is over whatever happens next) and
  * collects every thread's events. Called with session_lock held. NULL when out of memory. */
 static loupe_model *collect_session(void) {
+    assert(active && loupe__gate_is_open()); /* TRACING or CAPTURING: the start opened it */
     loupe__gate_close();
     __atomic_store_n(&active, 0, __ATOMIC_RELAXED); /* ended, whatever happens below */
     loupe__gpu_session_close(); /* a later loupe_gpu_session_add fails: nothing is left behind */
@@ -301,12 +303,12 @@ static loupe_model *collect_session(void) {
     };
     loupe__mb *mb = loupe__mb_new();
     int failed = mb == NULL;
-    pthread_mutex_lock(&loupe__registry_lock);
+    loupe__registry_lock_take();
     if (!failed) {
         failed = loupe__collect(mb, &p) != 0;
     }
     loupe__free_exited();
-    pthread_mutex_unlock(&loupe__registry_lock);
+    loupe__registry_lock_give();
     pthread_mutex_unlock(&meta_lock);
     /* The session's GPU tracks: decoded launches and CUPTI records (taken even when the host
      * part failed, so that nothing of this session is left for the next). */
@@ -504,7 +506,10 @@ int loupe_set_metadata(const char *key, const char *value) {
     }
     if (meta_count == sizeof(meta) / sizeof(meta[0])) {
         pthread_mutex_unlock(&meta_lock);
-        return loupe__err(LOUPE_ENOMEM, "loupe_set_metadata: more than 256 keys");
+        return loupe__err(LOUPE_ETOO_MANY_KEYS,
+                          "loupe_set_metadata: more than 256 keys; \"%s\" is not added (replace "
+                          "an existing key, or loupe_clear_metadata())",
+                          key);
     }
     char *k = strdup(key), *v = strdup(value);
     if (k == NULL || v == NULL) {
