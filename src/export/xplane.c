@@ -1,5 +1,5 @@
 /* xplane.c: the XPlane writer: the model as one XSpace (<host>.xplane.pb), the file XProf and
- * TensorBoard's profile plugin open. A hand-written protobuf encoder streaming into the sink;
+ * TensorBoard's profile plugin open. base/pb.h's protobuf encoding, streamed into the sink;
  * field numbers from openxla/xla:xla/tsl/profiler/protobuf/xplane.proto (proto/xplane.proto,
  * ../shared/reference/formats.md §3, jax_profiler.md §4 and §6).
  *

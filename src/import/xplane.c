@@ -1,5 +1,5 @@
 /* xplane.c: the XPlane reader: an XSpace (<host>.xplane.pb, from loupe or jax.profiler) into the
- * trace model. A hand-written, bounded protobuf decoder over the bytes in memory; field numbers
+ * trace model. The bounded protobuf decoder of base/pb.h over the bytes in memory; field numbers
  * from proto/xplane.proto (formats.md §3.1). What loupe's writer puts where: src/export/xplane.c.
  *
  * What is read:
