@@ -1,7 +1,7 @@
 /* pb.h: a tiny protobuf wire encoder and bounded decoder (internal; header-only).
  *
- * Shared by the Perfetto protobuf writer/reader (perfetto_proto.c) and open to the XPlane writer:
- * anyone may use it, add to it, never change what an existing function does.
+ * Shared by the Perfetto protobuf writer/reader (perfetto_proto.c) and the XPlane writer/reader
+ * (xplane.c): anyone may use it, add to it, never change what an existing function does.
  *
  * Encoding: a loupe__pb buffer grows (realloc doubling) and is reused from message to message, so
  * it holds one message at a time (its size is the largest message, not the trace). Nested
@@ -11,9 +11,14 @@
  * element (unpacked), since Perfetto's decoders read only unpacked data for fields not declared
  * [packed=true] (formats.md §2.9).
  *
+ * The XPlane writer streams into a sink in two passes (size, then write) instead of a buffer:
+ * it uses the *_at encoders and the *_size helpers, which give the same bytes and sizes.
+ *
  * Decoding: loupe__pbr reads fields from a byte range and never reads past it; every length is
  * checked against what remains, so a garbage varint or a 1 GB length claim is an error (with the
- * offset) and never an allocation.
+ * offset) and never an allocation. loupe__pbr_field says what was wrong as a code with the
+ * offsets (loupe__pbe), for a reader to word its own message; loupe__pbr_next words it.
+ * A varint is at most 10 bytes and 64 bits: a 10th byte above 1 is an error, not silently cut.
  */
 #ifndef LOUPE_EXPORT_PB_H
 #define LOUPE_EXPORT_PB_H
@@ -84,8 +89,39 @@ static inline void loupe__pb_varint(loupe__pb *b, uint64_t v) {
     }
 }
 
+/* The tag varint's value: field number and wire type. */
+static inline uint64_t loupe__pb_key(uint32_t field, int wire) {
+    return ((uint64_t)field << 3) | (uint64_t)wire;
+}
+
+/* Writes v little-endian at dst (8 bytes). */
+static inline void loupe__pb_put_fixed64_at(uint8_t *dst, uint64_t v) {
+    for (int i = 0; i < 8; i++) {
+        dst[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+/* Encoded sizes in bytes of a whole field (tag included): what a writer that streams needs to
+ * prefix a nested message with its length before writing it. */
+static inline uint64_t loupe__pb_tag_size(uint32_t field) {
+    return loupe__pb_varint_size(loupe__pb_key(field, 0));
+}
+
+static inline uint64_t loupe__pb_uint_size(uint32_t field, uint64_t v) {
+    return loupe__pb_tag_size(field) + loupe__pb_varint_size(v);
+}
+
+static inline uint64_t loupe__pb_fixed64_size(uint32_t field) {
+    return loupe__pb_tag_size(field) + 8;
+}
+
+/* A length-delimited field (bytes, string, nested message) of n bytes. */
+static inline uint64_t loupe__pb_len_size(uint32_t field, uint64_t n) {
+    return loupe__pb_tag_size(field) + loupe__pb_varint_size(n) + n;
+}
+
 static inline void loupe__pb_tag(loupe__pb *b, uint32_t field, int wire) {
-    loupe__pb_varint(b, ((uint64_t)field << 3) | (uint64_t)wire);
+    loupe__pb_varint(b, loupe__pb_key(field, wire));
 }
 
 static inline void loupe__pb_uint(loupe__pb *b, uint32_t field, uint64_t v) {
@@ -101,9 +137,8 @@ static inline void loupe__pb_int(loupe__pb *b, uint32_t field, int64_t v) {
 static inline void loupe__pb_fixed64(loupe__pb *b, uint32_t field, uint64_t v) {
     loupe__pb_tag(b, field, PB_I64);
     if (loupe__pb_reserve(b, 8)) {
-        for (int i = 0; i < 8; i++) {
-            b->p[b->len++] = (uint8_t)(v >> (8 * i)); /* little-endian */
-        }
+        loupe__pb_put_fixed64_at(b->p + b->len, v);
+        b->len += 8;
     }
 }
 
@@ -170,59 +205,93 @@ typedef struct loupe__pbf {
     size_t offset; /* of the tag, from base */
 } loupe__pbf;
 
-/* Reads a varint; 0 on success, -1 when it runs past end or is longer than 10 bytes. */
-static inline int loupe__pbr_varint(loupe__pbr *r, uint64_t *out) {
+/* Why a read failed (loupe__pbr_field, loupe__pbr_uvarint). */
+enum {
+    LOUPE__PB_ECUT = 1, /* a varint or fixed-width value runs past the end of its range */
+    LOUPE__PB_E64,      /* a varint of more than 64 bits (a 10th byte above 1, or an 11th) */
+    LOUPE__PB_EFIELD0,  /* field number 0 */
+    LOUPE__PB_ERANGE,   /* field number above 2^29 - 1 (the tag does not fit 32 bits) */
+    LOUPE__PB_EWIRE,    /* wire type 3 or 4 (groups), 6 or 7 */
+    LOUPE__PB_ELEN,     /* a length that runs past the end of its range */
+};
+
+typedef struct loupe__pbe {
+    int code;     /* LOUPE__PB_E* */
+    int in_tag;   /* the error is in the tag varint (else in the value or the length) */
+    size_t at;    /* offset of the bad byte, from base: the first missing byte (ECUT), the
+                   * varint's first byte (E64), the tag (EFIELD0, ERANGE, EWIRE, ELEN) */
+    size_t value; /* offset of the value or length, just after the tag */
+    uint64_t len; /* ELEN: the length claimed */
+    size_t left;  /* ELEN: the bytes left after the length varint */
+} loupe__pbe;
+
+/* Reads a varint; 0 on success, else the LOUPE__PB_E* code with e->at set (r->p is then
+ * unspecified). */
+static inline int loupe__pbr_uvarint(loupe__pbr *r, uint64_t *out, loupe__pbe *e) {
     uint64_t v = 0;
-    for (unsigned shift = 0; shift < 70; shift += 7) {
+    const uint8_t *start = r->p;
+    for (unsigned i = 0; i < 10; i++) {
         if (r->p >= r->end) {
-            return -1;
+            e->at = (size_t)(r->p - r->base);
+            return e->code = LOUPE__PB_ECUT;
         }
         uint8_t c = *r->p++;
-        v |= (uint64_t)(c & 0x7f) << shift;
+        if (i == 9 && c > 1) {
+            e->at = (size_t)(start - r->base);
+            return e->code = LOUPE__PB_E64;
+        }
+        v |= (uint64_t)(c & 0x7f) << (7 * i);
         if (!(c & 0x80)) {
             *out = v;
             return 0;
         }
     }
-    return -1;
+    e->at = (size_t)(start - r->base); /* not reached: a 10th byte with 0x80 is above 1 */
+    return e->code = LOUPE__PB_E64;
 }
 
-/* Reads the next field. Returns 1 with *f set, 0 at the end of the range, -1 on malformed input
- * (*err_offset is then the offset of the bad byte, and *what says what was wrong). */
-static inline int loupe__pbr_next(loupe__pbr *r, loupe__pbf *f, size_t *err_offset,
-                                  const char **what) {
+/* Reads a varint; 0 on success, -1 when it runs past end or holds more than 64 bits. */
+static inline int loupe__pbr_varint(loupe__pbr *r, uint64_t *out) {
+    loupe__pbe e;
+    return loupe__pbr_uvarint(r, out, &e) == 0 ? 0 : -1;
+}
+
+/* Reads the next field. Returns 1 with *f set (f->data and f->len only for PB_LEN), 0 at the end
+ * of the range, -1 on malformed input with *e set (and f->offset, f->field and f->wire as far as
+ * they were read). */
+static inline int loupe__pbr_field(loupe__pbr *r, loupe__pbf *f, loupe__pbe *e) {
     if (r->p >= r->end) {
         return 0;
     }
+    memset(e, 0, sizeof *e);
     f->offset = (size_t)(r->p - r->base);
     uint64_t tag;
-    if (loupe__pbr_varint(r, &tag) != 0 || tag > 0xffffffffu) {
-        *err_offset = f->offset;
-        *what = "bad field tag varint";
+    e->in_tag = 1;
+    if (loupe__pbr_uvarint(r, &tag, e) != 0) {
+        return -1;
+    }
+    e->in_tag = 0;
+    e->at = f->offset;
+    if (tag > 0xffffffffu) {
+        e->code = LOUPE__PB_ERANGE;
         return -1;
     }
     f->field = (uint32_t)(tag >> 3);
     f->wire = (int)(tag & 7);
     if (f->field == 0) {
-        *err_offset = f->offset;
-        *what = "field number 0";
+        e->code = LOUPE__PB_EFIELD0;
         return -1;
     }
-    const uint8_t *vp = r->p;
+    e->value = (size_t)(r->p - r->base);
     switch (f->wire) {
     case PB_VARINT:
-        if (loupe__pbr_varint(r, &f->v) != 0) {
-            *err_offset = (size_t)(vp - r->base);
-            *what = "truncated or overlong varint";
-            return -1;
-        }
-        return 1;
+        return loupe__pbr_uvarint(r, &f->v, e) != 0 ? -1 : 1;
     case PB_I64:
     case PB_I32: {
         size_t n = f->wire == PB_I64 ? 8 : 4;
         if ((size_t)(r->end - r->p) < n) {
-            *err_offset = (size_t)(vp - r->base);
-            *what = "truncated fixed-width value";
+            e->at = e->value;
+            e->code = LOUPE__PB_ECUT;
             return -1;
         }
         f->v = 0;
@@ -234,14 +303,13 @@ static inline int loupe__pbr_next(loupe__pbr *r, loupe__pbf *f, size_t *err_offs
     }
     case PB_LEN: {
         uint64_t n;
-        if (loupe__pbr_varint(r, &n) != 0) {
-            *err_offset = (size_t)(vp - r->base);
-            *what = "truncated or overlong length varint";
+        if (loupe__pbr_uvarint(r, &n, e) != 0) {
             return -1;
         }
         if (n > (uint64_t)(r->end - r->p)) {
-            *err_offset = (size_t)(vp - r->base);
-            *what = "length runs past the end of its message";
+            e->code = LOUPE__PB_ELEN;
+            e->len = n;
+            e->left = (size_t)(r->end - r->p);
             return -1;
         }
         f->data = r->p;
@@ -250,10 +318,41 @@ static inline int loupe__pbr_next(loupe__pbr *r, loupe__pbf *f, size_t *err_offs
         return 1;
     }
     default:
-        *err_offset = f->offset;
-        *what = "unsupported wire type (groups or 6/7)";
+        e->code = LOUPE__PB_EWIRE;
         return -1;
     }
+}
+
+/* Reads the next field. Returns 1 with *f set, 0 at the end of the range, -1 on malformed input
+ * (*err_offset is then the offset of the bad byte, and *what says what was wrong). */
+static inline int loupe__pbr_next(loupe__pbr *r, loupe__pbf *f, size_t *err_offset,
+                                  const char **what) {
+    loupe__pbe e;
+    int k = loupe__pbr_field(r, f, &e);
+    if (k >= 0) {
+        return k;
+    }
+    if (e.in_tag || e.code == LOUPE__PB_ERANGE) {
+        *err_offset = f->offset;
+        *what = "bad field tag varint";
+    } else if (e.code == LOUPE__PB_EFIELD0) {
+        *err_offset = f->offset;
+        *what = "field number 0";
+    } else if (e.code == LOUPE__PB_EWIRE) {
+        *err_offset = f->offset;
+        *what = "unsupported wire type (groups or 6/7)";
+    } else if (f->wire == PB_VARINT) {
+        *err_offset = e.value;
+        *what = "truncated or overlong varint";
+    } else if (f->wire == PB_LEN) {
+        *err_offset = e.value;
+        *what = e.code == LOUPE__PB_ELEN ? "length runs past the end of its message"
+                                         : "truncated or overlong length varint";
+    } else {
+        *err_offset = e.value;
+        *what = "truncated fixed-width value";
+    }
+    return -1;
 }
 
 #endif

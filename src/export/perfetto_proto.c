@@ -37,6 +37,7 @@
  * terminating_flow_ids (48), both fixed64, one tag per id (formats.md §2.9).
  */
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/pb.h"
 #include "export/writers.h"
 
@@ -147,20 +148,11 @@ typedef struct writer {
     int oom;
 } writer;
 
-static uint64_t str_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* Looks s up; when missing and add is set, adds it with value *val (when the table has room).
  * Returns the value, or 0 when missing (and not added). */
 static uint64_t itab_get(writer *w, itab *t, const char *s, int add, uint64_t val, int *added) {
     *added = 0;
-    uint64_t h = str_hash(s);
+    uint64_t h = loupe__hash_str(s);
     if (t->cap > 0) {
         for (size_t j = h & (t->cap - 1);; j = (j + 1) & (t->cap - 1)) {
             ientry *e = &t->e[j];

@@ -2,6 +2,7 @@
 #include "export/sink.h"
 
 #include "base/error.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -190,37 +191,6 @@ void loupe__put_double(loupe__sink *s, double d) {
     }
 }
 
-/* Length of a valid UTF-8 sequence at p (1..4), or 0 when invalid (overlong, surrogate, > U+10FFFF,
- * truncated). */
-static size_t utf8_len(const unsigned char *p) {
-    unsigned c = p[0];
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    }
-    if (c >= 0xE0 && c <= 0xEF) {
-        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) {
-            return 0;
-        }
-        if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0)) {
-            return 0; /* overlong, or a UTF-16 surrogate */
-        }
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) {
-            return 0;
-        }
-        if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90)) {
-            return 0;
-        }
-        return 4;
-    }
-    return 0;
-}
-
 void loupe__put_jstr(loupe__sink *s, const char *str) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)str;
@@ -232,7 +202,7 @@ void loupe__put_jstr(loupe__sink *s, const char *str) {
             p++;
             continue;
         }
-        size_t ul = c >= 0x80 ? utf8_len(p) : 1;
+        size_t ul = c >= 0x80 ? loupe__utf8_seq_len(p, 4) : 1; /* 4: stops at the NUL */
         if (c >= 0x80 && ul > 0) {
             p += ul;
             continue;

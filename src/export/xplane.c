@@ -1,5 +1,5 @@
 /* xplane.c: the XPlane writer: the model as one XSpace (<host>.xplane.pb), the file XProf and
- * TensorBoard's profile plugin open. A hand-written protobuf encoder streaming into the sink;
+ * TensorBoard's profile plugin open. base/pb.h's protobuf encoding, streamed into the sink;
  * field numbers from openxla/xla:xla/tsl/profiler/protobuf/xplane.proto (proto/xplane.proto,
  * ../shared/reference/formats.md §3, jax_profiler.md §4 and §6).
  *
@@ -38,6 +38,9 @@
 #include "export/writers.h"
 
 #include "base/error.h"
+#include "base/hash.h"
+#include "base/pb.h"
+#include "base/utf8.h"
 
 #include <loupe/loupe.h>
 #include <stdio.h>
@@ -53,115 +56,64 @@ typedef struct pb {
     uint64_t n;     /* bytes emitted (or counted) */
 } pb;
 
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
-
-static unsigned vsize(uint64_t v) {
-    unsigned n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
+/* The encoding is base/pb.h's (loupe__pb_put_*_at, loupe__pb_*_size); this stream only adds
+ * the counting mode and the sink. */
 static void put_varint(pb *p, uint64_t v) {
     if (p->s == NULL) {
-        p->n += vsize(v);
+        p->n += loupe__pb_varint_size(v);
         return;
     }
-    char b[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        b[n++] = (char)((v & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (char)v;
-    loupe__put(p->s, b, n);
+    uint8_t b[10];
+    size_t n = loupe__pb_put_varint_at(b, v);
+    loupe__put(p->s, (const char *)b, n);
     p->n += n;
 }
 
-static void put_tag(pb *p, unsigned field, unsigned wt) {
-    put_varint(p, ((uint64_t)field << 3) | wt);
+static void put_tag(pb *p, unsigned field, int wire) {
+    put_varint(p, loupe__pb_key(field, wire));
 }
 
 static void put_u64f(pb *p, unsigned field, uint64_t v) {
-    put_tag(p, field, WT_VARINT);
+    put_tag(p, field, PB_VARINT);
     put_varint(p, v);
 }
 
 static void put_double(pb *p, unsigned field, double d) {
-    put_tag(p, field, WT_I64);
+    put_tag(p, field, PB_I64);
     if (p->s == NULL) {
         p->n += 8;
         return;
     }
     uint64_t u;
     memcpy(&u, &d, 8);
-    char b[8];
-    for (int i = 0; i < 8; i++) {
-        b[i] = (char)(u >> (8 * i));
-    }
-    loupe__put(p->s, b, 8);
+    uint8_t b[8];
+    loupe__pb_put_fixed64_at(b, u);
+    loupe__put(p->s, (const char *)b, 8);
     p->n += 8;
 }
 
-/* Length of s once invalid UTF-8 is replaced by U+FFFD (3 bytes), and the replacement itself. */
-static size_t utf8_len(const unsigned char *s, size_t n, int emit, loupe__sink *sink) {
-    size_t out = 0, i = 0, run = 0; /* run: start of the pending valid bytes */
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k = c < 0x80                   ? 1
-                   : (c >= 0xC2 && c <= 0xDF) ? 2
-                   : (c >= 0xE0 && c <= 0xEF) ? 3
-                   : (c >= 0xF0 && c <= 0xF4) ? 4
-                                              : 0;
-        int ok = k > 0 && i + k <= n;
-        for (size_t j = 1; ok && j < k; j++) {
-            ok = (s[i + j] & 0xC0) == 0x80;
-        }
-        if (ok && k == 3) {
-            unsigned c1 = s[i + 1];
-            ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0); /* overlong, surrogate */
-        } else if (ok && k == 4) {
-            unsigned c1 = s[i + 1];
-            ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-        }
-        if (ok) {
-            i += k;
-            out += k;
-            continue;
-        }
-        if (emit) {
-            loupe__put(sink, (const char *)s + run, i - run);
-            loupe__put(sink, "\xEF\xBF\xBD", 3);
-        }
-        out += 3;
-        i++;
-        run = i;
-    }
-    if (emit) {
-        loupe__put(sink, (const char *)s + run, i - run);
-    }
-    return out;
+static void sink_put(void *ctx, const char *s, size_t n) {
+    loupe__put(ctx, s, n);
 }
 
+/* A string field: invalid UTF-8 replaced by U+FFFD (base/utf8.h), as in JSON. */
 static void put_str(pb *p, unsigned field, const char *str) {
     size_t n = strlen(str);
-    size_t len = utf8_len((const unsigned char *)str, n, 0, NULL);
-    put_tag(p, field, WT_LEN);
+    size_t len = loupe__utf8_sanitize(str, n, NULL, NULL);
+    put_tag(p, field, PB_LEN);
     put_varint(p, len);
     if (p->s != NULL) {
         if (len == n) {
             loupe__put(p->s, str, n);
         } else {
-            utf8_len((const unsigned char *)str, n, 1, p->s);
+            loupe__utf8_sanitize(str, n, sink_put, p->s);
         }
     }
     p->n += len;
 }
 
 static void put_len(pb *p, unsigned field, uint64_t len) {
-    put_tag(p, field, WT_LEN);
+    put_tag(p, field, PB_LEN);
     put_varint(p, len);
 }
 
@@ -195,10 +147,7 @@ static uint64_t hash_ptr(const void *a, const void *b, unsigned k) {
 }
 
 static uint64_t hash_str(const char *s, unsigned k) {
-    uint64_t h = 1469598103934665603ull ^ k;
-    for (; *s; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    }
+    uint64_t h = loupe__hash_str(s) ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull);
     return h ^ (h >> 29);
 }
 
@@ -322,7 +271,9 @@ typedef struct stat_val {
 } stat_val;
 
 static void put_stat(pb *p, unsigned field, uint64_t mid, stat_val v) {
-    uint64_t body = 1 + vsize(mid) + 1 + (v.type == 2 ? 8 : vsize(v.u));
+    uint64_t body =
+        loupe__pb_uint_size(1, mid) +
+        (v.type == 2 ? loupe__pb_fixed64_size(2) : loupe__pb_uint_size((uint32_t)v.type, v.u));
     put_len(p, field, body);
     put_u64f(p, 1, mid);
     if (v.type == 2) {
@@ -402,7 +353,7 @@ static void put_event(writer *w, pb *p, const ev *e, uint64_t line_ns) {
     pb c = {NULL, 0};
     event_body(w, &c, e, line_ns);
     if (p->s == NULL) { /* counting: the body once is enough */
-        p->n += 1 + vsize(c.n) + c.n;
+        p->n += loupe__pb_len_size(4, c.n);
         return;
     }
     put_len(p, 4, c.n);
@@ -557,9 +508,9 @@ static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
         for (size_t i = 0; i < m->metadata_count; i++) {
             /* str_value (5), not a ref: free text, read back as metadata */
             const char *v = m->metadata[i].value;
-            size_t vl = utf8_len((const unsigned char *)v, strlen(v), 0, NULL);
+            size_t vl = loupe__utf8_sanitize(v, strlen(v), NULL, NULL);
             size_t mid = sid(w, m->metadata[i].key, 0);
-            put_len(p, 6, 1 + vsize(mid) + 1 + vsize(vl) + vl);
+            put_len(p, 6, loupe__pb_uint_size(1, mid) + loupe__pb_len_size(5, vl));
             put_u64f(p, 1, mid);
             put_str(p, 5, v);
         }
@@ -647,7 +598,7 @@ static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
         const emeta *e = (const emeta *)w->em.items + i;
         pb c = {NULL, 0};
         emeta_body(w, &c, i + 1, e);
-        uint64_t entry = 1 + vsize(i + 1) + 1 + vsize(c.n) + c.n;
+        uint64_t entry = loupe__pb_uint_size(1, i + 1) + loupe__pb_len_size(2, c.n);
         put_len(p, 4, entry);
         put_u64f(p, 1, i + 1);
         put_len(p, 2, c.n);
@@ -657,7 +608,7 @@ static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
         const smeta *s = (const smeta *)w->sm.items + i;
         pb c = {NULL, 0};
         smeta_body(&c, i + 1, s);
-        uint64_t entry = 1 + vsize(i + 1) + 1 + vsize(c.n) + c.n;
+        uint64_t entry = loupe__pb_uint_size(1, i + 1) + loupe__pb_len_size(2, c.n);
         put_len(p, 5, entry);
         put_u64f(p, 1, i + 1);
         put_len(p, 2, c.n);
@@ -757,7 +708,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
         memset(&w.em, 0, sizeof w.em);
         memset(&w.sm, 0, sizeof w.sm);
         plane_size[i] = c.n;
-        total += 1 + vsize(c.n) + c.n;
+        total += loupe__pb_len_size(1, c.n);
         if (w.oom) {
             rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
             goto done;

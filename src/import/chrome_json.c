@@ -47,7 +47,9 @@
  * are not an object (an arg whose value is null reads as the string "null"), counter args that are
  * not numbers, a bind_id without a direction, flow ends that pair with nothing.
  */
+#include "base/array.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "import/readers.h"
 #include "model/builder.h"
 
@@ -373,39 +375,11 @@ static int oom(reader *r) {
     return loupe__err(LOUPE_ENOMEM, "%s: out of memory", r->path);
 }
 
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static uint64_t hash_u64(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
     return x;
-}
-
-/* Grows *arr (elem-byte items) to hold need; zeroes the new part. */
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) {
-        return 0;
-    }
-    size_t nc = *cap ? *cap : 8;
-    while (nc < need) {
-        nc *= 2;
-    }
-    void *n = realloc(*arr, nc * elem);
-    if (n == NULL) {
-        return -1;
-    }
-    memset((char *)n + *cap * elem, 0, (nc - *cap) * elem);
-    *arr = n;
-    *cap = nc;
-    return 0;
 }
 
 /* The model thread for tid (created when missing); SIZE_MAX on out-of-memory. */
@@ -443,7 +417,7 @@ static size_t thread_of(reader *r, uint64_t tid) {
         j = (j + 1) & (r->hcap - 1);
     }
     size_t t = loupe__mb_thread(r->mb, tid);
-    if (t == SIZE_MAX || grow((void **)&r->ts, &r->ts_cap, t + 1, sizeof(tstate)) != 0) {
+    if (t == SIZE_MAX || loupe__grow((void **)&r->ts, &r->ts_cap, t + 1, sizeof(tstate)) != 0) {
         return SIZE_MAX;
     }
     r->hkey[j] = tid;
@@ -562,7 +536,7 @@ static int get_id(const reader *r, const json_t *v, int base, uint64_t *out, con
         if (str_u64(s, base, out)) {
             return 0;
         }
-        *out = fnv1a(s, strlen(s));
+        *out = loupe__hash_bytes(s, strlen(s));
         if (str_out != NULL) {
             *str_out = s;
         }
@@ -606,7 +580,7 @@ static int conv_args(reader *r, const json_t *args, uint32_t *n) {
     if (count > UINT32_MAX) {
         count = UINT32_MAX;
     }
-    if (grow((void **)&r->args, &r->args_cap, count, sizeof(loupe_arg)) != 0) {
+    if (loupe__grow((void **)&r->args, &r->args_cap, count, sizeof(loupe_arg)) != 0) {
         return oom(r);
     }
     const char *key;
@@ -675,7 +649,7 @@ static uint64_t rel(const reader *r, int64_t ns) {
 }
 
 static int add_flow_end(reader *r, const flow_end *f) {
-    if (grow((void **)&r->flows, &r->flow_cap, r->flow_count + 1, sizeof(flow_end)) != 0) {
+    if (loupe__grow((void **)&r->flows, &r->flow_cap, r->flow_count + 1, sizeof(flow_end)) != 0) {
         return oom(r);
     }
     r->flows[r->flow_count++] = *f;
@@ -718,8 +692,9 @@ static int flow_v1_end(reader *r, const json_t *ev, size_t idx, char ph, int64_t
         (rc = event_thread(r, ev, idx, &t)) != 0) {
         return rc;
     }
-    uint64_t key = fnv1a((const char *)&id, sizeof(id)) ^ fnv1a(cat, strlen(cat) + 1) * 31 ^
-                   fnv1a(name, strlen(name) + 1) * 961;
+    uint64_t key = loupe__hash_bytes((const char *)&id, sizeof(id)) ^
+                   loupe__hash_bytes(cat, strlen(cat) + 1) * 31 ^
+                   loupe__hash_bytes(name, strlen(name) + 1) * 961;
     const json_t *bp = json_object_get(ev, "bp");
     int enclosing = json_is_string(bp) && strcmp(json_string_value(bp), "e") == 0;
     flow_end f = {.key = key,
@@ -735,24 +710,29 @@ static int flow_v1_end(reader *r, const json_t *ev, size_t idx, char ph, int64_t
     return add_flow_end(r, &f);
 }
 
-static const loupe_slice *g_sort_slices; /* qsort has no context argument */
+/* A slice's sort key with its index: the comparator needs no global (qsort has no context
+ * argument, and qsort_r is not C11), so readers on two threads never share state. */
+typedef struct slice_key {
+    uint64_t start_ns, dur_ns;
+    size_t index;
+} slice_key;
 
-static int cmp_slice_index(const void *pa, const void *pb) {
-    const loupe_slice *a = &g_sort_slices[*(const size_t *)pa];
-    const loupe_slice *b = &g_sort_slices[*(const size_t *)pb];
+static int cmp_slice_key(const void *pa, const void *pb) {
+    const slice_key *a = pa, *b = pb;
     if (a->start_ns != b->start_ns) {
         return a->start_ns < b->start_ns ? -1 : 1;
     }
     if (a->dur_ns != b->dur_ns) {
         return a->dur_ns > b->dur_ns ? -1 : 1;
     }
-    return *(const size_t *)pa < *(const size_t *)pb ? -1 : 1;
+    return a->index < b->index ? -1 : 1;
 }
 
 /* Binds v1 flow ends to slices of their thread: s, t and f with bp "e" to the innermost slice
  * enclosing ts, f otherwise to the first slice beginning at or after ts (catapult's rules). */
 static int bind_v1_flows(reader *r) {
-    size_t *order = NULL, order_thread = SIZE_MAX;
+    slice_key *order = NULL;
+    size_t order_thread = SIZE_MAX;
     for (size_t i = 0; i < r->flow_count; i++) {
         flow_end *f = &r->flows[i];
         if (!f->v1) {
@@ -766,15 +746,14 @@ static int bind_v1_flows(reader *r) {
         if (order_thread != f->thread) {
             /* flows are few: re-sort per thread change rather than keep one index per thread */
             free(order);
-            order = malloc(n * sizeof(size_t));
+            order = malloc(n * sizeof(slice_key));
             if (order == NULL) {
                 return oom(r);
             }
             for (size_t k = 0; k < n; k++) {
-                order[k] = k;
+                order[k] = (slice_key){th->slices[k].start_ns, th->slices[k].dur_ns, k};
             }
-            g_sort_slices = th->slices;
-            qsort(order, n, sizeof(size_t), cmp_slice_index);
+            qsort(order, n, sizeof(slice_key), cmp_slice_key);
             order_thread = f->thread;
         }
         uint64_t ts = rel(r, f->ts_ns);
@@ -782,7 +761,7 @@ static int bind_v1_flows(reader *r) {
         size_t lo = 0, hi = n;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            uint64_t st = th->slices[order[mid]].start_ns;
+            uint64_t st = order[mid].start_ns;
             if (f->next ? st < ts : st <= ts) {
                 lo = mid + 1;
             } else {
@@ -790,13 +769,12 @@ static int bind_v1_flows(reader *r) {
             }
         }
         if (f->next) {
-            f->slice = lo < n ? order[lo] : SIZE_MAX;
+            f->slice = lo < n ? order[lo].index : SIZE_MAX;
             continue;
         }
         for (size_t k = lo; k-- > 0;) {
-            const loupe_slice *sl = &th->slices[order[k]];
-            if (ts <= sl->start_ns + sl->dur_ns) {
-                f->slice = order[k];
+            if (ts <= order[k].start_ns + order[k].dur_ns) {
+                f->slice = order[k].index;
                 break;
             }
         }
@@ -912,7 +890,7 @@ static int do_slice(reader *r, const json_t *ev, size_t idx, char ph, int64_t ts
         return oom(r);
     }
     if (ph == 'B') {
-        if (grow((void **)&st->stack, &st->cap, st->depth + 1, sizeof(open_b)) != 0) {
+        if (loupe__grow((void **)&st->stack, &st->cap, st->depth + 1, sizeof(open_b)) != 0) {
             return oom(r);
         }
         st->stack[st->depth++] = (open_b){s, ts};
@@ -1054,7 +1032,8 @@ static int do_meta_event(reader *r, const json_t *ev, size_t idx) {
         if (pv != NULL && get_id(r, pv, 10, &pid, NULL) != 0) {
             return loupe__err(LOUPE_EFORMAT, "%s: event %zu: pid is not an integer", r->path, idx);
         }
-        if (grow((void **)&r->pnames, &r->pname_cap, r->pname_count + 1, sizeof(pid_name)) != 0) {
+        if (loupe__grow((void **)&r->pnames, &r->pname_cap, r->pname_count + 1, sizeof(pid_name)) !=
+            0) {
             return oom(r);
         }
         r->pnames[r->pname_count++] = (pid_name){pid, loupe__mb_str(r->mb, json_string_value(nv))};
@@ -1728,7 +1707,7 @@ static int list_dir(const char *dir, mode_t kind, char ***out, size_t *count) {
             continue;
         }
         char *s = strdup(e->d_name);
-        if (s == NULL || grow((void **)&v, &cap, n + 1, sizeof(char *)) != 0) {
+        if (s == NULL || loupe__grow((void **)&v, &cap, n + 1, sizeof(char *)) != 0) {
             free(s);
             free_names(v, n);
             closedir(d);

@@ -31,6 +31,7 @@
  *   kind/device/tid and loss accounting, and the metadata pairs. Model times are relative to its
  *   origin_unix_ns (the writer's clock base); in other files to the earliest timestamp.
  */
+#include "base/array.h"
 #include "base/error.h"
 #include "base/pb.h"
 #include "import/readers.h"
@@ -256,15 +257,9 @@ static track *get_track(reader *r, uint64_t uuid, int *rc) {
     if (e != NULL) {
         return &r->trk[e->v1];
     }
-    if (r->trk_count == r->trk_cap) {
-        size_t nc = r->trk_cap ? r->trk_cap * 2 : 16;
-        track *nt = realloc(r->trk, nc * sizeof(*nt));
-        if (nt == NULL) {
-            *rc = oom(r);
-            return NULL;
-        }
-        r->trk = nt;
-        r->trk_cap = nc;
+    if (loupe__grow((void **)&r->trk, &r->trk_cap, r->trk_count + 1, sizeof(track)) != 0) {
+        *rc = oom(r);
+        return NULL;
     }
     e = map_put(&r->tracks, uuid, 0);
     if (e == NULL) {
@@ -637,28 +632,16 @@ static int annotation(reader *r, const loupe__pbf *af, size_t si, const seq *s, 
 }
 
 static int add_arg(reader *r, uint32_t *n, const loupe_arg *a) {
-    if (*n == r->arg_cap) {
-        size_t nc = r->arg_cap ? r->arg_cap * 2 : 16;
-        loupe_arg *na = realloc(r->args, nc * sizeof(*na));
-        if (na == NULL) {
-            return oom(r);
-        }
-        r->args = na;
-        r->arg_cap = nc;
+    if (loupe__grow((void **)&r->args, &r->arg_cap, (size_t)*n + 1, sizeof(loupe_arg)) != 0) {
+        return oom(r);
     }
     r->args[(*n)++] = *a;
     return 0;
 }
 
 static int push_id(reader *r, uint64_t **arr, size_t *cap, size_t *n, uint64_t v) {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        uint64_t *na = realloc(*arr, nc * sizeof(*na));
-        if (na == NULL) {
-            return oom(r);
-        }
-        *arr = na;
-        *cap = nc;
+    if (loupe__grow((void **)arr, cap, *n + 1, sizeof(uint64_t)) != 0) {
+        return oom(r);
     }
     (*arr)[(*n)++] = v;
     return 0;
@@ -964,15 +947,9 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
             rc = oom(r);
             goto out;
         }
-        if (t->depth == t->cap) {
-            size_t nc = t->cap ? t->cap * 2 : 16;
-            size_t *ns = realloc(t->stack, nc * sizeof(*ns));
-            if (ns == NULL) {
-                rc = oom(r);
-                goto out;
-            }
-            t->stack = ns;
-            t->cap = nc;
+        if (loupe__grow((void **)&t->stack, &t->cap, t->depth + 1, sizeof(size_t)) != 0) {
+            rc = oom(r);
+            goto out;
         }
         t->stack[t->depth++] = i;
         for (size_t j = 0; j < ntfid && rc == 0; j++) {

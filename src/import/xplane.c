@@ -1,5 +1,5 @@
 /* xplane.c: the XPlane reader: an XSpace (<host>.xplane.pb, from loupe or jax.profiler) into the
- * trace model. A hand-written, bounded protobuf decoder over the bytes in memory; field numbers
+ * trace model. The bounded protobuf decoder of base/pb.h over the bytes in memory; field numbers
  * from proto/xplane.proto (formats.md §3.1). What loupe's writer puts where: src/export/xplane.c.
  *
  * What is read:
@@ -26,7 +26,9 @@
  * negative or beyond 2^62 ns. Nothing is allocated from a length claim before it is checked
  * against the bytes that are there.
  */
+#include "base/array.h"
 #include "base/error.h"
+#include "base/pb.h"
 #include "import/readers.h"
 #include "model/builder.h"
 
@@ -67,86 +69,52 @@ static int fail(rd *r, size_t off, const char *what) {
     return r->rc;
 }
 
-static int get_varint(rd *r, span *s, uint64_t *out) {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 10; i++) {
-        if (i >= s->n) {
-            return fail(r, s->off + i, "varint cut short by the end of its message");
-        }
-        unsigned char b = s->p[i];
-        if (i == 9 && b > 1) {
-            return fail(r, s->off, "varint longer than 64 bits");
-        }
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            s->p += i + 1;
-            s->n -= i + 1;
-            s->off += i + 1;
-            *out = v;
-            return 0;
-        }
-    }
-    return fail(r, s->off, "varint longer than 10 bytes");
-}
-
-/* The next field of s: 1, 0 at the end, or an error code (negative). */
+/* The next field of s: 1, 0 at the end, or an error code (negative). The decoding is base/pb.h's
+ * (loupe__pbr_field); the words of each error are this reader's. */
 static int next(rd *r, span *s, field *f) {
-    if (s->n == 0) {
+    loupe__pbr c = {s->p, s->p + s->n, r->base};
+    loupe__pbf g = {0};
+    loupe__pbe e;
+    int k = loupe__pbr_field(&c, &g, &e);
+    size_t used = (size_t)(c.p - s->p);
+    s->p = c.p;
+    s->n -= used;
+    s->off += used;
+    if (k == 0) {
         return 0;
     }
-    f->off = s->off;
-    uint64_t tag;
-    if (get_varint(r, s, &tag) != 0) {
-        return r->rc;
-    }
-    f->num = (unsigned)(tag >> 3);
-    f->wt = (unsigned)(tag & 7);
-    if ((tag >> 3) == 0 || (tag >> 3) > 536870911u) {
-        return fail(r, f->off, "field number 0 or out of range");
-    }
-    switch (f->wt) {
-    case 0:
-        return get_varint(r, s, &f->v) != 0 ? r->rc : 1;
-    case 1:
-    case 5: {
-        size_t k = f->wt == 1 ? 8 : 4;
-        if (s->n < k) {
-            return fail(r, s->off, "fixed-size value cut short");
-        }
-        uint64_t v = 0;
-        for (size_t i = 0; i < k; i++) {
-            v |= (uint64_t)s->p[i] << (8 * i);
-        }
-        f->v = v;
-        s->p += k;
-        s->n -= k;
-        s->off += k;
-        return 1;
-    }
-    case 2: {
-        uint64_t len;
-        if (get_varint(r, s, &len) != 0) {
-            return r->rc;
-        }
-        if (len > s->n) {
-            char what[128];
+    f->off = g.offset;
+    if (k < 0) {
+        char what[128];
+        switch (e.code) {
+        case LOUPE__PB_ECUT:
+            return fail(r, e.at,
+                        !e.in_tag && (g.wire == PB_I64 || g.wire == PB_I32)
+                            ? "fixed-size value cut short"
+                            : "varint cut short by the end of its message");
+        case LOUPE__PB_E64:
+            return fail(r, e.at, "varint longer than 64 bits");
+        case LOUPE__PB_EFIELD0:
+        case LOUPE__PB_ERANGE:
+            return fail(r, e.at, "field number 0 or out of range");
+        case LOUPE__PB_ELEN:
             snprintf(what, sizeof what,
                      "length %llu runs past the end of its message (%zu bytes left)",
-                     (unsigned long long)len, s->n);
-            return fail(r, f->off, what);
+                     (unsigned long long)e.len, e.left);
+            return fail(r, e.at, what);
+        default:
+            snprintf(what, sizeof what, "wire type %u (field %u) is not supported",
+                     (unsigned)g.wire, (unsigned)g.field);
+            return fail(r, e.at, what);
         }
-        f->sub = (span){s->p, (size_t)len, s->off};
-        s->p += len;
-        s->n -= (size_t)len;
-        s->off += (size_t)len;
-        return 1;
     }
-    default: {
-        char what[64];
-        snprintf(what, sizeof what, "wire type %u (field %u) is not supported", f->wt, f->num);
-        return fail(r, f->off, what);
+    f->num = g.field;
+    f->wt = (unsigned)g.wire;
+    f->v = g.v;
+    if (g.wire == PB_LEN) {
+        f->sub = (span){g.data, g.len, (size_t)(g.data - r->base)};
     }
-    }
+    return 1;
 }
 
 static int want(rd *r, const field *f, unsigned wt) {
@@ -227,23 +195,6 @@ static emeta *find_em(plane *pl, int64_t id) {
     return lo > 0 && pl->em[lo - 1].id == id ? &pl->em[lo - 1] : NULL;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) {
-        return 0;
-    }
-    size_t nc = *cap ? *cap * 2 : 16;
-    while (nc < need) {
-        nc *= 2;
-    }
-    void *n = realloc(*arr, nc * elem);
-    if (n == NULL) {
-        return -1;
-    }
-    *arr = n;
-    *cap = nc;
-    return 0;
-}
-
 static int read_stat(rd *r, span s, stat *st) {
     memset(st, 0, sizeof *st);
     st->off = s.off;
@@ -306,7 +257,7 @@ static int read_smeta(rd *r, span s, plane *pl) {
     if (k < 0) {
         return k;
     }
-    if (grow((void **)&pl->sm, &pl->sm_cap, pl->nsm + 1, sizeof(smeta)) != 0) {
+    if (loupe__grow((void **)&pl->sm, &pl->sm_cap, pl->nsm + 1, sizeof(smeta)) != 0) {
         return loupe__err(LOUPE_ENOMEM, "%s: out of memory", r->path);
     }
     pl->sm[pl->nsm++] = m;
@@ -339,7 +290,7 @@ static int read_emeta(rd *r, span s, plane *pl) {
     if (k < 0) {
         return k;
     }
-    if (grow((void **)&pl->em, &pl->em_cap, pl->nem + 1, sizeof(emeta)) != 0) {
+    if (loupe__grow((void **)&pl->em, &pl->em_cap, pl->nem + 1, sizeof(emeta)) != 0) {
         return loupe__err(LOUPE_ENOMEM, "%s: out of memory", r->path);
     }
     pl->em[pl->nem++] = m;
@@ -418,7 +369,7 @@ static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
     }
     size_t idx = loupe__mb_thread(x->mb, tmp);
     if (idx == SIZE_MAX ||
-        grow((void **)&x->tracks, &x->tracks_cap, x->ntracks + 1, sizeof(track)) != 0) {
+        loupe__grow((void **)&x->tracks, &x->tracks_cap, x->ntracks + 1, sizeof(track)) != 0) {
         oom(x);
         return SIZE_MAX;
     }
@@ -555,7 +506,7 @@ static int meta_args(reader *x, const plane *pl, const emeta *em, uint32_t *n) {
             key_is(pl, st.mid, "loupe_category")) {
             continue;
         }
-        if (grow((void **)&x->args, &x->args_cap, *n + 1, sizeof(loupe_arg)) != 0) {
+        if (loupe__grow((void **)&x->args, &x->args_cap, *n + 1, sizeof(loupe_arg)) != 0) {
             return oom(x);
         }
         if (stat_arg(x, pl, &st, &x->args[*n]) != 0) {
@@ -567,7 +518,7 @@ static int meta_args(reader *x, const plane *pl, const emeta *em, uint32_t *n) {
 }
 
 static int add_flow(reader *x, uint64_t id, size_t thread, size_t slice, int in) {
-    if (grow((void **)&x->flows, &x->flows_cap, x->nflows + 1, sizeof(flow_end)) != 0) {
+    if (loupe__grow((void **)&x->flows, &x->flows_cap, x->nflows + 1, sizeof(flow_end)) != 0) {
         return oom(x);
     }
     x->flows[x->nflows] = (flow_end){id, thread, slice, in, x->nflows};
@@ -648,7 +599,7 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
             }
             continue;
         }
-        if (grow((void **)&x->args, &x->args_cap, n + 1u, sizeof(loupe_arg)) != 0) {
+        if (loupe__grow((void **)&x->args, &x->args_cap, n + 1u, sizeof(loupe_arg)) != 0) {
             return oom(x);
         }
         if (stat_arg(x, pl, &st, &x->args[n]) != 0) {

@@ -8,6 +8,9 @@
 
 #include "base/error.h"
 
+#include "base/array.h"
+#include "base/hash.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,35 +88,10 @@ static int arena_own(arena *a, void *p) {
     if (p == NULL) {
         return 0;
     }
-    if (a->owned_count == a->owned_cap) {
-        size_t nc = a->owned_cap ? a->owned_cap * 2 : 16;
-        void **n = realloc(a->owned, nc * sizeof(*n));
-        if (n == NULL) {
-            return -1;
-        }
-        a->owned = n;
-        a->owned_cap = nc;
-    }
-    a->owned[a->owned_count++] = p;
-    return 0;
-}
-
-/* Grows *arr (of elem-byte items) to hold at least need items. */
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) {
-        return 0;
-    }
-    size_t nc = *cap ? *cap : 8;
-    while (nc < need) {
-        nc *= 2;
-    }
-    void *n = realloc(*arr, nc * elem);
-    if (n == NULL) {
+    if (loupe__grow((void **)&a->owned, &a->owned_cap, a->owned_count + 1, sizeof(void *)) != 0) {
         return -1;
     }
-    memset((char *)n + *cap * elem, 0, (nc - *cap) * elem);
-    *arr = n;
-    *cap = nc;
+    a->owned[a->owned_count++] = p;
     return 0;
 }
 
@@ -153,15 +131,6 @@ void *loupe__mb_alloc(loupe__mb *mb, size_t n) {
     return p;
 }
 
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 const char *loupe__mb_strn(loupe__mb *mb, const char *s, size_t len) {
     if (mb->failed) {
         return "";
@@ -176,7 +145,7 @@ const char *loupe__mb_strn(loupe__mb *mb, const char *s, size_t len) {
         for (size_t i = 0; i < mb->icap; i++) {
             const char *e = mb->itab[i];
             if (e != NULL) {
-                size_t j = fnv1a(e, strlen(e)) & (nc - 1);
+                size_t j = loupe__hash_bytes(e, strlen(e)) & (nc - 1);
                 while (nt[j] != NULL) {
                     j = (j + 1) & (nc - 1);
                 }
@@ -192,7 +161,7 @@ const char *loupe__mb_strn(loupe__mb *mb, const char *s, size_t len) {
     if (nul != NULL) {
         len = (size_t)(nul - s);
     }
-    size_t j = fnv1a(s, len) & (mb->icap - 1);
+    size_t j = loupe__hash_bytes(s, len) & (mb->icap - 1);
     while (mb->itab[j] != NULL) {
         const char *e = mb->itab[j];
         if (strncmp(e, s, len) == 0 && e[len] == 0) {
@@ -223,9 +192,9 @@ size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
         }
     }
     size_t cap = mb->thread_cap;
-    if (grow((void **)&mb->m.threads, &mb->thread_cap, mb->m.thread_count + 1,
-             sizeof(loupe_model_thread)) != 0 ||
-        grow((void **)&mb->tcaps, &cap, mb->m.thread_count + 1, sizeof(tcap)) != 0) {
+    if (loupe__grow((void **)&mb->m.threads, &mb->thread_cap, mb->m.thread_count + 1,
+                    sizeof(loupe_model_thread)) != 0 ||
+        loupe__grow((void **)&mb->tcaps, &cap, mb->m.thread_count + 1, sizeof(tcap)) != 0) {
         mb->failed = 1;
         return SIZE_MAX;
     }
@@ -325,8 +294,8 @@ int loupe__mb_slice_add_arg(loupe__mb *mb, size_t t, size_t i, const loupe_arg *
 int loupe__mb_instant(loupe__mb *mb, size_t t, uint64_t ts, const char *name, const loupe_arg *args,
                       uint32_t n) {
     loupe_model_thread *th = &mb->m.threads[t];
-    if (grow((void **)&th->instants, &mb->tcaps[t].instant_cap, th->instant_count + 1,
-             sizeof(loupe_instant)) != 0) {
+    if (loupe__grow((void **)&th->instants, &mb->tcaps[t].instant_cap, th->instant_count + 1,
+                    sizeof(loupe_instant)) != 0) {
         mb->failed = 1;
         return mb_oom();
     }
@@ -339,8 +308,8 @@ int loupe__mb_instant(loupe__mb *mb, size_t t, uint64_t ts, const char *name, co
 }
 
 int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *c) {
-    if (grow((void **)&mb->m.counters, &mb->counter_cap, mb->m.counter_count + 1, sizeof(*c)) !=
-        0) {
+    if (loupe__grow((void **)&mb->m.counters, &mb->counter_cap, mb->m.counter_count + 1,
+                    sizeof(*c)) != 0) {
         mb->failed = 1;
         return mb_oom();
     }
@@ -351,7 +320,8 @@ int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *c) {
 }
 
 int loupe__mb_flow(loupe__mb *mb, uint64_t id, size_t ft, size_t fs, size_t tt, size_t ts) {
-    if (grow((void **)&mb->flows, &mb->flow_cap, mb->flow_count + 1, sizeof(pending_flow)) != 0) {
+    if (loupe__grow((void **)&mb->flows, &mb->flow_cap, mb->flow_count + 1, sizeof(pending_flow)) !=
+        0) {
         mb->failed = 1;
         return mb_oom();
     }
@@ -368,8 +338,8 @@ int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value) {
             return mb->failed ? mb_oom() : 0;
         }
     }
-    if (grow((void **)&mb->m.metadata, &mb->meta_cap, mb->m.metadata_count + 1, sizeof(loupe_kv)) !=
-        0) {
+    if (loupe__grow((void **)&mb->m.metadata, &mb->meta_cap, mb->m.metadata_count + 1,
+                    sizeof(loupe_kv)) != 0) {
         mb->failed = 1;
         return mb_oom();
     }
@@ -512,7 +482,7 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     m = malloc(sizeof(*m));
     arena *a = mb->ar;
     size_t need = a->owned_count + 4 + 2 * mb->m.thread_count;
-    if (m == NULL || grow((void **)&a->owned, &a->owned_cap, need, sizeof(void *)) != 0) {
+    if (m == NULL || loupe__grow((void **)&a->owned, &a->owned_cap, need, sizeof(void *)) != 0) {
         free(m);
         m = NULL;
         goto fail;

@@ -13,6 +13,7 @@
  */
 #include "record/collect.h"
 
+#include "base/array.h"
 #include "base/error.h"
 #include "model/builder.h"
 #include "record/record.h"
@@ -137,14 +138,8 @@ static mapping *read_maps(size_t *n) {
         if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[0] != 'r') {
             continue;
         }
-        if (*n == cap) {
-            size_t nc = cap ? cap * 2 : 256;
-            mapping *g = realloc(m, nc * sizeof(*m));
-            if (g == NULL) {
-                break;
-            }
-            m = g;
-            cap = nc;
+        if (loupe__grow((void **)&m, &cap, *n + 1, sizeof(*m)) != 0) {
+            break;
         }
         m[(*n)++] = (mapping){(uintptr_t)lo, (uintptr_t)hi};
     }
@@ -245,28 +240,16 @@ static size_t read_str(const loupe__ev *slots, size_t i, size_t n, uint64_t len,
 }
 
 static int push_zone(collector *c, size_t depth, size_t slice, uint64_t key, int kind) {
-    if (depth >= c->stack_cap) {
-        size_t nc = c->stack_cap ? c->stack_cap * 2 : 64;
-        open_zone *n = realloc(c->stack, nc * sizeof(*n));
-        if (n == NULL) {
-            return -1;
-        }
-        c->stack = n;
-        c->stack_cap = nc;
+    if (loupe__grow((void **)&c->stack, &c->stack_cap, depth + 1, sizeof(open_zone)) != 0) {
+        return -1;
     }
     c->stack[depth] = (open_zone){slice, key, kind};
     return 0;
 }
 
 static int add_flow_end(flow_end **arr, size_t *n, size_t *cap, uint64_t id, size_t th, size_t sl) {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        flow_end *a = realloc(*arr, nc * sizeof(**arr));
-        if (a == NULL) {
-            return -1;
-        }
-        *arr = a;
-        *cap = nc;
+    if (loupe__grow((void **)arr, cap, *n + 1, sizeof(**arr)) != 0) {
+        return -1;
     }
     (*arr)[(*n)++] = (flow_end){id, th, sl, 0};
     return 0;

@@ -16,6 +16,7 @@
  * connection thread.
  */
 #include "session/capture.h"
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/fs.h"
 #include "export/writers.h"
@@ -202,12 +203,6 @@ static const format_row formats[] = {
                             loupe__write_perfetto_proto},
 };
 
-static uint64_t realtime_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static enum MHD_Result on_status(struct MHD_Connection *c) {
     char host[256];
     loupe__hostname(host, sizeof host);
@@ -222,8 +217,8 @@ static enum MHD_Result on_status(struct MHD_Connection *c) {
         json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:I, s:i, s:I, s:o}", "pid", (json_int_t)getpid(),
                   "host", host, "version", LOUPE_VERSION_STRING, "state", loupe__state_name(state),
                   "tracing", state == LOUPE__TRACING, "capturing", state == LOUPE__CAPTURING,
-                  "unix_time_ns", (json_int_t)realtime_ns(), "port", cfg_port, "max_duration_ms",
-                  (json_int_t)srv_max_ms, "formats", fmts);
+                  "unix_time_ns", (json_int_t)loupe__realtime_ns(), "port", cfg_port,
+                  "max_duration_ms", (json_int_t)srv_max_ms, "formats", fmts);
     if (j == NULL) {
         return MHD_NO;
     }
