@@ -76,7 +76,7 @@ static loupe_gpu_decoded *two_blocks(uint64_t gt0) {
 
 static json_t *stop_and_load(loupe_trace_result *r) {
     assert_int_equal(loupe_stop_trace(r), 0);
-    return tu_load_json(r->trace_json);
+    return tu_load_json(loupe_trace_result_path(r, LOUPE_FORMAT_CHROME_JSON));
 }
 
 static uint64_t origin_of(json_t *j) {
@@ -128,7 +128,7 @@ static void test_session_add_by_sm(void **state) {
     o.kernel_name = "gemm";
     assert_int_equal(loupe_gpu_session_add(d, &o), 0);
     loupe_gpu_decoded_free(d); /* copied */
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     uint64_t origin = origin_of(j);
     json_t *p = find(j, "M", "process_name", 1);
@@ -163,6 +163,7 @@ static void test_session_add_by_sm(void **state) {
     j = stop_and_load(&r);
     assert_null(find(j, "X", "k", 0));
     json_decref(j);
+    loupe_trace_result_free(&r);
 }
 
 static void test_session_add_by_trace(void **state) {
@@ -171,7 +172,7 @@ static void test_session_add_by_trace(void **state) {
     assert_int_equal(loupe_start_trace(&(loupe_trace_options){.log_dir = dir}), 0);
     assert_int_equal(loupe_gpu_session_add(d, NULL), 0); /* defaults: GPU 0, per trace */
     loupe_gpu_decoded_free(d);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     json_t *k0 = find(j, "X", "k", 0), *k1 = find(j, "X", "k", 1);
     assert_int_equal(json_integer_value(json_object_get(k0, "pid")), GPU_PID);
@@ -183,6 +184,7 @@ static void test_session_add_by_trace(void **state) {
         json_string_value(json_object_get(json_object_get(j, "metadata"), "gpu_launch_0"));
     assert_non_null(strstr(meta, "aligned by end at loupe_gpu_session_add (lower bound)"));
     json_decref(j);
+    loupe_trace_result_free(&r);
 }
 
 /* ---- fake CUPTI ---- */
@@ -340,7 +342,7 @@ static void test_cupti_other_subscriber(void **state) {
                        "host-only";
     assert_string_equal(loupe_gpu_device_tracer_note(), want);
     { LOUPE_ZONE("host work"); }
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(j, "metadata"), "device_tracer")), want);
@@ -361,6 +363,7 @@ static void test_cupti_other_subscriber(void **state) {
     assert_int_equal(n_subscribe, 3);
     assert_int_equal(n_unsubscribe, 1);
     assert_int_equal(n_finalize, 1);
+    loupe_trace_result_free(&r);
 }
 
 static void test_cupti_no_gpu_and_level0(void **state) {
@@ -406,7 +409,7 @@ static void test_cupti_records(void **state) {
                                 .kernel_name = "my_kernel"};
     assert_int_equal(loupe_gpu_session_add(d, &ao), 0);
     loupe_gpu_decoded_free(d);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     assert_int_equal(n_flush, 1);
     uint64_t origin = origin_of(j);
@@ -442,6 +445,7 @@ static void test_cupti_records(void **state) {
         strstr(json_string_value(json_object_get(meta, "gpu_launch_0")), "aligned by cupti"));
     json_decref(j);
     assert_int_equal(r.events_dropped, 4);
+    loupe_trace_result_free(&r);
 }
 
 /* Every writer gets the GPU tracks: Perfetto protobuf and XPlane read back as GPU tracks. */
@@ -478,10 +482,11 @@ static void test_every_writer(void **state) {
     loupe_gpu_add_options ao = {.device = 2, .tracks = LOUPE_GPU_TRACKS_BY_BLOCK};
     assert_int_equal(loupe_gpu_session_add(d, &ao), 0);
     loupe_gpu_decoded_free(d);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), 0);
-    check_gpu_model(r.perfetto_proto);
-    check_gpu_model(r.xplane);
+    check_gpu_model(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO));
+    check_gpu_model(loupe_trace_result_path(&r, LOUPE_FORMAT_XPLANE));
+    loupe_trace_result_free(&r);
 }
 
 int main(void) {
