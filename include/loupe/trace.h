@@ -132,7 +132,7 @@ typedef struct loupe_trace_file {
  *     loupe_trace_result_free(&r);
  * size tells the library which fields the caller's struct has, so that later releases can append
  * fields without breaking programs built against this header (docs/ABI.md). size 0 is accepted
- * and means this layout (the first with a size field, 0.2): a `= {0}` result works. A size that
+ * and means this layout (the first one with a size field): a `= {0}` result works. A size that
  * is neither 0 nor at least this layout's is LOUPE_EINVALID.
  *
  * Ownership: a filled result owns run_dir, files (and their paths) and threads; they stay valid
