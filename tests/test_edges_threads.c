@@ -285,8 +285,8 @@ static void test_unmappable_buffer_counts_drops(void **state) {
             r.threads[0].capacity_needed != 20) {
             _exit(13);
         }
-        _exit(0);
         loupe_trace_result_free(&r);
+        _exit(0);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);

@@ -160,6 +160,7 @@ static void test_session_add_by_sm(void **state) {
     json_decref(j);
     /* Nothing carries over into the next session. */
     assert_int_equal(loupe_start_trace(&(loupe_trace_options){.log_dir = dir}), 0);
+    loupe_trace_result_free(&r);
     j = stop_and_load(&r);
     assert_null(find(j, "X", "k", 0));
     json_decref(j);

@@ -90,10 +90,10 @@ static void test_no_allocation_after_first_event(void **state) {
     loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_dropped, 0);
+    loupe_trace_result_free(&r);
     tu_rmtree(dir);
     free(dir);
 #endif
-    loupe_trace_result_free(&r);
 }
 
 int main(void) {

@@ -318,8 +318,8 @@ static void test_fork_while_tracing(void **state) {
         if (loupe_stop_trace(&cr) != 0 || cr.events_recorded != 2) {
             bad |= 8;
         }
-        _exit(bad);
         loupe_trace_result_free(&cr);
+        _exit(bad);
     }
     { LOUPE_ZONE("parent_after"); }
     int st;

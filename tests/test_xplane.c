@@ -260,7 +260,6 @@ static void test_size_limit(void **state) {
     assert_int_not_equal(access(path, F_OK), 0);
     /* through the run directory: the limit error, no .xplane.pb, but the JSON is written */
     loupe_trace_result res = {.size = sizeof res};
-    memset(&res, 0, sizeof res);
     assert_int_equal(
         loupe__write_run(m, dir, "run", LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE, &res),
         LOUPE_EUNSUPPORTED);
@@ -271,7 +270,7 @@ static void test_size_limit(void **state) {
     snprintf(path, sizeof path, "%s/plugins/profile/run/big.xplane.pb.tmp", dir);
     assert_int_not_equal(access(path, F_OK), 0);
     /* XPlane alone: nothing can be written, no run directory is left */
-    memset(&res, 0, sizeof res);
+    loupe_trace_result_free(&res);
     assert_int_equal(loupe__write_run(m, dir, "run2", LOUPE_FORMAT_XPLANE, &res),
                      LOUPE_EUNSUPPORTED);
     snprintf(path, sizeof path, "%s/plugins/profile/run2", dir);

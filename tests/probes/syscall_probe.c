@@ -38,6 +38,6 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("%llu\n", (unsigned long long)r.events_recorded);
-    return 0;
     loupe_trace_result_free(&r);
+    return 0;
 }
