@@ -19,7 +19,7 @@ static void usage(FILE *f) {
     loupe_cli_format_names(names, sizeof names, writable, " or ");
     fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT]\n"
                "\n"
-               "Converts a trace between formats. IN is any trace loupe reads:");
+               "Converts a trace between formats. IN is any trace loupe reads:\n ");
     /* The readable and writable formats, from the registry (loupe/writer.h). */
     for (size_t i = 0, k = 0; i < loupe_format_count(); i++) {
         const loupe_format_desc *d = loupe_format_info(i);
