@@ -34,8 +34,8 @@ static void usage(FILE *f) {
             "\n"
             "options:\n"
             "  -o, --output OUT  the file to write (replaced only once complete)\n"
-            "  --to FORMAT       the output format (%s); without it, from\n"
-            "                    OUT's extension:\n",
+            "  --to FORMAT       the output format: %s;\n"
+            "                    without it, from OUT's extension:\n",
             names);
     for (size_t i = 0; i < loupe_format_count(); i++) {
         const loupe_format_desc *d = loupe_format_info(i);
