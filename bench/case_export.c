@@ -89,15 +89,13 @@ static uint64_t peak_rss_bytes(void) {
 typedef struct export_fmt {
     unsigned bit;      /* LOUPE_FORMAT_* */
     const char *label; /* in the row names */
-    size_t path_field; /* offsetof(loupe_trace_result, ...) of the file */
     int gz;            /* also report the uncompressed size */
 } export_fmt;
 
 static const export_fmt export_fmts[] = {
-    {LOUPE_FORMAT_CHROME_JSON, "Chrome JSON gz", offsetof(loupe_trace_result, trace_json), 1},
-    {LOUPE_FORMAT_XPLANE, "XPlane", offsetof(loupe_trace_result, xplane), 0},
-    {LOUPE_FORMAT_PERFETTO_PROTO, "Perfetto protobuf", offsetof(loupe_trace_result, perfetto_proto),
-     0},
+    {LOUPE_FORMAT_CHROME_JSON, "Chrome JSON gz", 1},
+    {LOUPE_FORMAT_XPLANE, "XPlane", 0},
+    {LOUPE_FORMAT_PERFETTO_PROTO, "Perfetto protobuf", 0},
 };
 
 /* Records per_thread static zones on each of 2 threads (pinned to CPUs 0 and 1) into a fresh
@@ -147,14 +145,15 @@ void bench_cases_export(void) {
             }
             rss_before = rss_bytes();
             hwm = reset_peak_rss() == 0;
-            loupe_trace_result res;
+            loupe_trace_result res = {.size = sizeof res};
             uint64_t t0 = bench_mono_ns();
             int rc = loupe_stop_trace(&res);
             uint64_t t1 = bench_mono_ns();
             uint64_t peak = hwm ? peak_rss_bytes() : 0;
-            const char *path = (const char *)&res + fm->path_field;
+            const char *path = loupe_trace_result_path(&res, fm->bit);
             struct stat st;
-            if (rc != 0 || stat(path, &st) != 0) {
+            if (rc != 0 || path == NULL || stat(path, &st) != 0) {
+                loupe_trace_result_free(&res);
                 snprintf(label, sizeof label, "export %s: stop", fm->label);
                 bench_add_na(label, "s", rc != 0 ? loupe_last_error() : "the stop wrote no file");
                 return;
@@ -172,14 +171,16 @@ void bench_cases_export(void) {
             if (!bench_cfg.keep) {
                 bench_rm_rf(res.run_dir);
             }
+            loupe_trace_result_free(&res);
             /* The write alone: the model kept from the stop, written again in the same format;
              * stop - write = the collection into the model. */
             char again[600];
             snprintf(again, sizeof again, "%s/again", bench_work_dir);
-            loupe_trace_result res2;
+            loupe_trace_result res2 = {.size = sizeof res2};
             uint64_t t2 = bench_mono_ns();
             rc = loupe_write_last_trace(again, &res2);
             uint64_t t3 = bench_mono_ns();
+            loupe_trace_result_free(&res2);
             bench_rm_rf(again);
             stop_s[r] = (double)(t1 - t0) / 1e9;
             write_s[r] = rc == 0 ? (double)(t3 - t2) / 1e9 : NAN;

@@ -223,7 +223,7 @@ int bench_session_start(uint64_t buffer_events, int function_tracing) {
 }
 
 void bench_session_stop(bench_case *c, uint64_t expected_events) {
-    loupe_trace_result res;
+    loupe_trace_result res = {.size = sizeof res};
     int r = loupe_stop_trace(&res);
     if (r != 0) {
         bench_note(c, "stop failed: %s", loupe_last_error());
@@ -235,9 +235,10 @@ void bench_session_stop(bench_case *c, uint64_t expected_events) {
     } else {
         bench_note(c, "%llu events recorded, 0 dropped", (unsigned long long)res.events_recorded);
     }
-    if (!bench_cfg.keep && res.run_dir[0]) {
+    if (!bench_cfg.keep && res.run_dir != NULL) {
         bench_rm_rf(res.run_dir);
     }
+    loupe_trace_result_free(&res);
 }
 
 bench_case *bench_loupe_case(const char *name, const char *unit, bench_loop_fn fn, uint64_t n,

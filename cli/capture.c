@@ -50,25 +50,41 @@ typedef struct target {
     char file[4096];
 } target;
 
+/* The formats a profiler server sends (GET /v1/profile?format=): those with a Content-Type. */
+static int servable(const loupe_format_desc *d) {
+    return d->mime_type != NULL;
+}
+
 static void usage(FILE *f) {
+    char names[128];
+    loupe_cli_format_names(names, sizeof names, servable, " or ");
+    const loupe_format_desc *json = loupe_format_by_file_format(LOUPE_FILE_CHROME_JSON);
     fprintf(f, "usage: loupe capture HOST:PORT[,HOST:PORT...] --duration-ms N [options]\n"
                "\n"
                "Captures the next N ms from every profiler server given (loupe_start_server() in\n"
                "the traced programs), in parallel, and writes one run directory\n"
                "  <log_dir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/\n"
-               "with one <host>_<port>.trace.json.gz (or .xplane.pb, .pftrace) per address. The\n"
-               "last line of the output is the run directory.\n"
-               "\n"
-               "options:\n"
-               "  --duration-ms N  how long to trace, in milliseconds (required, > 0)\n"
-               "  --log-dir DIR    where the run directory goes (default: loupe-log)\n"
-               "  --level L        host tracer level: 0 nothing, 1 critical, 2 info (default),\n"
-               "                   3 verbose\n"
-               "  --format F       json (default), xplane or perfetto\n"
-               "  --attempts K     tries per address while its trace is empty or the server is\n"
+               "with one file per address, named after the format:\n");
+    for (size_t i = 0; i < loupe_format_count(); i++) {
+        const loupe_format_desc *d = loupe_format_info(i);
+        if (servable(d)) {
+            fprintf(f, "  %-14s <host>_<port>%s\n", d->name, d->suffix);
+        }
+    }
+    fprintf(f,
+            "The last line of the output is the run directory.\n"
+            "\n"
+            "options:\n"
+            "  --duration-ms N  how long to trace, in milliseconds (required, > 0)\n"
+            "  --log-dir DIR    where the run directory goes (default: loupe-log)\n"
+            "  --level L        host tracer level: 0 nothing, 1 critical, 2 info (default),\n"
+            "                   3 verbose\n"
+            "  --format F       %s (default: %s)\n",
+            names, json->name);
+    fprintf(f, "  --attempts K     tries per address while its trace is empty or the server is\n"
                "                   busy or unreachable (default 3)\n"
                "  --token T        send 'Authorization: Bearer T' (servers started with a token)\n"
-               "  --merge          also write perfetto_trace.json.gz: every process on one\n"
+               "  --merge          also write the perfetto-json file: every process on one\n"
                "                   timeline (each its own pid), clocks aligned with each server's\n"
                "                   reported wall clock (needs --format json)\n"
                "  -h, --help       show this help\n"
@@ -249,7 +265,7 @@ static void run_multi(CURLM *m, double end_at) {
 typedef struct capture_opts {
     unsigned long duration_ms;
     int level;
-    const char *format, *suffix;
+    const char *format, *suffix; /* a registry name (loupe/writer.h) and its suffix */
     struct curl_slist *hdrs;
 } capture_opts;
 
@@ -536,7 +552,8 @@ static int merge(target *ts, size_t n, const char *run_dir) {
     char *text = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(doc);
     char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/perfetto_trace.json.gz", run_dir);
+    snprintf(path, sizeof path, "%s/%s", run_dir,
+             loupe_format_by_bit(LOUPE_FORMAT_PERFETTO_JSON)->suffix);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     gzFile g = text ? gzopen(tmp, "wb1") : NULL;
     int ok = g != NULL && gzwrite(g, text, (unsigned)strlen(text)) > 0;
@@ -560,7 +577,7 @@ static int merge(target *ts, size_t n, const char *run_dir) {
 }
 
 int loupe_cmd_capture(int argc, char **argv) {
-    const char *addrs = NULL, *log_dir = "loupe-log", *format = "json", *token = NULL;
+    const char *addrs = NULL, *log_dir = "loupe-log", *format = NULL, *token = NULL;
     long duration = 0;
     int have_duration = 0, level = 2, attempts = 3, do_merge = 0;
     for (int i = 1; i < argc; i++) {
@@ -622,18 +639,17 @@ int loupe_cmd_capture(int argc, char **argv) {
     if (duration <= 0) {
         return bad_usage("duration_ms must be greater than zero.");
     }
-    const char *suffix;
-    if (strcmp(format, "json") == 0) {
-        suffix = ".trace.json.gz";
-    } else if (strcmp(format, "xplane") == 0) {
-        suffix = ".xplane.pb";
-    } else if (strcmp(format, "perfetto") == 0) {
-        suffix = ".pftrace";
-    } else {
-        return bad_usage("--format: \"%s\" is not json, xplane or perfetto", format);
+    const loupe_format_desc *fd = format != NULL
+                                      ? loupe_format_by_name(format)
+                                      : loupe_format_by_file_format(LOUPE_FILE_CHROME_JSON);
+    if (fd == NULL || !servable(fd)) {
+        char names[128];
+        loupe_cli_format_names(names, sizeof names, servable, " or ");
+        return bad_usage("--format: \"%s\" is not %s", format, names);
     }
-    if (do_merge && strcmp(format, "json") != 0) {
-        return bad_usage("--merge needs --format json");
+    if (do_merge && fd->file_format != LOUPE_FILE_CHROME_JSON) {
+        return bad_usage("--merge needs --format %s",
+                         loupe_format_by_file_format(LOUPE_FILE_CHROME_JSON)->name);
     }
     static target ts[MAX_ADDRS];
     size_t n = 0;
@@ -671,7 +687,7 @@ int loupe_cmd_capture(int argc, char **argv) {
         snprintf(h, sizeof h, "Authorization: Bearer %.500s", token);
         hdrs = curl_slist_append(NULL, h);
     }
-    capture_opts o = {(unsigned long)duration, level, format, suffix, hdrs};
+    capture_opts o = {(unsigned long)duration, level, fd->name, fd->suffix, hdrs};
     int made = 0;
     for (int a = 0; a < attempts; a++) {
         made++;

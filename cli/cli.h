@@ -25,4 +25,10 @@ json_t *loupe_cli_jstr(const char *s);
 /* A uint64 as a JSON integer, saturated at INT64_MAX. */
 json_int_t loupe_cli_jint(uint64_t v);
 
+/* The names of the registry's formats (loupe/writer.h) that keep accepts, in its order, joined
+ * as "a, b or c" (last is " or " / " and "), into buf (size bytes, always terminated). */
+#include <loupe/writer.h>
+void loupe_cli_format_names(char *buf, size_t size, int (*keep)(const loupe_format_desc *d),
+                            const char *last);
+
 #endif

@@ -10,26 +10,48 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static int writable(const loupe_format_desc *d) {
+    return d->can_write;
+}
+
 static void usage(FILE *f) {
+    char names[256];
+    loupe_cli_format_names(names, sizeof names, writable, " or ");
+    fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT]\n"
+               "\n"
+               "Converts a trace between formats. IN is any trace loupe reads:\n ");
+    /* The readable and writable formats, from the registry (loupe/writer.h). */
+    for (size_t i = 0, k = 0; i < loupe_format_count(); i++) {
+        const loupe_format_desc *d = loupe_format_info(i);
+        if (d->can_read && d->suffixes[0] != NULL) {
+            fprintf(f, "%s %s (*%s)", k++ ? "," : "", d->name, d->suffixes[0]);
+        }
+    }
     fprintf(f,
-            "usage: loupe convert IN -o OUT [--to json|xplane|perfetto|folded]\n"
-            "\n"
-            "Converts a trace between formats. IN is any trace loupe reads: Chrome JSON\n"
-            "(gzipped or not), XPlane (*.xplane.pb), Perfetto protobuf (*.pftrace), or a run\n"
-            "directory / log_dir holding one (as for loupe summary). The input format is found\n"
-            "from the file's bytes.\n"
+            ",\n"
+            "gzipped or not, or a run directory / log_dir holding one (as for loupe\n"
+            "summary). The input format is found from the file's bytes.\n"
             "\n"
             "options:\n"
             "  -o, --output OUT  the file to write (replaced only once complete)\n"
-            "  --to FORMAT       the output format; without it, from OUT's extension:\n"
-            "                      json      Chrome Trace Event JSON (*.json; *.json.gz gzipped)\n"
-            "                      xplane    XSpace for XProf / TensorBoard (*.xplane.pb)\n"
-            "                      perfetto  Perfetto's protobuf trace (*.pftrace)\n"
-            "                      folded    collapsed stacks \"a;b;c <self ns>\" for flame\n"
-            "                                graphs (*.folded, *.collapsed, *.txt)\n"
-            "  -h, --help        show this help\n"
-            "\n"
-            "exit status: 0 success, 1 the trace cannot be read or written, 2 bad usage\n");
+            "  --to FORMAT       the output format: %s;\n"
+            "                    without it, from OUT's extension:\n",
+            names);
+    for (size_t i = 0; i < loupe_format_count(); i++) {
+        const loupe_format_desc *d = loupe_format_info(i);
+        if (!d->can_write) {
+            continue;
+        }
+        fprintf(f, "                      %-14s %s", d->name, d->description);
+        for (size_t k = 0; d->suffixes[k] != NULL; k++) {
+            fprintf(f, "%s*%s", k ? ", " : " (", d->suffixes[k]);
+        }
+        fprintf(f, "%s\n", d->suffixes[0] != NULL ? ")" : " (--to only)");
+    }
+    fprintf(f, "                    JSON is gzipped when OUT ends in .gz.\n"
+               "  -h, --help        show this help\n"
+               "\n"
+               "exit status: 0 success, 1 the trace cannot be read or written, 2 bad usage\n");
 }
 
 __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...) {
@@ -40,22 +62,6 @@ __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
     fprintf(stderr, "\nRun 'loupe convert --help' for usage.\n");
     va_end(ap);
     return 2;
-}
-
-static const char *format_name(loupe_file_format f) {
-    switch (f) {
-    case LOUPE_FILE_CHROME_JSON:
-        return "json";
-    case LOUPE_FILE_XPLANE:
-        return "xplane";
-    case LOUPE_FILE_PERFETTO_PROTO:
-        return "perfetto";
-    case LOUPE_FILE_FOLDED:
-        return "folded";
-    case LOUPE_FILE_UNKNOWN:
-    default:
-        return "?";
-    }
 }
 
 int loupe_cmd_convert(int argc, char **argv) {
@@ -98,13 +104,14 @@ int loupe_cmd_convert(int argc, char **argv) {
     }
     loupe_file_format f =
         to != NULL ? loupe_file_format_parse(to) : loupe_file_format_from_name(out);
-    if (f == LOUPE_FILE_UNKNOWN) {
+    const loupe_format_desc *fd = loupe_format_by_file_format(f);
+    if (fd == NULL || !fd->can_write) {
+        char names[256];
+        loupe_cli_format_names(names, sizeof names, writable, " or ");
         if (to != NULL) {
-            return bad_usage("unknown format '%s' (json, xplane, perfetto or folded)", to);
+            return bad_usage("unknown format '%s' (%s)", to, names);
         }
-        return bad_usage("cannot tell the format from '%s': name it with --to "
-                         "(json, xplane, perfetto or folded)",
-                         out);
+        return bad_usage("cannot tell the format from '%s': name it with --to (%s)", out, names);
     }
     char file[4096];
     int rc = loupe_trace_find(in, file, sizeof file);
@@ -129,7 +136,7 @@ int loupe_cmd_convert(int argc, char **argv) {
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
     fprintf(stderr, "loupe convert: %s -> %s (%s, %lld bytes, %zu threads, %zu slices)\n", file,
-            out, format_name(f), size, m->thread_count, slices);
+            out, fd->name, size, m->thread_count, slices);
     loupe_model_free(m);
     return 0;
 }

@@ -23,13 +23,18 @@ static const verb verbs[] = {
     {"summary", loupe_cmd_summary,
      "a table of the zones in a trace: count, total, self, p50, p99, ..."},
     {"diff", loupe_cmd_diff, "compare two traces zone by zone; exit 1 on a p50 regression"},
-    {"convert", loupe_cmd_convert, "convert a trace: json, xplane, perfetto, folded stacks"},
+    {"convert", loupe_cmd_convert, NULL}, /* "convert a trace: <the writable formats>" */
     {"gpu-decode", loupe_cmd_gpu_decode,
      "decode an in-kernel GPU timeline buffer (loupe or Mosaic) to JSON"},
     {"capture", loupe_cmd_capture,
      "capture N ms from running profiler servers into a run directory"},
     {"view", loupe_cmd_view, "serve a trace once for ui.perfetto.dev and print the link"},
 };
+
+/* The formats loupe convert writes (the registry, loupe/writer.h), for its line. */
+static int writable(const loupe_format_desc *d) {
+    return d->can_write;
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -40,7 +45,13 @@ static void usage(FILE *f) {
             "commands:\n",
             LOUPE_VERSION_STRING);
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
-        fprintf(f, "  %-11s %s\n", verbs[i].name, verbs[i].help);
+        if (verbs[i].help != NULL) {
+            fprintf(f, "  %-11s %s\n", verbs[i].name, verbs[i].help);
+        } else {
+            char names[256];
+            loupe_cli_format_names(names, sizeof names, writable, ", ");
+            fprintf(f, "  %-11s convert a trace: %s\n", verbs[i].name, names);
+        }
     }
     fprintf(f, "\nRun 'loupe <command> --help' for a command's options.\n");
 }

@@ -21,9 +21,8 @@ static void usage(FILE *f) {
             "Runs PROGRAM with loupe preloaded and traces it from start to exit: its loupe\n"
             "annotations (when it uses loupe, linked as a shared library) and, when it was\n"
             "built with -finstrument-functions, one zone per function call. Writes a run\n"
-            "directory LOG_DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ with <host>.xplane.pb and\n"
-            "<host>.trace.json.gz (see --format) and prints its path. Exits with PROGRAM's\n"
-            "exit status.\n"
+            "directory LOG_DIR/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/ with jax.profiler's files\n"
+            "(see --format) and prints its path. Exits with PROGRAM's exit status.\n"
             "\n"
             "options:\n"
             "  -o, --log-dir DIR      log directory (default: ./loupe-log)\n"
@@ -37,12 +36,19 @@ static void usage(FILE *f) {
             "                         bytes) at its first event, so recording never faults\n"
             "  --keep-last            when a buffer fills, overwrite the oldest events\n"
             "                         (default: keep the first, drop and count the rest)\n"
-            "  --perfetto             also write perfetto_trace.json.gz\n"
-            "  --format LIST          the files to write, a comma list of: json\n"
-            "                         (<host>.trace.json.gz), xplane (<host>.xplane.pb),\n"
-            "                         perfetto (<host>.pftrace, Perfetto's protobuf),\n"
-            "                         perfetto-json (perfetto_trace.json.gz); default:\n"
-            "                         jax.profiler's set\n"
+            "  --perfetto             also write the perfetto-json file (below)\n"
+            "  --format LIST          the files to write, a comma list of:\n",
+            LOUPE_DEFAULT_BUFFER_EVENTS);
+    /* The run-directory formats, from the registry (loupe/writer.h). */
+    for (size_t k = 0; k < loupe_format_count(); k++) {
+        const loupe_format_desc *d = loupe_format_info(k);
+        if (d->run_dir_bit != 0) {
+            fprintf(f, "                           %-14s %s%s\n", d->name,
+                    d->host_prefixed ? "<host>" : "", d->suffix);
+        }
+    }
+    fprintf(f,
+            "                         default: jax.profiler's set (json,xplane)\n"
             "  -q, --quiet            print only the run directory\n"
             "  -h, --help             this help\n"
             "\n"
@@ -55,8 +61,7 @@ static void usage(FILE *f) {
             "\n"
             "example:\n"
             "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
-            "  loupe summary /tmp/prof\n",
-            LOUPE_DEFAULT_BUFFER_EVENTS);
+            "  loupe summary /tmp/prof\n");
 }
 
 /* The preload library: beside this executable (build tree), else in the install libdir. */
@@ -181,37 +186,6 @@ static const char *field(const char *lines, const char *key, char *buf, size_t s
     return buf;
 }
 
-/* The LOUPE_FORMAT_* bits of a --format list ("json,perfetto"); 0 when a name is unknown or the
- * list is empty. The preload library parses LOUPE_RECORD_FORMATS with the same names. */
-static unsigned format_bits(const char *list) {
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } names[] = {{"json", LOUPE_FORMAT_CHROME_JSON},
-                 {"xplane", LOUPE_FORMAT_XPLANE},
-                 {"perfetto", LOUPE_FORMAT_PERFETTO_PROTO},
-                 {"perfetto-json", LOUPE_FORMAT_PERFETTO_JSON}};
-    unsigned bits = 0;
-    const char *p = list;
-    for (;;) {
-        size_t n = strcspn(p, ",");
-        unsigned bit = 0;
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-            if (strlen(names[k].name) == n && strncmp(p, names[k].name, n) == 0) {
-                bit = names[k].bit;
-            }
-        }
-        if (bit == 0) {
-            return 0;
-        }
-        bits |= bit;
-        if (p[n] == 0) {
-            return bits;
-        }
-        p += n + 1;
-    }
-}
-
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL;
@@ -268,11 +242,9 @@ int loupe_cmd_record(int argc, char **argv) {
                 UINT32_MAX, buffer);
         return 2;
     }
-    if (formats != NULL && format_bits(formats) == 0) {
-        fprintf(stderr,
-                "loupe record: --format takes a comma list of json, xplane, perfetto and "
-                "perfetto-json, not '%s'\n",
-                formats);
+    unsigned bits;
+    if (formats != NULL && loupe_format_parse_list(formats, &bits) != 0) {
+        fprintf(stderr, "loupe record: --format '%s': %s\n", formats, loupe_last_error());
         return 2;
     }
     char preload[PATH_MAX];

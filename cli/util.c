@@ -37,3 +37,24 @@ json_t *loupe_cli_jstr(const char *s) {
 json_int_t loupe_cli_jint(uint64_t v) {
     return v > INT64_MAX ? INT64_MAX : (json_int_t)v;
 }
+
+void loupe_cli_format_names(char *buf, size_t size, int (*keep)(const loupe_format_desc *d),
+                            const char *last) {
+    size_t total = 0, count = 0, n = 0;
+    for (size_t i = 0; i < loupe_format_count(); i++) {
+        total += keep(loupe_format_info(i)) != 0;
+    }
+    if (size > 0) {
+        buf[0] = 0;
+    }
+    for (size_t i = 0; i < loupe_format_count() && n < size; i++) {
+        const loupe_format_desc *d = loupe_format_info(i);
+        if (!keep(d)) {
+            continue;
+        }
+        const char *sep = count == 0 ? "" : count + 1 == total ? last : ", ";
+        int w = snprintf(buf + n, size - n, "%s%s", sep, d->name);
+        n += w > 0 ? (size_t)w : 0;
+        count++;
+    }
+}

@@ -140,10 +140,13 @@ int loupe_cmd_view(int argc, char **argv) {
                 snprintf(run, sizeof run, "%.*s", (int)(slash - found), found);
             }
         }
-        if (find_in(path, "perfetto_trace.json.gz", 1, file, sizeof file) != 0 &&
-            find_in(path, ".pftrace", 0, file, sizeof file) != 0 &&
-            find_in(run, "perfetto_trace.json.gz", 1, file, sizeof file) != 0 &&
-            find_in(run, ".pftrace", 0, file, sizeof file) != 0) {
+        /* The names the run directory gives them (the registry, loupe/writer.h). */
+        const char *pjson = loupe_format_by_bit(LOUPE_FORMAT_PERFETTO_JSON)->suffix;
+        const char *pproto = loupe_format_by_bit(LOUPE_FORMAT_PERFETTO_PROTO)->suffix;
+        if (find_in(path, pjson, 1, file, sizeof file) != 0 &&
+            find_in(path, pproto, 0, file, sizeof file) != 0 &&
+            find_in(run, pjson, 1, file, sizeof file) != 0 &&
+            find_in(run, pproto, 0, file, sizeof file) != 0) {
             if (!have) {
                 fprintf(stderr, "loupe view: %s\n", loupe_last_error());
                 return 1;
@@ -156,9 +159,12 @@ int loupe_cmd_view(int argc, char **argv) {
      * .pftrace converted into a temporary directory. */
     char tmpdir[] = "/tmp/loupe-view-XXXXXX";
     int converted = 0;
-    size_t fl = strlen(file);
-    int perfetto_ready = (fl >= 8 && strcmp(file + fl - 8, ".pftrace") == 0) ||
-                         (fl >= 22 && strcmp(file + fl - 22, "perfetto_trace.json.gz") == 0);
+    const loupe_format_desc *pproto = loupe_format_by_bit(LOUPE_FORMAT_PERFETTO_PROTO);
+    const char *pjson = loupe_format_by_bit(LOUPE_FORMAT_PERFETTO_JSON)->suffix;
+    const char *base = strrchr(file, '/') != NULL ? strrchr(file, '/') + 1 : file;
+    size_t fl = strlen(file), pl = strlen(pproto->suffix);
+    int perfetto_ready =
+        (fl >= pl && strcmp(file + fl - pl, pproto->suffix) == 0) || strcmp(base, pjson) == 0;
     if (!perfetto_ready) {
         loupe_model *m = NULL;
         if (loupe_trace_read(file, &m) != 0) {
@@ -171,7 +177,7 @@ int loupe_cmd_view(int argc, char **argv) {
             return 1;
         }
         char out[64];
-        snprintf(out, sizeof out, "%s/trace.pftrace", tmpdir);
+        snprintf(out, sizeof out, "%s/trace%s", tmpdir, pproto->suffix);
         int w = loupe_trace_write(m, out, LOUPE_FILE_PERFETTO_PROTO);
         loupe_model_free(m);
         if (w != 0) {

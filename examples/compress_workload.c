@@ -636,15 +636,17 @@ int main(int argc, char **argv) {
     queue_destroy(&q);
 
     if (own_trace) {
-        loupe_trace_result res;
+        loupe_trace_result res = {.size = sizeof res};
         rc = loupe_stop_trace(&res);
         if (rc != 0) {
             fprintf(stderr, "compress_workload: loupe_stop_trace: %s (%s)\n", loupe_strerror(rc),
                     loupe_last_error());
+            loupe_trace_result_free(&res);
             return 1;
         }
         printf("trace: %s (%" PRIu64 " events, %" PRIu64 " dropped)\n", res.run_dir,
                res.events_recorded, res.events_dropped);
+        loupe_trace_result_free(&res);
     }
     return failed ? 1 : 0;
 }

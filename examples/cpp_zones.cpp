@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
     opts.log_dir = argv[1];
     std::uint64_t total = 0;
     loupe_trace_result result{};
+    result.size = sizeof result; // 0 would do too: this release's layout
     int stop_rc = 0;
     {
         loupe::Trace trace(opts);
@@ -65,9 +66,11 @@ int main(int argc, char **argv) {
     if (stop_rc != 0) {
         std::fprintf(stderr, "cpp_zones: loupe_stop_trace: %s (%s)\n", loupe_strerror(stop_rc),
                      loupe_last_error());
+        loupe_trace_result_free(&result);
         return 1;
     }
     std::printf("cpp_zones: total %" PRIu64 ", %" PRIu64 " events, run dir %s\n", total,
                 result.events_recorded, result.run_dir);
+    loupe_trace_result_free(&result);
     return 0;
 }

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort(); /* the message must always be terminated */
     }
     if (rc == 0) {
-        if (q.duration_ms == 0 || q.level < 0 || q.level > 3 || (unsigned)q.format > 2) {
+        if (q.duration_ms == 0 || q.level < 0 || q.level > 3 || !loupe__query_servable(q.format)) {
             abort();
         }
     } else if (rc != LOUPE_EINVALID || err[0] == 0) {

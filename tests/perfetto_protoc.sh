@@ -69,5 +69,5 @@ set +e
 rc=$?
 set -e
 [ "$rc" = 2 ] || fail "bad --format: exit $rc"
-grep -q "not 'perfetto,bogus'" "$tmp/err2.txt" || fail "bad --format message: $(cat "$tmp/err2.txt")"
+grep -qxF "loupe record: --format 'perfetto,bogus': 'bogus': unknown format (known: json, xplane, perfetto and perfetto-json)" "$tmp/err2.txt" || fail "bad --format message: $(cat "$tmp/err2.txt")"
 echo "ok"

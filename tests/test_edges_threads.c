@@ -35,7 +35,7 @@ static size_t count_named(const loupe_model *m, const char *name) {
 static void test_plugin_unloaded_before_stop(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     void *h = dlopen(LOUPE_TEST_PLUGIN, RTLD_NOW);
     if (h == NULL) {
@@ -49,12 +49,13 @@ static void test_plugin_unloaded_before_stop(void **state) {
     assert_int_equal(dlclose(h), 0);
     { LOUPE_ZONE("host_zone"); }
     assert_int_equal(loupe_stop_trace(&r), 0); /* no crash: the srcloc is gone */
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     assert_int_equal(count_named(m, "(unloaded)"), 1);
     assert_int_equal(count_named(m, "host_zone"), 1);
     assert_int_equal(m->counter_count, 1);
     assert_string_equal(m->counters[0].name, "(unloaded)");
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 static long rss_kib(void) {
@@ -84,7 +85,7 @@ static void *one_zone(void *arg) {
  * Tolerance: under 3 MiB per thread. */
 static void many_short_threads(int lazy) {
     loupe_trace_options o = {.log_dir = tu_dir, .lazy_buffers = lazy};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     long before = rss_kib();
     for (int i = 0; i < 64; i++) {
@@ -99,6 +100,7 @@ static void many_short_threads(int lazy) {
     if (grown > 64 * 3 * 1024) {
         fail_msg("RSS grew by %ld KiB for 64 threads (lazy %d)", grown, lazy);
     }
+    loupe_trace_result_free(&r);
 }
 
 static void test_many_short_threads_memory(void **state) {
@@ -120,7 +122,7 @@ static void *exits_in_zone(void *arg) {
 static void test_thread_exit_inside_zone(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, exits_in_zone, NULL), 0);
@@ -128,7 +130,7 @@ static void test_thread_exit_inside_zone(void **state) {
     struct timespec d = {0, 50 * 1000000L};
     nanosleep(&d, NULL); /* the stop comes 50 ms after the exit */
     assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     const loupe_slice *s = NULL;
     for (size_t i = 0; i < m->thread_count; i++) {
         if (m->threads[i].slice_count == 1) {
@@ -141,6 +143,7 @@ static void test_thread_exit_inside_zone(void **state) {
     /* closed at the thread's exit, at least 40 ms before the stop */
     assert_true(s->start_ns + s->dur_ns + 40000000u <= m->duration_ns);
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 static void *named_by_pthread(void *arg) {
@@ -153,7 +156,7 @@ static void *named_by_pthread(void *arg) {
 static void test_pthread_setname_names_the_track(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, named_by_pthread, NULL), 0);
@@ -161,6 +164,7 @@ static void test_pthread_setname_names_the_track(void **state) {
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.thread_count, 1);
     assert_string_equal(r.threads[0].name, "pt-named");
+    loupe_trace_result_free(&r);
 }
 
 static void test_reserved_metadata_and_formats(void **state) {
@@ -197,7 +201,7 @@ static void fake_call(int depth) {
 static void test_function_overflow_keep_first(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 64, .function_tracing = 1};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     fake_call(10);
     assert_int_equal(loupe_stop_trace(&r), 0);
@@ -206,13 +210,14 @@ static void test_function_overflow_keep_first(void **state) {
     assert_int_equal(r.events_recorded + r.events_dropped, 4094);
     assert_int_equal(r.threads[0].capacity_needed, 4094);
     assert_true(r.events_recorded <= 64 && r.events_recorded >= 60);
+    loupe_trace_result_free(&r);
 }
 
 static void test_function_tracing_follows_level(void **state) {
     (void)state;
     loupe_trace_options o = {
         .log_dir = tu_dir, .function_tracing = 1, .host_tracer_level = LOUPE_LEVEL_CRITICAL};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     fake_call(3);
     assert_int_equal(loupe_stop_trace(&r), 0);
@@ -220,8 +225,10 @@ static void test_function_tracing_follows_level(void **state) {
     o.host_tracer_level = LOUPE_LEVEL_INFO;
     assert_int_equal(loupe_start_trace(&o), 0);
     fake_call(3);
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 30);
+    loupe_trace_result_free(&r);
 }
 
 /* Lazy buffers across 1 MiB chunk boundaries, both policies: 150000 zones (300000 events) into
@@ -234,7 +241,7 @@ static void test_lazy_buffers_overflow(void **state) {
                                  .lazy_buffers = 1,
                                  .overflow =
                                      ring ? LOUPE_OVERFLOW_KEEP_LAST : LOUPE_OVERFLOW_KEEP_FIRST};
-        loupe_trace_result r;
+        loupe_trace_result r = {.size = sizeof r};
         assert_int_equal(loupe_start_trace(&o), 0);
         for (int i = 0; i < 150000; i++) {
             LOUPE_ZONE("lz");
@@ -243,6 +250,7 @@ static void test_lazy_buffers_overflow(void **state) {
         assert_int_equal(r.events_recorded, 200000);
         assert_int_equal(r.events_dropped, 100000);
         assert_int_equal(r.threads[0].capacity_needed, 300000);
+        loupe_trace_result_free(&r);
     }
 }
 
@@ -268,7 +276,7 @@ static void test_unmappable_buffer_counts_drops(void **state) {
         for (int i = 0; i < 10; i++) {
             LOUPE_ZONE("nowhere");
         }
-        loupe_trace_result r;
+        loupe_trace_result r = {.size = sizeof r};
         int rc = loupe_stop_trace(&r);
         if (rc != 0) {
             _exit(12);
@@ -277,6 +285,7 @@ static void test_unmappable_buffer_counts_drops(void **state) {
             r.threads[0].capacity_needed != 20) {
             _exit(13);
         }
+        loupe_trace_result_free(&r);
         _exit(0);
     }
     int st;
@@ -290,20 +299,21 @@ static void test_unmappable_buffer_counts_drops(void **state) {
 static void test_xplane_only_run_dir(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir, .formats = LOUPE_FORMAT_XPLANE};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("xp_zone"); }
     assert_int_equal(loupe_stop_trace(&r), 0);
-    assert_string_equal(r.trace_json, "");
+    assert_null(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     char found[LOUPE_PATH_MAX];
     assert_int_equal(loupe_trace_find(r.run_dir, found, sizeof found), 0);
-    assert_string_equal(found, r.xplane);
+    assert_string_equal(found, loupe_trace_result_path(&r, LOUPE_FORMAT_XPLANE));
     assert_int_equal(loupe_trace_find(tu_dir, found, sizeof found), 0); /* the log_dir too */
-    assert_string_equal(found, r.xplane);
+    assert_string_equal(found, loupe_trace_result_path(&r, LOUPE_FORMAT_XPLANE));
     loupe_model *m = NULL;
     assert_int_equal(loupe_trace_read(found, &m), 0);
     assert_int_equal(count_named(m, "xp_zone"), 1);
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 int main(void) {

@@ -44,13 +44,14 @@ static void test_function_zones(void **state) {
     (void)state;
     dir = tu_tmpdir("functrace");
     loupe_trace_options o = {.log_dir = dir, .function_tracing = 1};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     top_fn();
     { LOUPE_ZONE("annotated"); /* an inline loupe function: never a function zone itself */ }
     assert_int_equal(loupe_stop_trace(&r), 0);
     loupe_model *m = NULL;
-    assert_int_equal(loupe_trace_read(r.trace_json, &m), 0);
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &m),
+                     0);
     assert_int_equal(m->thread_count, 1);
     const loupe_model_thread *t = &m->threads[0];
     assert_int_equal(count(t, "top_fn"), 1);
@@ -74,10 +75,12 @@ static void test_function_zones(void **state) {
     o.function_tracing = 0;
     assert_int_equal(loupe_start_trace(&o), 0);
     top_fn();
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 0);
     tu_rmtree(dir);
     free(dir);
+    loupe_trace_result_free(&r);
 }
 
 int main(void) {

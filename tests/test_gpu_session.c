@@ -78,7 +78,7 @@ static loupe_gpu_decoded *two_blocks(uint64_t gt0) {
 
 static json_t *stop_and_load(loupe_trace_result *r) {
     assert_int_equal(loupe_stop_trace(r), 0);
-    return tu_load_json(r->trace_json);
+    return tu_load_json(loupe_trace_result_path(r, LOUPE_FORMAT_CHROME_JSON));
 }
 
 static uint64_t origin_of(json_t *j) {
@@ -130,7 +130,7 @@ static void test_session_add_by_sm(void **state) {
     o.kernel_name = "gemm";
     assert_int_equal(loupe_gpu_session_add(d, &o), 0);
     loupe_gpu_decoded_free(d); /* copied */
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     uint64_t origin = origin_of(j);
     json_t *p = find(j, "M", "process_name", 1);
@@ -162,9 +162,11 @@ static void test_session_add_by_sm(void **state) {
     json_decref(j);
     /* Nothing carries over into the next session. */
     assert_int_equal(loupe_start_trace(&(loupe_trace_options){.log_dir = dir}), 0);
+    loupe_trace_result_free(&r);
     j = stop_and_load(&r);
     assert_null(find(j, "X", "k", 0));
     json_decref(j);
+    loupe_trace_result_free(&r);
 }
 
 static void test_session_add_by_trace(void **state) {
@@ -173,7 +175,7 @@ static void test_session_add_by_trace(void **state) {
     assert_int_equal(loupe_start_trace(&(loupe_trace_options){.log_dir = dir}), 0);
     assert_int_equal(loupe_gpu_session_add(d, NULL), 0); /* defaults: GPU 0, per trace */
     loupe_gpu_decoded_free(d);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     json_t *k0 = find(j, "X", "k", 0), *k1 = find(j, "X", "k", 1);
     assert_int_equal(json_integer_value(json_object_get(k0, "pid")), GPU_PID);
@@ -185,6 +187,7 @@ static void test_session_add_by_trace(void **state) {
         json_string_value(json_object_get(json_object_get(j, "metadata"), "gpu_launch_0"));
     assert_non_null(strstr(meta, "aligned by end at loupe_gpu_session_add (lower bound)"));
     json_decref(j);
+    loupe_trace_result_free(&r);
 }
 
 /* ---- fake CUPTI ---- */
@@ -342,7 +345,7 @@ static void test_cupti_other_subscriber(void **state) {
                        "host-only";
     assert_string_equal(loupe_gpu_device_tracer_note(), want);
     { LOUPE_ZONE("host work"); }
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(j, "metadata"), "device_tracer")), want);
@@ -363,6 +366,7 @@ static void test_cupti_other_subscriber(void **state) {
     assert_int_equal(n_subscribe, 3);
     assert_int_equal(n_unsubscribe, 1);
     assert_int_equal(n_finalize, 1);
+    loupe_trace_result_free(&r);
 }
 
 static void test_cupti_no_gpu_and_level0(void **state) {
@@ -408,7 +412,7 @@ static void test_cupti_records(void **state) {
                                 .kernel_name = "my_kernel"};
     assert_int_equal(loupe_gpu_session_add(d, &ao), 0);
     loupe_gpu_decoded_free(d);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     json_t *j = stop_and_load(&r);
     assert_int_equal(n_flush, 1);
     uint64_t origin = origin_of(j);
@@ -444,6 +448,7 @@ static void test_cupti_records(void **state) {
         strstr(json_string_value(json_object_get(meta, "gpu_launch_0")), "aligned by cupti"));
     json_decref(j);
     assert_int_equal(r.events_dropped, 4);
+    loupe_trace_result_free(&r);
 }
 
 /* Every writer gets the GPU tracks: Perfetto protobuf and XPlane read back as GPU tracks. */
@@ -480,10 +485,11 @@ static void test_every_writer(void **state) {
     loupe_gpu_add_options ao = {.device = 2, .tracks = LOUPE_GPU_TRACKS_BY_BLOCK};
     assert_int_equal(loupe_gpu_session_add(d, &ao), 0);
     loupe_gpu_decoded_free(d);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), 0);
-    check_gpu_model(r.perfetto_proto);
-    check_gpu_model(r.xplane);
+    check_gpu_model(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO));
+    check_gpu_model(loupe_trace_result_path(&r, LOUPE_FORMAT_XPLANE));
+    loupe_trace_result_free(&r);
 }
 
 /* A stop racing loupe_gpu_session_add on another thread: every add that returned 0 is in the
@@ -534,11 +540,13 @@ static void test_stop_races_add(void **state) {
         while (__atomic_load_n(&race_ok, __ATOMIC_ACQUIRE) < 1 + round % 4) {
             sched_yield();
         }
-        loupe_trace_result r;
+        loupe_trace_result r = {.size = sizeof r};
         assert_int_equal(loupe_stop_trace(&r), 0);
         pthread_join(th, NULL);
         assert_int_equal(race_refused, 1);
-        assert_int_equal(launches_in(r.trace_json), (size_t)race_ok);
+        assert_int_equal(launches_in(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON)),
+                         (size_t)race_ok);
+        loupe_trace_result_free(&r);
     }
     loupe_gpu_decoded_free(race_d);
 }

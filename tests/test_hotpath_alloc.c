@@ -87,9 +87,10 @@ static void test_no_allocation_after_first_event(void **state) {
     counting = 0;
     free(p);
     assert_int_equal(allocs, 1);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_dropped, 0);
+    loupe_trace_result_free(&r);
     tu_rmtree(dir);
     free(dir);
 #endif

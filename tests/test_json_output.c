@@ -115,7 +115,7 @@ static void *consumer(void *arg) {
 static void test_structure_and_durations(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     loupe_set_thread_name("main-thread");
     assert_int_equal(loupe_start_trace(&o), 0);
     for (int step = 0; step < 3; step++) {
@@ -145,7 +145,7 @@ static void test_structure_and_durations(void **state) {
         pthread_join(th, NULL);
     }
     assert_int_equal(loupe_stop_trace(&r), 0);
-    json_t *root = tu_load_json(r.trace_json);
+    json_t *root = tu_load_json(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     check_tracks(root);
 
     json_t *steps = events_named(root, "X", "train_step");
@@ -221,6 +221,7 @@ static void test_structure_and_durations(void **state) {
     json_decref(ratio);
     json_decref(names);
     json_decref(root);
+    loupe_trace_result_free(&r);
 }
 
 static void test_hostile_names(void **state) {
@@ -254,7 +255,7 @@ static void test_hostile_names(void **state) {
     memset(longname, 'L', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_set_metadata("key\"\x01\xff", "value\\\n"), 0);
     for (size_t i = 0; i < count; i++) {
@@ -264,7 +265,8 @@ static void test_hostile_names(void **state) {
     { LOUPE_ZONE_DYN(longname); }
     assert_int_equal(loupe_stop_trace(&r), 0);
     loupe_clear_metadata();
-    json_t *root = tu_load_json(r.trace_json); /* fails the test when not valid JSON */
+    json_t *root = tu_load_json(loupe_trace_result_path(
+        &r, LOUPE_FORMAT_CHROME_JSON)); /* fails the test when not valid JSON */
     check_tracks(root);
     for (size_t i = 0; i < count; i++) {
         json_t *ev = events_named(root, "X", expect[i]);
@@ -287,11 +289,12 @@ static void test_hostile_names(void **state) {
     snprintf(cmd, sizeof cmd,
              "python3 -c 'import gzip,json,sys; json.loads(gzip.open(sys.argv[1]).read(), "
              "parse_constant=lambda c: sys.exit(3)); print(\"ok\")' '%s'",
-             r.trace_json);
+             loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     char *out = NULL;
     assert_int_equal(tu_run(cmd, &out), 0);
     assert_string_equal(out, "ok\n");
     free(out);
+    loupe_trace_result_free(&r);
 }
 
 int main(void) {

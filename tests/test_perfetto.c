@@ -475,23 +475,26 @@ static void test_session(void **state) {
     for (int i = 0; i < 100; i++) {
         LOUPE_ZONE("pf_zone");
     }
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), 0);
-    size_t len = strlen(r.perfetto_proto);
+    size_t len = strlen(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO));
     assert_true(len > 8);
-    assert_string_equal(r.perfetto_proto + len - 8, ".pftrace");
-    assert_non_null(strstr(r.trace_json, ".trace.json.gz"));
-    FILE *f = fopen(r.perfetto_proto, "rb");
+    assert_string_equal(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO) + len - 8,
+                        ".pftrace");
+    assert_non_null(
+        strstr(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), ".trace.json.gz"));
+    FILE *f = fopen(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO), "rb");
     assert_non_null(f);
     assert_int_equal(fgetc(f), 0x0A); /* plain, not gzip */
     fclose(f);
     loupe_model *m = NULL;
-    int rc = loupe_trace_read(r.perfetto_proto, &m);
+    int rc = loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO), &m);
     if (rc != 0) {
         fail_msg("%s", loupe_last_error());
     }
     loupe_model *j = NULL;
-    assert_int_equal(loupe_trace_read(r.trace_json, &j), 0);
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &j),
+                     0);
     size_t zones = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         for (size_t i = 0; i < m->threads[t].slice_count; i++) {
@@ -506,6 +509,7 @@ static void test_session(void **state) {
     loupe_model_free(j);
     tu_rmtree(dir);
     free(dir);
+    loupe_trace_result_free(&r);
 }
 
 int main(void) {

@@ -59,7 +59,7 @@ static void *zone_worker(void *arg) {
 static void test_four_threads_exact_counts(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
@@ -79,7 +79,10 @@ static void test_four_threads_exact_counts(void **state) {
         assert_int_equal(r.threads[i].events_dropped, 0);
         assert_int_equal(r.threads[i].capacity_needed, 2 * ZONES_PER_THREAD);
     }
-    assert_int_equal(count_in_file(r.trace_json, "\"name\":\"mt_zone\""), 4 * ZONES_PER_THREAD);
+    assert_int_equal(count_in_file(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON),
+                                   "\"name\":\"mt_zone\""),
+                     4 * ZONES_PER_THREAD);
+    loupe_trace_result_free(&r);
 }
 
 /* Keep-first: 100 flat zones into 64 slots. A dynamic zone named "zN" takes 3 events (begin,
@@ -88,7 +91,7 @@ static void test_four_threads_exact_counts(void **state) {
 static void test_overflow_keep_first(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 64};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     for (int i = 0; i < 100; i++) {
         char name[16];
@@ -100,7 +103,7 @@ static void test_overflow_keep_first(void **state) {
     assert_int_equal(r.events_recorded, 63);
     assert_int_equal(r.events_dropped, 237);
     assert_int_equal(r.threads[0].capacity_needed, 300);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     assert_int_equal(m->threads[0].slice_count, 21);
     for (size_t i = 0; i < 21; i++) {
         char name[16];
@@ -110,13 +113,14 @@ static void test_overflow_keep_first(void **state) {
     }
     assert_int_equal(m->threads[0].events_dropped, 237); /* the loss is in the file too */
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 /* Keep-first keeps room for the ends of open zones: the outer zone stays whole. */
 static void test_overflow_keep_first_nested(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 64};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     {
         LOUPE_ZONE("outer");
@@ -128,7 +132,7 @@ static void test_overflow_keep_first_nested(void **state) {
     assert_int_equal(r.events_recorded, 64);
     assert_int_equal(r.events_dropped, 138);
     assert_int_equal(r.truncated_zones, 0);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     const loupe_model_thread *t = &m->threads[0];
     assert_int_equal(t->slice_count, 32);
     assert_string_equal(t->slices[0].name, "outer");
@@ -139,6 +143,7 @@ static void test_overflow_keep_first_nested(void **state) {
         assert_int_equal(t->slices[i].depth, 1);
     }
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 /* Keep-last: a ring of 64 slots keeps the newest zones. 100 static zones (2 events each) leave
@@ -148,7 +153,7 @@ static void test_overflow_keep_last(void **state) {
     (void)state;
     loupe_trace_options o = {
         .log_dir = tu_dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     for (int i = 0; i < 100; i++) {
         LOUPE_ZONE("s");
@@ -158,7 +163,7 @@ static void test_overflow_keep_last(void **state) {
     assert_int_equal(r.events_recorded, 64);
     assert_int_equal(r.events_dropped, 336);
     assert_int_equal(r.threads[0].capacity_needed, 400);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     assert_int_equal(m->threads[0].slice_count, 16);
     for (size_t i = 0; i < 16; i++) {
         assert_int_equal(m->threads[0].slices[i].args[0].v.i, (int64_t)(84 + i));
@@ -171,10 +176,11 @@ static void test_overflow_keep_last(void **state) {
         snprintf(name, sizeof name, "z%d", i);
         LOUPE_ZONE_DYN(name);
     }
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 64);
     assert_int_equal(r.events_recorded + r.events_dropped, r.threads[0].capacity_needed);
-    m = tu_read_back(r.trace_json);
+    m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     size_t k = m->threads[0].slice_count;
     assert_true(k >= 20 && k <= 21);
     for (size_t i = 0; i < k; i++) {
@@ -183,6 +189,7 @@ static void test_overflow_keep_last(void **state) {
         assert_string_equal(m->threads[0].slices[i].name, name);
     }
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 /* Keep-last with an outer zone whose begin is overwritten: its end still gives a slice, from
@@ -191,7 +198,7 @@ static void test_overflow_keep_last_lost_begin(void **state) {
     (void)state;
     loupe_trace_options o = {
         .log_dir = tu_dir, .buffer_events = 64, .overflow = LOUPE_OVERFLOW_KEEP_LAST};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     {
         LOUPE_ZONE("outer");
@@ -202,7 +209,7 @@ static void test_overflow_keep_last_lost_begin(void **state) {
     }
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_dropped + r.events_recorded, 2 + 50 * 4);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     const loupe_model_thread *t = &m->threads[0];
     assert_string_equal(t->slices[0].name, "outer");
     assert_true(t->slices[0].flags & LOUPE_SLICE_TRUNCATED);
@@ -216,12 +223,13 @@ static void test_overflow_keep_last_lost_begin(void **state) {
     }
     assert_true(inner >= 14);
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 static void test_dynamic_name_is_copied(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     char buf[64];
     {
@@ -234,12 +242,13 @@ static void test_dynamic_name_is_copied(void **state) {
         loupe_zone_end_dyn(z);
     }
     assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     assert_int_equal(m->threads[0].slice_count, 2);
     assert_string_equal(m->threads[0].slices[0].name, "request-42");
     assert_int_equal(strlen(m->threads[0].slices[1].name), 63);
     assert_int_equal(m->threads[0].slices[1].name[0], 'X');
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 static const loupe_srcloc sl_a = {"A", "f", "file.c", 1, LOUPE_LEVEL_INFO};
@@ -249,7 +258,7 @@ static const loupe_srcloc sl_c = {"C", "f", "file.c", 3, LOUPE_LEVEL_INFO};
 static void test_unbalanced_ends(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     loupe_zone_end(&sl_c); /* an end without a begin */
     loupe_zone_begin(&sl_a);
@@ -262,7 +271,7 @@ static void test_unbalanced_ends(void **state) {
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.unmatched_ends, 2);
     assert_int_equal(r.truncated_zones, 2);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     const loupe_model_thread *t = &m->threads[0];
     assert_int_equal(t->slice_count, 4);
     assert_string_equal(t->slices[0].name, "A");
@@ -278,12 +287,13 @@ static void test_unbalanced_ends(void **state) {
     assert_true(t->slices[3].flags & LOUPE_SLICE_TRUNCATED);
     assert_int_equal(t->slices[3].start_ns + t->slices[3].dur_ns, m->duration_ns);
     loupe_model_free(m);
+    loupe_trace_result_free(&r);
 }
 
 static void test_fork_while_tracing(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("parent_before"); }
     pid_t pid = fork();
@@ -300,7 +310,7 @@ static void test_fork_while_tracing(void **state) {
         char cdir[4200];
         snprintf(cdir, sizeof cdir, "%s/child", tu_dir);
         loupe_trace_options co = {.log_dir = cdir};
-        loupe_trace_result cr;
+        loupe_trace_result cr = {.size = sizeof cr};
         if (loupe_start_trace(&co) != 0) {
             bad |= 4;
         }
@@ -308,6 +318,7 @@ static void test_fork_while_tracing(void **state) {
         if (loupe_stop_trace(&cr) != 0 || cr.events_recorded != 2) {
             bad |= 8;
         }
+        loupe_trace_result_free(&cr);
         _exit(bad);
     }
     { LOUPE_ZONE("parent_after"); }
@@ -317,8 +328,12 @@ static void test_fork_while_tracing(void **state) {
     assert_int_equal(WEXITSTATUS(st), 0);
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 4);
-    assert_int_equal(count_in_file(r.trace_json, "child_zone"), 0);
-    assert_int_equal(count_in_file(r.trace_json, "\"parent_after\""), 1);
+    assert_int_equal(
+        count_in_file(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), "child_zone"), 0);
+    assert_int_equal(
+        count_in_file(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), "\"parent_after\""),
+        1);
+    loupe_trace_result_free(&r);
 }
 
 /* ---- concurrency ---- */
@@ -398,7 +413,7 @@ static void test_recording_races_start_stop(void **state) {
                                  .buffer_events = i % 3 == 0 ? 256 : 65536,
                                  .overflow =
                                      i % 2 ? LOUPE_OVERFLOW_KEEP_LAST : LOUPE_OVERFLOW_KEEP_FIRST};
-        loupe_trace_result r;
+        loupe_trace_result r = {.size = sizeof r};
         assert_int_equal(loupe_start_trace(&o), 0);
         usleep(2000);
         assert_int_equal(loupe_stop_trace(&r), 0);
@@ -406,7 +421,7 @@ static void test_recording_races_start_stop(void **state) {
             assert_true(r.threads[t].events_recorded <= (i % 3 == 0 ? 256u : 65536u));
             assert_true(r.threads[t].capacity_needed >= r.threads[t].events_recorded);
         }
-        loupe_model *m = tu_read_back(r.trace_json);
+        loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
         for (size_t t = 0; t < m->thread_count; t++) {
             const loupe_model_thread *mt = &m->threads[t];
             for (size_t k = 0; k < mt->slice_count; k++) { /* well-formed: inside the trace */
@@ -414,6 +429,7 @@ static void test_recording_races_start_stop(void **state) {
             }
         }
         loupe_model_free(m);
+        loupe_trace_result_free(&r);
     }
     __atomic_store_n(&stop_recording, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < 2; i++) {

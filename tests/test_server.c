@@ -357,10 +357,10 @@ static void test_conflicts(void **state) {
     resp_free(&r);
     assert_int_equal(loupe_is_tracing(), 1);
     { LOUPE_ZONE("after_capture"); }
-    loupe_trace_result res;
+    loupe_trace_result res = {.size = sizeof res};
     assert_int_equal(loupe_stop_trace(&res), 0);
     assert_int_equal(res.events_recorded, 4);
-    json_t *j = tu_load_json(res.trace_json);
+    json_t *j = tu_load_json(loupe_trace_result_path(&res, LOUPE_FORMAT_CHROME_JSON));
     char *text = json_dumps(j, 0);
     assert_non_null(strstr(text, "before_capture"));
     assert_non_null(strstr(text, "after_capture"));
@@ -369,6 +369,7 @@ static void test_conflicts(void **state) {
     assert_int_equal(loupe_stop_server(), 0);
     tu_rmtree(dir);
     free(dir);
+    loupe_trace_result_free(&res);
 }
 
 /* A capture in a thread; the main thread checks the session while it runs. */

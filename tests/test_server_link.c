@@ -245,7 +245,7 @@ static void test_session_option(void **state) {
         .log_dir = dir, .create_perfetto_link = 1, .perfetto_link_timeout_ms = 200};
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("linked"); }
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     double t0 = now_s();
     int rc = loupe_stop_trace(&r);
     assert_true(now_s() - t0 < 5.0);
@@ -254,10 +254,11 @@ static void test_session_option(void **state) {
     assert_true(strstr(e, "timed out after 200 ms") != NULL || strstr(e, "port 9001") != NULL);
     assert_non_null(strstr(e, "the trace was written: "));
     struct stat st;
-    assert_int_equal(stat(r.perfetto_json, &st), 0);
+    assert_int_equal(stat(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_JSON), &st), 0);
     assert_int_equal(loupe_is_tracing(), 0);
     assert_int_equal(loupe_start_trace(&(loupe_trace_options){.log_dir = dir}), 0);
     assert_int_equal(loupe_stop_trace(NULL), 0);
+    loupe_trace_result_free(&r);
 }
 
 static void test_view_cli(void **state) {

@@ -38,10 +38,11 @@ static void test_messages(void **state) {
 
 static void test_transitions(void **state) {
     (void)state;
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     /* IDLE: stop fails with the jax message; the idempotent stop succeeds. */
     assert_int_equal(loupe_stop_trace(&r), LOUPE_ENOT_STARTED);
     assert_non_null(strstr(loupe_last_error(), "IDLE"));
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_stop_trace_if_active(&r), 0);
     assert_int_equal(loupe_is_tracing(), 0);
     /* IDLE -> TRACING */
@@ -53,18 +54,20 @@ static void test_transitions(void **state) {
     assert_non_null(strstr(loupe_last_error(), "TRACING"));
     assert_non_null(strstr(loupe_last_error(), tu_dir));
     /* TRACING -> IDLE, writing the run directory */
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(loupe_is_tracing(), 0);
     assert_true(strncmp(r.run_dir, tu_dir, strlen(tu_dir)) == 0);
     assert_non_null(strstr(r.run_dir, "/plugins/profile/"));
     struct stat st;
-    assert_int_equal(stat(r.trace_json, &st), 0);
-    assert_string_equal(r.perfetto_json, "");
+    assert_int_equal(stat(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &st), 0);
+    assert_null(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_JSON));
     assert_int_equal(loupe_stop_trace(NULL), LOUPE_ENOT_STARTED);
     /* and again: start works after a stop */
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_stop_trace_if_active(NULL), 0);
     assert_int_equal(loupe_is_tracing(), 0);
+    loupe_trace_result_free(&r);
 }
 
 static void test_option_errors(void **state) {
@@ -126,13 +129,14 @@ static void test_same_second_runs_do_not_collide(void **state) {
     loupe_trace_options o = {.log_dir = tu_dir, .run_name = "fixed"};
     char seen[5][LOUPE_PATH_MAX];
     for (int i = 0; i < 5; i++) {
-        loupe_trace_result r;
+        loupe_trace_result r = {.size = sizeof r};
         assert_int_equal(loupe_start_trace(&o), 0);
         assert_int_equal(loupe_stop_trace(&r), 0);
         snprintf(seen[i], sizeof seen[i], "%s", r.run_dir);
         for (int j = 0; j < i; j++) {
             assert_string_not_equal(seen[i], seen[j]);
         }
+        loupe_trace_result_free(&r);
     }
     assert_int_equal(count_runs(tu_dir), 5);
     assert_non_null(strstr(seen[0], "/plugins/profile/fixed"));
@@ -151,13 +155,13 @@ static void test_failed_write_then_retry(void **state) {
     /* Make log_dir unwritable (as root too): replace the directory by a regular file. */
     tu_rmtree(ld);
     tu_write_file(ld, "not a directory");
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     int rc = loupe_stop_trace(&r);
     assert_int_equal(rc, LOUPE_EIO);
     assert_non_null(strstr(loupe_last_error(), ld));
     assert_non_null(strstr(loupe_last_error(), "errno"));
     assert_non_null(strstr(loupe_last_error(), "loupe_write_last_trace"));
-    assert_string_equal(r.run_dir, "");
+    assert_null(r.run_dir);
     assert_int_equal(r.events_recorded, 200); /* the counts are valid on failure */
     /* the session ended anyway */
     assert_int_equal(loupe_is_tracing(), 0);
@@ -165,8 +169,9 @@ static void test_failed_write_then_retry(void **state) {
     /* nothing lost: write the kept trace elsewhere */
     char ld2[4200];
     snprintf(ld2, sizeof ld2, "%s/retry", tu_dir);
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_write_last_trace(ld2, &r), 0);
-    json_t *j = tu_load_json(r.trace_json);
+    json_t *j = tu_load_json(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     size_t n = 0, i;
     json_t *e;
     json_array_foreach(json_object_get(j, "traceEvents"), i, e) {
@@ -185,17 +190,18 @@ static void test_failed_write_then_retry(void **state) {
     assert_int_equal(loupe_start_trace(&o2), 0);
     assert_int_equal(loupe_stop_trace_if_active(NULL), 0);
     assert_int_equal(loupe_write_last_trace(NULL, NULL), LOUPE_EINVALID);
+    loupe_trace_result_free(&r);
 }
 
 static void test_perfetto_file_has_no_metadata_key(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir, .create_perfetto_trace = 1};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("z"); }
     assert_int_equal(loupe_stop_trace(&r), 0);
-    json_t *a = tu_load_json(r.trace_json);
-    json_t *b = tu_load_json(r.perfetto_json);
+    json_t *a = tu_load_json(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    json_t *b = tu_load_json(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_JSON));
     assert_non_null(json_object_get(a, "metadata"));
     assert_null(json_object_get(b, "metadata"));
     assert_non_null(json_object_get(b, "otherData"));
@@ -203,9 +209,10 @@ static void test_perfetto_file_has_no_metadata_key(void **state) {
                      json_array_size(json_object_get(b, "traceEvents")));
     char expect[LOUPE_PATH_MAX + 32];
     snprintf(expect, sizeof expect, "%s/perfetto_trace.json.gz", r.run_dir);
-    assert_string_equal(r.perfetto_json, expect);
+    assert_string_equal(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_JSON), expect);
     json_decref(a);
     json_decref(b);
+    loupe_trace_result_free(&r);
 }
 
 static void test_metadata(void **state) {
@@ -215,26 +222,28 @@ static void test_metadata(void **state) {
     assert_int_equal(loupe_set_metadata("model", "bert \"large\""), 0); /* replaces */
     assert_int_equal(loupe_set_metadata("batch", "32"), 0);
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_stop_trace(&r), 0);
-    json_t *j = tu_load_json(r.trace_json);
+    json_t *j = tu_load_json(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     json_t *md = json_object_get(j, "metadata");
     assert_string_equal(json_string_value(json_object_get(md, "model")), "bert \"large\"");
     assert_string_equal(json_string_value(json_object_get(md, "batch")), "32");
     json_decref(j);
     loupe_clear_metadata();
     assert_int_equal(loupe_start_trace(&o), 0);
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_stop_trace(&r), 0);
-    j = tu_load_json(r.trace_json);
+    j = tu_load_json(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     assert_null(json_object_get(json_object_get(j, "metadata"), "model"));
     json_decref(j);
+    loupe_trace_result_free(&r);
 }
 
 static void test_scoped_session(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     int rc = -100, ran = 0;
     LOUPE_TRACE_SCOPE(&o, &r, &rc) {
         assert_int_equal(loupe_is_tracing(), 1);
@@ -252,24 +261,26 @@ static void test_scoped_session(void **state) {
     }
     assert_int_equal(ran, 1);
     assert_int_equal(rc, LOUPE_EINVALID);
+    loupe_trace_result_free(&r);
 }
 
 static void test_level_none_records_nothing(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir, .host_tracer_level = LOUPE_LEVEL_NONE};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     assert_int_equal(loupe_is_tracing(), 1);
     { LOUPE_ZONE_L(LOUPE_LEVEL_CRITICAL, "nothing"); }
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 0);
+    loupe_trace_result_free(&r);
 }
 
 static void test_levels(void **state) {
     (void)state;
     for (int level = 1; level <= 3; level++) {
         loupe_trace_options o = {.log_dir = tu_dir, .host_tracer_level = level};
-        loupe_trace_result r;
+        loupe_trace_result r = {.size = sizeof r};
         assert_int_equal(loupe_start_trace(&o), 0);
         {
             LOUPE_ZONE_L(LOUPE_LEVEL_CRITICAL, "c");
@@ -278,17 +289,20 @@ static void test_levels(void **state) {
         }
         assert_int_equal(loupe_stop_trace(&r), 0);
         assert_int_equal(r.events_recorded, (uint64_t)(2 * level));
+        loupe_trace_result_free(&r);
     }
     /* default = INFO */
     loupe_trace_options o = {.log_dir = tu_dir};
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
     {
         LOUPE_ZONE_L(LOUPE_LEVEL_VERBOSE, "v");
         LOUPE_ZONE("i");
     }
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 2);
+    loupe_trace_result_free(&r);
 }
 
 int main(void) {

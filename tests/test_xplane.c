@@ -259,19 +259,18 @@ static void test_size_limit(void **state) {
     snprintf(path, sizeof path, "%s/big.xplane.pb.tmp", dir);
     assert_int_not_equal(access(path, F_OK), 0);
     /* through the run directory: the limit error, no .xplane.pb, but the JSON is written */
-    loupe_trace_result res;
-    memset(&res, 0, sizeof res);
+    loupe_trace_result res = {.size = sizeof res};
     assert_int_equal(
         loupe__write_run(m, dir, "run", LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE, &res),
         LOUPE_EUNSUPPORTED);
     assert_non_null(strstr(loupe_last_error(), "protobuf messages must be under 2 GiB"));
     assert_non_null(strstr(loupe_last_error(), "the other files of"));
-    assert_string_equal(res.xplane, "");
-    assert_int_equal(access(res.trace_json, F_OK), 0);
+    assert_null(loupe_trace_result_path(&res, LOUPE_FORMAT_XPLANE));
+    assert_int_equal(access(loupe_trace_result_path(&res, LOUPE_FORMAT_CHROME_JSON), F_OK), 0);
     snprintf(path, sizeof path, "%s/plugins/profile/run/big.xplane.pb.tmp", dir);
     assert_int_not_equal(access(path, F_OK), 0);
     /* XPlane alone: nothing can be written, no run directory is left */
-    memset(&res, 0, sizeof res);
+    loupe_trace_result_free(&res);
     assert_int_equal(loupe__write_run(m, dir, "run2", LOUPE_FORMAT_XPLANE, &res),
                      LOUPE_EUNSUPPORTED);
     snprintf(path, sizeof path, "%s/plugins/profile/run2", dir);
@@ -280,6 +279,7 @@ static void test_size_limit(void **state) {
     tu_rmtree(dir);
     free(dir);
     loupe_model_free(m);
+    loupe_trace_result_free(&res);
 }
 
 static void expect_format(const void *p, size_t n, const char *detail) {
@@ -413,13 +413,15 @@ static void test_session_run_dir(void **state) {
         LOUPE_STEP("step", i);
         LOUPE_ZONE("inner");
     }
-    loupe_trace_result res;
+    loupe_trace_result res = {.size = sizeof res};
     assert_int_equal(loupe_stop_trace(&res), 0);
-    assert_non_null(strstr(res.xplane, ".xplane.pb"));
-    assert_non_null(strstr(res.trace_json, ".trace.json.gz"));
+    assert_non_null(strstr(loupe_trace_result_path(&res, LOUPE_FORMAT_XPLANE), ".xplane.pb"));
+    assert_non_null(
+        strstr(loupe_trace_result_path(&res, LOUPE_FORMAT_CHROME_JSON), ".trace.json.gz"));
     loupe_model *a = NULL, *b = NULL;
-    assert_int_equal(loupe_trace_read(res.trace_json, &a), 0);
-    assert_int_equal(loupe_trace_read(res.xplane, &b), 0);
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&res, LOUPE_FORMAT_CHROME_JSON), &a),
+                     0);
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&res, LOUPE_FORMAT_XPLANE), &b), 0);
     assert_int_equal(b->thread_count, a->thread_count);
     assert_int_equal(b->threads[0].slice_count, 6);
     assert_int_equal(a->threads[0].slice_count, 6);
@@ -436,6 +438,7 @@ static void test_session_run_dir(void **state) {
     loupe_model_free(b);
     tu_rmtree(dir);
     free(dir);
+    loupe_trace_result_free(&res);
 }
 
 /* A file jax.profiler wrote (jax 0.10.2 on CPU: 3 StepTraceAnnotation("train", step_num=i)
@@ -498,10 +501,11 @@ static loupe_model *session_model(const char *dir) {
         LOUPE_ZONE("load");
     }
     pthread_join(th, NULL);
-    loupe_trace_result res;
+    loupe_trace_result res = {.size = sizeof res};
     assert_int_equal(loupe_stop_trace(&res), 0);
     loupe_model *m = NULL;
-    assert_int_equal(loupe_trace_read(res.xplane, &m), 0);
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&res, LOUPE_FORMAT_XPLANE), &m), 0);
+    loupe_trace_result_free(&res);
     return m;
 }
 

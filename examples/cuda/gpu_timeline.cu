@@ -141,7 +141,8 @@ int main(int argc, char **argv) {
         loupe_gpu_session_add(d, &ao);
         loupe_gpu_decoded_free(d);
     }
-    loupe_trace_result res;
+    loupe_trace_result res{};
+    res.size = sizeof res;
     if (loupe_stop_trace(&res) != 0) {
         fprintf(stderr, "stop: %s\n", loupe_last_error());
     }
@@ -149,6 +150,7 @@ int main(int argc, char **argv) {
            "sms=%u note=\"%s\" trace=%s\n",
            mode, best_ms * 1000.0, (unsigned long long)events, (unsigned long long)expected,
            (unsigned long long)dropped, ghz, overhead, sms, loupe_gpu_device_tracer_note(),
-           res.trace_json);
+           loupe_trace_result_path(&res, LOUPE_FORMAT_CHROME_JSON));
+    loupe_trace_result_free(&res);
     return 0;
 }

@@ -1,5 +1,6 @@
 /* loupe/loupe.h: the umbrella header. Include this one.
  *
+ *   loupe/version.h   LOUPE_VERSION_*, loupe_version() (the ABI policy: docs/ABI.md)
  *   loupe/error.h     error codes, loupe_strerror(), loupe_last_error()
  *   loupe/trace.h     sessions: loupe_start_trace(), loupe_stop_trace(), metadata, thread names
  *   loupe/annotate.h  zones, steps, arguments, instants, counters, flows (the hot path)
@@ -14,10 +15,7 @@
 #ifndef LOUPE_H
 #define LOUPE_H
 
-#define LOUPE_VERSION_MAJOR 0
-#define LOUPE_VERSION_MINOR 1
-#define LOUPE_VERSION_PATCH 0
-#define LOUPE_VERSION_STRING "0.1.0"
+#include <loupe/version.h>
 
 #include <loupe/annotate.h>
 #include <loupe/error.h>

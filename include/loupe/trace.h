@@ -117,21 +117,49 @@ typedef struct loupe_thread_stats {
 
 #define LOUPE_PATH_MAX 4096
 
-/** What a stop wrote and recorded. */
+/** One file a stop wrote. */
+typedef struct loupe_trace_file {
+    unsigned format; /* its LOUPE_FORMAT_* bit (loupe_format_by_bit() in loupe/writer.h) */
+    char *path;      /* "<run_dir>/<host>.trace.json.gz", ...; owned by the result */
+} loupe_trace_file;
+
+/** What a stop wrote and recorded.
+ *
+ * The caller sets size before passing it, the rest zeroed:
+ *     loupe_trace_result r = {.size = sizeof r};
+ *     rc = loupe_stop_trace(&r);
+ *     ... loupe_trace_result_path(&r, LOUPE_FORMAT_XPLANE), r.threads[i] ...
+ *     loupe_trace_result_free(&r);
+ * size tells the library which fields the caller's struct has, so that later releases can append
+ * fields without breaking programs built against this header (docs/ABI.md). size 0 is accepted
+ * and means this layout (the first one with a size field): a `= {0}` result works. A size that
+ * is neither 0 nor at least this layout's is LOUPE_EINVALID.
+ *
+ * Ownership: a filled result owns run_dir, files (and their paths) and threads; they stay valid
+ * whatever any thread does with sessions afterwards, until loupe_trace_result_free(). Every
+ * result a call filled (also on error: the counts are filled) must be freed; passing a filled
+ * result to another call without freeing it first leaks its contents. */
 typedef struct loupe_trace_result {
-    char run_dir[LOUPE_PATH_MAX];        /* "" when nothing was written */
-    char trace_json[LOUPE_PATH_MAX];     /* <run_dir>/<host>.trace.json.gz, or "" */
-    char perfetto_json[LOUPE_PATH_MAX];  /* <run_dir>/perfetto_trace.json.gz, or "" */
-    char xplane[LOUPE_PATH_MAX];         /* <run_dir>/<host>.xplane.pb, or "" */
-    char perfetto_proto[LOUPE_PATH_MAX]; /* <run_dir>/<host>.pftrace, or "" */
-    uint64_t events_recorded;            /* all threads */
-    uint64_t events_dropped;             /* all threads */
-    uint64_t unmatched_ends;             /* ends without a begin / out of order, ignored */
-    uint64_t truncated_zones;            /* zones still open at the stop, closed there */
-    size_t thread_count;
-    /** Per-thread figures. Lifetime: owned by loupe, valid until the next loupe_start_trace(). */
-    const loupe_thread_stats *threads;
+    size_t size;                 /* set by the caller: sizeof(loupe_trace_result), or 0 */
+    char *run_dir;               /* the run directory; NULL when nothing was written */
+    size_t file_count;           /* the files written, in the order written */
+    loupe_trace_file *files;     /* file_count entries; NULL when none */
+    uint64_t events_recorded;    /* all threads */
+    uint64_t events_dropped;     /* all threads */
+    uint64_t unmatched_ends;     /* ends without a begin / out of order, ignored */
+    uint64_t truncated_zones;    /* zones still open at the stop, closed there */
+    size_t thread_count;         /* entries of threads */
+    loupe_thread_stats *threads; /* per-thread figures; NULL when thread_count is 0 */
 } loupe_trace_result;
+
+/** Frees what a filled result owns and zeroes it (size is kept, so it can be passed again).
+ * Safe on a zeroed result, on an already freed one, and on NULL. Thread-safety: one thread at a
+ * time per result. */
+LOUPE_API void loupe_trace_result_free(loupe_trace_result *r);
+
+/** The path of the file of one LOUPE_FORMAT_* bit in r, or NULL when r is NULL or has no such
+ * file. Lifetime: r's (until loupe_trace_result_free()). Thread-safety: any thread. */
+LOUPE_API const char *loupe_trace_result_path(const loupe_trace_result *r, unsigned format_bit);
 
 /** Starts a trace session.
  * Errors: LOUPE_EINVALID (NULL options, missing log_dir, level or policy out of range, a bad
@@ -142,20 +170,23 @@ LOUPE_API int loupe_start_trace(const loupe_trace_options *options);
 
 /** Stops the session, collects the trace and writes the run directory.
  * The session ends in every case: after any return, loupe_start_trace() works again.
- * result may be NULL; otherwise it is filled in (also on a write error: the counts are valid).
- * Errors: LOUPE_ENOT_STARTED; LOUPE_EIO when a file cannot be written (the detail names the path
- * and errno; the trace is kept: call loupe_write_last_trace() with another directory);
- * LOUPE_ENOMEM. Thread-safety: any thread. */
+ * result may be NULL; otherwise it is filled in (also on a write error: the counts are valid) and
+ * must be freed with loupe_trace_result_free(). Errors: LOUPE_EINVALID (result->size is neither 0
+ * nor at least sizeof(loupe_trace_result): the result is not touched, the session is stopped and
+ * written all the same), LOUPE_ENOT_STARTED; LOUPE_EIO when a file cannot be written (the detail
+ * names the path and errno; the trace is kept: call loupe_write_last_trace() with another
+ * directory); LOUPE_ENOMEM. Thread-safety: any thread. */
 LOUPE_API int loupe_stop_trace(loupe_trace_result *result);
 
-/** Like loupe_stop_trace(), but returns 0 without doing anything when no trace is active: for
- * cleanup paths (atexit handlers, error paths). */
+/** Like loupe_stop_trace(), but returns 0 without doing anything when no trace is active (a
+ * result is then zeroed, size kept): for cleanup paths (atexit handlers, error paths). */
 LOUPE_API int loupe_stop_trace_if_active(loupe_trace_result *result);
 
 /** Writes the trace kept from the last stopped session into a new run directory under log_dir,
- * with the formats of that session. Errors: LOUPE_ENO_TRACE (none kept), LOUPE_EALREADY_STARTED
- * (a session is running: its start dropped the old trace), LOUPE_EINVALID, LOUPE_EIO, LOUPE_ENOMEM.
- * Thread-safety: any thread. */
+ * with the formats of that session. result (may be NULL) is filled as by loupe_stop_trace() and
+ * must be freed with loupe_trace_result_free(). Errors: LOUPE_ENO_TRACE (none kept),
+ * LOUPE_EALREADY_STARTED (a session is running: its start dropped the old trace), LOUPE_EINVALID,
+ * LOUPE_EIO, LOUPE_ENOMEM. Thread-safety: any thread. */
 LOUPE_API int loupe_write_last_trace(const char *log_dir, loupe_trace_result *result);
 
 /** Non-zero while a session is active. Thread-safety: any thread (a relaxed read). */

@@ -8,12 +8,21 @@
  *                   (protobuf's message limit), else LOUPE_EUNSUPPORTED and no file
  *   PERFETTO_PROTO  Perfetto's native protobuf trace (.pftrace)
  *   FOLDED          collapsed stacks "a;b;c <self ns>" for flame graphs (speedscope, flamegraph.pl)
+ *   PERFETTO_JSON   Chrome JSON with loupe's keys under "otherData" instead of the top-level
+ *                   "metadata", which makes Perfetto's UI show a blank trace (jax-ml/jax#10843);
+ *                   the perfetto_trace.json.gz of a run directory
+ *
+ * The format registry: every format loupe knows is one loupe_format_desc (its names, file names,
+ * run-directory bit, ...), listed by loupe_format_count() / loupe_format_info() in a fixed order
+ * (the order a run directory is written in). The descs are static: valid for the life of the
+ * process, never to be freed; every lookup below is thread-safe (any thread).
  */
 #ifndef LOUPE_WRITER_H
 #define LOUPE_WRITER_H
 
 #include <loupe/export.h>
 #include <loupe/model.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,20 +33,75 @@ typedef enum loupe_file_format {
     LOUPE_FILE_CHROME_JSON = 1,
     LOUPE_FILE_XPLANE = 2,
     LOUPE_FILE_PERFETTO_PROTO = 3,
-    LOUPE_FILE_FOLDED = 4
+    LOUPE_FILE_FOLDED = 4,
+    LOUPE_FILE_PERFETTO_JSON = 5
 } loupe_file_format;
 
-/** The format a file name asks for, from its extension: *.json, *.json.gz -> CHROME_JSON;
- * *.xplane.pb, *.xspace.pb -> XPLANE; *.pftrace, *.perfetto-trace, *.perfetto, *.pb ->
- * PERFETTO_PROTO; *.folded, *.collapsed, *.collapsedstack.txt, *.txt -> FOLDED; else UNKNOWN.
+/** One format of the registry. Lifetime: static (all strings and arrays too). */
+typedef struct loupe_format_desc {
+    const char *name;           /* the canonical name: "json", "xplane", "perfetto", ... */
+    const char *const *aliases; /* other names it is known by, NULL-terminated (never NULL) */
+    const char *description;    /* one line, for help texts */
+    loupe_file_format file_format;
+    unsigned run_dir_bit;        /* its LOUPE_FORMAT_* bit (loupe/trace.h); 0 when a run
+                                    directory never gets this format (folded) */
+    const char *suffix;          /* the name written: "<host><suffix>" when host_prefixed,
+                                    else the whole file name ("perfetto_trace.json.gz") */
+    int host_prefixed;           /* 1: the run directory's file is "<host><suffix>" */
+    const char *const *suffixes; /* the endings loupe_format_by_path() recognises,
+                                    NULL-terminated (may be empty, never NULL) */
+    int gzip;                    /* 1: the run directory's (and the server's) file is gzipped */
+    const char *mime_type;       /* the Content-Type of the profiler server's GET /v1/profile
+                                    response (docs/server.md); NULL: not served */
+    int can_write;               /* 1: loupe_trace_write() writes it */
+    int can_read;                /* 1: loupe_trace_read() (loupe/reader.h) reads it */
+} loupe_format_desc;
+
+/** The number of formats in the registry (>= 5). Thread-safety: any thread. */
+LOUPE_API size_t loupe_format_count(void);
+
+/** The i-th format, 0 <= i < loupe_format_count(); NULL past the end. Thread-safety: any thread. */
+LOUPE_API const loupe_format_desc *loupe_format_info(size_t i);
+
+/** The format whose name or one of whose aliases is exactly name (case-sensitive): "json" and
+ * "chrome"; "xplane"; "perfetto" and "pftrace"; "perfetto-json"; "folded" and "collapsed".
+ * NULL for anything else or NULL. Thread-safety: any thread. */
+LOUPE_API const loupe_format_desc *loupe_format_by_name(const char *name);
+
+/** The format a file name asks for, from its ending (the longest recognised suffix of any format
+ * wins: "a.xplane.pb" is XPlane, "a.pb" Perfetto). NULL when none matches or path is NULL.
  * Thread-safety: any thread. */
+LOUPE_API const loupe_format_desc *loupe_format_by_path(const char *path);
+
+/** The format of a LOUPE_FILE_* value; NULL for LOUPE_FILE_UNKNOWN or an unknown value.
+ * Thread-safety: any thread. */
+LOUPE_API const loupe_format_desc *loupe_format_by_file_format(loupe_file_format f);
+
+/** The format of one LOUPE_FORMAT_* run-directory bit; NULL for 0, several bits or an unknown
+ * bit. Thread-safety: any thread. */
+LOUPE_API const loupe_format_desc *loupe_format_by_bit(unsigned bit);
+
+/** Parses a comma list of format names ("json,perfetto", as `loupe record --format` and
+ * LOUPE_RECORD_FORMATS take) into LOUPE_FORMAT_* bits in *bits. Every entry must name a format a
+ * run directory gets (by name or alias). Errors: LOUPE_EINVALID (NULL, an empty entry, an
+ * unknown name or one without a run-directory bit; *bits is 0 and loupe_last_error() names the
+ * entry and the known names, e.g. "'svg': unknown format (known: json, xplane, perfetto and
+ * perfetto-json)"). Thread-safety: any thread. */
+LOUPE_API int loupe_format_parse_list(const char *list, unsigned *bits);
+
+/** The format a file name asks for, from its extension (loupe_format_by_path()): *.json,
+ * *.json.gz -> CHROME_JSON; *.xplane.pb, *.xspace.pb -> XPLANE; *.pftrace, *.perfetto-trace,
+ * *.perfetto, *.pb -> PERFETTO_PROTO; *.folded, *.collapsed, *.collapsedstack.txt, *.txt ->
+ * FOLDED; else UNKNOWN. Thread-safety: any thread. */
 LOUPE_API loupe_file_format loupe_file_format_from_name(const char *path);
 
-/** Parses a format name: "json", "xplane", "perfetto", "folded" (also "chrome", "pftrace",
- * "collapsed"). UNKNOWN for anything else or NULL. Thread-safety: any thread. */
+/** Parses a format name (loupe_format_by_name()): "json", "xplane", "perfetto", "perfetto-json",
+ * "folded" (also "chrome", "pftrace", "collapsed"). UNKNOWN for anything else or NULL.
+ * Thread-safety: any thread. */
 LOUPE_API loupe_file_format loupe_file_format_parse(const char *name);
 
-/** Writes m to path in the given format. The file is written as <path>.tmp and renamed when
+/** Writes m to path in the given format (CHROME_JSON and PERFETTO_JSON gzipped when path ends
+ * in ".gz"). The file is written as <path>.tmp and renamed when
  * complete: a failure leaves no file at path that looks finished (an existing file there is
  * kept). Errors: LOUPE_EINVALID (NULL, unknown format), LOUPE_EIO (cannot create or write:
  * the detail names the path and errno), LOUPE_EUNSUPPORTED (a format limit, e.g. an XSpace over

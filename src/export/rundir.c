@@ -1,15 +1,18 @@
-/* rundir.c: the jax.profiler run directory (../shared/reference/jax_profiler.md §2):
- *   <log_dir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.trace.json.gz
- *                                                   perfetto_trace.json.gz (when asked)
+/* rundir.c: the jax.profiler run directory (jax.profiler's trace() docs, and TensorBoard's
+ * profile plugin, which lists plugins/profile/<run>/):
+ *   <log_dir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host><suffix> for each format of the
+ * registry (registry.c) the session asked for (perfetto_trace.json.gz is not host-prefixed).
  * The run directory is claimed with mkdir(2), which is atomic: a second session in the same
  * second (or another process sharing log_dir) gets <name>_1, _2, ... and never another's files.
  * Each file is written as <file>.tmp and renamed when complete, so a failed write (disk full,
  * EIO) leaves no truncated file that looks finished; the error names the path and errno.
+ * The loupe_trace_result helpers (loupe/trace.h) live here too: this file fills its paths.
  */
 #include "export/writers.h"
 
 #include "base/error.h"
 #include "base/fs.h"
+#include "export/registry.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,40 +23,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static int chrome_json(const loupe_model *m, loupe__sink *s) {
-    return loupe__write_chrome_json(m, s, 0);
-}
-
-static int perfetto_json(const loupe_model *m, loupe__sink *s) {
-    return loupe__write_chrome_json(m, s, 1);
-}
-
-/* The files a run directory can get, in the order they are written. A format's writer lives in
- * its own file (writers.h); adding a format is adding a row here. */
-typedef struct output {
-    unsigned format;    /* LOUPE_FORMAT_* bit */
-    const char *suffix; /* after "<host>" when host_prefixed, else the whole file name */
-    int host_prefixed;
-    int gz;
-    int (*write)(const loupe_model *m, loupe__sink *s);
-    size_t result_field; /* offsetof(loupe_trace_result, ...) of the path */
-} output;
-
-static const output outputs[] = {
-    {LOUPE_FORMAT_CHROME_JSON, ".trace.json.gz", 1, 1, chrome_json,
-     offsetof(loupe_trace_result, trace_json)},
-    {LOUPE_FORMAT_PERFETTO_JSON, "perfetto_trace.json.gz", 0, 1, perfetto_json,
-     offsetof(loupe_trace_result, perfetto_json)},
-    {LOUPE_FORMAT_PERFETTO_PROTO, ".pftrace", 1, 0, loupe__write_perfetto_proto,
-     offsetof(loupe_trace_result, perfetto_proto)},
-    {LOUPE_FORMAT_XPLANE, ".xplane.pb", 1, 0, loupe__write_xplane,
-     offsetof(loupe_trace_result, xplane)},
-};
-
-static int write_file(const loupe_model *m, const char *path, const output *o) {
-    return loupe__write_file(m, path, o->gz, o->write);
-}
 
 /* The last run directory written (for `loupe record`, whose program may stop its own session). */
 static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -69,10 +38,55 @@ static void copy_path(char dst[LOUPE_PATH_MAX], const char *src) {
     dst[n] = 0;
 }
 
+void loupe_trace_result_free(loupe_trace_result *r) {
+    if (r == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < r->file_count && r->files != NULL; i++) {
+        free(r->files[i].path);
+    }
+    free(r->files);
+    free(r->run_dir);
+    free(r->threads);
+    size_t size = r->size;
+    memset(r, 0, sizeof *r);
+    r->size = size;
+}
+
+const char *loupe_trace_result_path(const loupe_trace_result *r, unsigned format_bit) {
+    for (size_t i = 0; r != NULL && r->files != NULL && i < r->file_count; i++) {
+        if (r->files[i].format == format_bit) {
+            return r->files[i].path;
+        }
+    }
+    return NULL;
+}
+
+int loupe__result_check(const loupe_trace_result *r, const char *fn) {
+    if (r != NULL && r->size != 0 && r->size < sizeof *r) {
+        return loupe__err(LOUPE_EINVALID,
+                          "%s: result->size is %zu, neither 0 nor sizeof(loupe_trace_result) "
+                          "(%zu): set it with loupe_trace_result r = {.size = sizeof r}",
+                          fn, r->size, sizeof *r);
+    }
+    return 0;
+}
+
+void loupe__result_reset(loupe_trace_result *r) {
+    if (r != NULL) {
+        size_t size = r->size;
+        memset(r, 0, sizeof *r);
+        r->size = size;
+    }
+}
+
 unsigned loupe__formats_available(void) {
     unsigned f = 0;
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
-        f |= outputs[i].format;
+    for (size_t i = 0; i < loupe_format_count(); i++) {
+        const loupe_format_desc *d = loupe_format_info(i);
+        if (d->can_write) {
+            f |= d->run_dir_bit;
+        }
     }
     return f;
 }
@@ -121,26 +135,37 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
     }
     char host[256];
     loupe__hostname(host, sizeof host);
-    char written[sizeof outputs / sizeof outputs[0]][LOUPE_PATH_MAX + 300];
+    size_t nformats = loupe_format_count();
+    char(*written)[LOUPE_PATH_MAX + 300] = calloc(nformats, sizeof *written);
+    loupe_trace_file *files = res != NULL ? calloc(nformats, sizeof *files) : NULL;
+    char *run_copy = res != NULL ? strdup(run) : NULL;
+    if (written == NULL || (res != NULL && (files == NULL || run_copy == NULL))) {
+        free(written);
+        free(files);
+        free(run_copy);
+        rmdir(run);
+        return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
+    }
     size_t nwritten = 0;
     int r = 0;
     /* A format's own limit (XPlane's 2 GiB protobuf ceiling: LOUPE_EUNSUPPORTED) skips that file
      * only: the other files are still written and kept, and the call returns the limit error.
-     * Any other failure (I/O, memory) undoes the whole run directory. */
+     * Any other failure (I/O, memory) undoes the whole run directory. The registry's order is
+     * the order written. */
     int limit_err = 0;
     char limit_detail[1024] = "";
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0] && r == 0; i++) {
-        const output *o = &outputs[i];
-        if (!(formats & o->format)) {
+    for (size_t i = 0; i < nformats && r == 0; i++) {
+        const loupe__format *o = loupe__format_row(loupe_format_info(i));
+        if (o->d.run_dir_bit == 0 || !(formats & o->d.run_dir_bit) || o->write == NULL) {
             continue;
         }
         char *path = written[nwritten];
-        if (o->host_prefixed) {
-            snprintf(path, sizeof written[0], "%s/%.200s%s", run, host, o->suffix);
+        if (o->d.host_prefixed) {
+            snprintf(path, sizeof written[0], "%s/%.200s%s", run, host, o->d.suffix);
         } else {
-            snprintf(path, sizeof written[0], "%s/%s", run, o->suffix);
+            snprintf(path, sizeof written[0], "%s/%s", run, o->d.suffix);
         }
-        r = write_file(m, path, o);
+        r = loupe__write_file(m, path, o->d.gzip, o->write);
         if (r == LOUPE_EUNSUPPORTED) {
             limit_err = r;
             snprintf(limit_detail, sizeof limit_detail, "%s", loupe_last_error());
@@ -148,10 +173,14 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
             continue;
         }
         if (r == 0) {
-            nwritten++;
-            if (res != NULL) {
-                copy_path((char *)res + o->result_field, path);
+            if (files != NULL) {
+                files[nwritten].format = o->d.run_dir_bit;
+                files[nwritten].path = strdup(path);
+                if (files[nwritten].path == NULL) {
+                    r = loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
+                }
             }
+            nwritten++;
         }
     }
     if (r == 0 && limit_err != 0 && nwritten == 0) {
@@ -161,17 +190,25 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         /* Leave nothing half-done: remove what this call wrote. */
         for (size_t i = 0; i < nwritten; i++) {
             unlink(written[i]);
-        }
-        rmdir(run);
-        if (res != NULL) {
-            for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
-                ((char *)res + outputs[i].result_field)[0] = 0;
+            if (files != NULL) {
+                free(files[i].path);
             }
         }
+        rmdir(run);
+        free(written);
+        free(files);
+        free(run_copy);
         return r;
     }
+    free(written);
     if (res != NULL) {
-        copy_path(res->run_dir, run);
+        res->run_dir = run_copy;
+        res->files = files;
+        res->file_count = nwritten;
+        if (nwritten == 0) {
+            free(files);
+            res->files = NULL;
+        }
     }
     pthread_mutex_lock(&last_lock);
     copy_path(last_run, run);

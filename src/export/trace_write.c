@@ -4,6 +4,7 @@
 #include "export/writers.h"
 
 #include "base/error.h"
+#include "export/registry.h"
 
 #include <errno.h>
 #include <loupe/writer.h>
@@ -18,43 +19,13 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 loupe_file_format loupe_file_format_from_name(const char *path) {
-    if (path == NULL) {
-        return LOUPE_FILE_UNKNOWN;
-    }
-    if (ends_with(path, ".json") || ends_with(path, ".json.gz")) {
-        return LOUPE_FILE_CHROME_JSON;
-    }
-    if (ends_with(path, ".xplane.pb") || ends_with(path, ".xspace.pb")) {
-        return LOUPE_FILE_XPLANE;
-    }
-    if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace") ||
-        ends_with(path, ".perfetto") || ends_with(path, ".pb")) {
-        return LOUPE_FILE_PERFETTO_PROTO;
-    }
-    if (ends_with(path, ".folded") || ends_with(path, ".collapsed") || ends_with(path, ".txt")) {
-        return LOUPE_FILE_FOLDED;
-    }
-    return LOUPE_FILE_UNKNOWN;
+    const loupe_format_desc *d = loupe_format_by_path(path);
+    return d != NULL ? d->file_format : LOUPE_FILE_UNKNOWN;
 }
 
 loupe_file_format loupe_file_format_parse(const char *name) {
-    static const struct {
-        const char *name;
-        loupe_file_format f;
-    } names[] = {{"json", LOUPE_FILE_CHROME_JSON},       {"chrome", LOUPE_FILE_CHROME_JSON},
-                 {"xplane", LOUPE_FILE_XPLANE},          {"perfetto", LOUPE_FILE_PERFETTO_PROTO},
-                 {"pftrace", LOUPE_FILE_PERFETTO_PROTO}, {"folded", LOUPE_FILE_FOLDED},
-                 {"collapsed", LOUPE_FILE_FOLDED}};
-    for (size_t i = 0; name != NULL && i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(name, names[i].name) == 0) {
-            return names[i].f;
-        }
-    }
-    return LOUPE_FILE_UNKNOWN;
-}
-
-static int chrome_json(const loupe_model *m, loupe__sink *s) {
-    return loupe__write_chrome_json(m, s, 0);
+    const loupe_format_desc *d = loupe_format_by_name(name);
+    return d != NULL ? d->file_format : LOUPE_FILE_UNKNOWN;
 }
 
 int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format format) {
@@ -62,26 +33,13 @@ int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format 
         return loupe__err(LOUPE_EINVALID, "loupe_trace_write: %s is NULL",
                           m == NULL ? "the model" : "path");
     }
-    int gz = 0;
-    int (*write)(const loupe_model *, loupe__sink *) = NULL;
-    switch (format) {
-    case LOUPE_FILE_CHROME_JSON:
-        gz = ends_with(path, ".gz");
-        break;
-    case LOUPE_FILE_XPLANE:
-        write = loupe__write_xplane;
-        break;
-    case LOUPE_FILE_PERFETTO_PROTO:
-        write = loupe__write_perfetto_proto;
-        break;
-    case LOUPE_FILE_FOLDED:
-        write = loupe__write_folded;
-        break;
-    case LOUPE_FILE_UNKNOWN:
-    default:
+    const loupe__format *f = loupe__format_by_file(format);
+    if (f == NULL || f->write == NULL) {
         return loupe__err(LOUPE_EINVALID, "loupe_trace_write: unknown format %d", (int)format);
     }
-    return loupe__write_file(m, path, gz, write != NULL ? write : chrome_json);
+    /* Chrome JSON is gzipped by the file's name (a.json stays text); the binary formats never. */
+    int gz = f->d.gzip && ends_with(path, ".gz");
+    return loupe__write_file(m, path, gz, f->write);
 }
 
 int loupe__write_file(const loupe_model *m, const char *path, int gz,

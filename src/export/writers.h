@@ -46,11 +46,19 @@ unsigned loupe__formats(unsigned formats, int create_perfetto_trace);
  * Exported for the preload library (loupe record). */
 LOUPE_API const char *loupe__last_run_dir(char *buf, size_t size);
 
+/* LOUPE_EINVALID (detail naming fn) when r is not NULL and r->size is neither 0 nor at least
+ * sizeof(loupe_trace_result); else 0. */
+int loupe__result_check(const loupe_trace_result *r, const char *fn);
+/* Zeroes r but its size (r may be NULL). */
+void loupe__result_reset(loupe_trace_result *r);
+
 /* The LOUPE_FORMAT_* bits this build can write. */
 unsigned loupe__formats_available(void);
 
 /* Writes a run directory for m under log_dir (see trace.h) with the given LOUPE_FORMAT_* files
- * and fills result's paths. Returns 0 or a LOUPE_E* code with the detail set (path, errno). */
+ * (in the registry's order) and fills result's run_dir and files (allocated; result may be NULL).
+ * Returns 0 or a LOUPE_E* code with the detail set (path, errno); on an error result's paths are
+ * left untouched. */
 int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
                      unsigned formats, loupe_trace_result *result);
 

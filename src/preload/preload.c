@@ -10,8 +10,8 @@
  *   LOUPE_RECORD_OVERFLOW       "first" or "last"
  *   LOUPE_RECORD_PERFETTO       "1": also perfetto_trace.json.gz
  *   LOUPE_RECORD_LAZY           "1": lazy_buffers (populate buffers as they fill)
- *   LOUPE_RECORD_FORMATS        the files to write: a comma list of json, xplane, perfetto
- *                               (<host>.pftrace), perfetto-json; unset = the default set
+ *   LOUPE_RECORD_FORMATS        the files to write: a comma list of format names
+ *                               (loupe_format_parse_list()); unset = the default set
  *   LOUPE_RECORD_RESULT         path of the result file to write at exit
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
  * being recorded) and removes itself from LD_PRELOAD so that programs the traced one execs are
@@ -62,31 +62,6 @@ static void strip_preload(void) {
     }
 }
 
-/* LOUPE_FORMAT_* bits of a comma list (the names of `loupe record --format`); unknown names are
- * skipped. */
-static unsigned format_bits(const char *list) {
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } names[] = {{"json", LOUPE_FORMAT_CHROME_JSON},
-                 {"xplane", LOUPE_FORMAT_XPLANE},
-                 {"perfetto", LOUPE_FORMAT_PERFETTO_PROTO},
-                 {"perfetto-json", LOUPE_FORMAT_PERFETTO_JSON}};
-    unsigned bits = 0;
-    for (const char *p = list;;) {
-        size_t n = strcspn(p, ",");
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-            if (strlen(names[k].name) == n && strncmp(p, names[k].name, n) == 0) {
-                bits |= names[k].bit;
-            }
-        }
-        if (p[n] == 0) {
-            return bits;
-        }
-        p += n + 1;
-    }
-}
-
 static void loupe_preload_stop(void);
 
 __attribute__((constructor)) static void loupe_preload_start(void) {
@@ -118,14 +93,10 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     const char *pf = getenv("LOUPE_RECORD_PERFETTO");
     o.create_perfetto_trace = pf != NULL && strcmp(pf, "1") == 0;
     const char *fm = getenv("LOUPE_RECORD_FORMATS");
-    if (fm != NULL && fm[0]) {
-        o.formats = format_bits(fm);
-        if (o.formats == 0) {
-            fprintf(stderr,
-                    "loupe: LOUPE_RECORD_FORMATS='%s' names no known format (json, "
-                    "xplane, perfetto, perfetto-json): writing the default set\n",
-                    fm);
-        }
+    if (fm != NULL && fm[0] && loupe_format_parse_list(fm, &o.formats) != 0) {
+        /* loupe record checked the list already: this is someone setting the variable by hand. */
+        fprintf(stderr, "loupe: LOUPE_RECORD_FORMATS: %s: writing the default set\n",
+                loupe_last_error());
     }
     o.function_tracing = 1;
     unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
@@ -154,14 +125,16 @@ static void loupe_preload_stop(void) {
         return;
     }
     started = 0;
-    loupe_trace_result res;
+    loupe_trace_result res = {.size = sizeof res};
+    char run_dir[4096] = "";
     int r = loupe_stop_trace(&res);
     if (r == LOUPE_ENOT_STARTED) {
         /* The program stopped the session itself (loupe_stop_trace_if_active() in its cleanup):
          * its stop wrote the run directory. */
-        memset(&res, 0, sizeof res);
-        loupe__last_run_dir(res.run_dir, sizeof res.run_dir);
-        r = res.run_dir[0] ? 0 : r;
+        loupe__last_run_dir(run_dir, sizeof run_dir);
+        r = run_dir[0] ? 0 : r;
+    } else if (res.run_dir != NULL) {
+        snprintf(run_dir, sizeof run_dir, "%s", res.run_dir);
     }
     FILE *f = result_path[0] ? fopen(result_path, "w") : NULL;
     if (r != 0) {
@@ -169,10 +142,14 @@ static void loupe_preload_stop(void) {
                 loupe_last_error());
     }
     if (f == NULL) {
+        loupe_trace_result_free(&res);
         return;
     }
-    fprintf(f, "status=%d\nerror=%s\nrun_dir=%s\ntrace_json=%s\nperfetto_json=%s\n", r,
-            r ? loupe_last_error() : "", res.run_dir, res.trace_json, res.perfetto_json);
+    fprintf(f, "status=%d\nerror=%s\nrun_dir=%s\n", r, r ? loupe_last_error() : "", run_dir);
+    for (size_t i = 0; i < res.file_count; i++) { /* file.<format name>=<path> */
+        const loupe_format_desc *d = loupe_format_by_bit(res.files[i].format);
+        fprintf(f, "file.%s=%s\n", d != NULL ? d->name : "?", res.files[i].path);
+    }
     fprintf(f,
             "events_recorded=%llu\nevents_dropped=%llu\nunmatched_ends=%llu\n"
             "truncated_zones=%llu\nthreads=%zu\n",
@@ -187,4 +164,5 @@ static void loupe_preload_stop(void) {
     }
     fprintf(f, "capacity_needed=%llu\n", (unsigned long long)need);
     fclose(f);
+    loupe_trace_result_free(&res);
 }

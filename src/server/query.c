@@ -88,10 +88,42 @@ static int bad(const char *err, size_t size) {
     return loupe__err(LOUPE_EINVALID, "%s", size > 0 ? err : "malformed query");
 }
 
+int loupe__query_servable(size_t i) {
+    const loupe_format_desc *d = loupe_format_info(i);
+    return d != NULL && d->mime_type != NULL;
+}
+
+/* The registry index of d (loupe_format_count() for NULL). */
+static size_t index_of(const loupe_format_desc *d) {
+    size_t i = 0;
+    while (i < loupe_format_count() && loupe_format_info(i) != d) {
+        i++;
+    }
+    return i;
+}
+
+/* "json, xplane or perfetto": the names the server sends, in the registry's order. */
+static void servable_names(char *buf, size_t size) {
+    size_t total = 0, count = 0, n = 0;
+    for (size_t i = 0; i < loupe_format_count(); i++) {
+        total += loupe__query_servable(i) != 0;
+    }
+    buf[0] = 0;
+    for (size_t i = 0; i < loupe_format_count() && n < size; i++) {
+        if (!loupe__query_servable(i)) {
+            continue;
+        }
+        const char *sep = count == 0 ? "" : count + 1 == total ? " or " : ", ";
+        int w = snprintf(buf + n, size - n, "%s%s", sep, loupe_format_info(i)->name);
+        n += w > 0 ? (size_t)w : 0;
+        count++;
+    }
+}
+
 int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, size_t size) {
     out->duration_ms = 0;
     out->level = 2;
-    out->format = LOUPE__QF_JSON;
+    out->format = index_of(loupe_format_by_file_format(LOUPE_FILE_CHROME_JSON));
     if (size > 0) {
         err[0] = 0;
     }
@@ -169,16 +201,15 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
                 snprintf(err, size, "format: given more than once");
                 return bad(err, size);
             }
-            if (strcmp(val, "json") == 0) {
-                out->format = LOUPE__QF_JSON;
-            } else if (strcmp(val, "xplane") == 0) {
-                out->format = LOUPE__QF_XPLANE;
-            } else if (strcmp(val, "perfetto") == 0) {
-                out->format = LOUPE__QF_PERFETTO;
-            } else {
-                snprintf(err, size, "format: \"%s\" is not json, xplane or perfetto", vs);
+            const loupe_format_desc *d = loupe_format_by_name(val);
+            size_t fi = index_of(d);
+            if (d == NULL || !loupe__query_servable(fi)) {
+                char names[128];
+                servable_names(names, sizeof names);
+                snprintf(err, size, "format: \"%s\" is not %s", vs, names);
                 return bad(err, size);
             }
+            out->format = fi;
         } else {
             snprintf(err, size,
                      "%s: unknown parameter (known: duration_ms, host_tracer_level, format)", ks);

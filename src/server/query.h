@@ -3,21 +3,21 @@
 #ifndef LOUPE_SERVER_QUERY_H
 #define LOUPE_SERVER_QUERY_H
 
+#include <loupe/writer.h>
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum loupe__qformat {
-    LOUPE__QF_JSON = 0,    /* gzipped Chrome JSON, <host>.trace.json.gz (the default) */
-    LOUPE__QF_XPLANE = 1,  /* XSpace protobuf, <host>.xplane.pb */
-    LOUPE__QF_PERFETTO = 2 /* Perfetto protobuf, <host>.pftrace */
-} loupe__qformat;
 
 typedef struct loupe__query {
     uint32_t duration_ms; /* required, 1..UINT32_MAX (the server applies its own limit) */
     int level;            /* host_tracer_level 0..3 (jax's numbering: 0 records nothing);
                              default 2 */
-    loupe__qformat format;
+    /* format=: an index into the format registry (loupe_format_info() in loupe/writer.h) of a
+     * format the server sends (its mime_type is set), by name or alias; default json */
+    size_t format;
 } loupe__query;
+
+/* Non-zero when the registry's format i is one the server sends. */
+int loupe__query_servable(size_t i);
 
 /* The longest query string accepted, in bytes, and the most parameters. */
 #define LOUPE__QUERY_MAX 2048

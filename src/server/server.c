@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fs.h"
+#include "export/registry.h"
 #include "export/writers.h"
 #include "server/query.h"
 #include "server/server_internal.h"
@@ -183,34 +184,16 @@ const char *loupe__state_name(int state) {
     return state == LOUPE__TRACING ? "TRACING" : state == LOUPE__CAPTURING ? "CAPTURING" : "IDLE";
 }
 
-/* The writers this build has, by query format. A NULL writer answers 400 "not available"
- * (the rows stay for formats a build may leave out). */
-typedef struct format_row {
-    const char *name, *suffix, *type;
-    int gzip;
-    int (*write)(const loupe_model *m, loupe__sink *s);
-} format_row;
-
-static int write_json(const loupe_model *m, loupe__sink *s) {
-    return loupe__write_chrome_json(m, s, 0);
-}
-
-static const format_row formats[] = {
-    [LOUPE__QF_JSON] = {"json", ".trace.json.gz", "application/gzip", 1, write_json},
-    [LOUPE__QF_XPLANE] = {"xplane", ".xplane.pb", "application/octet-stream", 0,
-                          loupe__write_xplane},
-    [LOUPE__QF_PERFETTO] = {"perfetto", ".pftrace", "application/octet-stream", 0,
-                            loupe__write_perfetto_proto},
-};
-
 static enum MHD_Result on_status(struct MHD_Connection *c) {
     char host[256];
     loupe__hostname(host, sizeof host);
     int state = loupe__session_state();
     json_t *fmts = json_array();
-    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-        if (formats[i].write != NULL) {
-            json_array_append_new(fmts, json_string(formats[i].name));
+    /* The formats GET /v1/profile sends (format=), from the registry: a row without a writer in
+     * this build is left out. */
+    for (size_t i = 0; i < loupe_format_count(); i++) {
+        if (loupe__query_servable(i) && loupe__format_row(loupe_format_info(i))->write != NULL) {
+            json_array_append_new(fmts, json_string(loupe_format_info(i)->name));
         }
     }
     json_t *j =
@@ -266,12 +249,13 @@ static int gzip_mem(const char *in, size_t n, char **out, size_t *out_len) {
     return 0;
 }
 
-int loupe__model_to_mem(const loupe_model *m, int format, char **out, size_t *out_len) {
-    const format_row *f = &formats[format];
+int loupe__model_to_mem(const loupe_model *m, size_t format, char **out, size_t *out_len) {
+    const loupe__format *f = loupe__format_row(loupe_format_info(format));
     *out = NULL;
     *out_len = 0;
     if (f->write == NULL) {
-        return loupe__err(LOUPE_EUNSUPPORTED, "format %s is not available in this build", f->name);
+        return loupe__err(LOUPE_EUNSUPPORTED, "format %s is not available in this build",
+                          f->d.name);
     }
     loupe__sink *s = malloc(sizeof *s);
     if (s == NULL) {
@@ -289,7 +273,7 @@ int loupe__model_to_mem(const loupe_model *m, int format, char **out, size_t *ou
     free(s);
     if (r != 0) {
         free(mem);
-        return loupe__err_prefix(r, "cannot write the %s trace", f->name);
+        return loupe__err_prefix(r, "cannot write the %s trace", f->d.name);
     }
     if (mem == NULL) { /* nothing written */
         mem = calloc(1, 1);
@@ -297,7 +281,7 @@ int loupe__model_to_mem(const loupe_model *m, int format, char **out, size_t *ou
             return loupe__err(LOUPE_ENOMEM, "out of memory");
         }
     }
-    if (f->gzip) {
+    if (f->d.gzip) {
         char *z;
         size_t zlen;
         int g = gzip_mem(mem, len, &z, &zlen);
@@ -324,9 +308,9 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const char *query, s
                  q.duration_ms, srv_max_ms);
         return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request", err);
     }
-    const format_row *f = &formats[q.format];
+    const loupe__format *f = loupe__format_row(loupe_format_info(q.format));
     if (f->write == NULL) {
-        snprintf(err, sizeof err, "format: %s is not available in this build of loupe", f->name);
+        snprintf(err, sizeof err, "format: %s is not available in this build of loupe", f->d.name);
         return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request", err);
     }
     struct timespec deadline;
@@ -357,7 +341,7 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const char *query, s
     }
     char *body;
     size_t len;
-    r = loupe__model_to_mem(m, (int)q.format, &body, &len);
+    r = loupe__model_to_mem(m, q.format, &body, &len);
     uint64_t events = loupe_model_events_recorded(m), dropped = loupe_model_events_dropped(m);
     uint64_t origin = m->origin_unix_ns, pid = m->pid;
     loupe_model_free(m);
@@ -371,9 +355,9 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const char *query, s
     }
     char host[256], v[320];
     loupe__hostname(host, sizeof host);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, f->type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, f->d.mime_type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    snprintf(v, sizeof v, "attachment; filename=\"%.200s%s\"", host, f->suffix);
+    snprintf(v, sizeof v, "attachment; filename=\"%.200s%s\"", host, f->d.suffix);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, v);
     snprintf(v, sizeof v, "%llu", (unsigned long long)events);
     MHD_add_response_header(resp, "X-Loupe-Events-Recorded", v);

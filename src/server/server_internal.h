@@ -5,9 +5,10 @@
 #include <loupe/model.h>
 #include <stddef.h>
 
-/* Writes m in a loupe__qformat (query.h) into a malloc'd buffer (gzipped for JSON).
+/* Writes m in the registry's format of that index (query.h) into a malloc'd buffer (gzipped
+ * when the format is).
  * 0, or LOUPE_EUNSUPPORTED (no writer in this build), LOUPE_ENOMEM, a writer's code. */
-int loupe__model_to_mem(const loupe_model *m, int format, char **out, size_t *out_len);
+int loupe__model_to_mem(const loupe_model *m, size_t format, char **out, size_t *out_len);
 
 /* "IDLE", "TRACING" or "CAPTURING" for a capture.h state. */
 const char *loupe__state_name(int state);

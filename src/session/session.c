@@ -36,8 +36,6 @@ static uint32_t opt_link_ms;
 static unsigned opt_formats;
 
 static loupe_model *kept;
-static loupe_thread_stats *kept_stats;
-static size_t kept_nstats;
 static int kept_perfetto;
 static unsigned kept_formats;
 
@@ -100,9 +98,6 @@ int loupe_is_tracing(void) {
 static void drop_kept(void) {
     loupe_model_free(kept);
     kept = NULL;
-    free(kept_stats);
-    kept_stats = NULL;
-    kept_nstats = 0;
 }
 
 static int valid_run_name(const char *n) {
@@ -226,36 +221,37 @@ int loupe_start_trace(const loupe_trace_options *o) {
     return 0;
 }
 
-static void fill_result(loupe_trace_result *res) {
-    if (res == NULL) {
-        return;
+/* The per-thread figures of the kept trace, in a new array the result owns (trace.h): a later
+ * session on any thread does not touch it. -1 when out of memory (then none). */
+static int make_stats(loupe_trace_result *res) {
+    size_t n = kept->thread_count;
+    res->threads = n ? calloc(n, sizeof(*res->threads)) : NULL;
+    if (n != 0 && res->threads == NULL) {
+        return -1;
     }
-    if (kept == NULL) {
-        return;
+    res->thread_count = n;
+    for (size_t i = 0; i < n; i++) {
+        const loupe_model_thread *th = &kept->threads[i];
+        loupe_thread_stats *st = &res->threads[i];
+        st->tid = th->tid;
+        snprintf(st->name, sizeof st->name, "%s", th->name);
+        st->events_recorded = th->events_recorded;
+        st->events_dropped = th->events_dropped;
+        st->capacity_needed = th->capacity_needed;
+    }
+    return 0;
+}
+
+/* Fills res's counts and per-thread figures from the kept trace. -1 when out of memory. */
+static int fill_result(loupe_trace_result *res) {
+    if (res == NULL || kept == NULL) {
+        return 0;
     }
     res->events_recorded = loupe_model_events_recorded(kept);
     res->events_dropped = loupe_model_events_dropped(kept);
     res->unmatched_ends = kept->unmatched_ends;
     res->truncated_zones = kept->truncated_zones;
-    res->thread_count = kept_nstats;
-    res->threads = kept_stats;
-}
-
-static int make_stats(void) {
-    kept_nstats = kept->thread_count;
-    kept_stats = calloc(kept_nstats ? kept_nstats : 1, sizeof(*kept_stats));
-    if (kept_stats == NULL) {
-        return -1;
-    }
-    for (size_t i = 0; i < kept_nstats; i++) {
-        const loupe_model_thread *th = &kept->threads[i];
-        kept_stats[i].tid = th->tid;
-        snprintf(kept_stats[i].name, sizeof kept_stats[i].name, "%s", th->name);
-        kept_stats[i].events_recorded = th->events_recorded;
-        kept_stats[i].events_dropped = th->events_dropped;
-        kept_stats[i].capacity_needed = th->capacity_needed;
-    }
-    return 0;
+    return make_stats(res);
 }
 
 /* The program's name: the basename of /proc/self/exe (comm is cut at 15 characters). */
@@ -323,9 +319,12 @@ static loupe_model *collect_session(void) {
 }
 
 int loupe_stop_trace(loupe_trace_result *res) {
-    if (res != NULL) {
-        memset(res, 0, sizeof(*res));
+    /* A result of a bad size is not touched, but the session still ends (trace.h). */
+    loupe_trace_result *bad = loupe__result_check(res, "loupe_stop_trace") != 0 ? res : NULL;
+    if (bad != NULL) {
+        res = NULL;
     }
+    loupe__result_reset(res);
     pthread_mutex_lock(&session_lock);
     if (!active) {
         pthread_mutex_unlock(&session_lock);
@@ -340,7 +339,7 @@ int loupe_stop_trace(loupe_trace_result *res) {
                           "capture, which ends by itself), not a loupe_start_trace() session");
     }
     kept = collect_session();
-    if (kept == NULL || make_stats() != 0) {
+    if (kept == NULL) {
         drop_kept();
         pthread_mutex_unlock(&session_lock);
         return loupe__err(LOUPE_ENOMEM, "loupe_stop_trace: out of memory while collecting");
@@ -351,17 +350,24 @@ int loupe_stop_trace(loupe_trace_result *res) {
     if (opt_link && lr == NULL) {
         lr = calloc(1, sizeof *lr);
     }
-    fill_result(lr);
+    int stats_failed = fill_result(lr) != 0;
     int r = loupe__write_run(kept, opt_log_dir, opt_run_name,
                              loupe__formats(kept_formats, kept_perfetto), lr);
     if (r != 0) {
         loupe__err_append("the trace is kept: call loupe_write_last_trace() with another "
                           "directory");
+    } else if (stats_failed) {
+        r = loupe__err(LOUPE_ENOMEM,
+                       "loupe_stop_trace: the files of %s were written, but the "
+                       "per-thread figures could not be copied (out of memory)",
+                       lr->run_dir);
     }
-    char *link = opt_link && r == 0 && lr != NULL ? strdup(lr->perfetto_json) : NULL;
+    const char *lpath = lr != NULL ? loupe_trace_result_path(lr, LOUPE_FORMAT_PERFETTO_JSON) : NULL;
+    char *link = opt_link && r == 0 && lpath != NULL ? strdup(lpath) : NULL;
     uint32_t link_ms = opt_link_ms;
     pthread_mutex_unlock(&session_lock);
     if (lr != res) {
+        loupe_trace_result_free(lr);
         free(lr);
     }
     if (link != NULL) { /* served without the session lock: it may take minutes */
@@ -370,6 +376,9 @@ int loupe_stop_trace(loupe_trace_result *res) {
             loupe__err_append("the trace was written: %s", link);
         }
         free(link);
+    }
+    if (r == 0 && bad != NULL) {
+        r = loupe__result_check(bad, "loupe_stop_trace");
     }
     return r;
 }
@@ -429,9 +438,10 @@ int loupe__session_state(void) {
 
 int loupe_stop_trace_if_active(loupe_trace_result *res) {
     if (!loupe_is_tracing()) {
-        if (res != NULL) {
-            memset(res, 0, sizeof(*res));
+        if (loupe__result_check(res, "loupe_stop_trace_if_active") != 0) {
+            return LOUPE_EINVALID;
         }
+        loupe__result_reset(res);
         return 0;
     }
     int r = loupe_stop_trace(res);
@@ -439,9 +449,10 @@ int loupe_stop_trace_if_active(loupe_trace_result *res) {
 }
 
 int loupe_write_last_trace(const char *log_dir, loupe_trace_result *res) {
-    if (res != NULL) {
-        memset(res, 0, sizeof(*res));
+    if (loupe__result_check(res, "loupe_write_last_trace") != 0) {
+        return LOUPE_EINVALID;
     }
+    loupe__result_reset(res);
     if (log_dir == NULL || log_dir[0] == 0) {
         return loupe__err(LOUPE_EINVALID, "loupe_write_last_trace: log_dir is required");
     }
@@ -458,9 +469,15 @@ int loupe_write_last_trace(const char *log_dir, loupe_trace_result *res) {
                           "loupe_write_last_trace: no trace is kept (none was recorded since "
                           "the process started, or a start dropped it)");
     }
-    fill_result(res);
+    int stats_failed = fill_result(res) != 0;
     int r = loupe__write_run(kept, log_dir, opt_run_name,
                              loupe__formats(kept_formats, kept_perfetto), res);
+    if (r == 0 && stats_failed) {
+        r = loupe__err(LOUPE_ENOMEM,
+                       "loupe_write_last_trace: the files of %s were written, but "
+                       "the per-thread figures could not be copied (out of memory)",
+                       res->run_dir);
+    }
     pthread_mutex_unlock(&session_lock);
     return r;
 }

@@ -33,10 +33,11 @@ int main(int argc, char **argv) {
     syscall(SYS_getppid);
     burst(100000);
     syscall(SYS_getppid);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     if (loupe_stop_trace(&r) != 0 || r.events_dropped != 0) {
         return 1;
     }
     printf("%llu\n", (unsigned long long)r.events_recorded);
+    loupe_trace_result_free(&r);
     return 0;
 }
