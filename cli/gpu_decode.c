@@ -103,6 +103,16 @@ static uint32_t *read_buffer(const char *path, size_t *n_words) {
 }
 
 int loupe_cmd_gpu_decode(int argc, char **argv) {
+#if !LOUPE_CLI_WITH_GPU
+    (void)argc;
+    (void)argv;
+    (void)usage;
+    (void)parse_dim3;
+    (void)read_buffer;
+    fprintf(stderr, "loupe gpu-decode: this build of loupe has no GPU support (rebuild with "
+                    "-DLOUPE_WITH_GPU=ON)\n");
+    return 2;
+#else
     const char *in = NULL, *out = NULL, *names_path = NULL;
     uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
     loupe_gpu_spec spec = {0};
@@ -236,4 +246,5 @@ int loupe_cmd_gpu_decode(int argc, char **argv) {
            d->ghz_measured ? "measured" : "assumed", d->overhead_cycles, out);
     loupe_gpu_decoded_free(d);
     return 0;
+#endif
 }

@@ -83,6 +83,17 @@ static void on_ready(const char *url, void *user) {
 }
 
 int loupe_cmd_view(int argc, char **argv) {
+#if !LOUPE_CLI_WITH_SERVER
+    (void)argc;
+    (void)argv;
+    (void)usage;
+    (void)find_in;
+    (void)on_ready;
+    fprintf(stderr, "loupe view: this build of loupe has no profiler server, so it cannot serve "
+                    "the Perfetto link (rebuild with -DLOUPE_WITH_SERVER=ON); open the trace in "
+                    "ui.perfetto.dev by hand\n");
+    return 2;
+#else
     const char *path = NULL;
     long timeout_s = 300, port = 0;
     int open_it = 0;
@@ -205,4 +216,5 @@ int loupe_cmd_view(int argc, char **argv) {
     }
     fprintf(stderr, "loupe view: the trace was fetched; done\n");
     return 0;
+#endif
 }

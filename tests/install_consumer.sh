@@ -4,9 +4,21 @@
 # Args: BUILD_DIR SOURCE_DIR.
 set -euo pipefail
 build=$1
-if grep -q '^LOUPE_SANITIZE:STRING=.\+' "$build/CMakeCache.txt"; then
-  echo "skipped: sanitizer build"; exit 0
-fi
+# The consumers are built without sanitizers against the installed (instrumented) library:
+# under ASan they run with the sanitizer runtime preloaded (it must come first); a TSan runtime
+# cannot be preloaded (it must start with the process): skipped there.
+sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
+rt() { "$@"; }
+case "$sanitize" in
+  *thread*) echo "install_consumer: skipped: TSan build (a preloaded TSan runtime cannot start late)"; exit 77 ;;
+  *address*)
+    asan_rt=$(gcc -print-file-name=libasan.so)
+    [ -f "$asan_rt" ] || { echo "install_consumer: skipped: ASan build and no gcc libasan.so to preload"; exit 77; }
+    rt() {
+      LD_PRELOAD="$asan_rt${LD_PRELOAD:+:$LD_PRELOAD}" \
+        ASAN_OPTIONS="verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$@"
+    } ;;
+esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix="$tmp/prefix"
@@ -35,18 +47,18 @@ target_link_libraries(consumer PRIVATE loupe::loupe)
 CM
 cmake -S "$tmp/consumer" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/cb" >/dev/null
-out=$(LD_LIBRARY_PATH="$prefix/lib" "$tmp/cb/consumer" "$tmp/log1")
+out=$(LD_LIBRARY_PATH="$prefix/lib" rt "$tmp/cb/consumer" "$tmp/log1")
 [ "$out" = 2 ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -n 1)
 flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs loupe)
 cc -std=c11 "$tmp/consumer/main.c" -o "$tmp/pc_consumer" $flags -Wl,-rpath,"$(dirname "$libdir")"
-out=$("$tmp/pc_consumer" "$tmp/log2")
+out=$(rt "$tmp/pc_consumer" "$tmp/log2")
 [ "$out" = 2 ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
 ls "$tmp"/log2/plugins/profile/*/*.trace.json.gz >/dev/null
 # the installed command runs from its prefix (RUNPATH $ORIGIN/../lib), no LD_LIBRARY_PATH
-"$prefix/bin/loupe" --version | grep -q '^loupe ' || { echo "FAIL: installed loupe does not run"; exit 1; }
+rt "$prefix/bin/loupe" --version | grep -q '^loupe ' || { echo "FAIL: installed loupe does not run"; exit 1; }
 printf 'static int f(int x) { return x + 1; }\nint main(void) { return f(0) - 1; }\n' >"$tmp/fi.c"
 cc -std=c11 -O0 -finstrument-functions "$tmp/fi.c" -o "$tmp/fi"
-run=$("$prefix/bin/loupe" record -q -o "$tmp/log3" -- "$tmp/fi" | tail -n 1)
+run=$(rt "$prefix/bin/loupe" record -q -o "$tmp/log3" -- "$tmp/fi" | tail -n 1)
 [ -d "$run" ] || { echo "FAIL: installed loupe record gave '$run'"; exit 1; }
 echo "install_consumer: find_package and pkg-config consumers work"

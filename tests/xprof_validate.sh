@@ -3,35 +3,59 @@
 # trace-viewer converter and jax.profiler.ProfileData (tests/xprof_check.py says what is checked).
 # The files: test_xplane in dump mode (a hand-built model with every event kind, GPU planes and
 # hostile names, and a recorded two-thread session).
-# Needs pip packages xprof and jax: a venv under BUILD_DIR/xprof-venv, created and filled once
-# (bounded by LOUPE_PIP_TIMEOUT seconds, default 420), or $LOUPE_XPROF_VENV when set. When pip
-# cannot install them (offline), the test is skipped (exit 77) and says why. Each consumer run is
+# Needs pip packages xprof and jax in one venv shared by every build directory and every run:
+# $LOUPE_XPROF_VENV when set (tools/test.sh sets it to build-test/.venv-xprof for all its
+# stages), else BUILD_DIR/../.venv-xprof when that directory is writable, else
+# BUILD_DIR/xprof-venv. It is created and filled once (pip, bounded by LOUPE_PIP_TIMEOUT seconds,
+# default 420) under an flock on <venv>.lock, so two builds testing at once never fill it
+# together, and reused from then on (<venv>/.loupe-ready marks it complete). When pip cannot
+# install them (offline), the test is skipped (exit 77) and says why. Each consumer run is
 # bounded too (120 s), so the suite never hangs on it.
 set -uo pipefail
 build=$1
 src=$2
-venv=${LOUPE_XPROF_VENV:-$build/xprof-venv}
+if [ -n "${LOUPE_XPROF_VENV:-}" ]; then
+  venv=$LOUPE_XPROF_VENV
+elif [ -w "$build/.." ]; then
+  venv=$(cd "$build/.." && pwd)/.venv-xprof
+else
+  venv=$build/xprof-venv
+fi
 py=$venv/bin/python
 if [ ! -f "$venv/.loupe-ready" ]; then
-  if [ -n "${LOUPE_XPROF_VENV:-}" ] && "$py" -c 'import xprof, jax' 2>/dev/null; then
+  mkdir -p "$(dirname "$venv")"
+  exec 9>"$venv.lock"
+  if command -v flock >/dev/null; then
+    # the holder is bounded by the pip timeout; wait a little longer than that
+    if ! flock -w $(( ${LOUPE_PIP_TIMEOUT:-420} + 120 )) 9; then
+      echo "xprof_validate: FAIL: $venv.lock is still held after the pip timeout"
+      exit 1
+    fi
+  fi
+  # checked again under the lock: another build may have filled it while this one waited
+  if [ -f "$venv/.loupe-ready" ]; then
     :
+  elif [ -n "${LOUPE_XPROF_VENV:-}" ] && "$py" -c 'import xprof, jax' 2>/dev/null; then
+    touch "$venv/.loupe-ready" # a venv made by hand that has them
   else
     rm -rf "$venv"
     echo "xprof_validate: installing xprof and jax into $venv (pip, once)"
     if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+      rm -rf "$venv"
       echo "xprof_validate: SKIPPED: python3 -m venv failed (Debian: apt-get install python3-venv)"
       exit 77
     fi
     if ! timeout "${LOUPE_PIP_TIMEOUT:-420}" "$py" -m pip install -q --disable-pip-version-check \
-        xprof jax >"$build/xprof-pip.log" 2>&1; then
+        xprof jax >"$venv.pip.log" 2>&1; then
       echo "xprof_validate: SKIPPED: pip could not install xprof and jax (offline or timed out;"
-      echo "  see $build/xprof-pip.log); set LOUPE_XPROF_VENV to a venv that has them"
-      tail -3 "$build/xprof-pip.log"
+      echo "  see $venv.pip.log); set LOUPE_XPROF_VENV to a venv that has them"
+      tail -3 "$venv.pip.log"
       rm -rf "$venv"
       exit 77
     fi
+    touch "$venv/.loupe-ready"
   fi
-  touch "$venv/.loupe-ready"
+  exec 9>&-
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/loupe-xprof.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
