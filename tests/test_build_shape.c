@@ -45,14 +45,16 @@ static void test_no_server_session_link(void **state) {
     loupe_trace_options o = {.log_dir = dir, .create_perfetto_link = 1};
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("shape_zone"); }
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), LOUPE_EUNSUPPORTED);
+    const char *pj = loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_JSON);
+    assert_non_null(pj);
     char want[2 * LOUPE_PATH_MAX];
     snprintf(want, sizeof want,
-             "cannot serve a Perfetto link: " NO_SERVER "; the trace was written: %s",
-             r.perfetto_json);
+             "cannot serve a Perfetto link: " NO_SERVER "; the trace was written: %s", pj);
     assert_string_equal(loupe_last_error(), want);
-    assert_int_equal(access(r.perfetto_json, R_OK), 0);
+    assert_int_equal(access(pj, R_OK), 0);
+    loupe_trace_result_free(&r);
     assert_int_equal(loupe_is_tracing(), 0);
     tu_rmtree(dir);
     free(dir);
@@ -102,9 +104,10 @@ static void test_no_gpu_session(void **state) {
     assert_int_equal(loupe_start_trace(&o), 0);
     { LOUPE_ZONE("shape_zone"); }
     assert_string_equal(loupe_gpu_device_tracer_note(), note);
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = tu_read_back(r.trace_json);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    loupe_trace_result_free(&r);
     const char *got = NULL;
     for (size_t i = 0; i < m->metadata_count; i++) {
         if (strcmp(m->metadata[i].key, "device_tracer") == 0) {
