@@ -94,6 +94,19 @@ static const loupe__format rows[] = {
       .can_write = 1,
       .can_read = 0},
      loupe__write_folded},
+    {{.name = "svg",
+      .aliases = LIST("flamegraph"),
+      .description = "an SVG flame graph (width: total time, one root per thread)",
+      .file_format = LOUPE_FILE_SVG,
+      .run_dir_bit = 0,
+      .suffix = ".svg",
+      .host_prefixed = 0,
+      .suffixes = LIST(".svg"),
+      .gzip = 0,
+      .mime_type = NULL,
+      .can_write = 1,
+      .can_read = 0},
+     loupe__write_svg},
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
