@@ -25,8 +25,8 @@ int loupe__perfetto_proto_sniff(const char *buf, size_t n);
 /* Reads a .pftrace file (perfetto_proto.c). */
 int loupe__perfetto_proto_read_file(const char *path, loupe_model **out);
 
-/* The reader for these bytes, chosen by content (detect.c): XPlane, then the other binary
- * formats, else Chrome JSON. Takes ownership of buf (malloc'd, NUL-terminated at n, with 16
+/* The reader for these bytes, chosen by content (read.c): XPlane, then Perfetto protobuf, else
+ * Chrome JSON. Takes ownership of buf (malloc'd, NUL-terminated at n, with 16
  * spare bytes after it, as loupe_trace_read() reads files). Returns 0 or a LOUPE_E* code. */
 int loupe__trace_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
 
