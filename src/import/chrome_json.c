@@ -142,6 +142,14 @@ typedef struct reader {
     uint64_t bad_time, neg_dur;
     size_t bad_time_first, neg_dur_first;
     char bad_time_text[48];
+    /* the window (see refill): p.t holds cap bytes, p.t[0] is byte base of the text */
+    size_t cap, base;
+    size_t lines_before, line_start; /* newlines before the window; where the line began */
+    loupe__read_fn more;
+    void *ctx;
+    int eof, io_rc;
+    char **copies; /* the text of the metadata values (r->q's strings point into them) */
+    size_t ncopies, copies_cap;
 } reader;
 
 static int oom(reader *r) {
@@ -1130,28 +1138,174 @@ static int finish_model(reader *r, const loupe__jnode *meta, const loupe__jnode 
 /* The walk's outcome besides 0 and an error: the input ended early (a warning was added). */
 #define CUT 1
 
-static int syntax_error(reader *r, const char *where) {
-    size_t line, col;
-    loupe__jp_linecol(&r->p, r->p.err_at, &line, &col);
-    return loupe__err(LOUPE_EFORMAT, "%s: line %zu column %zu%s: %s", r->path, line, col, where,
+/* ---- the window: the text arrives in pieces (read.c's gzip stream) ----
+ * The parser works on r->p.t[0..r->p.n), a window onto the text. Before a value is parsed, its
+ * end is found in the window (value_span), refilling it when needed: the bytes before the cursor
+ * are dropped (every string an event gives the model was interned into it already), the rest
+ * moved to the front, more read after it; the window doubles only for a value larger than it.
+ * So memory holds one window (WINDOW bytes, or the largest value) and the model. */
+#define WINDOW ((size_t)4 << 20)
+
+/* Drops the bytes before the cursor and reads more; eof once the source has nothing more. A
+ * failure is kept in r->io_rc (and ends the input). */
+static void refill(reader *r) {
+    loupe__jp *p = &r->p;
+    if (r->eof) {
+        return;
+    }
+    size_t keep = p->i;
+    for (const char *q = p->t, *end = p->t + keep; (q = memchr(q, '\n', (size_t)(end - q)));) {
+        r->lines_before++;
+        q++;
+        r->line_start = r->base + (size_t)(q - p->t);
+    }
+    memmove(p->t, p->t + keep, p->n - keep);
+    p->n -= keep;
+    r->base += keep;
+    p->i = 0;
+    if (p->n + 1 >= r->cap) {
+        size_t nc = r->cap * 2;
+        char *nb = nc > r->cap ? realloc(p->t, nc) : NULL;
+        if (nb == NULL) {
+            r->io_rc =
+                loupe__err(LOUPE_ENOMEM, "out of memory reading %s (%zu bytes)", r->path, nc);
+            r->eof = 1;
+            return;
+        }
+        p->t = nb;
+        r->cap = nc;
+    }
+    size_t want = r->cap < WINDOW ? WINDOW : r->cap;
+    if (want > r->cap) {
+        char *nb = realloc(p->t, want);
+        if (nb != NULL) {
+            p->t = nb;
+            r->cap = want;
+        }
+    }
+    size_t got = 0;
+    int rc = r->more(r->ctx, p->t + p->n, r->cap - p->n - 1, &got);
+    if (rc != 0) {
+        r->io_rc = rc;
+        r->eof = 1;
+        return;
+    }
+    r->eof = got == 0;
+    p->n += got;
+    p->t[p->n] = 0;
+}
+
+/* The next byte after blanks (refilling), -1 at the end of the input. */
+static int peek(reader *r) {
+    for (;;) {
+        int c = loupe__jp_peek(&r->p);
+        if (c >= 0 || r->eof) {
+            return c;
+        }
+        refill(r);
+    }
+}
+
+/* The end of the value at the cursor in the window (brackets and quotes matched, a scalar up
+ * to its delimiter), SIZE_MAX when the window ends first. Validates nothing: the parser does. */
+static size_t value_end(const loupe__jp *p) {
+    const char *t = p->t;
+    size_t i = p->i, n = p->n, depth = 0;
+    char c = t[i];
+    if (c == '"' || c == '{' || c == '[') {
+        for (; i < n; i++) {
+            c = t[i];
+            if (c == '"') {
+                for (i++; i < n && t[i] != '"'; i++) {
+                    i += t[i] == '\\';
+                }
+                if (i >= n) {
+                    return SIZE_MAX;
+                }
+                if (depth == 0) {
+                    return i + 1;
+                }
+            } else if (c == '{' || c == '[') {
+                depth++;
+            } else if ((c == '}' || c == ']') && --depth == 0) {
+                return i + 1;
+            }
+        }
+        return SIZE_MAX;
+    }
+    while (i < n && !is_space(t[i]) && t[i] != ',' && t[i] != ']' && t[i] != '}') {
+        i++;
+    }
+    return i < n ? i : SIZE_MAX;
+}
+
+/* Makes the whole value at the cursor lie in the window, refilling it; its end, or SIZE_MAX
+ * when the input ends first (the parser then says where). */
+static size_t value_span(reader *r) {
+    for (;;) {
+        size_t e = value_end(&r->p);
+        if (e != SIZE_MAX || r->eof) {
+            return e;
+        }
+        refill(r);
+    }
+}
+
+/* Parses the value at the cursor into r->p (reset first). A value the window cuts is parsed
+ * again once it holds all of it: the bytes its strings decoded over are put back, the window
+ * refilled from the value's start (and grown, for a value larger than it). */
+static int parse_here(reader *r, uint32_t *root, size_t *start) {
+    loupe__jp *p = &r->p;
+    for (;;) {
+        *start = p->i;
+        loupe__jp_reset(p);
+        int prc = loupe__jp_value(p, root);
+        if (prc != LOUPE__JSON_EOF || r->eof) {
+            return prc;
+        }
+        loupe__jp_undo(p);
+        p->i = *start;
+        refill(r);
+    }
+}
+
+/* The absolute offset of window offset off, with its 1-based line and column. */
+static void where(const reader *r, size_t off, size_t *abs, size_t *line, size_t *col) {
+    size_t l = r->lines_before, start = r->line_start;
+    for (size_t i = 0; i < off && i < r->p.n; i++) {
+        if (r->p.t[i] == '\n') {
+            l++;
+            start = r->base + i + 1;
+        }
+    }
+    *abs = r->base + off;
+    *line = l + 1;
+    *col = *abs - start + 1;
+}
+
+static int syntax_error(reader *r, const char *at) {
+    size_t abs, line, col;
+    where(r, r->p.err_at, &abs, &line, &col);
+    return loupe__err(LOUPE_EFORMAT, "%s: line %zu column %zu%s: %s", r->path, line, col, at,
                       r->p.err_what);
 }
 
 /* A parse failure: out of memory, a syntax error, or (EOF) the input ending early. */
-static int parse_failed(reader *r, int prc, const char *where) {
+static int parse_failed(reader *r, int prc, const char *at) {
     if (prc == LOUPE__JSON_NOMEM) {
         return oom(r);
     }
-    return prc == LOUPE__JSON_EOF ? CUT : syntax_error(r, where);
+    return prc == LOUPE__JSON_EOF ? CUT : syntax_error(r, at);
 }
 
 /* The events array at the cursor ('['); *idx counts events over every traceEvents array. */
 static int walk_events(reader *r, size_t *idx) {
     loupe__jp *p = &r->p;
-    size_t open_at = p->i, first = *idx;
+    size_t open_abs, open_line, open_col, first = *idx;
+    where(r, p->i, &open_abs, &open_line, &open_col);
     p->i++;
     for (;;) {
-        int c = loupe__jp_peek(p);
+        int c = peek(r);
         if (c == ']') {
             p->i++;
             return 0;
@@ -1159,19 +1313,18 @@ static int walk_events(reader *r, size_t *idx) {
         if (c < 0) {
             break;
         }
-        size_t start = p->i;
-        loupe__jp_reset(p);
         uint32_t root;
-        int prc = loupe__jp_value(p, &root);
+        size_t start;
+        int prc = parse_here(r, &root, &start);
         if (prc != 0) {
-            char where[48];
-            snprintf(where, sizeof where, " (event %zu)", *idx);
-            int rc = parse_failed(r, prc, where);
+            char at[48];
+            snprintf(at, sizeof at, " (event %zu)", *idx);
+            int rc = parse_failed(r, prc, at);
             if (rc != CUT) {
                 return rc;
             }
-            size_t line, col;
-            loupe__jp_linecol(p, start, &line, &col);
+            size_t abs, line, col;
+            where(r, start, &abs, &line, &col);
             loupe__mb_warn(r->mb,
                            "%s: line %zu column %zu: the input ends inside event %zu (%s): %zu "
                            "events read, the cut event (the last %zu bytes) dropped",
@@ -1182,7 +1335,7 @@ static int walk_events(reader *r, size_t *idx) {
         if (rc != 0) {
             return rc;
         }
-        c = loupe__jp_peek(p);
+        c = peek(r);
         if (c == ',') {
             p->i++;
             continue;
@@ -1198,13 +1351,44 @@ static int walk_events(reader *r, size_t *idx) {
         }
         break;
     }
-    size_t line, col;
-    loupe__jp_linecol(p, open_at, &line, &col);
     loupe__mb_warn(r->mb,
                    "%s: the events array (line %zu column %zu) is not closed: the input ends "
                    "after event %zu; %zu events read",
-                   r->path, line, col, *idx - first, *idx - first);
+                   r->path, open_line, open_col, *idx - first, *idx - first);
     return CUT;
+}
+
+/* A copy of the value at the cursor (a metadata object), parsed by r->q: its nodes and strings
+ * live to the end, whatever the window does. */
+static int keep_value(reader *r, uint32_t *v) {
+    loupe__jp *p = &r->p;
+    size_t end = value_span(r);
+    /* one byte past the value (its delimiter), so that a scalar ends before the copy does */
+    size_t stop = end == SIZE_MAX || end >= p->n ? p->n : end + 1;
+    size_t len = stop - p->i;
+    char *copy = malloc(len + 1);
+    if (copy == NULL ||
+        loupe__grow((void **)&r->copies, &r->copies_cap, r->ncopies + 1, sizeof(char *)) != 0) {
+        free(copy);
+        return LOUPE__JSON_NOMEM;
+    }
+    memcpy(copy, p->t + p->i, len);
+    copy[len] = 0;
+    r->copies[r->ncopies++] = copy;
+    loupe__jp *q = &r->q;
+    q->t = copy;
+    q->n = len;
+    q->i = 0;
+    int prc = loupe__jp_value(q, v);
+    if (prc != 0) {
+        p->err_at = p->i + q->err_at;
+        p->err_what = q->err_what;
+        if (prc == LOUPE__JSON_EOF && stop < p->n) {
+            prc = LOUPE__JSON_SYNTAX;
+        }
+    }
+    p->i += q->i;
+    return prc;
 }
 
 /* The members of the top-level object at the cursor ('{'). */
@@ -1212,22 +1396,31 @@ static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) 
     loupe__jp *p = &r->p;
     int seen_events = 0, c;
     p->i++;
-    if ((c = loupe__jp_peek(p)) == '}') {
+    if ((c = peek(r)) == '}') {
         p->i++;
         goto done;
     }
     for (;;) {
-        c = loupe__jp_peek(p);
-        size_t key_at = p->i;
+        c = peek(r);
+        size_t key_abs, key_line, key_col;
+        where(r, p->i, &key_abs, &key_line, &key_col);
         loupe__jp_reset(p);
         uint32_t k;
-        int prc = c == '"' ? loupe__jp_value(p, &k) : LOUPE__JSON_SYNTAX;
-        if (c != '"') {
+        int prc;
+        if (c == '"') {
+            size_t start;
+            prc = parse_here(r, &k, &start);
+        } else {
             p->err_at = c < 0 ? p->n : p->i;
             p->err_what = "string expected (a key of the top-level object)";
-            prc = c < 0 ? LOUPE__JSON_EOF : prc;
+            prc = c < 0 ? LOUPE__JSON_EOF : LOUPE__JSON_SYNTAX;
         }
-        if (prc == 0 && (c = loupe__jp_peek(p)) != ':') {
+        /* the key, before a refill moves the window */
+        char key[16] = "";
+        if (prc == 0) {
+            snprintf(key, sizeof key, "%s", p->nodes[k].len < sizeof key ? p->nodes[k].s : "");
+        }
+        if (prc == 0 && (c = peek(r)) != ':') {
             p->err_at = c < 0 ? p->n : p->i;
             p->err_what = "':' expected";
             prc = c < 0 ? LOUPE__JSON_EOF : LOUPE__JSON_SYNTAX;
@@ -1240,17 +1433,13 @@ static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) 
             return rc;
         }
         p->i++;
-        /* the key's text stays valid: strings live in the text, not in the nodes */
-        const char *key = p->nodes[k].s;
-        c = loupe__jp_peek(p);
+        c = peek(r);
         if (strcmp(key, "traceEvents") == 0 && c == '[') {
             if (seen_events) {
-                size_t line, col;
-                loupe__jp_linecol(p, key_at, &line, &col);
                 loupe__mb_warn(r->mb,
                                "%s: line %zu column %zu: a second \"traceEvents\" key; its "
                                "events are read as well (from event %zu)",
-                               r->path, line, col, *idx);
+                               r->path, key_line, key_col, *idx);
             }
             seen_events = 1;
             int rc = walk_events(r, idx);
@@ -1260,20 +1449,12 @@ static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) 
             if (rc != 0) {
                 return rc;
             }
+        } else if (c < 0) {
+            break;
         } else {
             int is_meta = strcmp(key, "metadata") == 0, is_other = strcmp(key, "otherData") == 0;
-            loupe__jp *dst = is_meta || is_other ? &r->q : p;
-            dst->i = p->i;
-            if (dst == p) {
-                loupe__jp_reset(p);
-            }
             uint32_t v;
-            prc = loupe__jp_value(dst, &v);
-            if (dst != p) {
-                p->i = dst->i;
-                p->err_at = dst->err_at;
-                p->err_what = dst->err_what;
-            }
+            prc = keep_value(r, &v);
             if (prc != 0) {
                 int rc = parse_failed(r, prc, "");
                 if (rc == CUT) {
@@ -1283,7 +1464,7 @@ static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) 
             }
             if (strcmp(key, "traceEvents") == 0) {
                 return loupe__err(LOUPE_EFORMAT, "%s: \"traceEvents\" is not an array (%s)",
-                                  r->path, type_name(&dst->nodes[v]));
+                                  r->path, type_name(&r->q.nodes[v]));
             }
             if (is_meta) {
                 *meta = v;
@@ -1291,7 +1472,7 @@ static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) 
                 *other = v;
             }
         }
-        c = loupe__jp_peek(p);
+        c = peek(r);
         if (c == ',') {
             p->i++;
             continue;
@@ -1311,7 +1492,7 @@ static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) 
     loupe__mb_warn(r->mb,
                    "%s: the top-level object is not closed: the input ends at byte %zu; keys "
                    "after that point (\"metadata\", loss accounting) are lost",
-                   r->path, p->n);
+                   r->path, r->base + p->n);
     return seen_events ? CUT
                        : loupe__err(LOUPE_EFORMAT,
                                     "%s: not a Chrome JSON trace (no traceEvents array)", r->path);
@@ -1327,7 +1508,7 @@ static int read_text_json(reader *r) {
     loupe__jp *p = &r->p;
     uint32_t meta = UINT32_MAX, other = UINT32_MAX; /* indices into r->q.nodes */
     size_t idx = 0;
-    int c = loupe__jp_peek(p), rc;
+    int c = peek(r), rc;
     if (c == '[') {
         rc = walk_events(r, &idx);
     } else if (c == '{') {
@@ -1335,12 +1516,15 @@ static int read_text_json(reader *r) {
     } else {
         p->err_at = c < 0 ? p->n : p->i;
         p->err_what = "'[' or '{' expected (not a Chrome JSON trace)";
-        return syntax_error(r, "");
+        rc = syntax_error(r, "");
     }
-    if (rc == 0 && loupe__jp_peek(p) >= 0) {
+    if (rc == 0 && peek(r) >= 0) {
         p->err_at = p->i;
         p->err_what = "text after the end of the trace";
-        return syntax_error(r, "");
+        rc = syntax_error(r, "");
+    }
+    if (r->io_rc != 0) {
+        return r->io_rc; /* the source failed: whatever the walk made of its end */
     }
     if (rc != 0 && rc != CUT) {
         return rc;
@@ -1349,37 +1533,45 @@ static int read_text_json(reader *r) {
                         other != UINT32_MAX ? &r->q.nodes[other] : NULL);
 }
 
-static int reader_init(reader *r, const char *path, char *text, size_t n) {
-    memset(r, 0, sizeof(*r));
-    r->path = path;
-    r->p.t = r->q.t = text;
-    r->p.n = r->q.n = n;
-    r->mb = loupe__mb_new();
-    if (r->mb == NULL) {
-        return oom(r);
-    }
-    r->m = loupe__mb_model(r->mb);
-    return 0;
-}
-
-int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
+int loupe__chrome_json_read_stream(const char *path, char *buf, size_t n, size_t cap,
+                                   loupe__read_fn more, void *ctx, loupe_model **out) {
     *out = NULL;
-    char *text = buf;
-    if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
-        text += 3;
-        n -= 3;
-    }
     reader r;
-    int rc = reader_init(&r, path, text, n);
-    if (rc == 0) {
+    memset(&r, 0, sizeof(r));
+    r.path = path;
+    /* A UTF-8 BOM: the window starts after it. */
+    size_t skip = n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    r.p.t = buf;
+    r.p.n = n;
+    r.p.i = skip;
+    r.base = 0;
+    r.cap = cap;
+    r.more = more;
+    r.ctx = ctx;
+    r.eof = more == NULL;
+    int rc = 0;
+    r.mb = loupe__mb_new();
+    if (r.mb == NULL) {
+        rc = oom(&r);
+    } else {
+        r.m = loupe__mb_model(r.mb);
         rc = read_text_json(&r);
     }
+    free(r.p.t);
+    r.p.t = NULL;
+    for (size_t i = 0; i < r.ncopies; i++) {
+        free(r.copies[i]);
+    }
+    free(r.copies);
     reader_free(&r);
-    free(buf);
     if (rc != 0) {
         loupe__mb_abort(r.mb);
         return rc;
     }
     *out = loupe__mb_finish(r.mb);
     return *out != NULL ? 0 : oom(&r);
+}
+
+int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
+    return loupe__chrome_json_read_stream(path, buf, n, n + 1, NULL, NULL, out);
 }

@@ -26,9 +26,36 @@ int loupe__jp_peek(loupe__jp *p) {
 
 void loupe__jp_reset(loupe__jp *p) {
     p->count = 0;
+    p->undo_count = 0;
+    p->undo_len = 0;
+}
+
+void loupe__jp_undo(loupe__jp *p) {
+    for (size_t k = p->undo_count; k-- > 0;) {
+        const struct loupe__jundo *u = &p->undo[k];
+        memcpy(p->t + u->at, p->undo_bytes + u->off, u->len);
+    }
+    p->undo_count = 0;
+    p->undo_len = 0;
+}
+
+/* Saves t[at..at+len) before it is overwritten; -1 on out-of-memory. */
+static int save(loupe__jp *p, size_t at, size_t len) {
+    if (loupe__grow((void **)&p->undo, &p->undo_cap, p->undo_count + 1, sizeof(*p->undo)) != 0 ||
+        loupe__grow((void **)&p->undo_bytes, &p->undo_bytes_cap, p->undo_len + len, 1) != 0) {
+        return -1;
+    }
+    p->undo[p->undo_count++] = (struct loupe__jundo){at, len, p->undo_len};
+    memcpy(p->undo_bytes + p->undo_len, p->t + at, len);
+    p->undo_len += len;
+    return 0;
 }
 
 void loupe__jp_free(loupe__jp *p) {
+    free(p->undo);
+    free(p->undo_bytes);
+    p->undo = NULL;
+    p->undo_bytes = NULL;
     free(p->nodes);
     p->nodes = NULL;
     p->count = p->cap = 0;
@@ -122,6 +149,22 @@ static int parse_string(loupe__jp *p, const char **s, size_t *len) {
     /* the common case first: no escape, no control byte */
     while (i < p->n && t[i] != '"' && t[i] != '\\' && (unsigned char)t[i] >= 0x20) {
         i++;
+    }
+    if (i < p->n && t[i] != '"') {
+        /* escapes: save the rest of the literal before decoding over it (found first, so that a
+         * literal cut by the end of the text is left as it was) */
+        size_t e = i;
+        while (e < p->n && t[e] != '"') {
+            e += t[e] == '\\' ? 2 : 1;
+        }
+        if (e >= p->n) {
+            return fail(p, p->n, "the text ends inside a string");
+        }
+        if (save(p, i, e + 1 - i) != 0) {
+            return LOUPE__JSON_NOMEM;
+        }
+    } else if (i < p->n && save(p, i, 1) != 0) {
+        return LOUPE__JSON_NOMEM;
     }
     o = i;
     while (i < p->n) {

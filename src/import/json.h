@@ -56,6 +56,13 @@ typedef struct loupe__jp {
     /* the last failure: where (byte offset) and what ("string expected") */
     size_t err_at;
     const char *err_what;
+    /* what the in-place decoding overwrote since the last reset (loupe__jp_undo) */
+    struct loupe__jundo {
+        size_t at, len, off; /* len bytes at t[at] were undo_bytes[off..] */
+    } * undo;
+    size_t undo_count, undo_cap;
+    char *undo_bytes;
+    size_t undo_len, undo_bytes_cap;
 } loupe__jp;
 
 /* Skips blanks; returns the byte at the cursor, or -1 at the end. */
@@ -66,6 +73,9 @@ int loupe__jp_peek(loupe__jp *p);
  * nodes are no longer needed. */
 int loupe__jp_value(loupe__jp *p, uint32_t *root);
 void loupe__jp_reset(loupe__jp *p);
+/* Puts back every byte the strings decoded in place since the last reset overwrote, so that a
+ * value cut by the end of a window can be parsed again once the window holds all of it. */
+void loupe__jp_undo(loupe__jp *p);
 void loupe__jp_free(loupe__jp *p);
 /* The 1-based line and column (bytes) of offset off. O(off): for error messages. */
 void loupe__jp_linecol(const loupe__jp *p, size_t off, size_t *line, size_t *col);

@@ -11,7 +11,9 @@
  *    gzip stream also 64 times its compressed size (at least 64 MiB): DEFLATE expands at most
  *    ~1032:1 (RFC 1951's longest match, 258 bytes from 2 bits), which turns 1 MiB into 1 GiB;
  *    traces compress 5 to 30 times (loupe's own JSON about 12).
- * 3. A gzip stream cut short is read up to the cut, and the model says so (a warning).
+ * 3. Chrome JSON is streamed: the reader (chrome_json.c) asks for more as it goes, in a window
+ *    of a few MiB, so memory holds the model, not the text. The binary formats are read whole.
+ * 4. A gzip stream cut short is read up to the cut, and the model says so (a warning).
  */
 #include "base/error.h"
 #include "import/readers.h"
@@ -117,6 +119,48 @@ static int fill(gzFile f, const char *path, char *buf, size_t *n, size_t want, i
     return 0;
 }
 
+/* The rest of a JSON file, for the streaming reader: gzread under the limit. */
+typedef struct source {
+    gzFile f;
+    const char *path;
+    uint64_t total, max;
+    int gz, from_env, eof, cut;
+} source;
+
+static int limit_error(const source *s) {
+    return loupe__err(LOUPE_EFORMAT,
+                      "%s: more than %llu bytes%s; loupe stops there (a gzip bomb?). Set "
+                      "LOUPE_READ_MAX_BYTES to a larger number of bytes to read it",
+                      s->path, (unsigned long long)s->max,
+                      s->gz && !s->from_env ? " once uncompressed (64 times the file, at least "
+                                              "64 MiB, at most 4 GiB)"
+                                            : "");
+}
+
+static int more_json(void *ctx, char *buf, size_t cap, size_t *got) {
+    source *s = ctx;
+    *got = 0;
+    if (s->eof) {
+        return 0;
+    }
+    if (s->total >= s->max) {
+        char one;
+        if (gzread(s->f, &one, 1) == 0) {
+            s->eof = 1;
+            return 0;
+        }
+        return limit_error(s);
+    }
+    if ((uint64_t)cap > s->max - s->total) {
+        cap = (size_t)(s->max - s->total);
+    }
+    size_t n = 0;
+    int rc = fill(s->f, s->path, buf, &n, cap, &s->eof, &s->cut);
+    s->total += n;
+    *got = n;
+    return rc;
+}
+
 int loupe_trace_read(const char *path, loupe_model **out) {
     if (out != NULL) {
         *out = NULL;
@@ -182,6 +226,23 @@ int loupe_trace_read(const char *path, loupe_model **out) {
                         "or '{', Perfetto protobuf and XPlane with 0a)",
                         path, hex);
     }
+    if (rc == 0 && k == K_JSON) {
+        /* Chrome JSON streams: the sniffed bytes first, then the rest in a window. */
+        source src = {f, path, n, max, gz, from_env, eof, cut};
+        rc = loupe__chrome_json_read_stream(path, buf, n, cap, more_json, &src, out);
+        gzclose(f);
+        if (rc == 0 && src.cut) {
+            rc = loupe__model_warn(*out,
+                                   "%s: the gzip stream is cut short after %llu bytes: read up "
+                                   "to there (the rest of the file is lost)",
+                                   path, (unsigned long long)src.total);
+            if (rc != 0) {
+                loupe_model_free(*out);
+                *out = NULL;
+            }
+        }
+        return rc;
+    }
     /* The rest, doubling; a regular uncompressed file in one allocation. */
     if (rc == 0 && !eof && !gz && S_ISREG(st.st_mode)) {
         size_t want = (size_t)st.st_size + TEXT_PAD + 1;
@@ -200,13 +261,8 @@ int loupe_trace_read(const char *path, loupe_model **out) {
             if (r == 0) {
                 break;
             }
-            rc = loupe__err(LOUPE_EFORMAT,
-                            "%s: more than %llu bytes%s; loupe stops there (a gzip bomb?). Set "
-                            "LOUPE_READ_MAX_BYTES to a larger number of bytes to read it",
-                            path, (unsigned long long)max,
-                            gz && !from_env ? " once uncompressed (64 times the file, at least "
-                                              "64 MiB, at most 4 GiB)"
-                                            : "");
+            source lim = {f, path, n, max, gz, from_env, 0, 0};
+            rc = limit_error(&lim);
             break;
         }
         if (cap - TEXT_PAD - 1 - n == 0) {

@@ -9,6 +9,15 @@
  * freed before return). name is used in error details. Returns 0 or a LOUPE_E* code. */
 int loupe__chrome_json_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
 
+/* Where more text comes from: up to cap bytes into buf, *got of them (0 at the end). Returns 0
+ * or a LOUPE_E* code (with the detail set). */
+typedef int (*loupe__read_fn)(void *ctx, char *buf, size_t cap, size_t *got);
+/* Reads Chrome JSON whose first n bytes are in buf (malloc'd, cap > n bytes; taken over and
+ * freed before return) and whose rest comes from more (NULL: there is none), in a window of a
+ * few MiB (chrome_json.c). Returns 0 or a LOUPE_E* code. */
+int loupe__chrome_json_read_stream(const char *name, char *buf, size_t n, size_t cap,
+                                   loupe__read_fn more, void *ctx, loupe_model **out);
+
 /* Reads an XSpace (XPlane protobuf) of n bytes into a model (xplane.c). Takes ownership of buf.
  * Returns 0 or a LOUPE_E* code (LOUPE_EFORMAT names the byte offset). */
 int loupe__xplane_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
