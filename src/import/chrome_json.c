@@ -1263,7 +1263,7 @@ static int parse_here(reader *r, uint32_t *root, size_t *start) {
         if (prc != LOUPE__JSON_EOF || r->eof) {
             return prc;
         }
-        loupe__jp_undo(p);
+        loupe__jp_undo(p, *start);
         p->i = *start;
         refill(r);
     }

@@ -9,20 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_ws(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-static void skip_ws(loupe__jp *p) {
-    while (p->i < p->n && is_ws(p->t[p->i])) {
-        p->i++;
-    }
-}
-
-int loupe__jp_peek(loupe__jp *p) {
-    skip_ws(p);
-    return p->i < p->n ? (unsigned char)p->t[p->i] : -1;
-}
 
 void loupe__jp_reset(loupe__jp *p) {
     p->count = 0;
@@ -30,7 +16,15 @@ void loupe__jp_reset(loupe__jp *p) {
     p->undo_len = 0;
 }
 
-void loupe__jp_undo(loupe__jp *p) {
+void loupe__jp_undo(loupe__jp *p, size_t from) {
+    /* A NUL here is a closing quote this parse wrote: the parse reached the end of the text, so
+     * every byte it passed was valid JSON, where a raw NUL cannot be; NULs that \u0000 decoded
+     * are restored with their literal below. */
+    for (size_t i = from; i < p->n; i++) {
+        if (p->t[i] == 0) {
+            p->t[i] = '"';
+        }
+    }
     for (size_t k = p->undo_count; k-- > 0;) {
         const struct loupe__jundo *u = &p->undo[k];
         memcpy(p->t + u->at, p->undo_bytes + u->off, u->len);
@@ -80,8 +74,9 @@ static int fail(loupe__jp *p, size_t at, const char *what) {
 }
 
 static int new_node(loupe__jp *p, uint32_t *out) {
-    if (p->count >= UINT32_MAX - 1 ||
-        loupe__grow((void **)&p->nodes, &p->cap, p->count + 1, sizeof(loupe__jnode)) != 0) {
+    if (p->count >= p->cap &&
+        (p->count >= UINT32_MAX - 1 ||
+         loupe__grow((void **)&p->nodes, &p->cap, p->count + 1, sizeof(loupe__jnode)) != 0)) {
         return LOUPE__JSON_NOMEM;
     }
     *out = (uint32_t)p->count++;
@@ -163,8 +158,6 @@ static int parse_string(loupe__jp *p, const char **s, size_t *len) {
         if (save(p, i, e + 1 - i) != 0) {
             return LOUPE__JSON_NOMEM;
         }
-    } else if (i < p->n && save(p, i, 1) != 0) {
-        return LOUPE__JSON_NOMEM;
     }
     o = i;
     while (i < p->n) {

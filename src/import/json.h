@@ -65,17 +65,28 @@ typedef struct loupe__jp {
     size_t undo_len, undo_bytes_cap;
 } loupe__jp;
 
-/* Skips blanks; returns the byte at the cursor, or -1 at the end. */
-int loupe__jp_peek(loupe__jp *p);
+/* Skips blanks; returns the byte at the cursor, or -1 at the end. Inline: called between every
+ * two tokens. */
+static inline int loupe__jp_peek(loupe__jp *p) {
+    while (p->i < p->n) {
+        unsigned char c = (unsigned char)p->t[p->i];
+        if (c > ' ' || (c != ' ' && c != '\t' && c != '\n' && c != '\r')) {
+            return c;
+        }
+        p->i++;
+    }
+    return -1;
+}
 /* Parses the value at the cursor (after blanks) into nodes appended to p->nodes; *root is its
  * index. The cursor moves past it. Returns LOUPE__JSON_*: EOF when the text ends inside it,
  * SYNTAX otherwise (err_at, err_what set), NOMEM. Call loupe__jp_reset() between values whose
  * nodes are no longer needed. */
 int loupe__jp_value(loupe__jp *p, uint32_t *root);
 void loupe__jp_reset(loupe__jp *p);
-/* Puts back every byte the strings decoded in place since the last reset overwrote, so that a
- * value cut by the end of a window can be parsed again once the window holds all of it. */
-void loupe__jp_undo(loupe__jp *p);
+/* Puts back every byte the strings decoded in place since the last reset overwrote (the value
+ * began at t[from]), so that a value cut by the end of a window can be parsed again once the
+ * window holds all of it. Only after a parse that returned LOUPE__JSON_EOF. */
+void loupe__jp_undo(loupe__jp *p, size_t from);
 void loupe__jp_free(loupe__jp *p);
 /* The 1-based line and column (bytes) of offset off. O(off): for error messages. */
 void loupe__jp_linecol(const loupe__jp *p, size_t off, size_t *line, size_t *col);
