@@ -359,12 +359,77 @@ static void test_many_threads(void **state) {
     loupe_model_free(m);
 }
 
+/* A file larger than the reader's window (4 MiB): events, escaped strings and one event larger
+ * than the window cross refills; errors and warnings past the first window give the right line
+ * and byte. Plain and gzipped. */
+static void test_window(void **state) {
+    (void)state;
+    const size_t n = 200000; /* ~14 MB */
+    size_t cap = n * 96 + (16u << 20);
+    char *text = malloc(cap);
+    size_t o = (size_t)sprintf(text, "{\"traceEvents\":[\n");
+    for (size_t i = 0; i < n; i++) {
+        o += (size_t)sprintf(text + o,
+                             "{\"ph\":\"X\",\"ts\":%zu,\"dur\":1,\"tid\":%zu,"
+                             "\"name\":\"q\\\"%zu\\u00e9\\n\"},\n",
+                             i, i % 3 + 1, i % 10);
+        if (i == n / 2) { /* one event of 6 MiB: an arg larger than the window */
+            o += (size_t)sprintf(text + o, "{\"ph\":\"i\",\"ts\":1,\"args\":{\"big\":\"");
+            memset(text + o, 'x', 6u << 20);
+            o += 6u << 20;
+            o += (size_t)sprintf(text + o, "\"}},\n");
+        }
+    }
+    o +=
+        (size_t)sprintf(text + o, "{\"ph\":\"X\",\"ts\":7,\"dur\":1}],\"metadata\":{\"k\":\"v\"}}");
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path_in("big.json"));
+    tu_write_file(p, text);
+    loupe_model *m = tu_read_back(p);
+    assert_int_equal(slices(m), n + 1);
+    assert_int_equal(m->thread_count, 4); /* tids 1, 2, 3, and 0 for the big instant */
+    assert_int_equal(m->warning_count, 0);
+    assert_string_equal(m->threads[0].slices[1].name, "q\"3\xc3\xa9\n");
+    assert_int_equal(m->threads[3].instant_count, 1);
+    assert_int_equal(strlen(m->threads[3].instants[0].args[0].v.s), 6u << 20);
+    assert_int_equal(m->metadata_count, 1);
+    loupe_model_free(m);
+    /* gzipped, the same */
+    const char *gz = path_in("big.json.gz");
+    gzFile g = gzopen(gz, "wb1");
+    assert_int_equal(gzwrite(g, text, (unsigned)o), (int)o);
+    gzclose(g);
+    m = tu_read_back(gz);
+    assert_int_equal(slices(m), n + 1);
+    loupe_model_free(m);
+    /* a NaN in event 150000, past the first window: line 150003 (the header, the big event's
+     * line and the events before it) */
+    char *bad = strstr(text, "{\"ph\":\"X\",\"ts\":150000,");
+    assert_non_null(bad);
+    memcpy(bad + 15, "NaN   ", 6);
+    tu_write_file(p, text);
+    expect_fail(p, LOUPE_EFORMAT, "big.json: line 150003 column 16 (event 150001): invalid token");
+    /* cut in the middle of the last window: the events before the cut, and where */
+    bad[0] = 0;
+    tu_write_file(p, text);
+    m = tu_read_back(p);
+    assert_int_equal(slices(m), 150000);
+    assert_int_equal(m->warning_count, 2);
+    char want[256];
+    snprintf(want, sizeof want,
+             "the events array (line 1 column 16) is not closed: the input ends "
+             "after event 150001; 150001 events read");
+    warning_is(m, 0, "big.json", want);
+    loupe_model_free(m);
+    free(text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_absurd_times), cmocka_unit_test(test_damage),
         cmocka_unit_test(test_limits),       cmocka_unit_test(test_int64_round_trip),
         cmocka_unit_test(test_writer_bound), cmocka_unit_test(test_truncated_protobuf),
-        cmocka_unit_test(test_many_threads),
+        cmocka_unit_test(test_many_threads), cmocka_unit_test(test_window),
     };
     return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -145,6 +145,8 @@ typedef struct reader {
     /* the window (see refill): p.t holds cap bytes, p.t[0] is byte base of the text */
     size_t cap, base;
     size_t lines_before, line_start; /* newlines before the window; where the line began */
+    size_t *nl;                      /* absolute offsets of the newlines in the window */
+    size_t nl_count, nl_cap;
     loupe__read_fn more;
     void *ctx;
     int eof, io_rc;
@@ -1146,6 +1148,21 @@ static int finish_model(reader *r, const loupe__jnode *meta, const loupe__jnode 
  * So memory holds one window (WINDOW bytes, or the largest value) and the model. */
 #define WINDOW ((size_t)4 << 20)
 
+/* Notes where the newlines of window bytes [from, to) are, before the parser decodes strings
+ * in place (a "\n" escape becomes a newline byte): errors and warnings give the line of the
+ * text as it was. */
+static int note_newlines(reader *r, size_t from, size_t to) {
+    const char *t = r->p.t;
+    for (const char *q = t + from, *end = t + to; (q = memchr(q, '\n', (size_t)(end - q))) != NULL;
+         q++) {
+        if (loupe__grow((void **)&r->nl, &r->nl_cap, r->nl_count + 1, sizeof(*r->nl)) != 0) {
+            return -1;
+        }
+        r->nl[r->nl_count++] = r->base + (size_t)(q - t);
+    }
+    return 0;
+}
+
 /* Drops the bytes before the cursor and reads more; eof once the source has nothing more. A
  * failure is kept in r->io_rc (and ends the input). */
 static void refill(reader *r) {
@@ -1154,10 +1171,16 @@ static void refill(reader *r) {
         return;
     }
     size_t keep = p->i;
-    for (const char *q = p->t, *end = p->t + keep; (q = memchr(q, '\n', (size_t)(end - q)));) {
-        r->lines_before++;
-        q++;
-        r->line_start = r->base + (size_t)(q - p->t);
+    /* the newlines before the cut leave the window */
+    size_t k = 0;
+    while (k < r->nl_count && r->nl[k] < r->base + keep) {
+        k++;
+    }
+    if (k > 0) {
+        r->lines_before += k;
+        r->line_start = r->nl[k - 1] + 1;
+        memmove(r->nl, r->nl + k, (r->nl_count - k) * sizeof(*r->nl));
+        r->nl_count -= k;
     }
     memmove(p->t, p->t + keep, p->n - keep);
     p->n -= keep;
@@ -1191,6 +1214,10 @@ static void refill(reader *r) {
         return;
     }
     r->eof = got == 0;
+    if (note_newlines(r, p->n, p->n + got) != 0) {
+        r->io_rc = oom(r);
+        r->eof = 1;
+    }
     p->n += got;
     p->t[p->n] = 0;
 }
@@ -1271,15 +1298,18 @@ static int parse_here(reader *r, uint32_t *root, size_t *start) {
 
 /* The absolute offset of window offset off, with its 1-based line and column. */
 static void where(const reader *r, size_t off, size_t *abs, size_t *line, size_t *col) {
-    size_t l = r->lines_before, start = r->line_start;
-    for (size_t i = 0; i < off && i < r->p.n; i++) {
-        if (r->p.t[i] == '\n') {
-            l++;
-            start = r->base + i + 1;
+    *abs = r->base + off;
+    size_t lo = 0, hi = r->nl_count; /* the newlines before abs */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->nl[mid] < *abs) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
-    *abs = r->base + off;
-    *line = l + 1;
+    size_t start = lo > 0 ? r->nl[lo - 1] + 1 : r->line_start;
+    *line = r->lines_before + lo + 1;
     *col = *abs - start + 1;
 }
 
@@ -1549,8 +1579,8 @@ int loupe__chrome_json_read_stream(const char *path, char *buf, size_t n, size_t
     r.more = more;
     r.ctx = ctx;
     r.eof = more == NULL;
-    int rc = 0;
-    r.mb = loupe__mb_new();
+    int rc = note_newlines(&r, 0, n) != 0 ? oom(&r) : 0;
+    r.mb = rc == 0 ? loupe__mb_new() : NULL;
     if (r.mb == NULL) {
         rc = oom(&r);
     } else {
@@ -1563,6 +1593,7 @@ int loupe__chrome_json_read_stream(const char *path, char *buf, size_t n, size_t
         free(r.copies[i]);
     }
     free(r.copies);
+    free(r.nl);
     reader_free(&r);
     if (rc != 0) {
         loupe__mb_abort(r.mb);
