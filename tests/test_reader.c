@@ -751,8 +751,8 @@ static void test_find(void **state) {
     snprintf(p, sizeof p, "%s/empty", g_dir);
     mkdir_p(p);
     assert_int_equal(loupe_trace_find(p, out, sizeof out), LOUPE_EIO);
-    assert_non_null(strstr(loupe_last_error(), "empty: no complete trace in it (*.pftrace, "
-                                               "*.xplane.pb, *.json, *.json.gz) and no "
+    assert_non_null(strstr(loupe_last_error(), "empty: no complete trace in it (*.xplane.pb, "
+                                               "*.pftrace, *.json, *.json.gz) and no "
                                                "plugins/profile/<run> directory"));
     /* newer runs without a complete trace (a failed capture; a kill during the write) are
      * skipped, and named */
@@ -769,17 +769,17 @@ static void test_find(void **state) {
     assert_string_equal(loupe_trace_find_skipped(),
                         "2027_01_02_00_00_00 (only .tmp files: a write that did not finish), "
                         "2027_01_01_00_00_00 (no trace file)");
-    /* the fastest complete file of a run: .pftrace, then .xplane.pb, then .trace.json.gz */
-    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00/host.xplane.pb", log);
-    tu_write_file(p, "x");
-    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00", log);
-    assert_int_equal(loupe_trace_find(p, out, sizeof out), 0);
-    assert_non_null(strstr(out, "00_00_00/host.xplane.pb"));
+    /* the fastest complete file of a run: .xplane.pb, then .pftrace, then .trace.json.gz */
     snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00/host.pftrace", log);
     tu_write_file(p, "x");
     snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00", log);
     assert_int_equal(loupe_trace_find(p, out, sizeof out), 0);
     assert_non_null(strstr(out, "00_00_00/host.pftrace"));
+    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00/host.xplane.pb", log);
+    tu_write_file(p, "x");
+    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00", log);
+    assert_int_equal(loupe_trace_find(p, out, sizeof out), 0);
+    assert_non_null(strstr(out, "00_00_00/host.xplane.pb"));
     /* no run holds one */
     snprintf(p, sizeof p, "%s/log2/plugins/profile/2027_01_01_00_00_00", g_dir);
     mkdir_p(p);

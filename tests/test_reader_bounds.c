@@ -424,12 +424,42 @@ static void test_window(void **state) {
     free(text);
 }
 
+/* `loupe summary` prints the warnings on stderr and in --json under "warnings". */
+static void test_summary_warnings(void **state) {
+    (void)state;
+    const char *p = path_in("sw.json");
+    tu_write_file(p, "[{\"ph\":\"X\",\"ts\":1,\"dur\":-1},{\"ph\":\"X\",\"ts\":2,\"dur\":1}");
+    char cmd[8300], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' summary '%s' 2>&1 >/dev/null", tu_cli(), p);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    char want[8400];
+    snprintf(want, sizeof want,
+             "loupe summary: warning: %s: the events array (line 1 column 1) is not closed: the "
+             "input ends after event 2; 2 events read\n"
+             "loupe summary: warning: %s: 1 X event with a negative dur skipped (the first: event "
+             "0)\n",
+             p, p);
+    assert_string_equal(out, want);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' summary --json '%s' 2>/dev/null", tu_cli(), p);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    json_error_t err;
+    json_t *j = json_loads(out, 0, &err);
+    assert_non_null(j);
+    json_t *w = json_object_get(j, "warnings");
+    assert_int_equal(json_array_size(w), 2);
+    assert_non_null(strstr(json_string_value(json_array_get(w, 1)), "negative dur skipped"));
+    json_decref(j);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_absurd_times), cmocka_unit_test(test_damage),
-        cmocka_unit_test(test_limits),       cmocka_unit_test(test_int64_round_trip),
-        cmocka_unit_test(test_writer_bound), cmocka_unit_test(test_truncated_protobuf),
-        cmocka_unit_test(test_many_threads), cmocka_unit_test(test_window),
+        cmocka_unit_test(test_absurd_times),     cmocka_unit_test(test_damage),
+        cmocka_unit_test(test_limits),           cmocka_unit_test(test_int64_round_trip),
+        cmocka_unit_test(test_writer_bound),     cmocka_unit_test(test_truncated_protobuf),
+        cmocka_unit_test(test_many_threads),     cmocka_unit_test(test_window),
+        cmocka_unit_test(test_summary_warnings),
     };
     return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -54,7 +54,7 @@ extern "C" {
 LOUPE_API int loupe_trace_read(const char *path, loupe_model **out);
 
 /** Resolves what `loupe summary PATH` accepts into one trace file: a trace file as is; a run
- * directory (its fastest complete trace: *.pftrace, else *.xplane.pb, else *.trace.json.gz, else
+ * directory (its fastest complete trace: *.xplane.pb, else *.pftrace, else *.trace.json.gz, else
  * one *.json / *.json.gz; never a *.tmp, which is a write that did not finish); a log_dir (the
  * newest run under plugins/profile, in natural order of names, that holds a complete trace; the
  * runs skipped on the way are named by loupe_trace_find_skipped()). Writes the file's path into

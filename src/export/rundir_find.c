@@ -128,8 +128,9 @@ static int put_path(char *buf, size_t size, const char *dir, const char *name) {
 }
 
 /* The trace to read in a run directory: of loupe's own files the one that reads fastest and
- * holds the whole model (a .pftrace, then an .xplane.pb: protobuf, no text to parse; then the
- * .trace.json.gz), else any *.json / *.json.gz (another tool's). A <file>.tmp is a write that did
+ * holds the whole model (an .xplane.pb, then a .pftrace: protobuf, no text to parse; on 3 M
+ * events 8.8 and 4.8 M events/s against 3.3 for the .trace.json.gz), else any *.json /
+ * *.json.gz (another tool's). A <file>.tmp is a write that did
  * not finish (rundir.c renames a file only once complete) and is never a candidate.
  * 1 when found, 0 when dir holds none (*tmp_out: how many .tmp files it holds), or an error. */
 static int trace_in_dir(const char *dir, char *buf, size_t size, size_t *tmp_out) {
@@ -143,8 +144,8 @@ static int trace_in_dir(const char *dir, char *buf, size_t size, size_t *tmp_out
     const loupe_format_desc *pf = loupe_format_by_file_format(LOUPE_FILE_PERFETTO_PROTO);
     const loupe_format_desc *xp = loupe_format_by_file_format(LOUPE_FILE_XPLANE);
     const loupe_format_desc *js = loupe_format_by_file_format(LOUPE_FILE_CHROME_JSON);
-    const char *const passes[][2] = {{pf->suffix, NULL},
-                                     {xp->suffix, NULL},
+    const char *const passes[][2] = {{xp->suffix, NULL},
+                                     {pf->suffix, NULL},
                                      {js->suffix, NULL},
                                      {js->suffixes[0], js->suffixes[1]}};
     const char *pick = NULL;
@@ -225,8 +226,8 @@ int loupe_trace_find(const char *path, char *buf, size_t size) {
             return loupe__err(LOUPE_EIO,
                               "%s: no complete trace in it (*%s, *%s, *%s, *%s%s) and no "
                               "plugins/profile/<run> directory",
-                              path, loupe_format_by_file_format(LOUPE_FILE_PERFETTO_PROTO)->suffix,
-                              loupe_format_by_file_format(LOUPE_FILE_XPLANE)->suffix,
+                              path, loupe_format_by_file_format(LOUPE_FILE_XPLANE)->suffix,
+                              loupe_format_by_file_format(LOUPE_FILE_PERFETTO_PROTO)->suffix,
                               loupe_format_by_file_format(LOUPE_FILE_CHROME_JSON)->suffixes[0],
                               loupe_format_by_file_format(LOUPE_FILE_CHROME_JSON)->suffixes[1],
                               tmp ? "; only .tmp files, left by a write that did not finish" : "");
