@@ -155,7 +155,8 @@ typedef struct reader {
 } reader;
 
 static int oom(reader *r) {
-    return loupe__err(LOUPE_ENOMEM, "out of memory reading %s", r->path);
+    return loupe__err(LOUPE_ENOMEM, "out of memory reading %s (at byte %zu, %zu threads)", r->path,
+                      r->base + r->p.i, r->m != NULL ? r->m->thread_count : 0);
 }
 
 static uint64_t hash_u64(uint64_t x) {
