@@ -346,6 +346,7 @@ static void test_many_threads(void **state) {
     text[o++] = ']';
     text[o] = 0;
     struct timespec a, b;
+    long before = peak_kib();
     clock_gettime(CLOCK_MONOTONIC, &a);
     loupe_model *m = read_ok("threads.json", text);
     clock_gettime(CLOCK_MONOTONIC, &b);
@@ -355,6 +356,11 @@ static void test_many_threads(void **state) {
     /* generous for a sanitizer build: the hash takes ~0.05 s, the scan took 7 s */
     if (s > 3.0) {
         fail_msg("1e5 threads took %.2f s", s);
+    }
+    /* ~40 MiB; 64 preallocated slices per thread made it 370 (generous for sanitizers) */
+    long grew = peak_kib() - before;
+    if (grew > 250 * 1024) {
+        fail_msg("1e5 threads took %ld MiB", grew / 1024);
     }
     loupe_model_free(m);
 }

@@ -289,7 +289,7 @@ size_t loupe__mb_slice(loupe__mb *mb, size_t t) {
     if (th->slice_count == *cap) {
         /* Doubling without zeroing: only the slots handed out become resident (the model of
          * a 20 M-event trace is then 28 bytes per event, not ~47). */
-        size_t nc = *cap ? *cap * 2 : 64;
+        size_t nc = *cap ? *cap * 2 : 4; /* small first: a trace may hold 1e5 threads */
         loupe_slice *n = realloc(th->slices, nc * sizeof(loupe_slice));
         if (n == NULL) {
             mb->failed = 1;
