@@ -518,6 +518,17 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
                                json_integer(loupe_cli_jint(m->unmatched_ends)));
     bad |= json_object_set_new(root, "truncated_zones",
                                json_integer(loupe_cli_jint(m->truncated_zones)));
+    /* what the reader dropped or repaired (loupe_model.warnings), and runs skipped on the way */
+    json_t *warns = json_array();
+    bad |= warns == NULL || json_object_set_new(root, "warnings", warns);
+    if (!bad && loupe_trace_find_skipped()[0] != 0) {
+        bad |= json_array_append_new(warns, json_sprintf("skipped runs without a complete trace: "
+                                                         "%s",
+                                                         loupe_trace_find_skipped()));
+    }
+    for (size_t i = 0; i < m->warning_count && !bad; i++) {
+        bad |= json_array_append_new(warns, loupe_cli_jstr(m->warnings[i]));
+    }
     if (!bad) {
         bad = json_dumpf(root, stdout, JSON_INDENT(2)) != 0;
         putchar('\n');
@@ -601,6 +612,13 @@ int loupe_cmd_summary(int argc, char **argv) {
     if (rc != 0) {
         fprintf(stderr, "loupe summary: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         return 1;
+    }
+    if (loupe_trace_find_skipped()[0] != 0) {
+        fprintf(stderr, "loupe summary: warning: skipped runs without a complete trace: %s\n",
+                loupe_trace_find_skipped());
+    }
+    for (size_t i = 0; i < m->warning_count; i++) {
+        fprintf(stderr, "loupe summary: warning: %s\n", m->warnings[i]);
     }
     row *rows;
     size_t nrows;

@@ -3,7 +3,7 @@
  * A row holds everything any part of loupe needs to know about a format: its names, the file names
  * it is written as and recognised by, its run-directory bit, gzip, the Content-Type the profiler
  * server sends, and its writer. The rows' order is the order a run directory is written in and
- * the order help texts list them in. The readers are chosen by content (import/detect.c), not by
+ * the order help texts list them in. The readers are chosen by content (import/read.c), not by
  * name; can_read says which formats they take. */
 #include "export/registry.h"
 
