@@ -2,8 +2,10 @@
  * that capture it with other tools (tests/grpc_*.sh): jax.collect_profile, XProf's capture
  * route, `loupe capture`.
  *
- *   server_probe HTTP_PORT GRPC_PORT   (0 / -1: free ports)
+ *   server_probe HTTP_PORT GRPC_PORT [LOG_DIR]   (0 / -1: free ports)
  *
+ * With LOG_DIR a local trace (loupe_start_trace) runs from the start, so captures meet a busy
+ * session.
  * Prints "ready http=<port> grpc=<port>" once both listen, then records zones until SIGTERM or
  * SIGINT: "zone <n>" (n = 0, 1, 2, ... zero-padded to 6 digits) lasting about 4 ms each, 1 ms
  * apart, so a capture window holds a run of consecutive numbers and a missing zone shows as a
@@ -28,8 +30,8 @@ static void sleep_ms(long ms) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: server_probe HTTP_PORT GRPC_PORT\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: server_probe HTTP_PORT GRPC_PORT [LOG_DIR]\n");
         return 2;
     }
     struct sigaction sa = {.sa_handler = on_signal};
@@ -38,6 +40,10 @@ int main(int argc, char **argv) {
     loupe_server_options o = {.port = atoi(argv[1]), .grpc_port = atoi(argv[2])};
     int rc = loupe_start_server_ex(&o);
     if (rc != 0) {
+        fprintf(stderr, "server_probe: %s: %s\n", loupe_strerror(rc), loupe_last_error());
+        return 1;
+    }
+    if (argc == 4 && (rc = loupe_start_trace(&(loupe_trace_options){.log_dir = argv[3]})) != 0) {
         fprintf(stderr, "server_probe: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         return 1;
     }
@@ -51,6 +57,9 @@ int main(int argc, char **argv) {
             sleep_ms(4);
         }
         sleep_ms(1);
+    }
+    if (argc == 4) {
+        (void)loupe_stop_trace(NULL);
     }
     rc = loupe_stop_server();
     if (rc != 0) {
