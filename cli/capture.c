@@ -708,7 +708,7 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
     for (size_t i = 0; i < n; i++) {
         if (!ts[i].done && !ts[i].permanent && ts[i].proto == PROTO_GRPC) {
             snprintf(ts[i].why, sizeof ts[i].why,
-                     "a gRPC server, and this build of loupe has no gRPC client "
+                     "a gRPC address, but this build of loupe has no gRPC client "
                      "(LOUPE_WITH_GRPC=OFF)");
             ts[i].permanent = 1;
             fprintf(stderr, "No trace event is collected from %s: %s\n", ts[i].addr, ts[i].why);
@@ -1170,8 +1170,10 @@ int loupe_cmd_capture(int argc, char **argv) {
                 made);
         rc = 1;
     } else if (ok == 0) { /* every server refused the request: a retry will not help */
-        fprintf(stderr, "loupe capture: No trace event is collected: the request was refused "
-                        "(not retried; see why below).\n");
+        fprintf(
+            stderr,
+            "loupe capture: No trace event is collected (not retried: a retry would fail the same "
+            "way; see why below).\n");
         rc = 1;
     }
     if (ok < n) {

@@ -9,6 +9,7 @@
                                                 grpcio calls (the messages encoded here by hand
                                                 from proto/profiler_service.proto's numbers)
   grpc_check.py busy ADDR LOG_DIR               Profile while a local trace runs
+  grpc_check.py stopping ADDR                  a Profile that the server's stop ends
   grpc_check.py jax_server PORT                 a JAX process with jax.profiler.start_server
   grpc_check.py merged FILE ADDR...             a merged Chrome JSON has one process per ADDR,
                                                 each with events, on overlapping time ranges
@@ -229,6 +230,15 @@ def busy(addr, log_dir):
                   "it was not disturbed)" % log_dir)
 
 
+def stopping(addr):
+    import grpc
+    ch = grpc.insecure_channel(addr)
+    print("started", flush=True)
+    expect_status("Profile during loupe_stop_server()",
+                  call(ch, "Profile", profile_request(20000, emit=True)), "UNAVAILABLE",
+                  "the profiler server is stopping; the capture was abandoned")
+
+
 def jax_server(port):
     import jax
     import jax.numpy as jnp
@@ -276,6 +286,8 @@ if __name__ == "__main__":
         service(args[0], args[1])
     elif cmd == "busy":
         busy(args[0], args[1])
+    elif cmd == "stopping":
+        stopping(args[0])
     elif cmd == "jax_server":
         jax_server(int(args[0]))
     elif cmd == "merged":

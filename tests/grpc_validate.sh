@@ -93,6 +93,27 @@ timeout 120 $check service "127.0.0.1:$pb" "$tmp/svc" 2>&1 | quiet || fail "serv
 start_probe c "$tmp/local"
 timeout 60 $check busy "127.0.0.1:$grpc_port" "$tmp/local" 2>&1 | quiet || fail "busy"
 
+# a stop during a capture answers it (UNAVAILABLE) and returns within its 2 s grace
+start_probe d
+pd_pid=${pids[-1]}
+timeout 60 $check stopping "127.0.0.1:$grpc_port" >"$tmp/stop.log" 2>&1 &
+st=$!
+for _ in $(seq 100); do grep -q started "$tmp/stop.log" && break; sleep 0.1; done
+sleep 0.5
+t0=$(date +%s%N)
+kill -TERM "$pd_pid"
+wait "$pd_pid" || fail "server_probe exited $? after SIGTERM: $(cat "$tmp/d.out")"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$ms" -lt 3000 ] || fail "loupe_stop_server took $ms ms during a gRPC capture"
+wait "$st" || { cat "$tmp/stop.log"; fail "the capture the stop ended"; }
+quiet <"$tmp/stop.log" | grep -v '^started$'
+echo "loupe_stop_server during a gRPC capture: returned after $ms ms"
+# a busy port is an error, also one that another gRPC server holds (no SO_REUSEPORT sharing)
+out=$("$probe" 0 "$pa" 2>&1)
+want="server_probe: I/O error: loupe_start_server (gRPC): cannot listen on 127.0.0.1 port $pa: Address already in use (errno 98); another process holds the port"
+[ "$out" = "$want" ] || fail "a busy gRPC port: got '$out', want '$want'"
+echo "grpc_port $pa (in use): $out"
+
 # 4. loupe capture against jax.profiler.start_server, alone and merged with a loupe process
 jp=$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 timeout 240 $py "$src/tests/grpc_check.py" jax_server "$jp" >"$tmp/jax.out" 2>&1 &
@@ -104,6 +125,10 @@ timeout 120 "$loupe" capture "grpc://127.0.0.1:$jp" --duration-ms 500 --log-dir 
 f=$(ls "$tmp"/lj/plugins/profile/*/127.0.0.1_"$jp".xplane.pb 2>/dev/null)
 [ -n "$f" ] || fail "loupe capture against jax: no 127.0.0.1_$jp.xplane.pb"
 grep -q jax_step <("$loupe" summary "$f" 2>&1) || fail "loupe summary of the jax capture has no jax_step"
+out=$("$probe" 0 "$jp" 2>&1) # jax's server sets SO_REUSEPORT; loupe's does not share
+want="server_probe: I/O error: loupe_start_server (gRPC): cannot listen on 127.0.0.1 port $jp: Address already in use (errno 98); another process holds the port"
+[ "$out" = "$want" ] || fail "jax's gRPC port: got '$out', want '$want'"
+echo "grpc_port $jp (jax.profiler.start_server's): refused"
 echo "loupe capture grpc://127.0.0.1:$jp (jax.profiler.start_server): $(basename "$f") with jax_step"
 # no scheme: HTTP first, then gRPC; a loupe process over gRPC beside it; --merge
 timeout 120 "$loupe" capture "127.0.0.1:$jp,127.0.0.1:$pa" --duration-ms 500 --log-dir "$tmp/lm" \

@@ -23,6 +23,7 @@
 #include "server/grpc.h"
 #include "base/error.h"
 #include "base/fs.h"
+#include "base/net.h"
 #include "export/registry.h"
 #include "export/writers.h"
 #include "server/server_internal.h"
@@ -46,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define STOP_GRACE_MS 2000
 #define REQUEST_MAX (1 << 20) /* a ProfileRequest is a few hundred bytes */
@@ -592,6 +594,17 @@ int loupe__grpc_start(const char *address, int port, const char *tok, uint32_t l
     }
     if (port == LOUPE_SERVER_GRPC_OFF) {
         return 0;
+    }
+    if (port > 0) {
+        /* Bind the port once ourselves: a busy port then fails with its errno in the detail,
+         * which gRPC's add_http2_port would only log to stderr. (It is bound again just after;
+         * a race with another process in between still fails, with the message below.) */
+        int fd, p;
+        int r = loupe__listen_socket(address, port, 1, &fd, &p, "loupe_start_server (gRPC)");
+        if (r != 0) {
+            return r;
+        }
+        close(fd);
     }
     snprintf(token, sizeof token, "%s", tok ? tok : "");
     max_ms = limit_ms;
