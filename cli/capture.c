@@ -717,7 +717,8 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
 #endif
     for (size_t i = 0; i < n; i++) {
         target *t = &ts[i];
-        if (t->done || t->permanent || t->proto == PROTO_GRPC) {
+        /* proto first: a gRPC target's other fields belong to the gRPC thread until the join */
+        if (t->proto == PROTO_GRPC || t->done || t->permanent) {
             continue;
         }
         snprintf(url, sizeof url,
