@@ -80,9 +80,9 @@ LOUPE_API int loupe_start_server(int port);
  * numeric, a token over 255 bytes), LOUPE_EUNSUPPORTED (a grpc_port in a build without the gRPC
  * service), LOUPE_ESERVER_RUNNING (a server runs: the detail names its address and
  * port), LOUPE_EIO (a socket cannot be made or bound, e.g. the port is in use: the detail names
- * the address, port and errno (gRPC reports no errno: its detail says which port); or a server
- * thread cannot start), LOUPE_ENOMEM.
- * On error nothing changes. Thread-safety: any thread; start and stop calls are serialised. */
+ * the address, port and errno, for the gRPC port too ("loupe_start_server (gRPC): ..."); or a
+ * server thread cannot start), LOUPE_ENOMEM. On error nothing changes. Thread-safety: any thread;
+ * start and stop calls are serialised. */
 LOUPE_API int loupe_start_server_ex(const loupe_server_options *options);
 
 /** Stops the server: stops accepting, ends a capture in progress (its client gets 503, or gRPC
