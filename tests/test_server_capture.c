@@ -107,8 +107,8 @@ static void test_input_errors(void **state) {
     expect("127.0.0.1:9", 2, "--duration-ms is required");
     expect("127.0.0.1:9 --duration-ms 10 --format svg", 2,
            "--format: \"svg\" is not json, xplane or perfetto");
-    expect("127.0.0.1:9 --duration-ms 10 --merge --format xplane", 2,
-           "--merge needs --format json");
+    expect("127.0.0.1:9 --duration-ms 10 --max-mb 0", 2,
+           "--max-mb: \"0\" is not a number of MiB from 1 to 1048576");
 }
 
 /* The last line of out. */

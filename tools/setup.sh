@@ -4,7 +4,7 @@
 # Called by tools/main.sh and tools/test.sh; safe to run again.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libelf-dev libcmocka-dev
-      libmicrohttpd-dev libcurl4-openssl-dev
+      libmicrohttpd-dev libcurl4-openssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
       python3 python3-venv clang clang-format liblttng-ust-dev lttng-tools uftrace strace
       protobuf-compiler)
 missing=()

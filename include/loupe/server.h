@@ -1,5 +1,6 @@
-/* loupe/server.h: the profiler server (capture the next N ms of a running process over HTTP) and
- * the Perfetto link (hand a trace file to ui.perfetto.dev). Protocol: docs/server.md.
+/* loupe/server.h: the profiler server (capture the next N ms of a running process over HTTP, and
+ * over gRPC as jax.profiler.start_server() does) and the Perfetto link (hand a trace file to
+ * ui.perfetto.dev). Protocols: docs/server.md.
  *
  * Server state machine (one server per process):
  *
@@ -11,7 +12,8 @@
  *
  * The server lives until loupe_stop_server() (or the process ends): there is no handle to lose.
  * It answers on its own threads (libmicrohttpd, one thread per connection, at most 64
- * connections); the traced program's threads never wait on it. A capture runs a session of its
+ * connections; the gRPC service, when asked for, on one thread of its own); the traced program's
+ * threads never wait on it. A capture runs a session of its
  * own (the same one loupe_start_trace() runs): while a local trace runs a capture gets 409 and the
  * local trace is not disturbed; while a capture runs, loupe_start_trace() returns
  * LOUPE_EALREADY_STARTED and loupe_stop_trace() LOUPE_ENOT_STARTED (the capture ends by itself).
@@ -33,9 +35,22 @@ extern "C" {
 /** The longest capture a server allows by default: 60 000 ms. */
 #define LOUPE_SERVER_DEFAULT_MAX_DURATION_MS 60000u
 
-/** Options of loupe_start_server_ex(). Zero-initialise, then set what you need. */
+/** loupe_server_options.grpc_port: no gRPC service (the zero default). */
+#define LOUPE_SERVER_GRPC_OFF 0
+/** loupe_server_options.grpc_port: the gRPC service on a free port (loupe_server_grpc_port()). */
+#define LOUPE_SERVER_GRPC_ANY_PORT (-1)
+
+/** Options of loupe_start_server_ex(). Zero-initialise, then set what you need.
+ *
+ * Two ports, two protocols, one server: `port` serves loupe's HTTP API (GET /v1/status,
+ * /v1/profile: curl, `loupe capture`), `grpc_port` the gRPC `tensorflow.ProfilerService` that
+ * jax.profiler.start_server(port) serves (jax.collect_profile, XProf's "Capture Profile",
+ * `loupe capture grpc://`). They are separate ports because each protocol owns its listening
+ * socket (libmicrohttpd, gRPC's C core): one port for both would mean sniffing each connection's
+ * first bytes before either library sees it, and a client that sends nothing would hold that
+ * sniffing. loupe_start_server(port) stays HTTP only, as it always was. */
 typedef struct loupe_server_options {
-    /** TCP port, 0..65535; 0 picks a free port (loupe_server_port() reports it). */
+    /** HTTP port, 0..65535; 0 picks a free port (loupe_server_port() reports it). */
     int port;
     /** Numeric IPv4 or IPv6 address to listen on; NULL = "127.0.0.1" (loopback only).
      * "0.0.0.0" listens on every interface: set a token then. Copied. */
@@ -46,21 +61,32 @@ typedef struct loupe_server_options {
     /** The longest capture allowed, in ms; 0 = LOUPE_SERVER_DEFAULT_MAX_DURATION_MS. A request
      * for more gets 400. */
     uint32_t max_duration_ms;
+    /** The gRPC ProfilerService's port, on the same bind_address: LOUPE_SERVER_GRPC_OFF (0, the
+     * default) serves none, 1..65535 that port, LOUPE_SERVER_GRPC_ANY_PORT (-1) a free one.
+     * Its Profile writes <repository_root>/<session_id>/<host_name>.xplane.pb on this machine
+     * (as jax's server does), or returns the XSpace when the request sets emit_xspace. With a
+     * token, calls need the metadata `authorization: Bearer <token>` (jax's clients cannot send
+     * it). max_duration_ms applies. Needs a build with the gRPC service (LOUPE_WITH_GRPC). */
+    int grpc_port;
 } loupe_server_options;
 
 /** Starts the profiler server on 127.0.0.1:port (port 0: a free port).
  * Same as loupe_start_server_ex() with only the port set. */
 LOUPE_API int loupe_start_server(int port);
 
-/** Starts the profiler server. Returns once it listens (0) or failed.
- * Errors: LOUPE_EINVALID (NULL options, port out of range, an address that is not numeric, a
- * token over 255 bytes), LOUPE_ESERVER_RUNNING (a server runs: the detail names its address and
- * port), LOUPE_EIO (the socket cannot be made or bound, e.g. the port is in use: the detail names
- * the address, port and errno; or the server thread cannot start), LOUPE_ENOMEM.
- * On error nothing changes. Thread-safety: any thread; start and stop calls are serialised. */
+/** Starts the profiler server: HTTP on options->port and, when options->grpc_port asks for it,
+ * gRPC beside it. Returns once both listen (0) or failed.
+ * Errors: LOUPE_EINVALID (NULL options, port or grpc_port out of range, an address that is not
+ * numeric, a token over 255 bytes), LOUPE_EUNSUPPORTED (a grpc_port in a build without the gRPC
+ * service), LOUPE_ESERVER_RUNNING (a server runs: the detail names its address and
+ * port), LOUPE_EIO (a socket cannot be made or bound, e.g. the port is in use: the detail names
+ * the address, port and errno, for the gRPC port too ("loupe_start_server (gRPC): ..."); or a
+ * server thread cannot start), LOUPE_ENOMEM. On error nothing changes. Thread-safety: any thread;
+ * start and stop calls are serialised. */
 LOUPE_API int loupe_start_server_ex(const loupe_server_options *options);
 
-/** Stops the server: stops accepting, ends a capture in progress (its client gets 503), gives
+/** Stops the server: stops accepting, ends a capture in progress (its client gets 503, or gRPC
+ * UNAVAILABLE), gives
  * the requests in flight up to 2 s to finish sending, closes the rest, waits for the server's
  * threads, and frees everything. After it, a start works again (also on the same port).
  * Errors: LOUPE_ENO_SERVER (STOPPED). Thread-safety: any thread. Blocks for about 2 s at most. */
@@ -69,6 +95,11 @@ LOUPE_API int loupe_stop_server(void);
 /** The port the running server listens on (the chosen one after a start with port 0), or 0 when
  * no server runs. Thread-safety: any thread. */
 LOUPE_API int loupe_server_port(void);
+
+/** The port the running server's gRPC service listens on (the chosen one after
+ * LOUPE_SERVER_GRPC_ANY_PORT), or 0 when no server or no gRPC service runs.
+ * Thread-safety: any thread. */
+LOUPE_API int loupe_server_grpc_port(void);
 
 /** The port Perfetto's UI may fetch a trace from (its content security policy allows
  * http://127.0.0.1:9001 only: the trace_processor RPC port). */

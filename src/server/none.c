@@ -32,6 +32,10 @@ int loupe_server_port(void) {
     return 0;
 }
 
+int loupe_server_grpc_port(void) {
+    return 0;
+}
+
 int loupe_serve_perfetto_link(const char *path, const loupe_link_options *options) {
     (void)path;
     (void)options;

@@ -21,6 +21,7 @@
 #include "base/fs.h"
 #include "export/registry.h"
 #include "export/writers.h"
+#include "server/grpc.h"
 #include "server/query.h"
 #include "server/server_internal.h"
 #include "base/net.h"
@@ -487,6 +488,16 @@ int loupe_start_server_ex(const loupe_server_options *o) {
     srv_max_ms = o->max_duration_ms ? o->max_duration_ms : LOUPE_SERVER_DEFAULT_MAX_DURATION_MS;
     cfg_port = port;
     stopping = 0;
+    /* The gRPC service beside (grpc.h): started first, so that a failure of either leaves
+     * nothing running. */
+    int gport;
+    r = loupe__grpc_start(addr, o->grpc_port, srv_token, srv_max_ms, &gport);
+    if (r != 0) {
+        close(fd);
+        srv_token[0] = 0;
+        pthread_mutex_unlock(&srv_lock);
+        return r;
+    }
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
             MHD_USE_ITC,
@@ -495,6 +506,8 @@ int loupe_start_server_ex(const loupe_server_options *o) {
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_END);
     if (d == NULL) {
+        loupe__grpc_stop_begin();
+        loupe__grpc_stop_end();
         close(fd);
         srv_token[0] = 0;
         pthread_mutex_unlock(&srv_lock);
@@ -521,6 +534,7 @@ int loupe_stop_server(void) {
     /* No new connections; captures wake up and answer 503; the requests in flight get up to
      * STOP_GRACE_MS to finish sending before the remaining connections are cut. */
     MHD_socket lfd = MHD_quiesce_daemon(daemon_);
+    loupe__grpc_stop_begin(); /* gRPC's grace runs beside HTTP's */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += STOP_GRACE_MS / 1000;
@@ -534,6 +548,7 @@ int loupe_stop_server(void) {
     }
     pthread_mutex_unlock(&wait_lock);
     MHD_stop_daemon(daemon_); /* joins every connection thread */
+    loupe__grpc_stop_end();
     if (lfd != MHD_INVALID_SOCKET) {
         close(lfd); /* quiesced: the socket is ours to close */
     }

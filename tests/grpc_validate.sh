@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# grpc_validate.sh BUILD_DIR SOURCE_DIR: loupe's gRPC ProfilerService and `loupe capture`'s gRPC
+# client against the real tools (tests/grpc_check.py does the Python side):
+#   1. python -m jax.collect_profile PORT 500 --log_dir D --no_perfetto_link against a loupe
+#      process (tests/probes/server_probe): exit 0, D holds <host>_<port>.xplane.pb, xprof
+#      converts it and every zone of the window is there (consecutive numbers, none missing);
+#   2. XProf's capture handler (ProfilePlugin.capture_route_impl, in-process) against one loupe
+#      process, then against two (service_addr "A,B"): one run with one file per process;
+#   3. the service's gRPC statuses (grpc_check.py service) and a Profile during a local trace;
+#   4. `loupe capture` against jax.profiler.start_server, and `loupe capture JAX,LOUPE --merge`:
+#      one run directory with a file per process and a merged trace with both processes.
+# jax binds every interface: the whole test runs in a network namespace of its own
+# (unshare -n, loopback only) when it may make one; otherwise every server it starts is given
+# 127.0.0.1 and the jax one runs bounded in time. The venv: tests/probes/xprof_venv.sh (the one
+# tests/xprof_validate.sh uses). Exit 77 only when pip cannot install xprof and jax.
+set -uo pipefail
+build=$1
+src=$2
+name=grpc_validate
+if [ ! -x "$build/tests/server_probe" ] || ! grep -q '^LOUPE_WITH_GRPC:BOOL=ON' "$build/CMakeCache.txt"; then
+  echo "$name: SKIPPED: this build has no gRPC service (LOUPE_WITH_GRPC=OFF)"
+  exit 77
+fi
+if [ -z "${LOUPE_GRPC_NETNS:-}" ]; then
+  . "$src/tests/probes/xprof_venv.sh" # pip needs the network: before the namespace
+  if unshare -n true 2>/dev/null; then
+    LOUPE_GRPC_NETNS=1 LOUPE_XPROF_VENV=$venv exec timeout 300 unshare -n bash "$0" "$@"
+  fi
+  echo "$name: no network namespace (unshare -n); every server stays on 127.0.0.1"
+else
+  ip link set lo up
+  py=$LOUPE_XPROF_VENV/bin/python
+fi
+check="$py $src/tests/grpc_check.py"
+probe=$build/tests/server_probe
+loupe=$build/loupe
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/loupe-grpc.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+  echo "$name: FAIL: $*"
+  exit 1
+}
+# start_probe NAME [LOG_DIR]: a loupe process; sets $grpc_port
+start_probe() {
+  "$probe" 0 -1 ${2:+"$2"} >"$tmp/$1.out" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do grep -q ready "$tmp/$1.out" && break; sleep 0.1; done
+  grpc_port=$(sed -n 's/^ready http=[0-9]* grpc=\([0-9]*\)$/\1/p' "$tmp/$1.out")
+  [ -n "$grpc_port" ] || fail "server_probe did not start: $(cat "$tmp/$1.out")"
+}
+# quiet: the consumers log to stderr (absl); keep the lines that matter
+quiet() { grep -vE '^([IWE][0-9]{4} |WARNING: All log messages)'; }
+
+start_probe a
+pa=$grpc_port
+start_probe b
+pb=$grpc_port
+
+# 1. jax.collect_profile
+timeout 120 $py -m jax.collect_profile "$pa" 500 --log_dir "$tmp/jc" --no_perfetto_link \
+  >"$tmp/jc.log" 2>&1 || { cat "$tmp/jc.log"; fail "jax.collect_profile exited $?"; }
+f=$(ls "$tmp"/jc/plugins/profile/*/127.0.0.1_"$pa".xplane.pb 2>/dev/null)
+[ -n "$f" ] || { cat "$tmp/jc.log"; ls -R "$tmp/jc"; fail "collect_profile left no 127.0.0.1_$pa.xplane.pb"; }
+echo "jax.collect_profile $pa 500: exit 0, $(basename "$f")"
+timeout 120 $check zones "$f" 40 2>&1 | quiet || fail "zones of the collect_profile capture"
+
+# 2. XProf's capture handler: one process, then two
+timeout 120 $check capture_route "$tmp/x1" "127.0.0.1:$pa" 500 2>&1 | quiet || fail "capture_route, one host"
+runs=$(ls "$tmp/x1/plugins/profile" | wc -l)
+[ "$runs" = 1 ] || fail "capture_route, one host: $runs runs"
+timeout 120 $check zones "$(ls "$tmp"/x1/plugins/profile/*/127.0.0.1_"$pa".xplane.pb)" 40 2>&1 | quiet ||
+  fail "zones of the capture_route capture"
+timeout 120 $check capture_route "$tmp/x2" "127.0.0.1:$pa,127.0.0.1:$pb" 500 2>&1 | quiet ||
+  fail "capture_route, two hosts"
+run=$(ls -d "$tmp"/x2/plugins/profile/*)
+[ "$(echo "$run" | wc -l)" = 1 ] || fail "capture_route, two hosts: runs $run"
+got=$(cd "$run" && ls *.xplane.pb | sort | tr '\n' ' ')
+want=$(printf '%s\n' "127.0.0.1_$pa.xplane.pb" "127.0.0.1_$pb.xplane.pb" | sort | tr '\n' ' ')
+[ "$got" = "$want" ] || fail "capture_route, two hosts: files '$got', want '$want'"
+echo "xprof capture_route two hosts: one run with $got"
+for x in "$run"/*.xplane.pb; do
+  timeout 120 $check zones "$x" 40 2>&1 | quiet || fail "zones of $x"
+done
+
+# 3. the service's statuses; a capture during a local trace
+timeout 120 $check service "127.0.0.1:$pb" "$tmp/svc" 2>&1 | quiet || fail "service statuses"
+start_probe c "$tmp/local"
+timeout 60 $check busy "127.0.0.1:$grpc_port" "$tmp/local" 2>&1 | quiet || fail "busy"
+
+# a stop during a capture answers it (UNAVAILABLE) and returns within its 2 s grace
+start_probe d
+pd_pid=${pids[-1]}
+timeout 60 $check stopping "127.0.0.1:$grpc_port" >"$tmp/stop.log" 2>&1 &
+st=$!
+for _ in $(seq 100); do grep -q started "$tmp/stop.log" && break; sleep 0.1; done
+sleep 0.5
+t0=$(date +%s%N)
+kill -TERM "$pd_pid"
+wait "$pd_pid" || fail "server_probe exited $? after SIGTERM: $(cat "$tmp/d.out")"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$ms" -lt 3000 ] || fail "loupe_stop_server took $ms ms during a gRPC capture"
+wait "$st" || { cat "$tmp/stop.log"; fail "the capture the stop ended"; }
+quiet <"$tmp/stop.log" | grep -v '^started$'
+echo "loupe_stop_server during a gRPC capture: returned after $ms ms"
+# a busy port is an error, also one that another gRPC server holds (no SO_REUSEPORT sharing)
+out=$("$probe" 0 "$pa" 2>&1)
+want="server_probe: I/O error: loupe_start_server (gRPC): cannot listen on 127.0.0.1 port $pa: Address already in use (errno 98); another process holds the port"
+[ "$out" = "$want" ] || fail "a busy gRPC port: got '$out', want '$want'"
+echo "grpc_port $pa (in use): $out"
+
+# 4. loupe capture against jax.profiler.start_server, alone and merged with a loupe process
+jp=$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+timeout 240 $py "$src/tests/grpc_check.py" jax_server "$jp" >"$tmp/jax.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do grep -q ready "$tmp/jax.out" && break; sleep 0.1; done
+grep -q ready "$tmp/jax.out" || { cat "$tmp/jax.out"; fail "the JAX server did not start"; }
+timeout 120 "$loupe" capture "grpc://127.0.0.1:$jp" --duration-ms 500 --log-dir "$tmp/lj" \
+  >"$tmp/lj.out" 2>&1 || { cat "$tmp/lj.out"; fail "loupe capture grpc:// against jax"; }
+f=$(ls "$tmp"/lj/plugins/profile/*/127.0.0.1_"$jp".xplane.pb 2>/dev/null)
+[ -n "$f" ] || fail "loupe capture against jax: no 127.0.0.1_$jp.xplane.pb"
+grep -q jax_step <("$loupe" summary "$f" 2>&1) || fail "loupe summary of the jax capture has no jax_step"
+out=$("$probe" 0 "$jp" 2>&1) # jax's server sets SO_REUSEPORT; loupe's does not share
+want="server_probe: I/O error: loupe_start_server (gRPC): cannot listen on 127.0.0.1 port $jp: Address already in use (errno 98); another process holds the port"
+[ "$out" = "$want" ] || fail "jax's gRPC port: got '$out', want '$want'"
+echo "grpc_port $jp (jax.profiler.start_server's): refused"
+echo "loupe capture grpc://127.0.0.1:$jp (jax.profiler.start_server): $(basename "$f") with jax_step"
+# no scheme: HTTP first, then gRPC; a loupe process over gRPC beside it; --merge
+timeout 120 "$loupe" capture "127.0.0.1:$jp,127.0.0.1:$pa" --duration-ms 500 --log-dir "$tmp/lm" \
+  --merge >"$tmp/lm.out" 2>&1 || { cat "$tmp/lm.out"; fail "loupe capture JAX,LOUPE --merge"; }
+grep -q "127.0.0.1:$jp: not an HTTP/1.1 server (Received HTTP/0.9 when not allowed); capturing over gRPC" \
+  "$tmp/lm.out" || { cat "$tmp/lm.out"; fail "no auto-detection message"; }
+run=$(tail -1 "$tmp/lm.out")
+got=$(cd "$run" && ls | sort | tr '\n' ' ')
+want=$(printf '%s\n' "127.0.0.1_$jp.xplane.pb" "127.0.0.1_$pa.xplane.pb" perfetto_trace.json.gz |
+  sort | tr '\n' ' ')
+[ "$got" = "$want" ] || fail "loupe capture --merge: files '$got', want '$want'"
+timeout 60 $check merged "$run/perfetto_trace.json.gz" "127.0.0.1:$jp" "127.0.0.1:$pa" 2>&1 | quiet ||
+  fail "merged trace"
+echo "$name: OK"
