@@ -1013,20 +1013,38 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
  * hostnames (4), length-delimited, and the first plane's fields (in its first 4 KiB) are XPlane's
  * (1..6) with their wire types. JSON starts with '{', '[', whitespace or a BOM; a Perfetto trace
  * has TracePacket fields (timestamp 8, trusted_packet_sequence_id 10, ...) in its first field 1. */
+/* A varint at b[*i..n); -1 when cut or overlong. */
+static int sniff_varint(const unsigned char *b, size_t n, size_t *i, uint64_t *v) {
+    *v = 0;
+    for (unsigned shift = 0; shift < 64 && *i < n; shift += 7) {
+        unsigned char c = b[(*i)++];
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int loupe__xplane_sniff(const char *buf, size_t n) {
     rd r = {"sniff", (const unsigned char *)buf, 0, 1};
-    span s = {(const unsigned char *)buf, n, 0};
-    field f;
-    if (next(&r, &s, &f) != 1 || f.wt != 2 || f.num > 4) {
+    /* The first field's header by hand: a plane is often longer than the bytes sniffed (jax's
+     * first plane holds every event), so its body is looked at as far as it was read. */
+    const unsigned char *b = (const unsigned char *)buf;
+    size_t i = 0;
+    uint64_t tag, len;
+    if (sniff_varint(b, n, &i, &tag) != 0 || (tag & 7) != 2 || (tag >> 3) == 0 || (tag >> 3) > 4 ||
+        sniff_varint(b, n, &i, &len) != 0) {
         return 0;
     }
-    if (f.num != 1) {
-        return 1;
+    if ((tag >> 3) != 1) {
+        return len <= n - i || n >= 4096; /* hostnames or tables: whole, or cut by the sniff */
     }
     static const unsigned char plane_wt[7] = {9, 0, 2, 2, 2, 2, 2};
-    span p = f.sub;
-    int cut = p.n > 4096;
-    p.n = cut ? 4096 : p.n;
+    size_t avail = n - i;
+    int cut = len > 4096 || len > avail;
+    span p = {b + i, (size_t)(len < avail ? len : avail), 0};
+    p.n = p.n > 4096 ? 4096 : p.n;
     int fields = 0;
     for (;;) {
         field g;
