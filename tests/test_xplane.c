@@ -211,12 +211,41 @@ static void test_protoc_decode(void **state) {
     assert_int_equal(trains, 1);
     assert_non_null(strstr(host, "event_metadata {\n    key: 1\n    value {\n      id: 1\n      "
                                  "name: \"train\"\n"));
-    /* the main thread's line: tid, name, relative timestamp, the step event with step_num */
+    /* the main thread's line: tid, name, relative timestamp, the step event with step_num and
+     * XProf's root marker _r = 1 (stat metadata 2) */
     assert_non_null(
         strstr(out, "lines {\n    id: 100\n    name: \"main\"\n    timestamp_ns: 1000\n"));
     assert_non_null(strstr(out, "events {\n      metadata_id: 1\n      offset_ps: 0\n      "
                                 "duration_ps: 5000000000\n      stats {\n        metadata_id: 1\n"
-                                "        int64_value: 3\n      }\n    }\n"));
+                                "        int64_value: 3\n      }\n      stats {\n        "
+                                "metadata_id: 2\n        int64_value: 1\n      }\n    }\n"));
+    assert_non_null(strstr(host, "stat_metadata {\n    key: 2\n    value {\n      id: 2\n      "
+                                 "name: \"_r\"\n"));
+    /* flows 9 and 10 leave the hostile child: _pt 0 (stat 12) once, then _p (13) per flow; the
+     * truncated "train" on the other thread takes flow 9 in: _ct 0 (17), _c 9 (18) */
+    assert_non_null(strstr(host, "name: \"_pt\"\n    }\n  }\n  stat_metadata {\n    key: 13\n"
+                                 "    value {\n      id: 13\n      name: \"_p\"\n"));
+    assert_non_null(strstr(out, "      stats {\n        metadata_id: 12\n        int64_value: 0\n"
+                                "      }\n      stats {\n        metadata_id: 13\n        "
+                                "uint64_value: 9\n      }\n      stats {\n        metadata_id: "
+                                "13\n        uint64_value: 10\n      }\n    }\n"));
+    assert_non_null(strstr(out, "      stats {\n        metadata_id: 17\n        int64_value: 0\n"
+                                "      }\n      stats {\n        metadata_id: 18\n        "
+                                "uint64_value: 9\n      }\n    }\n"));
+    assert_null(strstr(out, "loupe_flow_"));
+    /* every line named: the unnamed GPU track too, marked so the reader unnames it */
+    assert_non_null(strstr(out, "lines {\n    id: 100\n    name: \"track 100\"\n"));
+    assert_non_null(strstr(gpu0, "name: \"loupe_thread_100_unnamed\""));
+    /* /host:metadata as jax writes it (versions, process_id), and Task Environment's
+     * profile_options: a ProfileOptions with version 1 */
+    assert_non_null(strstr(out, "  name: \"/host:metadata\"\n  stat_metadata {\n    key: 1\n    "
+                                "value {\n      id: 1\n      name: \"loupe_version\"\n"));
+    assert_non_null(strstr(out,
+                           "  stats {\n    metadata_id: 1\n    str_value: \"" LOUPE_VERSION_STRING
+                           "\"\n  }\n  stats {\n    metadata_id: 2\n    int64_value: "
+                           "4242\n  }\n}\n"));
+    assert_non_null(strstr(out, "      name: \"profile_options\"\n"));
+    assert_non_null(strstr(out, "    metadata_id: 3\n    bytes_value: \"(\\001\"\n"));
     assert_non_null(strstr(out, "uint64_value: 18446744073709551615"));
     assert_non_null(strstr(out, "int64_value: -7"));
     assert_non_null(strstr(out, "double_value: 0.1"));
@@ -459,6 +488,8 @@ static void test_jax_file(void **state) {
                 continue;
             }
             trains++;
+            /* a step: its step_num, without jax's root marker _r (the writer adds it back) */
+            assert_int_equal(s->arg_count, 1);
             for (uint32_t a = 0; a < s->arg_count; a++) {
                 if (strcmp(s->args[a].key, "step_num") == 0) {
                     steps += s->args[a].v.i + 1;
@@ -470,14 +501,104 @@ static void test_jax_file(void **state) {
     assert_int_equal(trains, 3);
     assert_int_equal(steps, 1 + 2 + 3);         /* step_num 0, 1, 2 */
     assert_int_equal(m->duration_ns, 80766665); /* first event start to last event end */
+    /* jax's producer/consumer stats as flows: 17 producers, 15 consumers, 15 pairs (each
+     * consumer with its producer; counted from the file with jax's ProfileData); the first:
+     * the python thread's ThreadpoolListener::Record (_pt 15, _p 1) to the compiler pool's
+     * StartRegion (_ct 15, _c 1), 18127 ns later; type 15 in the id's top byte */
+    assert_int_equal(m->flow_count, 15);
+    const loupe_flow *f1 = NULL;
+    for (size_t i = 0; i < m->flow_count; i++) {
+        f1 = m->flows[i].id == (1ull ^ (15ull << 56)) ? &m->flows[i] : f1;
+    }
+    assert_non_null(f1);
+    const loupe_model_thread *ft = &m->threads[f1->from_thread], *tt = &m->threads[f1->to_thread];
+    assert_string_equal(ft->name, "python");
+    assert_string_equal(tt->name, "tf_PjRtCompilerThreadPool/-6173318116384337041");
+    assert_string_equal(ft->slices[f1->from_slice].name, "ThreadpoolListener::Record");
+    assert_string_equal(tt->slices[f1->to_slice].name, "ThreadpoolListener::StartRegion");
+    assert_int_equal(tt->slices[f1->to_slice].start_ns - ft->slices[f1->from_slice].start_ns,
+                     18127);
+    for (size_t t = 0; t < m->thread_count; t++) {
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            const loupe_slice *s = &m->threads[t].slices[i];
+            for (uint32_t a = 0; a < s->arg_count; a++) {
+                assert_true(strcmp(s->args[a].key, "_p") != 0 && strcmp(s->args[a].key, "_c") != 0);
+            }
+        }
+    }
+    /* written again by loupe: the same steps and flows come back */
+    size_t n = 0;
+    char *bytes = to_mem(m, &n);
+    loupe_model *r = NULL;
+    assert_int_equal(read_bytes(bytes, n, &r), 0);
+    assert_int_equal(r->flow_count, 15);
+    size_t steps2 = 0;
+    for (size_t t = 0; t < r->thread_count; t++) {
+        for (size_t i = 0; i < r->threads[t].slice_count; i++) {
+            const loupe_slice *s = &r->threads[t].slices[i];
+            steps2 += strcmp(s->name, "train") == 0 && s->arg_count == 1 &&
+                      strcmp(s->args[0].key, "step_num") == 0;
+        }
+    }
+    assert_int_equal(steps2, 3);
+    loupe_model_free(r);
+    free(bytes);
     loupe_model_free(m);
 }
 
 /* ---- LOUPE_XPLANE_DUMP=DIR: files for tests/xprof_validate.sh ----
- * For each case (the hand-built model, a recorded session with two threads): <case>.xplane.pb
- * and <case>.expect.json, what XProf and jax must show: {"tracks": [{"plane", "tid", "name",
- * "slices": [[name, start_ns, dur_ns]], "instants": [[name, ts_ns]]}], "counters": [[name, ts_ns,
- * value]]}. */
+ * For each case (the hand-built model, a recorded session with two threads, 3 steps of 10, 20
+ * and 30 ms with flows to a worker): <case>.xplane.pb and <case>.expect.json, what XProf and jax
+ * must show: {"tracks": [{"plane", "tid", "name", "shown" (the line's name: the model's, or the
+ * one the writer gives an unnamed track), "slices": [[name, start_ns, dur_ns]], "instants":
+ * [[name, ts_ns]]}], "counters": [[name, ts_ns, value]], "steps": [[name, step_num, start_ns,
+ * dur_ns]] (host slices with an integer step_num), "flows": [[from_tid, from_name, from_start_ns,
+ * to_tid, to_name, to_start_ns, host (both ends on host threads)]]}. */
+
+/* 3 steps "train" 0..2 of exactly 10, 20 and 30 ms on an unnamed main thread (tid = pid: named
+ * by the process name), each with a "produce" child whose flow ends in a "consume" zone of the
+ * thread "worker" during the same step. */
+static loupe_model *steps_model(void) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 77;
+    m->process_name = loupe__mb_str(mb, "steps_demo");
+    m->host = loupe__mb_str(mb, "host-s");
+    m->clock = loupe__mb_str(mb, "monotonic");
+    m->origin_unix_ns = 1700000000000000000ull;
+    m->duration_ns = 70000000;
+    size_t t0 = loupe__mb_thread(mb, 77);
+    size_t t1 = loupe__mb_thread(mb, 78);
+    loupe__mb_thread_name(mb, t1, "worker");
+    uint64_t start = 1000000;
+    for (int i = 0; i < 3; i++) {
+        uint64_t dur = (uint64_t)(i + 1) * UINT64_C(10000000);
+        size_t st = loupe__mb_slice(mb, t0);
+        *loupe__mb_slice_at(mb, t0, st) = (loupe_slice){.start_ns = start,
+                                                        .dur_ns = dur,
+                                                        .name = loupe__mb_str(mb, "train"),
+                                                        .category = loupe__mb_str(mb, "")};
+        loupe_arg sa[] = {{.key = "step_num", .type = LOUPE_ARG_INT64, .v.i = i}};
+        assert_int_equal(loupe__mb_slice_args(mb, t0, st, sa, 1), 0);
+        size_t pr = loupe__mb_slice(mb, t0);
+        *loupe__mb_slice_at(mb, t0, pr) = (loupe_slice){.start_ns = start + 1000,
+                                                        .dur_ns = 2000000,
+                                                        .name = loupe__mb_str(mb, "produce"),
+                                                        .category = loupe__mb_str(mb, ""),
+                                                        .depth = 1};
+        size_t co = loupe__mb_slice(mb, t1);
+        *loupe__mb_slice_at(mb, t1, co) = (loupe_slice){.start_ns = start + 3000000,
+                                                        .dur_ns = 4000000,
+                                                        .name = loupe__mb_str(mb, "consume"),
+                                                        .category = loupe__mb_str(mb, "")};
+        assert_int_equal(loupe__mb_flow(mb, (uint64_t)i + 1, t0, pr, t1, co), 0);
+        start += dur;
+    }
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
 
 static void *worker(void *arg) {
     (void)arg;
@@ -513,7 +634,8 @@ static void dump_case(const char *dir, const char *name, const loupe_model *m) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.xplane.pb", dir, name);
     assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
-    json_t *tracks = json_array(), *counters = json_array();
+    json_t *tracks = json_array(), *counters = json_array(), *steps = json_array(),
+           *flows = json_array();
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         char plane[32];
@@ -532,16 +654,46 @@ static void dump_case(const char *dir, const char *name, const loupe_model *m) {
             json_array_append_new(
                 in, json_pack("[sI]", th->instants[i].name, (json_int_t)th->instants[i].ts_ns));
         }
-        json_array_append_new(tracks,
-                              json_pack("{sssIsssoso}", "plane", plane, "tid", (json_int_t)th->tid,
-                                        "name", th->name, "slices", sl, "instants", in));
+        char shown[64];
+        if (th->name[0]) {
+            snprintf(shown, sizeof shown, "%s", th->name);
+        } else if (th->kind != LOUPE_TRACK_GPU && th->tid == m->pid && m->process_name[0]) {
+            snprintf(shown, sizeof shown, "%s", m->process_name);
+        } else {
+            snprintf(shown, sizeof shown, "%s %llu",
+                     th->kind == LOUPE_TRACK_GPU ? "track" : "thread", (unsigned long long)th->tid);
+        }
+        json_array_append_new(tracks, json_pack("{sssIsssssoso}", "plane", plane, "tid",
+                                                (json_int_t)th->tid, "name", th->name, "shown",
+                                                shown, "slices", sl, "instants", in));
+        for (size_t i = 0; i < th->slice_count && th->kind != LOUPE_TRACK_GPU; i++) {
+            const loupe_slice *s = &th->slices[i];
+            for (uint32_t a = 0; a < s->arg_count; a++) {
+                if (strcmp(s->args[a].key, "step_num") == 0 && s->args[a].type == LOUPE_ARG_INT64) {
+                    json_array_append_new(
+                        steps, json_pack("[sIII]", s->name, (json_int_t)s->args[a].v.i,
+                                         (json_int_t)s->start_ns, (json_int_t)s->dur_ns));
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < m->flow_count; i++) {
+        const loupe_flow *f = &m->flows[i];
+        const loupe_model_thread *a = &m->threads[f->from_thread], *b = &m->threads[f->to_thread];
+        int host = a->kind != LOUPE_TRACK_GPU && b->kind != LOUPE_TRACK_GPU;
+        json_array_append_new(flows, json_pack("[IsIIsIb]", (json_int_t)a->tid,
+                                               a->slices[f->from_slice].name,
+                                               (json_int_t)a->slices[f->from_slice].start_ns,
+                                               (json_int_t)b->tid, b->slices[f->to_slice].name,
+                                               (json_int_t)b->slices[f->to_slice].start_ns, host));
     }
     for (size_t i = 0; i < m->counter_count; i++) {
         const loupe_counter_sample *c = &m->counters[i];
         json_array_append_new(counters, json_pack("[sIf]", c->name, (json_int_t)c->ts_ns,
                                                   c->is_double ? c->d : (double)c->i));
     }
-    json_t *root = json_pack("{soso}", "tracks", tracks, "counters", counters);
+    json_t *root = json_pack("{sosososo}", "tracks", tracks, "counters", counters, "steps", steps,
+                             "flows", flows);
     assert_non_null(root);
     snprintf(path, sizeof path, "%s/%s.expect.json", dir, name);
     assert_int_equal(json_dump_file(root, path, JSON_ENSURE_ASCII), 0);
@@ -557,6 +709,9 @@ static void dump(void **state) {
     char *logs = tu_tmpdir("xplane-dump");
     m = session_model(logs);
     dump_case(dir, "session", m);
+    loupe_model_free(m);
+    m = steps_model();
+    dump_case(dir, "steps", m);
     loupe_model_free(m);
     tu_rmtree(logs);
     free(logs);
