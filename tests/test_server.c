@@ -4,7 +4,8 @@
  * 400/401/404/405/413, a stop during a capture, malformed and oversized requests, 50 concurrent
  * status requests and 10 concurrent captures with one winner, fork, and hostile clients: 20,000
  * query parameters, NUL bytes in the path and the token, 64 slow-drip clients, 200 connections at
- * once, a capture abandoned by its client. Every server listens on 127.0.0.1 with port 0. */
+ * once, a capture abandoned by its client; `loupe view --port 0` ended by SIGINT and SIGTERM.
+ * Every server listens on 127.0.0.1 with port 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -887,6 +890,95 @@ static void test_abandoned_capture(void **state) {
     assert_true(now_s() - t < 0.5);
 }
 
+/* ---- loupe view and signals ---- */
+
+/* Polls a file until it holds needle (at most 10 s); its text (malloc'd) or NULL. */
+static char *wait_text(const char *path, const char *needle) {
+    for (int i = 0; i < 1000; i++) {
+        size_t n;
+        FILE *f = fopen(path, "r");
+        char *t = NULL;
+        if (f != NULL) {
+            fclose(f);
+            t = tu_read_file(path, &n);
+        }
+        if (t != NULL && strstr(t, needle) != NULL) {
+            return t;
+        }
+        free(t);
+        usleep(10000);
+    }
+    return NULL;
+}
+
+/* `loupe view TRACE.json.gz --port 0`: a free port, printed; SIGINT and SIGTERM end it as
+ * interrupted (130, 143), never as timed out, and the temporary .pftrace it converted is gone. */
+static void test_view_signals(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir("srv_view");
+    loupe_trace_options o = {.log_dir = dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    { LOUPE_ZONE("viewed"); }
+    loupe_trace_result res = {.size = sizeof res};
+    assert_int_equal(loupe_stop_trace(&res), 0);
+    const char *trace = loupe_trace_result_path(&res, LOUPE_FORMAT_CHROME_JSON);
+    static const int sigs[2] = {SIGINT, SIGTERM};
+    static const char *const names[2] = {"SIGINT", "SIGTERM"};
+    for (int k = 0; k < 2; k++) {
+        char log[4200];
+        snprintf(log, sizeof log, "%s/view%d.log", dir, k);
+        pid_t pid = fork();
+        if (pid == 0) {
+            FILE *f = freopen(log, "w", stderr);
+            if (f == NULL || dup2(fileno(stderr), 1) < 0) {
+                _exit(99);
+            }
+            execl(tu_cli(), "loupe", "view", trace, "--port", "0", "--timeout-s", "60",
+                  (char *)NULL);
+            _exit(98);
+        }
+        assert_true(pid > 0);
+        char *t = wait_text(log, "listening on 127.0.0.1 port ");
+        if (t == NULL) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            fail_msg("loupe view never said where it listens");
+        }
+        long port = strtol(strstr(t, "listening on 127.0.0.1 port ") + 28, NULL, 10);
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%ld/trace.pftrace\n", port);
+        assert_true(port > 0 && port != 9001);
+        assert_non_null(strstr(t, url)); /* the link names the same port */
+        const char *sv = strstr(t, "loupe view: serving ");
+        assert_non_null(sv);
+        char tmp[256];
+        assert_int_equal(sscanf(sv, "loupe view: serving %255s", tmp), 1);
+        struct stat st;
+        assert_int_equal(stat(tmp, &st), 0); /* the conversion, while it serves */
+        free(t);
+        assert_int_equal(kill(pid, sigs[k]), 0);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 128 + sigs[k]);
+        assert_int_equal(stat(tmp, &st), -1);
+        assert_int_equal(errno, ENOENT);
+        size_t n;
+        t = tu_read_file(log, &n);
+        char want[160];
+        snprintf(want, sizeof want,
+                 "loupe view: interrupted by %s: the trace was not fetched (the temporary "
+                 "conversion is removed)\n",
+                 names[k]);
+        assert_non_null(strstr(t, want));
+        assert_null(strstr(t, "timed out"));
+        free(t);
+    }
+    loupe_trace_result_free(&res);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* 50 status requests at once, then 10 captures at once: one 200, nine 409. */
 typedef struct load_arg {
     int port;
@@ -993,6 +1085,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_slow_drip, teardown),
         cmocka_unit_test_teardown(test_many_connections, teardown),
         cmocka_unit_test_teardown(test_abandoned_capture, teardown),
+        cmocka_unit_test_teardown(test_view_signals, teardown),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
