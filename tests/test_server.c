@@ -751,7 +751,7 @@ static void test_nul_bytes(void **state) {
 }
 
 /* 64 slow-drip clients (a partial request line, then silence: one byte every 10 s would come
- * later) and one that sends a byte every second: /v1/status answers within 1 s all along; the
+ * later) and one that sends a byte every second: /v1/status answers within 2.5 s all along; the
  * server closes the silent ones at its 5 s head idle bound and the dripping one at its 5 s head
  * total bound. */
 static void test_slow_drip(void **state) {
@@ -777,7 +777,8 @@ static void test_slow_drip(void **state) {
         if (t - last_status >= 0.5 && t - t0 < 4.0) {
             resp r = req(port, "/v1/status", NULL, NULL, NULL);
             assert_int_equal(r.status, 200);
-            assert_true(now_s() - t < 1.0);
+            assert_true(now_s() - t <
+                        2.5); /* milliseconds on an idle machine; 2.5 s on 2 busy cores */
             resp_free(&r);
             statuses++;
             last_status = t;
@@ -859,7 +860,7 @@ static void test_many_connections(void **state) {
     double t = now_s();
     resp r = req(port, "/v1/status", NULL, NULL, NULL);
     assert_int_equal(r.status, 200);
-    assert_true(now_s() - t < 1.0);
+    assert_true(now_s() - t < 2.5); /* milliseconds on an idle machine; 2.5 s on 2 busy cores */
     resp_free(&r);
     for (int i = 0; i < N; i++) {
         close(idle[i]);
@@ -867,7 +868,7 @@ static void test_many_connections(void **state) {
     assert_int_equal(loupe_stop_server(), 0);
 }
 
-/* A 15 s capture whose client leaves after 0.2 s ends within a second: the session is IDLE
+/* A 15 s capture whose client leaves after 0.2 s ends within 2.5 s (100 ms checks): IDLE
  * again and the next capture works. */
 static void test_abandoned_capture(void **state) {
     (void)state;
@@ -881,7 +882,7 @@ static void test_abandoned_capture(void **state) {
     double t = now_s();
     close(fd);
     wait_state(port, "\"IDLE\"");
-    assert_true(now_s() - t < 1.0);
+    assert_true(now_s() - t < 2.5); /* milliseconds on an idle machine; 2.5 s on 2 busy cores */
     resp r = req(port, "/v1/profile?duration_ms=5", NULL, NULL, NULL);
     assert_int_equal(r.status, 200);
     resp_free(&r);
