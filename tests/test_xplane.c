@@ -548,7 +548,8 @@ static void test_jax_file(void **state) {
 
 /* ---- LOUPE_XPLANE_DUMP=DIR: files for tests/xprof_validate.sh ----
  * For each case (the hand-built model, a recorded session with two threads, 3 steps of 10, 20
- * and 30 ms with flows to a worker): <case>.xplane.pb and <case>.expect.json, what XProf and jax
+ * and 30 ms with flows to a worker, built and recorded with LOUPE_STEP and nanosleep):
+ * <case>.xplane.pb and <case>.expect.json, what XProf and jax
  * must show: {"tracks": [{"plane", "tid", "name", "shown" (the line's name: the model's, or the
  * one the writer gives an unnamed track), "slices": [[name, start_ns, dur_ns]], "instants":
  * [[name, ts_ns]]}], "counters": [[name, ts_ns, value]], "steps": [[name, step_num, start_ns,
@@ -627,6 +628,60 @@ static loupe_model *session_model(const char *dir) {
     loupe_model *m = NULL;
     assert_int_equal(loupe_trace_read(loupe_trace_result_path(&res, LOUPE_FORMAT_XPLANE), &m), 0);
     loupe_trace_result_free(&res);
+    return m;
+}
+
+/* A recorded session: 3 LOUPE_STEP("train", i) steps sleeping 10, 20 and 30 ms, each producing a
+ * flow that a worker thread consumes after the steps. */
+static pthread_barrier_t steps_bar;
+
+static void *consumer(void *arg) {
+    (void)arg;
+    loupe_set_thread_name("consumer");
+    pthread_barrier_wait(&steps_bar);
+    for (int i = 0; i < 3; i++) {
+        LOUPE_ZONE("consume");
+        LOUPE_FLOW_IN(100 + i);
+    }
+    return NULL;
+}
+
+static loupe_model *recorded_steps_model(const char *dir) {
+    loupe_trace_options o = {.log_dir = dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_barrier_init(&steps_bar, NULL, 2);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, consumer, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        LOUPE_STEP("train", i);
+        {
+            LOUPE_ZONE("produce");
+            LOUPE_FLOW_OUT(100 + i);
+        }
+        struct timespec t = {0, 10000000L * (i + 1)};
+        nanosleep(&t, NULL);
+    }
+    pthread_barrier_wait(&steps_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&steps_bar);
+    loupe_trace_result res = {.size = sizeof res};
+    assert_int_equal(loupe_stop_trace(&res), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&res, LOUPE_FORMAT_XPLANE), &m), 0);
+    loupe_trace_result_free(&res);
+    /* the steps last at least what they slept */
+    size_t steps = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            const loupe_slice *sl = &m->threads[t].slices[i];
+            if (strcmp(sl->name, "train") == 0) {
+                assert_true(sl->dur_ns >= 10000000u * (steps + 1));
+                steps++;
+            }
+        }
+    }
+    assert_int_equal(steps, 3);
+    assert_int_equal(m->flow_count, 3);
     return m;
 }
 
@@ -712,6 +767,9 @@ static void dump(void **state) {
     loupe_model_free(m);
     m = steps_model();
     dump_case(dir, "steps", m);
+    loupe_model_free(m);
+    m = recorded_steps_model(logs);
+    dump_case(dir, "recorded_steps", m);
     loupe_model_free(m);
     tu_rmtree(logs);
     free(logs);
