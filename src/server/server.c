@@ -211,11 +211,11 @@ static void *reap(void *arg) {
         }
         pthread_cond_timedwait(&wait_cond, &wait_lock, &t);
         pthread_mutex_unlock(&wait_lock);
-        uint64_t now = mono_ns();
         pthread_mutex_lock(&conn_lock);
+        uint64_t now = mono_ns(); /* under the lock: no head_ns set after it */
         for (size_t i = 0; i < MAX_CONNECTIONS; i++) {
             conn *k = &conns[i];
-            if (k->used && !k->cut && k->fd >= 0 && k->head_ns != 0 &&
+            if (k->used && !k->cut && k->fd >= 0 && k->head_ns != 0 && now > k->head_ns &&
                 now - k->head_ns > (uint64_t)HEAD_TOTAL_MS * 1000000u) {
                 shutdown(k->fd, SHUT_RDWR);
                 k->cut = 1;
