@@ -265,6 +265,107 @@ static void test_protoc_decode(void **state) {
     loupe_model_free(m);
 }
 
+/* An XSpace from its text form (protoc --encode with proto/xplane.proto), read back. */
+static loupe_model *read_text_xspace(const char *dir, const char *name, const char *text) {
+    char txt[4200], pb[4200], cmd[13000];
+    snprintf(txt, sizeof txt, "%s/%s.txt", dir, name);
+    snprintf(pb, sizeof pb, "%s/%s.xplane.pb", dir, name);
+    tu_write_file(txt, text);
+    snprintf(cmd, sizeof cmd,
+             "protoc --encode=tensorflow.profiler.XSpace -I %s/proto %s/proto/xplane.proto < %s "
+             "> %s",
+             LOUPE_SOURCE_DIR, LOUPE_SOURCE_DIR, txt, pb);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    loupe_model *m = NULL;
+    if (loupe_trace_read(pb, &m) != 0) {
+        fail_msg("%s: %s", pb, loupe_last_error());
+    }
+    return m;
+}
+
+/* The flow and step conventions the reader maps: an older loupe file's loupe_flow_out /
+ * loupe_flow_in; XProf's _pt/_p/_ct/_c with one producer and two consumers (a flow to each),
+ * a consumer of another type apart; _r = 1 beside step_num
+ * dropped (a step), _r without step_num and _r = 2 kept as arguments. */
+static void test_flow_conventions(void **state) {
+    (void)state;
+    if (system("command -v protoc >/dev/null 2>&1") != 0) {
+        skip(); /* tools/setup.sh installs protobuf-compiler */
+    }
+    char *dir = tu_tmpdir("xplane-conv");
+    loupe_model *m = read_text_xspace(
+        dir, "old",
+        "planes { name: \"/host:CPU\"\n"
+        "  lines { id: 5 name: \"a\" timestamp_ns: 100 events { metadata_id: 1 offset_ps: 0 "
+        "duration_ps: 5000 stats { metadata_id: 2 uint64_value: 7 } } }\n"
+        "  lines { id: 6 name: \"b\" timestamp_ns: 200 events { metadata_id: 1 offset_ps: 0 "
+        "duration_ps: 5000 stats { metadata_id: 3 uint64_value: 7 } } }\n"
+        "  event_metadata { key: 1 value { id: 1 name: \"z\" } }\n"
+        "  stat_metadata { key: 1 value { id: 1 name: \"loupe_version\" } }\n"
+        "  stat_metadata { key: 2 value { id: 2 name: \"loupe_flow_out\" } }\n"
+        "  stat_metadata { key: 3 value { id: 3 name: \"loupe_flow_in\" } }\n"
+        "  stats { metadata_id: 1 str_value: \"0.1.0\" } }\n");
+    assert_int_equal(m->flow_count, 1);
+    assert_int_equal(m->flows[0].id, 7);
+    assert_int_equal(m->threads[m->flows[0].from_thread].tid, 5);
+    assert_int_equal(m->threads[m->flows[0].to_thread].tid, 6);
+    assert_int_equal(m->threads[0].slices[0].arg_count, 0);
+    loupe_model_free(m);
+    m = read_text_xspace(
+        dir, "xprof",
+        "planes { name: \"/host:CPU\"\n"
+        "  lines { id: 1 name: \"p\" timestamp_ns: 0\n"
+        "    events { metadata_id: 1 offset_ps: 0 duration_ps: 9000000 stats { metadata_id: 1 "
+        "int64_value: 1 } stats { metadata_id: 2 int64_value: 4 } stats { metadata_id: 3 "
+        "int64_value: 0 } stats { metadata_id: 4 int64_value: 42 } }\n"
+        "    events { metadata_id: 2 offset_ps: 1000 stats { metadata_id: 1 int64_value: 1 } }\n"
+        "    events { metadata_id: 2 offset_ps: 2000 stats { metadata_id: 1 int64_value: 2 } "
+        "stats { metadata_id: 2 int64_value: 5 } } }\n"
+        "  lines { id: 2 name: \"c\" timestamp_ns: 0\n"
+        "    events { metadata_id: 3 offset_ps: 10000000 duration_ps: 1000 stats { metadata_id: "
+        "5 int64_value: 0 } stats { metadata_id: 6 int64_value: 42 } }\n"
+        "    events { metadata_id: 3 offset_ps: 20000000 duration_ps: 1000 stats { metadata_id: "
+        "5 int64_value: 0 } stats { metadata_id: 6 int64_value: 42 } }\n"
+        "    events { metadata_id: 3 offset_ps: 30000000 duration_ps: 1000 stats { metadata_id: "
+        "5 int64_value: 15 } stats { metadata_id: 6 int64_value: 42 } } }\n"
+        "  event_metadata { key: 1 value { id: 1 name: \"train\" } }\n"
+        "  event_metadata { key: 2 value { id: 2 name: \"r\" } }\n"
+        "  event_metadata { key: 3 value { id: 3 name: \"take\" } }\n"
+        "  stat_metadata { key: 1 value { id: 1 name: \"_r\" } }\n"
+        "  stat_metadata { key: 2 value { id: 2 name: \"step_num\" } }\n"
+        "  stat_metadata { key: 3 value { id: 3 name: \"_pt\" } }\n"
+        "  stat_metadata { key: 4 value { id: 4 name: \"_p\" } }\n"
+        "  stat_metadata { key: 5 value { id: 5 name: \"_ct\" } }\n"
+        "  stat_metadata { key: 6 value { id: 6 name: \"_c\" } } }\n");
+    assert_int_equal(m->thread_count, 2);
+    const loupe_model_thread *p = &m->threads[0];
+    assert_int_equal(p->tid, 1);
+    assert_int_equal(p->slice_count, 3);
+    /* the step: step_num only */
+    assert_string_equal(p->slices[0].name, "train");
+    assert_int_equal(p->slices[0].arg_count, 1);
+    assert_string_equal(p->slices[0].args[0].key, "step_num");
+    assert_int_equal(p->slices[0].args[0].v.i, 4);
+    /* _r without step_num, and _r = 2 beside it: arguments */
+    assert_int_equal(p->slices[1].arg_count, 1);
+    assert_string_equal(p->slices[1].args[0].key, "_r");
+    assert_int_equal(p->slices[2].arg_count, 2);
+    assert_int_equal(p->slices[2].args[0].v.i, 2);
+    /* one producer (type 0, id 42), consumers of type 0 twice and of type 15 once: two flows
+     * from the step; the type-15 consumer has no producer */
+    assert_int_equal(m->flow_count, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(m->flows[i].id, 42);
+        assert_int_equal(m->flows[i].from_thread, 0);
+        assert_int_equal(m->flows[i].from_slice, 0);
+        assert_int_equal(m->flows[i].to_thread, 1);
+        assert_int_equal(m->flows[i].to_slice, i);
+    }
+    loupe_model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* The 2 GiB protobuf limit (lowered here): an error before any byte, never a short file. */
 static void test_size_limit(void **state) {
     (void)state;
@@ -781,10 +882,11 @@ int main(void) {
         return cmocka_run_group_tests(d, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_protoc_decode),
-        cmocka_unit_test(test_size_limit),      cmocka_unit_test(test_hostile_input),
-        cmocka_unit_test(test_detect),          cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_session_run_dir), cmocka_unit_test(test_jax_file),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_protoc_decode),
+        cmocka_unit_test(test_size_limit),       cmocka_unit_test(test_hostile_input),
+        cmocka_unit_test(test_detect),           cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_session_run_dir),  cmocka_unit_test(test_jax_file),
+        cmocka_unit_test(test_flow_conventions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

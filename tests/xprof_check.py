@@ -14,7 +14,8 @@ with the real consumers.
    slice's duration; overview_page's average step time agrees; with CASE.summary.json (`loupe
    summary --json` of the same file) the step zone's count, total, p50 and max equal xprof's.
 4. Flows (cases with "flows"): xprof's trace_viewer@ binds each flow: its source event
-   (flow_out) and its destination (flow_in) carry the same bind_id.
+   (flow_out) and its destination (flow_in) carry the same bind_id, and with steps the same
+   group_id (the step's group follows the flow to the other thread).
 Prints what differs and exits 1; exits 0 when all matches. Run by tests/xprof_validate.sh.
 """
 import collections
@@ -200,10 +201,12 @@ def check_flows(path, want):
     if isinstance(data, bytes):
         data = data.decode("utf-8")
     ends = collections.defaultdict(list)
+    groups = {}
     for e in json.loads(data)["traceEvents"]:
         if "bind_id" in e:
             side = "out" if e.get("flow_out") else "in" if e.get("flow_in") else "?"
             ends[(e["tid"], e["name"], ns(e["ts"]), side)].append(e["bind_id"])
+            groups[(e["tid"], e["name"], ns(e["ts"]))] = e.get("args", {}).get("group_id")
     # XProf binds one flow per event and side (one _p, one _c): an event with several flows
     # out (or in) gets one of them drawn; the others are checked where both ends are single.
     # Host to host only: device events bind to the host by correlation_id, not _p/_c.
@@ -219,6 +222,11 @@ def check_flows(path, want):
         if not set(outs) & set(ins):
             fail("xprof trace_viewer@: no flow from %r to %r (bind ids %r, %r)"
                  % ((a_tid, a_name, a_ts), (b_tid, b_name, b_ts), outs, ins))
+        # a step's group reaches what its flows reach (group_events' producer/consumer links)
+        ga, gb = groups.get((a_tid, a_name, a_ts)), groups.get((b_tid, b_name, b_ts))
+        if want["steps"] and (ga is None or ga != gb):
+            fail("xprof trace_viewer@: flow %r -> %r: group_id %r, then %r"
+                 % ((a_tid, a_name, a_ts), (b_tid, b_name, b_ts), ga, gb))
     if bound == 0:  # the "steps" case has flows with single ends: this check runs there
         print("xprof trace_viewer@: no flow with single host ends in this case")
         return
