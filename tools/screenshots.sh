@@ -65,11 +65,14 @@ s.start_server(logdir=sys.argv[1], port=int(sys.argv[2]), grpc_port=int(sys.argv
 ' "$work/log" $port $grpc >"$work/xprof.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+# up when /runs answers (Python's urllib: no curl binary needed), 20 s at most
+up() { "$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+  "http://127.0.0.1:$port/runs" 2>/dev/null; }
 for _ in $(seq 1 100); do
-  if curl -sf "http://127.0.0.1:$port/runs" >/dev/null; then break; fi
+  if up; then break; fi
   sleep 0.2
 done
-curl -sf "http://127.0.0.1:$port/runs" >/dev/null || { cat "$work/xprof.log"; exit 1; }
+up || { echo "screenshots: XProf's server did not start:"; cat "$work/xprof.log"; exit 1; }
 base="http://127.0.0.1:$port/data/plugin/profile"
 for page in trace_viewer:xprof-trace-viewer overview_page:xprof-overview; do
   tool=${page%%:*} file=${page#*:}
