@@ -5,6 +5,12 @@
  * PATH is a trace file, a run directory or a log_dir. In a directory, the file the UI shows best
  * is picked: perfetto_trace.json.gz (no top-level "metadata"; loupe capture --merge writes its
  * merged trace there too), then a *.pftrace, then the *.trace.json.gz loupe_trace_find() gives.
+ *
+ * Signals: the link is served on a thread of its own while the main thread waits in sigwait()
+ * for SIGINT, SIGTERM, SIGHUP (blocked in every thread, so libmicrohttpd's threads never take
+ * them) or the server's end (SIGUSR1 from that thread). A signal ends loupe view as
+ * interrupted, 128 + the signal number, after removing the temporary .pftrace a conversion made;
+ * it is never reported as a timeout.
  */
 #include "cli.h"
 
@@ -12,6 +18,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,24 +27,27 @@
 #include <unistd.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: loupe view PATH [--timeout-s S] [--port P] [--open]\n"
-               "\n"
-               "Serves a trace once on http://127.0.0.1:9001 for the Perfetto UI and prints\n"
-               "  https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/<file>\n"
-               "Open it in a browser on this machine (from another machine: ssh -L\n"
-               "9001:127.0.0.1:9001 first). loupe view exits once the UI fetched the file.\n"
-               "\n"
-               "PATH is a trace file, a run directory, or a log_dir (its newest run). In a\n"
-               "directory: perfetto_trace.json.gz first, then *.pftrace, then *.trace.json.gz.\n"
-               "\n"
-               "options:\n"
-               "  --timeout-s S  give up after S seconds without a fetch (default 300)\n"
-               "  --port P       serve on another port (the UI fetches only from 9001; for tests)\n"
-               "  --open         also open the link with xdg-open (or open), where there is one\n"
-               "  -h, --help     show this help\n"
-               "\n"
-               "exit status: 0 the trace was fetched, 1 timed out or port busy (the message says\n"
-               "which), 2 bad usage\n");
+    fprintf(f,
+            "usage: loupe view PATH [--timeout-s S] [--port P] [--open]\n"
+            "\n"
+            "Serves a trace once on http://127.0.0.1:9001 for the Perfetto UI and prints\n"
+            "  https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/<file>\n"
+            "Open it in a browser on this machine (from another machine: ssh -L\n"
+            "9001:127.0.0.1:9001 first). loupe view exits once the UI fetched the file.\n"
+            "\n"
+            "PATH is a trace file, a run directory, or a log_dir (its newest run). In a\n"
+            "directory: perfetto_trace.json.gz first, then *.pftrace, then *.trace.json.gz.\n"
+            "\n"
+            "options:\n"
+            "  --timeout-s S  give up after S seconds without a fetch (default 300)\n"
+            "  --port P       serve on another port (the UI fetches only from 9001; for tests);\n"
+            "                 0 picks a free port (the link names it)\n"
+            "  --open         also open the link with xdg-open (or open), where there is one\n"
+            "  -h, --help     show this help\n"
+            "\n"
+            "exit status: 0 the trace was fetched, 1 timed out or port busy (the message says\n"
+            "which), 2 bad usage, 128 + N interrupted by signal N (130 SIGINT, 143 SIGTERM,\n"
+            "129 SIGHUP; a temporary conversion is removed)\n");
 }
 
 /* A file in dir whose name ends with suffix (or equals it when exact); 0 when found. */
@@ -65,6 +76,11 @@ static void on_ready(const char *url, void *user) {
     int open_it = *(int *)user;
     printf("Open URL in browser: %s\n", url);
     fflush(stdout);
+    const char *at = strstr(url, "http://127.0.0.1:");
+    if (at != NULL) {
+        fprintf(stderr, "loupe view: listening on 127.0.0.1 port %ld\n",
+                strtol(at + strlen("http://127.0.0.1:"), NULL, 10));
+    }
     if (open_it) {
         const char *opener = access("/usr/bin/xdg-open", X_OK) == 0 ? "xdg-open"
                              : access("/usr/bin/open", X_OK) == 0   ? "open"
@@ -82,6 +98,27 @@ static void on_ready(const char *url, void *user) {
     }
 }
 
+#if LOUPE_CLI_WITH_SERVER
+/* The serving thread: loupe_serve_perfetto_link(), then SIGUSR1 to the waiting main thread. */
+typedef struct serve_job {
+    const char *file;
+    loupe_link_options o;
+    pthread_t main;
+    int rc;
+    char err[1024];
+} serve_job;
+
+static void *serve(void *arg) {
+    serve_job *j = arg;
+    j->rc = loupe_serve_perfetto_link(j->file, &j->o);
+    if (j->rc != 0) {
+        snprintf(j->err, sizeof j->err, "%s", loupe_last_error()); /* thread-local: copied */
+    }
+    pthread_kill(j->main, SIGUSR1);
+    return NULL;
+}
+#endif
+
 int loupe_cmd_view(int argc, char **argv) {
 #if !LOUPE_CLI_WITH_SERVER
     (void)argc;
@@ -95,7 +132,7 @@ int loupe_cmd_view(int argc, char **argv) {
     return 2;
 #else
     const char *path = NULL;
-    long timeout_s = 300, port = 0;
+    long timeout_s = 300, port = 0; /* 0: the link's default, 9001 */
     int open_it = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -116,6 +153,9 @@ int loupe_cmd_view(int argc, char **argv) {
                 v > (is_port ? 65535 : 86400)) {
                 fprintf(stderr, "loupe view: %s: \"%s\" is out of range\n", a, argv[i]);
                 return 2;
+            }
+            if (is_port && v == 0) {
+                v = -1; /* a free port: the link options' -1 (0 there means 9001) */
             }
             *(is_port ? &port : &timeout_s) = v;
         } else if (a[0] == '-' && a[1] != 0) {
@@ -200,18 +240,60 @@ int loupe_cmd_view(int argc, char **argv) {
         snprintf(file, sizeof file, "%s", out);
         converted = 1;
     }
-    loupe_link_options o = {.timeout_ms = (uint32_t)timeout_s * 1000u,
-                            .port = (int)port,
-                            .on_ready = on_ready,
-                            .user = &open_it};
+    serve_job job = {.file = file,
+                     .o = {.timeout_ms = (uint32_t)timeout_s * 1000u,
+                           .port = (int)port,
+                           .on_ready = on_ready,
+                           .user = &open_it},
+                     .main = pthread_self()};
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, &old); /* before the thread: it and its threads inherit it */
     fprintf(stderr, "loupe view: serving %s (waiting up to %ld s)\n", file, timeout_s);
-    int r = loupe_serve_perfetto_link(file, &o);
+    pthread_t th;
+    int sig = 0, started = 1;
+    if (pthread_create(&th, NULL, serve, &job) != 0) {
+        started = 0;
+        job.rc = -1;
+        snprintf(job.err, sizeof job.err, "cannot start the serving thread");
+        sig = SIGUSR1;
+    }
+    while (sig != SIGUSR1) {
+        if (sigwait(&set, &sig) != 0) {
+            sig = 0;
+            continue;
+        }
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            if (converted) {
+                unlink(file);
+                rmdir(tmpdir);
+            }
+            fprintf(stderr, "loupe view: interrupted by %s: the trace was not fetched%s\n",
+                    sig == SIGINT    ? "SIGINT"
+                    : sig == SIGTERM ? "SIGTERM"
+                                     : "SIGHUP",
+                    converted ? " (the temporary conversion is removed)" : "");
+            fflush(stdout);
+            fflush(stderr);
+            /* the serving thread is still in its wait: end the process, not the thread */
+            _exit(128 + sig);
+        }
+    }
+    if (started) {
+        pthread_join(th, NULL);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int r = job.rc;
     if (converted) {
         unlink(file);
         rmdir(tmpdir);
     }
     if (r != 0) {
-        fprintf(stderr, "loupe view: %s\n", loupe_last_error());
+        fprintf(stderr, "loupe view: %s\n", job.err);
         return 1;
     }
     fprintf(stderr, "loupe view: the trace was fetched; done\n");

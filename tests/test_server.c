@@ -2,8 +2,10 @@
  * transition and its message, a busy port, bad options, /v1/status, a capture's body and headers,
  * 409 against a local trace (which is not disturbed) and the session errors during a capture,
  * 400/401/404/405/413, a stop during a capture, malformed and oversized requests, 50 concurrent
- * status requests and 10 concurrent captures with one winner, and fork. Every server listens on
- * 127.0.0.1 with port 0. */
+ * status requests and 10 concurrent captures with one winner, fork, and hostile clients: 20,000
+ * query parameters, NUL bytes in the path and the token, 64 slow-drip clients, 200 connections at
+ * once, a capture abandoned by its client; `loupe view --port 0` ended by SIGINT and SIGTERM.
+ * Every server listens on 127.0.0.1 with port 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -645,6 +649,339 @@ static void test_malformed(void **state) {
     assert_int_equal(loupe_stop_server(), 0);
 }
 
+/* ---- hostile clients (DESIGN.md invariant 6): each bounded in time, on 127.0.0.1 ---- */
+
+static int connect_lo(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* The JSON body's "detail" of a raw reply (after the blank line), or "". */
+static void raw_detail(const char *reply, char *out, size_t size) {
+    out[0] = 0;
+    const char *b = strstr(reply, "\r\n\r\n");
+    json_t *j = b ? json_loads(b + 4, 0, NULL) : NULL;
+    if (j != NULL) {
+        snprintf(out, size, "%s", json_string_value(json_object_get(j, "detail")));
+        json_decref(j);
+    }
+}
+
+/* A GET with 20,000 '&' in its query: 400 naming the count, checked after the token (401
+ * without it), the in-flight count back to 0 (a stop takes no grace period), 200 times over
+ * (ASan: nothing leaks). */
+static void test_many_params(void **state) {
+    (void)state;
+    loupe_server_options so = {.token = "s3cret"};
+    assert_int_equal(loupe_start_server_ex(&so), 0);
+    int port = loupe_server_port();
+    size_t n = 20000;
+    char *q = malloc(n + 256);
+    assert_non_null(q);
+    char out[4096], d[256];
+    for (int auth = 0; auth < 2; auth++) {
+        int k = snprintf(q, 64, "GET /v1/status?");
+        memset(q + k, '&', n);
+        k += (int)n;
+        k += snprintf(q + k, 128, " HTTP/1.1\r\nHost: x\r\n%s\r\n",
+                      auth ? "Authorization: Bearer s3cret\r\n" : "");
+        for (int i = 0; i < (auth ? 200 : 1); i++) {
+            raw(port, q, (size_t)k, out, sizeof out);
+            raw_detail(out, d, sizeof d);
+            if (auth) {
+                if (strncmp(out, "HTTP/1.1 400", 12) != 0) {
+                    fail_msg("request %d: reply \"%.60s\"", i, out);
+                }
+                assert_string_equal(d, "the query has 20001 parameters; this server reads at "
+                                       "most 32");
+            } else {
+                assert_true(strncmp(out, "HTTP/1.1 401", 12) == 0);
+            }
+        }
+    }
+    free(q);
+    resp r = req(port, "/v1/status", NULL, "Authorization: Bearer s3cret", NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    double t0 = now_s();
+    assert_int_equal(loupe_stop_server(), 0);
+    assert_true(now_s() - t0 < 0.5); /* nothing left in flight: no 2 s grace */
+}
+
+/* A NUL where a match would stop at it: the escape %00 in the path, a raw NUL byte in the
+ * target, a NUL inside the token (as the last header and before another). */
+static void test_nul_bytes(void **state) {
+    (void)state;
+    loupe_server_options so = {.token = "s3cret"};
+    assert_int_equal(loupe_start_server_ex(&so), 0);
+    int port = loupe_server_port();
+    char out[4096], d[256];
+    static const char esc[] = "GET /v1/status%00 HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    raw(port, esc, sizeof esc - 1, out, sizeof out);
+    raw_detail(out, d, sizeof d);
+    assert_true(strncmp(out, "HTTP/1.1 404", 12) == 0);
+    assert_string_equal(d, "no such path: /v1/status%00 (known: /v1/status, /v1/profile)");
+    static const char rawnul[] =
+        "GET /v1/status\0junk HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    raw(port, rawnul, sizeof rawnul - 1, out, sizeof out);
+    raw_detail(out, d, sizeof d);
+    assert_true(strncmp(out, "HTTP/1.1 400", 12) == 0);
+    assert_string_equal(d, "the request line holds a NUL byte");
+    static const char tok_last[] =
+        "GET /v1/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\0junk\r\n\r\n";
+    raw(port, tok_last, sizeof tok_last - 1, out, sizeof out);
+    assert_true(strncmp(out, "HTTP/1.1 401", 12) == 0);
+    static const char tok_mid[] =
+        "GET /v1/status HTTP/1.1\r\nAuthorization: Bearer s3cret\0junk\r\nHost: x\r\n\r\n";
+    raw(port, tok_mid, sizeof tok_mid - 1, out, sizeof out);
+    assert_true(strncmp(out, "HTTP/1.1 401", 12) == 0);
+    /* the same requests without the NULs are served */
+    static const char ok_mid[] =
+        "GET /v1/status HTTP/1.1\r\nAuthorization: Bearer s3cret\r\nHost: x\r\n\r\n";
+    raw(port, ok_mid, sizeof ok_mid - 1, out, sizeof out);
+    assert_true(strncmp(out, "HTTP/1.1 200", 12) == 0);
+    static const char ok_last[] =
+        "GET /v1/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    raw(port, ok_last, sizeof ok_last - 1, out, sizeof out);
+    assert_true(strncmp(out, "HTTP/1.1 200", 12) == 0);
+    assert_int_equal(loupe_stop_server(), 0);
+}
+
+/* 64 slow-drip clients (a partial request line, then silence: one byte every 10 s would come
+ * later) and one that sends a byte every second: /v1/status answers within 2.5 s all along; the
+ * server closes the silent ones at its 5 s head idle bound and the dripping one at its 5 s head
+ * total bound. */
+static void test_slow_drip(void **state) {
+    (void)state;
+    assert_int_equal(loupe_start_server(0), 0);
+    int port = loupe_server_port();
+    enum { N = 65 };
+    int fd[N];
+    double closed[N];
+    for (int i = 0; i < N; i++) {
+        fd[i] = connect_lo(port);
+        assert_int_equal(send(fd[i], "GET /v1/sta", 11, MSG_NOSIGNAL), 11);
+        closed[i] = 0;
+    }
+    double t0 = now_s(), last_drip = t0, last_status = 0;
+    int statuses = 0;
+    while (now_s() - t0 < 7.5) {
+        double t = now_s();
+        if (closed[N - 1] == 0 && t - last_drip >= 1.0) {
+            (void)send(fd[N - 1], "t", 1, MSG_NOSIGNAL); /* the dripping one: never idle 5 s */
+            last_drip = t;
+        }
+        if (t - last_status >= 0.5 && t - t0 < 4.0) {
+            resp r = req(port, "/v1/status", NULL, NULL, NULL);
+            assert_int_equal(r.status, 200);
+            assert_true(now_s() - t <
+                        2.5); /* milliseconds on an idle machine; 2.5 s on 2 busy cores */
+            resp_free(&r);
+            statuses++;
+            last_status = t;
+        }
+        for (int i = 0; i < N; i++) {
+            char b[64];
+            if (closed[i] == 0 && recv(fd[i], b, sizeof b, MSG_DONTWAIT) == 0) {
+                closed[i] = now_s() - t0;
+            }
+        }
+        usleep(50000);
+    }
+    assert_true(statuses >= 6);
+    for (int i = 0; i < N; i++) {
+        if (closed[i] < 4.5 || closed[i] > 7.5) {
+            fail_msg("connection %d: closed at %.2f s, want 4.5..7.5 s", i, closed[i]);
+        }
+        close(fd[i]);
+    }
+    resp r = req(port, "/v1/status", NULL, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    assert_int_equal(loupe_stop_server(), 0);
+}
+
+/* 200 requests at once: every one answered (200, or 503 when more than 64 are in hand), none
+ * closed without a reply; 200 idle connections held open do not keep /v1/status from
+ * answering. */
+typedef struct many_arg {
+    int port;
+    pthread_barrier_t *bar;
+    long status;
+    CURLcode rc;
+} many_arg;
+
+static void *many_thread(void *p) {
+    many_arg *a = p;
+    pthread_barrier_wait(a->bar);
+    resp r = req(a->port, "/v1/status", NULL, NULL, NULL);
+    a->status = r.status;
+    a->rc = r.rc;
+    resp_free(&r);
+    return NULL;
+}
+
+static void test_many_connections(void **state) {
+    (void)state;
+    assert_int_equal(loupe_start_server(0), 0);
+    int port = loupe_server_port();
+    enum { N = 200 };
+    pthread_t th[N];
+    many_arg *args = calloc(N, sizeof *args);
+    assert_non_null(args);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, N);
+    for (int i = 0; i < N; i++) {
+        args[i] = (many_arg){port, &bar, 0, CURLE_OK};
+        assert_int_equal(pthread_create(&th[i], NULL, many_thread, &args[i]), 0);
+    }
+    int ok = 0, busy = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        if (args[i].rc != CURLE_OK) {
+            fail_msg("request %d: curl error %d (%s)", i, (int)args[i].rc,
+                     curl_easy_strerror(args[i].rc));
+        }
+        ok += args[i].status == 200;
+        busy += args[i].status == 503;
+    }
+    pthread_barrier_destroy(&bar);
+    free(args);
+    assert_int_equal(ok + busy, N);
+    assert_true(ok >= 64);
+    int idle[N];
+    for (int i = 0; i < N; i++) {
+        idle[i] = connect_lo(port);
+    }
+    usleep(100000);
+    double t = now_s();
+    resp r = req(port, "/v1/status", NULL, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    assert_true(now_s() - t < 2.5); /* milliseconds on an idle machine; 2.5 s on 2 busy cores */
+    resp_free(&r);
+    for (int i = 0; i < N; i++) {
+        close(idle[i]);
+    }
+    assert_int_equal(loupe_stop_server(), 0);
+}
+
+/* A 15 s capture whose client leaves after 0.2 s ends within 2.5 s (100 ms checks): IDLE
+ * again and the next capture works. */
+static void test_abandoned_capture(void **state) {
+    (void)state;
+    assert_int_equal(loupe_start_server(0), 0);
+    int port = loupe_server_port();
+    int fd = connect_lo(port);
+    static const char get[] = "GET /v1/profile?duration_ms=15000 HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, get, sizeof get - 1, MSG_NOSIGNAL), (ssize_t)(sizeof get - 1));
+    wait_state(port, "\"CAPTURING\"");
+    usleep(200000);
+    double t = now_s();
+    close(fd);
+    wait_state(port, "\"IDLE\"");
+    assert_true(now_s() - t < 2.5); /* milliseconds on an idle machine; 2.5 s on 2 busy cores */
+    resp r = req(port, "/v1/profile?duration_ms=5", NULL, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    t = now_s();
+    assert_int_equal(loupe_stop_server(), 0);
+    assert_true(now_s() - t < 0.5);
+}
+
+/* ---- loupe view and signals ---- */
+
+/* Polls a file until it holds needle (at most 10 s); its text (malloc'd) or NULL. */
+static char *wait_text(const char *path, const char *needle) {
+    for (int i = 0; i < 1000; i++) {
+        size_t n;
+        FILE *f = fopen(path, "r");
+        char *t = NULL;
+        if (f != NULL) {
+            fclose(f);
+            t = tu_read_file(path, &n);
+        }
+        if (t != NULL && strstr(t, needle) != NULL) {
+            return t;
+        }
+        free(t);
+        usleep(10000);
+    }
+    return NULL;
+}
+
+/* `loupe view TRACE.json.gz --port 0`: a free port, printed; SIGINT and SIGTERM end it as
+ * interrupted (130, 143), never as timed out, and the temporary .pftrace it converted is gone. */
+static void test_view_signals(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir("srv_view");
+    loupe_trace_options o = {.log_dir = dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    { LOUPE_ZONE("viewed"); }
+    loupe_trace_result res = {.size = sizeof res};
+    assert_int_equal(loupe_stop_trace(&res), 0);
+    const char *trace = loupe_trace_result_path(&res, LOUPE_FORMAT_CHROME_JSON);
+    static const int sigs[2] = {SIGINT, SIGTERM};
+    static const char *const names[2] = {"SIGINT", "SIGTERM"};
+    for (int k = 0; k < 2; k++) {
+        char log[4200];
+        snprintf(log, sizeof log, "%s/view%d.log", dir, k);
+        pid_t pid = fork();
+        if (pid == 0) {
+            FILE *f = freopen(log, "w", stderr);
+            if (f == NULL || dup2(fileno(stderr), 1) < 0) {
+                _exit(99);
+            }
+            execl(tu_cli(), "loupe", "view", trace, "--port", "0", "--timeout-s", "60",
+                  (char *)NULL);
+            _exit(98);
+        }
+        assert_true(pid > 0);
+        char *t = wait_text(log, "listening on 127.0.0.1 port ");
+        if (t == NULL) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            fail_msg("loupe view never said where it listens");
+        }
+        long port = strtol(strstr(t, "listening on 127.0.0.1 port ") + 28, NULL, 10);
+        char url[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%ld/trace.pftrace\n", port);
+        assert_true(port > 0 && port != 9001);
+        assert_non_null(strstr(t, url)); /* the link names the same port */
+        const char *sv = strstr(t, "loupe view: serving ");
+        assert_non_null(sv);
+        char tmp[256];
+        assert_int_equal(sscanf(sv, "loupe view: serving %255s", tmp), 1);
+        struct stat st;
+        assert_int_equal(stat(tmp, &st), 0); /* the conversion, while it serves */
+        free(t);
+        assert_int_equal(kill(pid, sigs[k]), 0);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 128 + sigs[k]);
+        assert_int_equal(stat(tmp, &st), -1);
+        assert_int_equal(errno, ENOENT);
+        size_t n;
+        t = tu_read_file(log, &n);
+        char want[160];
+        snprintf(want, sizeof want,
+                 "loupe view: interrupted by %s: the trace was not fetched (the temporary "
+                 "conversion is removed)\n",
+                 names[k]);
+        assert_non_null(strstr(t, want));
+        assert_null(strstr(t, "timed out"));
+        free(t);
+    }
+    loupe_trace_result_free(&res);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* 50 status requests at once, then 10 captures at once: one 200, nine 409. */
 typedef struct load_arg {
     int port;
@@ -746,6 +1083,12 @@ int main(void) {
         cmocka_unit_test_teardown(test_malformed, teardown),
         cmocka_unit_test_teardown(test_concurrent, teardown),
         cmocka_unit_test_teardown(test_fork, teardown),
+        cmocka_unit_test_teardown(test_many_params, teardown),
+        cmocka_unit_test_teardown(test_nul_bytes, teardown),
+        cmocka_unit_test_teardown(test_slow_drip, teardown),
+        cmocka_unit_test_teardown(test_many_connections, teardown),
+        cmocka_unit_test_teardown(test_abandoned_capture, teardown),
+        cmocka_unit_test_teardown(test_view_signals, teardown),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -211,12 +211,41 @@ static void test_protoc_decode(void **state) {
     assert_int_equal(trains, 1);
     assert_non_null(strstr(host, "event_metadata {\n    key: 1\n    value {\n      id: 1\n      "
                                  "name: \"train\"\n"));
-    /* the main thread's line: tid, name, relative timestamp, the step event with step_num */
+    /* the main thread's line: tid, name, relative timestamp, the step event with step_num and
+     * XProf's root marker _r = 1 (stat metadata 2) */
     assert_non_null(
         strstr(out, "lines {\n    id: 100\n    name: \"main\"\n    timestamp_ns: 1000\n"));
     assert_non_null(strstr(out, "events {\n      metadata_id: 1\n      offset_ps: 0\n      "
                                 "duration_ps: 5000000000\n      stats {\n        metadata_id: 1\n"
-                                "        int64_value: 3\n      }\n    }\n"));
+                                "        int64_value: 3\n      }\n      stats {\n        "
+                                "metadata_id: 2\n        int64_value: 1\n      }\n    }\n"));
+    assert_non_null(strstr(host, "stat_metadata {\n    key: 2\n    value {\n      id: 2\n      "
+                                 "name: \"_r\"\n"));
+    /* flows 9 and 10 leave the hostile child: _pt 0 (stat 12) once, then _p (13) per flow; the
+     * truncated "train" on the other thread takes flow 9 in: _ct 0 (17), _c 9 (18) */
+    assert_non_null(strstr(host, "name: \"_pt\"\n    }\n  }\n  stat_metadata {\n    key: 13\n"
+                                 "    value {\n      id: 13\n      name: \"_p\"\n"));
+    assert_non_null(strstr(out, "      stats {\n        metadata_id: 12\n        int64_value: 0\n"
+                                "      }\n      stats {\n        metadata_id: 13\n        "
+                                "uint64_value: 9\n      }\n      stats {\n        metadata_id: "
+                                "13\n        uint64_value: 10\n      }\n    }\n"));
+    assert_non_null(strstr(out, "      stats {\n        metadata_id: 17\n        int64_value: 0\n"
+                                "      }\n      stats {\n        metadata_id: 18\n        "
+                                "uint64_value: 9\n      }\n    }\n"));
+    assert_null(strstr(out, "loupe_flow_"));
+    /* every line named: the unnamed GPU track too, marked so the reader unnames it */
+    assert_non_null(strstr(out, "lines {\n    id: 100\n    name: \"track 100\"\n"));
+    assert_non_null(strstr(gpu0, "name: \"loupe_thread_100_unnamed\""));
+    /* /host:metadata as jax writes it (versions, process_id), and Task Environment's
+     * profile_options: a ProfileOptions with version 1 */
+    assert_non_null(strstr(out, "  name: \"/host:metadata\"\n  stat_metadata {\n    key: 1\n    "
+                                "value {\n      id: 1\n      name: \"loupe_version\"\n"));
+    assert_non_null(strstr(out,
+                           "  stats {\n    metadata_id: 1\n    str_value: \"" LOUPE_VERSION_STRING
+                           "\"\n  }\n  stats {\n    metadata_id: 2\n    int64_value: "
+                           "4242\n  }\n}\n"));
+    assert_non_null(strstr(out, "      name: \"profile_options\"\n"));
+    assert_non_null(strstr(out, "    metadata_id: 3\n    bytes_value: \"(\\001\"\n"));
     assert_non_null(strstr(out, "uint64_value: 18446744073709551615"));
     assert_non_null(strstr(out, "int64_value: -7"));
     assert_non_null(strstr(out, "double_value: 0.1"));
@@ -234,6 +263,107 @@ static void test_protoc_decode(void **state) {
     tu_rmtree(dir);
     free(dir);
     loupe_model_free(m);
+}
+
+/* An XSpace from its text form (protoc --encode with proto/xplane.proto), read back. */
+static loupe_model *read_text_xspace(const char *dir, const char *name, const char *text) {
+    char txt[4200], pb[4200], cmd[13000];
+    snprintf(txt, sizeof txt, "%s/%s.txt", dir, name);
+    snprintf(pb, sizeof pb, "%s/%s.xplane.pb", dir, name);
+    tu_write_file(txt, text);
+    snprintf(cmd, sizeof cmd,
+             "protoc --encode=tensorflow.profiler.XSpace -I %s/proto %s/proto/xplane.proto < %s "
+             "> %s",
+             LOUPE_SOURCE_DIR, LOUPE_SOURCE_DIR, txt, pb);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    loupe_model *m = NULL;
+    if (loupe_trace_read(pb, &m) != 0) {
+        fail_msg("%s: %s", pb, loupe_last_error());
+    }
+    return m;
+}
+
+/* The flow and step conventions the reader maps: an older loupe file's loupe_flow_out /
+ * loupe_flow_in; XProf's _pt/_p/_ct/_c with one producer and two consumers (a flow to each),
+ * a consumer of another type apart; _r = 1 beside step_num
+ * dropped (a step), _r without step_num and _r = 2 kept as arguments. */
+static void test_flow_conventions(void **state) {
+    (void)state;
+    if (system("command -v protoc >/dev/null 2>&1") != 0) {
+        skip(); /* tools/setup.sh installs protobuf-compiler */
+    }
+    char *dir = tu_tmpdir("xplane-conv");
+    loupe_model *m = read_text_xspace(
+        dir, "old",
+        "planes { name: \"/host:CPU\"\n"
+        "  lines { id: 5 name: \"a\" timestamp_ns: 100 events { metadata_id: 1 offset_ps: 0 "
+        "duration_ps: 5000 stats { metadata_id: 2 uint64_value: 7 } } }\n"
+        "  lines { id: 6 name: \"b\" timestamp_ns: 200 events { metadata_id: 1 offset_ps: 0 "
+        "duration_ps: 5000 stats { metadata_id: 3 uint64_value: 7 } } }\n"
+        "  event_metadata { key: 1 value { id: 1 name: \"z\" } }\n"
+        "  stat_metadata { key: 1 value { id: 1 name: \"loupe_version\" } }\n"
+        "  stat_metadata { key: 2 value { id: 2 name: \"loupe_flow_out\" } }\n"
+        "  stat_metadata { key: 3 value { id: 3 name: \"loupe_flow_in\" } }\n"
+        "  stats { metadata_id: 1 str_value: \"0.1.0\" } }\n");
+    assert_int_equal(m->flow_count, 1);
+    assert_int_equal(m->flows[0].id, 7);
+    assert_int_equal(m->threads[m->flows[0].from_thread].tid, 5);
+    assert_int_equal(m->threads[m->flows[0].to_thread].tid, 6);
+    assert_int_equal(m->threads[0].slices[0].arg_count, 0);
+    loupe_model_free(m);
+    m = read_text_xspace(
+        dir, "xprof",
+        "planes { name: \"/host:CPU\"\n"
+        "  lines { id: 1 name: \"p\" timestamp_ns: 0\n"
+        "    events { metadata_id: 1 offset_ps: 0 duration_ps: 9000000 stats { metadata_id: 1 "
+        "int64_value: 1 } stats { metadata_id: 2 int64_value: 4 } stats { metadata_id: 3 "
+        "int64_value: 0 } stats { metadata_id: 4 int64_value: 42 } }\n"
+        "    events { metadata_id: 2 offset_ps: 1000 stats { metadata_id: 1 int64_value: 1 } }\n"
+        "    events { metadata_id: 2 offset_ps: 2000 stats { metadata_id: 1 int64_value: 2 } "
+        "stats { metadata_id: 2 int64_value: 5 } } }\n"
+        "  lines { id: 2 name: \"c\" timestamp_ns: 0\n"
+        "    events { metadata_id: 3 offset_ps: 10000000 duration_ps: 1000 stats { metadata_id: "
+        "5 int64_value: 0 } stats { metadata_id: 6 int64_value: 42 } }\n"
+        "    events { metadata_id: 3 offset_ps: 20000000 duration_ps: 1000 stats { metadata_id: "
+        "5 int64_value: 0 } stats { metadata_id: 6 int64_value: 42 } }\n"
+        "    events { metadata_id: 3 offset_ps: 30000000 duration_ps: 1000 stats { metadata_id: "
+        "5 int64_value: 15 } stats { metadata_id: 6 int64_value: 42 } } }\n"
+        "  event_metadata { key: 1 value { id: 1 name: \"train\" } }\n"
+        "  event_metadata { key: 2 value { id: 2 name: \"r\" } }\n"
+        "  event_metadata { key: 3 value { id: 3 name: \"take\" } }\n"
+        "  stat_metadata { key: 1 value { id: 1 name: \"_r\" } }\n"
+        "  stat_metadata { key: 2 value { id: 2 name: \"step_num\" } }\n"
+        "  stat_metadata { key: 3 value { id: 3 name: \"_pt\" } }\n"
+        "  stat_metadata { key: 4 value { id: 4 name: \"_p\" } }\n"
+        "  stat_metadata { key: 5 value { id: 5 name: \"_ct\" } }\n"
+        "  stat_metadata { key: 6 value { id: 6 name: \"_c\" } } }\n");
+    assert_int_equal(m->thread_count, 2);
+    const loupe_model_thread *p = &m->threads[0];
+    assert_int_equal(p->tid, 1);
+    assert_int_equal(p->slice_count, 3);
+    /* the step: step_num only */
+    assert_string_equal(p->slices[0].name, "train");
+    assert_int_equal(p->slices[0].arg_count, 1);
+    assert_string_equal(p->slices[0].args[0].key, "step_num");
+    assert_int_equal(p->slices[0].args[0].v.i, 4);
+    /* _r without step_num, and _r = 2 beside it: arguments */
+    assert_int_equal(p->slices[1].arg_count, 1);
+    assert_string_equal(p->slices[1].args[0].key, "_r");
+    assert_int_equal(p->slices[2].arg_count, 2);
+    assert_int_equal(p->slices[2].args[0].v.i, 2);
+    /* one producer (type 0, id 42), consumers of type 0 twice and of type 15 once: two flows
+     * from the step; the type-15 consumer has no producer */
+    assert_int_equal(m->flow_count, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(m->flows[i].id, 42);
+        assert_int_equal(m->flows[i].from_thread, 0);
+        assert_int_equal(m->flows[i].from_slice, 0);
+        assert_int_equal(m->flows[i].to_thread, 1);
+        assert_int_equal(m->flows[i].to_slice, i);
+    }
+    loupe_model_free(m);
+    tu_rmtree(dir);
+    free(dir);
 }
 
 /* The 2 GiB protobuf limit (lowered here): an error before any byte, never a short file. */
@@ -459,6 +589,8 @@ static void test_jax_file(void **state) {
                 continue;
             }
             trains++;
+            /* a step: its step_num, without jax's root marker _r (the writer adds it back) */
+            assert_int_equal(s->arg_count, 1);
             for (uint32_t a = 0; a < s->arg_count; a++) {
                 if (strcmp(s->args[a].key, "step_num") == 0) {
                     steps += s->args[a].v.i + 1;
@@ -470,14 +602,105 @@ static void test_jax_file(void **state) {
     assert_int_equal(trains, 3);
     assert_int_equal(steps, 1 + 2 + 3);         /* step_num 0, 1, 2 */
     assert_int_equal(m->duration_ns, 80766665); /* first event start to last event end */
+    /* jax's producer/consumer stats as flows: 17 producers, 15 consumers, 15 pairs (each
+     * consumer with its producer; counted from the file with jax's ProfileData); the first:
+     * the python thread's ThreadpoolListener::Record (_pt 15, _p 1) to the compiler pool's
+     * StartRegion (_ct 15, _c 1), 18127 ns later; type 15 in the id's top byte */
+    assert_int_equal(m->flow_count, 15);
+    const loupe_flow *f1 = NULL;
+    for (size_t i = 0; i < m->flow_count; i++) {
+        f1 = m->flows[i].id == (1ull ^ (15ull << 56)) ? &m->flows[i] : f1;
+    }
+    assert_non_null(f1);
+    const loupe_model_thread *ft = &m->threads[f1->from_thread], *tt = &m->threads[f1->to_thread];
+    assert_string_equal(ft->name, "python");
+    assert_string_equal(tt->name, "tf_PjRtCompilerThreadPool/-6173318116384337041");
+    assert_string_equal(ft->slices[f1->from_slice].name, "ThreadpoolListener::Record");
+    assert_string_equal(tt->slices[f1->to_slice].name, "ThreadpoolListener::StartRegion");
+    assert_int_equal(tt->slices[f1->to_slice].start_ns - ft->slices[f1->from_slice].start_ns,
+                     18127);
+    for (size_t t = 0; t < m->thread_count; t++) {
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            const loupe_slice *s = &m->threads[t].slices[i];
+            for (uint32_t a = 0; a < s->arg_count; a++) {
+                assert_true(strcmp(s->args[a].key, "_p") != 0 && strcmp(s->args[a].key, "_c") != 0);
+            }
+        }
+    }
+    /* written again by loupe: the same steps and flows come back */
+    size_t n = 0;
+    char *bytes = to_mem(m, &n);
+    loupe_model *r = NULL;
+    assert_int_equal(read_bytes(bytes, n, &r), 0);
+    assert_int_equal(r->flow_count, 15);
+    size_t steps2 = 0;
+    for (size_t t = 0; t < r->thread_count; t++) {
+        for (size_t i = 0; i < r->threads[t].slice_count; i++) {
+            const loupe_slice *s = &r->threads[t].slices[i];
+            steps2 += strcmp(s->name, "train") == 0 && s->arg_count == 1 &&
+                      strcmp(s->args[0].key, "step_num") == 0;
+        }
+    }
+    assert_int_equal(steps2, 3);
+    loupe_model_free(r);
+    free(bytes);
     loupe_model_free(m);
 }
 
 /* ---- LOUPE_XPLANE_DUMP=DIR: files for tests/xprof_validate.sh ----
- * For each case (the hand-built model, a recorded session with two threads): <case>.xplane.pb
- * and <case>.expect.json, what XProf and jax must show: {"tracks": [{"plane", "tid", "name",
- * "slices": [[name, start_ns, dur_ns]], "instants": [[name, ts_ns]]}], "counters": [[name, ts_ns,
- * value]]}. */
+ * For each case (the hand-built model, a recorded session with two threads, 3 steps of 10, 20
+ * and 30 ms with flows to a worker, built and recorded with LOUPE_STEP and nanosleep):
+ * <case>.xplane.pb and <case>.expect.json, what XProf and jax
+ * must show: {"tracks": [{"plane", "tid", "name", "shown" (the line's name: the model's, or the
+ * one the writer gives an unnamed track), "slices": [[name, start_ns, dur_ns]], "instants":
+ * [[name, ts_ns]]}], "counters": [[name, ts_ns, value]], "steps": [[name, step_num, start_ns,
+ * dur_ns]] (host slices with an integer step_num), "flows": [[from_tid, from_name, from_start_ns,
+ * to_tid, to_name, to_start_ns, host (both ends on host threads)]]}. */
+
+/* 3 steps "train" 0..2 of exactly 10, 20 and 30 ms on an unnamed main thread (tid = pid: named
+ * by the process name), each with a "produce" child whose flow ends in a "consume" zone of the
+ * thread "worker" during the same step. */
+static loupe_model *steps_model(void) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 77;
+    m->process_name = loupe__mb_str(mb, "steps_demo");
+    m->host = loupe__mb_str(mb, "host-s");
+    m->clock = loupe__mb_str(mb, "monotonic");
+    m->origin_unix_ns = 1700000000000000000ull;
+    m->duration_ns = 70000000;
+    size_t t0 = loupe__mb_thread(mb, 77);
+    size_t t1 = loupe__mb_thread(mb, 78);
+    loupe__mb_thread_name(mb, t1, "worker");
+    uint64_t start = 1000000;
+    for (int i = 0; i < 3; i++) {
+        uint64_t dur = (uint64_t)(i + 1) * UINT64_C(10000000);
+        size_t st = loupe__mb_slice(mb, t0);
+        *loupe__mb_slice_at(mb, t0, st) = (loupe_slice){.start_ns = start,
+                                                        .dur_ns = dur,
+                                                        .name = loupe__mb_str(mb, "train"),
+                                                        .category = loupe__mb_str(mb, "")};
+        loupe_arg sa[] = {{.key = "step_num", .type = LOUPE_ARG_INT64, .v.i = i}};
+        assert_int_equal(loupe__mb_slice_args(mb, t0, st, sa, 1), 0);
+        size_t pr = loupe__mb_slice(mb, t0);
+        *loupe__mb_slice_at(mb, t0, pr) = (loupe_slice){.start_ns = start + 1000,
+                                                        .dur_ns = 2000000,
+                                                        .name = loupe__mb_str(mb, "produce"),
+                                                        .category = loupe__mb_str(mb, ""),
+                                                        .depth = 1};
+        size_t co = loupe__mb_slice(mb, t1);
+        *loupe__mb_slice_at(mb, t1, co) = (loupe_slice){.start_ns = start + 3000000,
+                                                        .dur_ns = 4000000,
+                                                        .name = loupe__mb_str(mb, "consume"),
+                                                        .category = loupe__mb_str(mb, "")};
+        assert_int_equal(loupe__mb_flow(mb, (uint64_t)i + 1, t0, pr, t1, co), 0);
+        start += dur;
+    }
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
 
 static void *worker(void *arg) {
     (void)arg;
@@ -509,11 +732,66 @@ static loupe_model *session_model(const char *dir) {
     return m;
 }
 
+/* A recorded session: 3 LOUPE_STEP("train", i) steps sleeping 10, 20 and 30 ms, each producing a
+ * flow that a worker thread consumes after the steps. */
+static pthread_barrier_t steps_bar;
+
+static void *consumer(void *arg) {
+    (void)arg;
+    loupe_set_thread_name("consumer");
+    pthread_barrier_wait(&steps_bar);
+    for (int i = 0; i < 3; i++) {
+        LOUPE_ZONE("consume");
+        LOUPE_FLOW_IN(100 + i);
+    }
+    return NULL;
+}
+
+static loupe_model *recorded_steps_model(const char *dir) {
+    loupe_trace_options o = {.log_dir = dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_barrier_init(&steps_bar, NULL, 2);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, consumer, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        LOUPE_STEP("train", i);
+        {
+            LOUPE_ZONE("produce");
+            LOUPE_FLOW_OUT(100 + i);
+        }
+        struct timespec t = {0, 10000000L * (i + 1)};
+        nanosleep(&t, NULL);
+    }
+    pthread_barrier_wait(&steps_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&steps_bar);
+    loupe_trace_result res = {.size = sizeof res};
+    assert_int_equal(loupe_stop_trace(&res), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&res, LOUPE_FORMAT_XPLANE), &m), 0);
+    loupe_trace_result_free(&res);
+    /* the steps last at least what they slept */
+    size_t steps = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            const loupe_slice *sl = &m->threads[t].slices[i];
+            if (strcmp(sl->name, "train") == 0) {
+                assert_true(sl->dur_ns >= 10000000u * (steps + 1));
+                steps++;
+            }
+        }
+    }
+    assert_int_equal(steps, 3);
+    assert_int_equal(m->flow_count, 3);
+    return m;
+}
+
 static void dump_case(const char *dir, const char *name, const loupe_model *m) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.xplane.pb", dir, name);
     assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
-    json_t *tracks = json_array(), *counters = json_array();
+    json_t *tracks = json_array(), *counters = json_array(), *steps = json_array(),
+           *flows = json_array();
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         char plane[32];
@@ -532,16 +810,46 @@ static void dump_case(const char *dir, const char *name, const loupe_model *m) {
             json_array_append_new(
                 in, json_pack("[sI]", th->instants[i].name, (json_int_t)th->instants[i].ts_ns));
         }
-        json_array_append_new(tracks,
-                              json_pack("{sssIsssoso}", "plane", plane, "tid", (json_int_t)th->tid,
-                                        "name", th->name, "slices", sl, "instants", in));
+        char shown[64];
+        if (th->name[0]) {
+            snprintf(shown, sizeof shown, "%s", th->name);
+        } else if (th->kind != LOUPE_TRACK_GPU && th->tid == m->pid && m->process_name[0]) {
+            snprintf(shown, sizeof shown, "%s", m->process_name);
+        } else {
+            snprintf(shown, sizeof shown, "%s %llu",
+                     th->kind == LOUPE_TRACK_GPU ? "track" : "thread", (unsigned long long)th->tid);
+        }
+        json_array_append_new(tracks, json_pack("{sssIsssssoso}", "plane", plane, "tid",
+                                                (json_int_t)th->tid, "name", th->name, "shown",
+                                                shown, "slices", sl, "instants", in));
+        for (size_t i = 0; i < th->slice_count && th->kind != LOUPE_TRACK_GPU; i++) {
+            const loupe_slice *s = &th->slices[i];
+            for (uint32_t a = 0; a < s->arg_count; a++) {
+                if (strcmp(s->args[a].key, "step_num") == 0 && s->args[a].type == LOUPE_ARG_INT64) {
+                    json_array_append_new(
+                        steps, json_pack("[sIII]", s->name, (json_int_t)s->args[a].v.i,
+                                         (json_int_t)s->start_ns, (json_int_t)s->dur_ns));
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < m->flow_count; i++) {
+        const loupe_flow *f = &m->flows[i];
+        const loupe_model_thread *a = &m->threads[f->from_thread], *b = &m->threads[f->to_thread];
+        int host = a->kind != LOUPE_TRACK_GPU && b->kind != LOUPE_TRACK_GPU;
+        json_array_append_new(flows, json_pack("[IsIIsIb]", (json_int_t)a->tid,
+                                               a->slices[f->from_slice].name,
+                                               (json_int_t)a->slices[f->from_slice].start_ns,
+                                               (json_int_t)b->tid, b->slices[f->to_slice].name,
+                                               (json_int_t)b->slices[f->to_slice].start_ns, host));
     }
     for (size_t i = 0; i < m->counter_count; i++) {
         const loupe_counter_sample *c = &m->counters[i];
         json_array_append_new(counters, json_pack("[sIf]", c->name, (json_int_t)c->ts_ns,
                                                   c->is_double ? c->d : (double)c->i));
     }
-    json_t *root = json_pack("{soso}", "tracks", tracks, "counters", counters);
+    json_t *root = json_pack("{sosososo}", "tracks", tracks, "counters", counters, "steps", steps,
+                             "flows", flows);
     assert_non_null(root);
     snprintf(path, sizeof path, "%s/%s.expect.json", dir, name);
     assert_int_equal(json_dump_file(root, path, JSON_ENSURE_ASCII), 0);
@@ -558,6 +866,12 @@ static void dump(void **state) {
     m = session_model(logs);
     dump_case(dir, "session", m);
     loupe_model_free(m);
+    m = steps_model();
+    dump_case(dir, "steps", m);
+    loupe_model_free(m);
+    m = recorded_steps_model(logs);
+    dump_case(dir, "recorded_steps", m);
+    loupe_model_free(m);
     tu_rmtree(logs);
     free(logs);
 }
@@ -568,10 +882,11 @@ int main(void) {
         return cmocka_run_group_tests(d, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_protoc_decode),
-        cmocka_unit_test(test_size_limit),      cmocka_unit_test(test_hostile_input),
-        cmocka_unit_test(test_detect),          cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_session_run_dir), cmocka_unit_test(test_jax_file),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_protoc_decode),
+        cmocka_unit_test(test_size_limit),       cmocka_unit_test(test_hostile_input),
+        cmocka_unit_test(test_detect),           cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_session_run_dir),  cmocka_unit_test(test_jax_file),
+        cmocka_unit_test(test_flow_conventions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

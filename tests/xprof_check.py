@@ -1,16 +1,26 @@
-"""xprof_check.py CASE.xplane.pb CASE.expect.json: checks a loupe XSpace with the real consumers.
+"""xprof_check.py CASE.xplane.pb CASE.expect.json [CASE.summary.json]: checks a loupe XSpace
+with the real consumers.
 
 1. xprof's own trace-viewer converter (xprof.convert.raw_to_tool_data.xspace_to_tool_data, the
    C++ converter XProf and TensorBoard run): every track becomes a thread of the right process
-   (/host:CPU -> pid 701, /device:GPU:<n> by plane), named as recorded; every slice comes out
-   with its name, start and duration to the ns (zero-length slices as instants, as XProf shows
-   them), every instant and counter sample at its time.
+   (/host:CPU -> pid 701, /device:GPU:<n> by plane), named (an unnamed track by the name the
+   writer gives it: "shown"); every slice comes out with its name (a step as XProf's step
+   group, "<name> <step_num>"), start and duration to the ns (zero-length slices as instants,
+   as XProf shows them), every instant and counter sample at its time.
 2. jax.profiler.ProfileData.from_file (jaxlib's XSpace reader): the same events per plane and
-   line, start_ns and duration_ns exact.
+   line (lines named), start_ns and duration_ns exact.
+3. Steps (cases with "steps", host only): xprof's get_step_trace (the xprof CLI's tool, on the
+   file) reports exactly those steps, named "<name> <step_num>", each step time within 1% of the
+   slice's duration; overview_page's average step time agrees; with CASE.summary.json (`loupe
+   summary --json` of the same file) the step zone's count, total, p50 and max equal xprof's.
+4. Flows (cases with "flows"): xprof's trace_viewer@ binds each flow: its source event
+   (flow_out) and its destination (flow_in) carry the same bind_id, and with steps the same
+   group_id (the step's group follows the flow to the other thread).
 Prints what differs and exits 1; exits 0 when all matches. Run by tests/xprof_validate.sh.
 """
 import collections
 import json
+import os
 import sys
 
 
@@ -53,20 +63,29 @@ def check_xprof(path, want):
             got[(e["pid"], tid(e["pid"], e["tid"]), "i", e["name"], ns(e["ts"]), 0)] += 1
     device_names = collections.Counter(
         (p, n) for (p, t), n in thread_names.items() if p != host)
+    # XProf's group_events names each step (a root event, _r) "<name> <step_num>"
+    step_names = {}
+    for t in want["tracks"]:
+        for name, num, start, dur in want["steps"]:
+            if [name, start, dur] in t["slices"] and t["plane"] == "/host:CPU":
+                step_names[(t["plane"], t["tid"], start, dur, name)] = "%s %d" % (name, num)
     expect = collections.Counter()
     for t in want["tracks"]:
         pid = pid_of.get(t["plane"])
         if pid is None:
             fail("xprof: no process for plane %s (have %r)" % (t["plane"], pid_of))
         key = (pid, t["tid"])
-        if pid == host and t["name"] and thread_names.get(key) != t["name"]:
-            fail("xprof: thread %r is named %r, want %r" % (key, thread_names.get(key), t["name"]))
-        if pid != host and t["name"]:
-            if device_names[(pid, t["name"])] < 1:
-                fail("xprof: no thread named %r in %s" % (t["name"], t["plane"]))
-            device_names[(pid, t["name"])] -= 1
+        if not t["shown"]:
+            fail("xprof: track %r has no name to show" % (key,))
+        if pid == host and thread_names.get(key) != t["shown"]:
+            fail("xprof: thread %r is named %r, want %r" % (key, thread_names.get(key), t["shown"]))
+        if pid != host:
+            if device_names[(pid, t["shown"])] < 1:
+                fail("xprof: no thread named %r in %s" % (t["shown"], t["plane"]))
+            device_names[(pid, t["shown"])] -= 1
         for name, start, dur in t["slices"]:
             ph = "X" if dur > 0 else "i"
+            name = step_names.get((t["plane"], t["tid"], start, dur, name), name)
             expect[(pid, tid(pid, t["tid"]), ph, name, start, dur if dur > 0 else 0)] += 1
         for name, ts in t["instants"]:
             expect[(pid, tid(pid, t["tid"]), "i", name, ts, 0)] += 1
@@ -109,9 +128,9 @@ def check_jax(path, want):
     expect = collections.Counter()
     for t in want["tracks"]:
         for name, start, dur in t["slices"]:
-            expect[(t["plane"], t["name"], name, start, dur)] += 1
+            expect[(t["plane"], t["shown"], name, start, dur)] += 1
         for name, ts in t["instants"]:
-            expect[(t["plane"], t["name"], name, ts, 0)] += 1
+            expect[(t["plane"], t["shown"], name, ts, 0)] += 1
     if got != expect:
         missing = list((expect - got).items())[:5]
         extra = list((got - expect).items())[:5]
@@ -119,12 +138,117 @@ def check_jax(path, want):
     print("jax.profiler.ProfileData: %d events match" % sum(got.values()))
 
 
+def close(a, b):
+    """Within 1% (and xprof's 0.1 us rounding of milliseconds to 4 decimals)."""
+    return abs(a - b) <= 0.01 * abs(b) + 1e-4
+
+
+def check_steps(path, want, summary):
+    from xprof.cli.tools import get_step_trace_tool
+    from xprof.convert import raw_to_tool_data
+
+    steps = sorted(want["steps"], key=lambda s: s[2])
+    # xprof keeps every step of up to 5 and drops the first and the last of more (they may be
+    # incomplete: kDropIncomplteteStepThreshold in xprof/convert/step_events_to_steps_db.cc)
+    dropped = len(steps) > 5
+    if dropped:
+        steps = steps[1:-1]
+    # the tool resolves the session from the file's directory: an absolute path
+    out = json.loads(get_step_trace_tool.get_step_trace(
+        os.path.abspath(path), bypass_cache=True, limit=1000))
+    if out.get("status") == "NO_DATA":
+        fail("xprof get_step_trace: NO_DATA: %s" % out.get("message"))
+    got = [(s["step_num"], s["step_time_ms"]) for s in out["step_breakdown"]]
+    wants = [("%s %d" % (s[0], s[1]), s[3] / 1e6) for s in steps]
+    if out["summary"]["total_steps"] != len(steps) or len(got) != len(wants) or any(
+        g[0] != w[0] or not close(g[1], w[1]) for g, w in zip(got, wants)
+    ):
+        fail("xprof get_step_trace: steps %r (total_steps %r), want %r"
+             % (got, out["summary"]["total_steps"], wants))
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "overview_page", {})
+    if isinstance(data, bytes):
+        data = data.decode("utf-8")
+    if "No step marker observed" in data:
+        fail("xprof overview_page: No step marker observed")
+    props = {}
+    for table in json.loads(data):
+        props.update(table.get("p", {}))
+    mean_ms = sum(w[1] for w in wants) / len(wants)
+    if abs(float(props.get("steptime_ms_average", "nan")) - mean_ms) > 0.01 * mean_ms + 0.05:
+        fail("xprof overview_page: average step time %r ms, want %.4f"
+             % (props.get("steptime_ms_average"), mean_ms))
+    if summary is not None and not dropped:
+        names = {s[0] for s in steps}
+        for name in names:
+            row = [z for z in summary["zones"] if z["name"] == name]
+            ms = sorted(t for n, t in got if n.rsplit(" ", 1)[0] == name)
+            if len(row) != 1 or row[0]["count"] != len(ms):
+                fail("loupe summary: zone %r: %r, xprof has %d steps" % (name, row, len(ms)))
+            z = row[0]
+            checks = (("total", z["total_ns"] / 1e6, sum(ms)), ("max", z["max_ns"] / 1e6, ms[-1]),
+                      ("p50", z["p50_ns"] / 1e6, ms[(len(ms) - 1) // 2]))
+            for what, a, b in checks:
+                if not close(b, a):
+                    fail("loupe summary: %s %s %.4f ms, xprof %.4f ms" % (name, what, a, b))
+    print("xprof get_step_trace/overview_page: %d steps match%s"
+          % (len(steps), " loupe summary" if summary is not None and not dropped else ""))
+
+
+def check_flows(path, want):
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer@", {})
+    if isinstance(data, bytes):
+        data = data.decode("utf-8")
+    ends = collections.defaultdict(list)
+    groups = {}
+    for e in json.loads(data)["traceEvents"]:
+        if "bind_id" in e:
+            side = "out" if e.get("flow_out") else "in" if e.get("flow_in") else "?"
+            ends[(e["tid"], e["name"], ns(e["ts"]), side)].append(e["bind_id"])
+            groups[(e["tid"], e["name"], ns(e["ts"]))] = e.get("args", {}).get("group_id")
+    # XProf binds one flow per event and side (one _p, one _c): an event with several flows
+    # out (or in) gets one of them drawn; the others are checked where both ends are single.
+    # Host to host only: device events bind to the host by correlation_id, not _p/_c.
+    n_out = collections.Counter((f[0], f[1], f[2]) for f in want["flows"])
+    n_in = collections.Counter((f[3], f[4], f[5]) for f in want["flows"])
+    bound = 0
+    for a_tid, a_name, a_ts, b_tid, b_name, b_ts, host in want["flows"]:
+        if not host or n_out[(a_tid, a_name, a_ts)] > 1 or n_in[(b_tid, b_name, b_ts)] > 1:
+            continue
+        bound += 1
+        outs = ends.get((a_tid, a_name, a_ts, "out"), [])
+        ins = ends.get((b_tid, b_name, b_ts, "in"), [])
+        if not set(outs) & set(ins):
+            fail("xprof trace_viewer@: no flow from %r to %r (bind ids %r, %r)"
+                 % ((a_tid, a_name, a_ts), (b_tid, b_name, b_ts), outs, ins))
+        # a step's group reaches what its flows reach (group_events' producer/consumer links)
+        ga, gb = groups.get((a_tid, a_name, a_ts)), groups.get((b_tid, b_name, b_ts))
+        if want["steps"] and (ga is None or ga != gb):
+            fail("xprof trace_viewer@: flow %r -> %r: group_id %r, then %r"
+                 % ((a_tid, a_name, a_ts), (b_tid, b_name, b_ts), ga, gb))
+    if bound == 0:  # the "steps" case has flows with single ends: this check runs there
+        print("xprof trace_viewer@: no flow with single host ends in this case")
+        return
+    print("xprof trace_viewer@: %d of %d flows bound (the others share an event or a device)"
+          % (bound, len(want["flows"])))
+
+
 def main():
     path, expect_path = sys.argv[1], sys.argv[2]
     with open(expect_path) as f:
         want = json.load(f)
+    summary = None
+    if len(sys.argv) > 3:
+        with open(sys.argv[3]) as f:
+            summary = json.load(f)
     check_xprof(path, want)
     check_jax(path, want)
+    host_only = all(t["plane"] == "/host:CPU" for t in want["tracks"])
+    if want["steps"] and host_only:
+        check_steps(path, want, summary)
+    if want["flows"]:
+        check_flows(path, want)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 # xprof_validate.sh BUILD_DIR SOURCE_DIR: loupe's XSpace files read by the real consumers: xprof's
 # trace-viewer converter and jax.profiler.ProfileData (tests/xprof_check.py says what is checked).
 # The files: test_xplane in dump mode (a hand-built model with every event kind, GPU planes and
-# hostile names, and a recorded two-thread session).
+# hostile names, a recorded two-thread session with 20 steps, and 3 steps of 10, 20 and 30 ms
+# with flows to a worker thread, hand-built and recorded), each with `loupe summary --json` of
+# it for the step check.
 # Needs pip packages xprof and jax in one venv shared by every build directory and every run:
 # $LOUPE_XPROF_VENV when set (tools/test.sh sets it to build-test/.venv-xprof for all its
 # stages), else BUILD_DIR/../.venv-xprof when that directory is writable, else
@@ -65,11 +67,16 @@ if ! LOUPE_XPLANE_DUMP=$tmp "$build/tests/test_xplane" >"$tmp/dump.log" 2>&1; th
   exit 1
 fi
 status=0
-for c in full session; do
+for c in full session steps recorded_steps; do
   echo "== $c.xplane.pb ($(stat -c %s "$tmp/$c.xplane.pb") bytes)"
+  if ! "$build/loupe" summary --json --top 0 "$tmp/$c.xplane.pb" >"$tmp/$c.summary.json"; then
+    echo "xprof_validate: FAIL: loupe summary $c.xplane.pb"
+    status=1
+    continue
+  fi
   # the consumers log to stderr (absl); keep their output for a failure
   if ! timeout 120 "$py" "$src/tests/xprof_check.py" "$tmp/$c.xplane.pb" "$tmp/$c.expect.json" \
-      >"$tmp/$c.log" 2>&1; then
+      "$tmp/$c.summary.json" >"$tmp/$c.log" 2>&1; then
     grep -v '^[IW]0000' "$tmp/$c.log" | tail -20
     echo "xprof_validate: FAIL: $c"
     status=1

@@ -5,15 +5,19 @@
  *
  * Layout:
  *   XSpace { planes: "/host:CPU" (id 0), "/device:GPU:<n>" per GPU index (model tracks with kind
- *            LOUPE_TRACK_GPU), "Task Environment"; hostnames: [host];
+ *            LOUPE_TRACK_GPU), "/host:metadata", "Task Environment"; hostnames: [host];
  *            warnings: one per thread that dropped events }
- *   /host:CPU: one XLine per thread (id = OS tid, name = thread name) and a line "_counters_"
+ *   /host:CPU: one XLine per thread (id = OS tid, name = thread name, or for an unnamed one the
+ *            name line_name() gives it) and a line "_counters_"
  *            holding the counter samples (event name = counter, stat "value"); plane stats
  *            profile_start_time / profile_stop_time (ns since the Unix epoch), events_recorded,
- *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_name, and
- *            loupe_thread_<tid>_{recorded,dropped,capacity_needed} per line (GPU planes: theirs).
- *   Task Environment: profile_start_time, profile_stop_time (uint64, as XLA writes them) and the
- *            user metadata (loupe_set_metadata) as str_value stats.
+ *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_id (int64,
+ *            as jax), process_name, and loupe_thread_<tid>_{recorded,dropped,capacity_needed}
+ *            per line, _unnamed = 1 for a line named here (GPU planes: theirs).
+ *   /host:metadata: loupe_version (str_value) and process_id, where jax writes its versions.
+ *   Task Environment: profile_start_time, profile_stop_time (uint64, as XLA writes them),
+ *            profile_options (a ProfileOptions, bytes) and the user metadata
+ *            (loupe_set_metadata) as str_value stats.
  * Times: line timestamp_ns is relative to the session start, as jax.profiler's post-processed
  * files hold it (jax_profiler.md §4, jax-ml/jax#26288): xprof computes timestamp_ns * 1000 in
  * int64, which overflows for epoch times (checked with xprof 2.24: events land 2.9e12 µs off).
@@ -25,8 +29,10 @@
  * argument's key gets its own entry, description "loupe:bool"), ids from 1.
  * Arguments: int64_value, uint64_value, double_value, bool as int64_value 0/1 (TraceMe's
  * encoding), strings as ref_value (an XStatMetadata named by the string: XProf resolves it,
- * repeated values are stored once). Per event: loupe_truncated = 1, loupe_flow_out /
- * loupe_flow_in = the flow id (uint64, one stat per flow end).
+ * repeated values are stored once). Per event: loupe_truncated = 1; a step (integer step_num
+ * argument) gets XProf's root marker _r = 1 (is_step()); flow ends are XProf's producer and
+ * consumer stats _pt/_p and _ct/_c (put_flow_stats(); older loupe files hold loupe_flow_out /
+ * loupe_flow_in, which the reader still reads).
  * Strings are valid UTF-8 (protobuf's string type): invalid bytes become U+FFFD, as in JSON.
  *
  * Two passes: the first assigns metadata ids and sizes every line and plane (protobuf prefixes
@@ -225,11 +231,14 @@ typedef struct flow_end {
 
 typedef struct plane_spec {
     const char *name;
-    int kind; /* P_HOST, P_GPU, P_ENV */
+    int kind; /* P_HOST, P_GPU, P_META, P_ENV */
     uint32_t device;
 } plane_spec;
 
-enum { P_HOST, P_GPU, P_ENV };
+enum { P_HOST, P_GPU, P_META, P_ENV };
+
+/* Per-thread plane stats: loupe_thread_<tid>_{recorded,dropped,capacity_needed,unnamed}. */
+enum { ACCT = 4 };
 
 typedef struct writer {
     const loupe_model *m;
@@ -239,7 +248,7 @@ typedef struct writer {
     uint64_t *line_size; /* per thread (+1: the counters line) */
     int oom;
     int range;   /* a time beyond int64 picoseconds */
-    char **acct; /* per thread: the names of its 3 loss-accounting stats */
+    char **acct; /* per thread: the names of its ACCT plane stats */
 } writer;
 
 static size_t sid(writer *w, const char *name, int is_bool) {
@@ -328,6 +337,48 @@ static uint64_t ps(writer *w, uint64_t ns) {
     return ns * 1000;
 }
 
+/* A step (LOUPE_STEP: a slice with an integer step_num argument) is an XProf step marker: a
+ * root event, stat _r (kIsRoot, root level 1) with step_num, as jax's StepTraceAnnotation
+ * writes it (xla/tsl/profiler/utils/xplane_schema.cc). XProf's group_events makes every root
+ * event a step group (group_id, step_name "<name> <step_num>") and propagates the group to the
+ * events it contains and, through _p/_c, to the events it produced; overview_page and
+ * input_pipeline_analyzer then take the step times from these markers. A model that already
+ * carries an _r argument (read from a foreign file) keeps its own. */
+static int is_step(const ev *e) {
+    if (e->kind != 0 || e->counter) {
+        return 0;
+    }
+    int step = 0;
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        const loupe_arg *a = &e->args[i];
+        if (strcmp(a->key, "_r") == 0) {
+            return 0;
+        }
+        step |= strcmp(a->key, "step_num") == 0 &&
+                (a->type == LOUPE_ARG_INT64 || a->type == LOUPE_ARG_UINT64);
+    }
+    return step;
+}
+
+/* Flow ends as XProf's producer/consumer stats (xplane_schema.cc kProducerType "_pt",
+ * kProducerId "_p", kConsumerType "_ct", kConsumerId "_c"): type 0 (ContextType kGeneric) once
+ * per event and side, then one id per flow end (uint64: loupe's flow ids). XProf's
+ * group_events connects a producer to the consumers with the same (type, id), and the trace
+ * viewer (trace_viewer@) draws them as flow arrows. The reader maps them back to flows. */
+static void put_flow_stats(writer *w, pb *p, const ev *e, int in) {
+    int typed = 0;
+    for (size_t i = 0; i < e->nflows; i++) {
+        if (e->flows[i].in != in) {
+            continue;
+        }
+        if (!typed) {
+            put_stat(p, 4, sid(w, in ? "_ct" : "_pt", 0), (stat_val){4, 0, 0});
+            typed = 1;
+        }
+        put_stat(p, 4, sid(w, in ? "_c" : "_p", 0), (stat_val){3, e->flows[i].id, 0});
+    }
+}
+
 static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
     put_u64f(p, 1, eid(w, e->name, e->category, e->kind));
     put_u64f(p, 2, ps(w, e->start_ns - line_ns)); /* oneof: written even when 0 */
@@ -338,10 +389,11 @@ static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
     if (e->flags & LOUPE_SLICE_TRUNCATED) {
         put_stat(p, 4, sid(w, "loupe_truncated", 0), (stat_val){4, 1, 0});
     }
-    for (size_t i = 0; i < e->nflows; i++) {
-        const char *k = e->flows[i].in ? "loupe_flow_in" : "loupe_flow_out";
-        put_stat(p, 4, sid(w, k, 0), (stat_val){3, e->flows[i].id, 0});
+    if (is_step(e)) {
+        put_stat(p, 4, sid(w, "_r", 0), (stat_val){4, 1, 0});
     }
+    put_flow_stats(w, p, e, 0);
+    put_flow_stats(w, p, e, 1);
     if (e->counter) {
         stat_val v =
             e->cs->is_double ? (stat_val){2, 0, e->cs->d} : (stat_val){4, (uint64_t)e->cs->i, 0};
@@ -395,15 +447,34 @@ static uint64_t line_end(const loupe_model_thread *th) {
     return t;
 }
 
+/* Every line is named: XProf shows an unnamed line as a bare tid and jax's ProfileData as ''.
+ * jax names each thread by its name (the main thread "python"); an unnamed track here is named
+ * for what it is: the main thread (tid = pid) by the process name (its comm, /proc/PID/comm),
+ * another host thread "thread <tid>", a GPU track "track <tid>". The plane stat
+ * loupe_thread_<tid>_unnamed = 1 says the name was given here, so the reader gives the model
+ * back its unnamed track. */
+static const char *line_name(const loupe_model *m, const loupe_model_thread *th, char *buf,
+                             size_t n) {
+    if (th->name[0]) {
+        return th->name;
+    }
+    if (th->kind != LOUPE_TRACK_GPU && th->tid == m->pid && m->process_name != NULL &&
+        m->process_name[0]) {
+        return m->process_name;
+    }
+    snprintf(buf, n, "%s %llu", th->kind == LOUPE_TRACK_GPU ? "track" : "thread",
+             (unsigned long long)th->tid);
+    return buf;
+}
+
 /* XLine body of thread t: slices and instants merged in time order (instants after slices that
  * start at the same ns). */
 static void line_body(writer *w, pb *p, size_t t) {
     const loupe_model_thread *th = &w->m->threads[t];
     uint64_t t0 = line_start(th);
     put_u64f(p, 1, th->tid);
-    if (th->name[0]) {
-        put_str(p, 2, th->name);
-    }
+    char name[64];
+    put_str(p, 2, line_name(w->m, th, name, sizeof name));
     put_u64f(p, 3, t0);
     uint64_t end = line_end(th);
     if (end > t0) {
@@ -499,20 +570,48 @@ static void stat_ref(writer *w, pb *p, const char *name, const char *v) {
     put_stat(p, 6, sid(w, name, 0), (stat_val){7, sid(w, v, 0), 0});
 }
 
+/* A str_value (5) plane stat: free text, not a ref (Task Environment reads it back as
+ * metadata; jax writes /host:metadata's versions so). */
+static void stat_str(writer *w, pb *p, const char *name, const char *v) {
+    size_t vl = loupe__utf8_sanitize(v, strlen(v), NULL, NULL);
+    size_t mid = sid(w, name, 0);
+    put_len(p, 6, loupe__pb_uint_size(1, mid) + loupe__pb_len_size(5, vl));
+    put_u64f(p, 1, mid);
+    put_str(p, 5, v);
+}
+
+/* Task Environment's profile_options: a serialized tensorflow.ProfileOptions as a bytes_value
+ * (6), as jax writes it (tsl/profiler/protobuf/profiler_options.proto: version = 5). Only the
+ * version: the host and device tracer levels of the session are not in the model, and a
+ * guessed level would mislead. */
+static void stat_profile_options(writer *w, pb *p) {
+    static const unsigned char opts[] = {0x28, 0x01}; /* field 5 (version), varint 1 */
+    size_t mid = sid(w, "profile_options", 0);
+    put_len(p, 6, loupe__pb_uint_size(1, mid) + loupe__pb_len_size(6, sizeof opts));
+    put_u64f(p, 1, mid);
+    put_len(p, 6, sizeof opts);
+    if (p->s != NULL) {
+        loupe__put(p->s, (const char *)opts, sizeof opts);
+    }
+    p->n += sizeof opts;
+}
+
 /* Plane-level stats (field 6). */
 static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
     const loupe_model *m = w->m;
+    if (spec->kind == P_META) {
+        /* jax's /host:metadata: the framework's versions and the process (jaxlib_version,
+         * jax_version, process_id); loupe's version stands for the framework's. */
+        stat_str(w, p, "loupe_version", LOUPE_VERSION_STRING);
+        put_stat(p, 6, sid(w, "process_id", 0), (stat_val){4, m->pid, 0});
+        return;
+    }
     stat_u64(w, p, "profile_start_time", m->origin_unix_ns);
     stat_u64(w, p, "profile_stop_time", m->origin_unix_ns + m->duration_ns);
     if (spec->kind == P_ENV) {
+        stat_profile_options(w, p);
         for (size_t i = 0; i < m->metadata_count; i++) {
-            /* str_value (5), not a ref: free text, read back as metadata */
-            const char *v = m->metadata[i].value;
-            size_t vl = loupe__utf8_sanitize(v, strlen(v), NULL, NULL);
-            size_t mid = sid(w, m->metadata[i].key, 0);
-            put_len(p, 6, loupe__pb_uint_size(1, mid) + loupe__pb_len_size(5, vl));
-            put_u64f(p, 1, mid);
-            put_str(p, 5, v);
+            stat_str(w, p, m->metadata[i].key, m->metadata[i].value);
         }
         return;
     }
@@ -530,6 +629,7 @@ static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
         stat_ref(w, p, "clock", m->clock ? m->clock : "");
         put_stat(p, 6, sid(w, "tsc_ghz", 0), (stat_val){2, 0, m->tsc_ghz});
         stat_u64(w, p, "pid", m->pid);
+        put_stat(p, 6, sid(w, "process_id", 0), (stat_val){4, m->pid, 0}); /* as jax */
         stat_ref(w, p, "process_name", m->process_name ? m->process_name : "");
         stat_u64(w, p, "unmatched_ends", m->unmatched_ends);
     }
@@ -538,9 +638,12 @@ static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
         if (!in_plane(th, spec)) {
             continue;
         }
-        stat_u64(w, p, w->acct[3 * t], th->events_recorded);
-        stat_u64(w, p, w->acct[3 * t + 1], th->events_dropped);
-        stat_u64(w, p, w->acct[3 * t + 2], th->capacity_needed);
+        stat_u64(w, p, w->acct[ACCT * t], th->events_recorded);
+        stat_u64(w, p, w->acct[ACCT * t + 1], th->events_dropped);
+        stat_u64(w, p, w->acct[ACCT * t + 2], th->capacity_needed);
+        if (th->name[0] == 0) {
+            stat_u64(w, p, w->acct[ACCT * t + 3], 1);
+        }
     }
 }
 
@@ -571,7 +674,7 @@ static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
     const loupe_model *m = w->m;
     put_u64f(p, 1, (uint64_t)id);
     put_str(p, 2, spec->name);
-    for (size_t t = 0; t < m->thread_count && spec->kind != P_ENV; t++) {
+    for (size_t t = 0; t < m->thread_count && (spec->kind == P_HOST || spec->kind == P_GPU); t++) {
         if (!in_plane(&m->threads[t], spec)) {
             continue;
         }
@@ -644,23 +747,23 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     int rc = 0;
     /* planes: /host:CPU, /device:GPU:<n> by n, Task Environment */
     size_t nplanes = 0;
-    plane_spec *planes = calloc(m->thread_count + 2, sizeof(*planes));
+    plane_spec *planes = calloc(m->thread_count + 3, sizeof(*planes));
     uint32_t *devs = calloc(m->thread_count + 1, sizeof(*devs));
     char(*gpu_names)[32] = calloc(m->thread_count + 1, sizeof(*gpu_names));
-    table *tables = calloc((m->thread_count + 2) * 2, sizeof(table));
-    uint64_t *plane_size = calloc(m->thread_count + 2, sizeof(uint64_t));
+    table *tables = calloc((m->thread_count + 3) * 2, sizeof(table));
+    uint64_t *plane_size = calloc(m->thread_count + 3, sizeof(uint64_t));
     w.line_size = calloc(m->thread_count + 1, sizeof(uint64_t));
-    w.acct = calloc(3 * m->thread_count + 1, sizeof(char *));
+    w.acct = calloc(ACCT * m->thread_count + 1, sizeof(char *));
     if (planes == NULL || devs == NULL || gpu_names == NULL || tables == NULL ||
         plane_size == NULL || w.line_size == NULL || w.acct == NULL) {
         rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
         goto done;
     }
-    for (size_t t = 0; t < 3 * m->thread_count; t++) {
-        static const char *const what[3] = {"recorded", "dropped", "capacity_needed"};
+    for (size_t t = 0; t < ACCT * m->thread_count; t++) {
+        static const char *const what[ACCT] = {"recorded", "dropped", "capacity_needed", "unnamed"};
         char k[96];
-        snprintf(k, sizeof k, "loupe_thread_%llu_%s", (unsigned long long)m->threads[t / 3].tid,
-                 what[t % 3]);
+        snprintf(k, sizeof k, "loupe_thread_%llu_%s", (unsigned long long)m->threads[t / ACCT].tid,
+                 what[t % ACCT]);
         if ((w.acct[t] = strdup(k)) == NULL) {
             rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
             goto done;
@@ -681,6 +784,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
         snprintf(gpu_names[i], sizeof gpu_names[i], "/device:GPU:%u", devs[i]);
         planes[nplanes++] = (plane_spec){gpu_names[i], P_GPU, devs[i]};
     }
+    planes[nplanes++] = (plane_spec){"/host:metadata", P_META, 0};
     planes[nplanes++] = (plane_spec){"Task Environment", P_ENV, 0};
     /* flow ends, sorted by (thread, slice) */
     if (m->flow_count > 0) {
@@ -748,12 +852,12 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
         rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
     }
 done:
-    for (size_t i = 0; tables != NULL && i < (m->thread_count + 2) * 2; i++) {
+    for (size_t i = 0; tables != NULL && i < (m->thread_count + 3) * 2; i++) {
         table_free(&tables[i]);
     }
     table_free(&w.em);
     table_free(&w.sm);
-    for (size_t t = 0; w.acct != NULL && t < 3 * m->thread_count; t++) {
+    for (size_t t = 0; w.acct != NULL && t < ACCT * m->thread_count; t++) {
         free(w.acct[t]);
     }
     free(w.acct);

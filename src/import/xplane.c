@@ -12,7 +12,10 @@
  *   name = the event metadata's name; stats become args (int64, uint64, double, str and ref
  *   values as strings, bytes as lowercase hex), metadata stats first. loupe's own stats map back:
  *   loupe_instant / loupe_category / loupe_function (event metadata), loupe_truncated and
- *   loupe_flow_out / loupe_flow_in (events), "loupe:bool" stat metadata (bool args).
+ *   loupe_flow_out / loupe_flow_in (events), "loupe:bool" stat metadata (bool args). XProf's
+ *   conventions, as jax and loupe write them: _p / _c with _pt / _ct are flows (flow_stat(),
+ *   one producer to each of its consumers), _r = 1 beside step_num is a step (the root marker
+ *   is dropped: drop_step_root()); loupe_thread_<tid>_unnamed gives a track back its "" name.
  * - Plane stats of a loupe file (loupe_version present): profile_start_time (origin),
  *   profile_stop_time (duration), pid, process_name, clock, tsc_ghz, unmatched_ends and
  *   loupe_thread_<tid>_{recorded,dropped,capacity_needed}. XSpace.hostnames[0] is the host.
@@ -551,6 +554,53 @@ static int add_flow(reader *x, uint64_t id, size_t thread, size_t slice, int in)
     return 0;
 }
 
+/* XProf's producer/consumer stats (xla/tsl/profiler/utils/xplane_schema.cc: _pt/_p producer
+ * type/id, _ct/_c consumer type/id), written by jax (ThreadpoolListener, PjRt) and by loupe:
+ * each _p / _c is a flow end, its type from the event's _pt / _ct (0 when absent). 1 when st
+ * was one of them, 0 when not, or an error. */
+static int flow_stat(reader *x, const plane *pl, const stat *st, size_t t, int64_t *ptype,
+                     int64_t *ctype) {
+    if (key_is(pl, st->mid, "_pt") || key_is(pl, st->mid, "_ct")) {
+        *(key_is(pl, st->mid, "_pt") ? ptype : ctype) = (int64_t)st->u;
+        return 1;
+    }
+    int in = key_is(pl, st->mid, "_c");
+    if (!in && !key_is(pl, st->mid, "_p")) {
+        return 0;
+    }
+    return add_flow(x, st->u, t, 0, in) != 0 ? x->r.rc : 1;
+}
+
+/* The model's flow id of an XProf flow end: XProf matches (type, id), so a type other than
+ * ContextType kGeneric (0, what loupe writes) goes into the top byte: jax's threadpool regions
+ * (type 15) and its PjRt events (type 0) with the same id stay apart. */
+static void flow_types(reader *x, size_t from, int64_t ptype, int64_t ctype) {
+    for (size_t i = from; i < x->nflows; i++) {
+        uint64_t type = (uint64_t)(x->flows[i].in ? ctype : ptype);
+        x->flows[i].id ^= type << 56;
+    }
+}
+
+/* A step marker (stat _r = 1, root level 1, next to an integer step_num: jax's
+ * StepTraceAnnotation and loupe's LOUPE_STEP) is a step in the model: the zone with its
+ * step_num argument, as LOUPE_STEP records it; the writer gives it its _r again. Any other _r
+ * (another root level, a root without step_num) stays an argument. */
+static void drop_step_root(loupe_arg *args, uint32_t *n) {
+    uint32_t root = UINT32_MAX;
+    int step = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        if (strcmp(args[i].key, "_r") == 0 && args[i].type == LOUPE_ARG_INT64 && args[i].v.i == 1) {
+            root = i;
+        }
+        step |= strcmp(args[i].key, "step_num") == 0 &&
+                (args[i].type == LOUPE_ARG_INT64 || args[i].type == LOUPE_ARG_UINT64);
+    }
+    if (root != UINT32_MAX && step) {
+        memmove(args + root, args + root + 1, (*n - root - 1) * sizeof(*args));
+        (*n)--;
+    }
+}
+
 static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, int counters) {
     int64_t mid = 0;
     uint64_t off_ps = 0, dur_ps = 0;
@@ -598,6 +648,7 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
     }
     int truncated = 0;
     size_t nflow0 = x->nflows;
+    int64_t ptype = 0, ctype = 0;
     stat value;
     int have_value = 0;
     while ((k = next(&x->r, &stats, &f)) == 1) {
@@ -624,6 +675,13 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
             }
             continue;
         }
+        int fr = counters ? 0 : flow_stat(x, pl, &st, t, &ptype, &ctype);
+        if (fr < 0) {
+            return fr;
+        }
+        if (fr > 0) {
+            continue;
+        }
         if (loupe__grow((void **)&x->args, &x->args_cap, n + 1u, sizeof(loupe_arg)) != 0) {
             return oom(x);
         }
@@ -635,6 +693,8 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
     if (k < 0) {
         return k;
     }
+    flow_types(x, nflow0, ptype, ctype);
+    drop_step_root(x->args, &n);
     uint64_t ts = (uint64_t)start;
     if (!x->have_time || ts < x->min_ns) {
         x->min_ns = ts;
@@ -656,6 +716,7 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
         return loupe__mb_counter(x->mb, &c) != 0 ? oom(x) : 0;
     }
     if (em->kind & 1) {
+        x->nflows = nflow0; /* a flow binds slices: an instant's ends have nowhere to go */
         return loupe__mb_instant(x->mb, t, ts, em->iname, x->args, n) != 0 ? oom(x) : 0;
     }
     size_t sl = loupe__mb_slice(x->mb, t);
@@ -765,6 +826,7 @@ static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint
     int which = strcmp(end, "recorded") == 0          ? 0
                 : strcmp(end, "dropped") == 0         ? 1
                 : strcmp(end, "capacity_needed") == 0 ? 2
+                : strcmp(end, "unnamed") == 0         ? 3
                                                       : -1;
     if (which < 0) {
         return 0;
@@ -772,6 +834,12 @@ static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint
     size_t t = track_of(x, gpu, device, tid);
     if (t == SIZE_MAX) {
         return -1;
+    }
+    if (which == 3) { /* the writer named an unnamed track (src/export/xplane.c line_name) */
+        if (st->u != 0) {
+            loupe__mb_thread_name(x->mb, t, "");
+        }
+        return 1;
     }
     loupe_model_thread *th = loupe__mb_thread_at(x->mb, t);
     uint64_t *dst = which == 0   ? &th->events_recorded
@@ -911,8 +979,10 @@ static int link_flows(reader *x) {
             ins++;
         }
         size_t nout = ins - outs, nin = j - ins;
-        for (size_t q = 0; q < nout && q < nin; q++) {
-            const flow_end *a = &x->flows[outs + q], *b = &x->flows[ins + q];
+        /* one producer, several consumers (XProf: every consumer of the id joins the
+         * producer's group): one flow to each */
+        for (size_t q = 0; q < nin && (q < nout || nout == 1); q++) {
+            const flow_end *a = &x->flows[outs + (nout == 1 ? 0 : q)], *b = &x->flows[ins + q];
             if (loupe__mb_flow(x->mb, a->id, a->thread, a->slice, b->thread, b->slice) != 0) {
                 return oom(x);
             }

@@ -14,6 +14,22 @@
  * sleeping out their duration. Handlers read the configuration (token, limits) without a lock:
  * it is written before the daemon starts and freed only after MHD_stop_daemon() has joined every
  * connection thread.
+ *
+ * No client takes the server away from the others (DESIGN.md invariant 6):
+ * - Every connection has a slot (conns[], from libmicrohttpd's connection notifications) that
+ *   holds its request's state: nothing is allocated per request that a request cut short could
+ *   leak, and the in-flight count drops when the connection goes, whatever state it was in.
+ * - The request head (request line and headers) must arrive within HEAD_TOTAL_MS, with no gap
+ *   over HEAD_IDLE_S: the reaper thread shuts down a connection still sending its head after
+ *   that (libmicrohttpd bounds only idle time), so slow-drip clients cannot hold the slots.
+ * - libmicrohttpd takes up to MAX_CONNECTIONS sockets; more than MAX_REQUESTS requests at once
+ *   are answered 503 rather than closed without a reply.
+ * - A query with more than QUERY_ARGS_MAX parameters is answered 400 before libmicrohttpd
+ *   stores them (each takes a record in its 32 KiB per-connection pool; 20 KB of '&' exhausted
+ *   it and the connection was closed with no reply).
+ * - The bearer token is checked first; a NUL byte in the request line, in an escape (%00) or in
+ *   the Authorization header is refused, not cut at.
+ * - A capture whose client has gone (EOF on its socket) is ended at once, not slept out.
  */
 #include "session/capture.h"
 #include "base/clock.h"
@@ -44,8 +60,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define MAX_CONNECTIONS 64
-#define CONNECTION_TIMEOUT_S 30 /* an idle or stalled connection is closed after this */
+#define MAX_REQUESTS 64         /* requests handled at once; one more is answered 503 */
+#define MAX_CONNECTIONS 256     /* sockets (one thread each); libmicrohttpd closes more on accept */
+#define CONNECTION_TIMEOUT_S 30 /* idle while a request is answered (a capture's wait is not) */
+#define HEAD_IDLE_S 5           /* idle while the request head arrives */
+#define HEAD_TOTAL_MS 5000      /* the whole request head, however slowly it drips */
+#define REAP_MS 100             /* how often the reaper looks */
+#define QUERY_ARGS_MAX 32       /* query parameters (loupe's take 4) */
+#define URI_MAX 8192            /* the request target, in bytes */
+#define PEER_POLL_MS 100        /* how often a capture checks that its client is still there */
 #define TOKEN_MAX 255
 #define STOP_GRACE_MS 2000 /* how long a stop lets responses in flight finish */
 #define BODY_MAX 0         /* GET requests carry no body; any body is refused with 413 */
@@ -64,6 +87,28 @@ static pthread_cond_t wait_cond;
 static int stopping;
 static int in_flight; /* requests between their URI and their completion; under wait_lock */
 
+/* One per connection (libmicrohttpd's socket context). used, fd, head_ns and cut are shared with
+ * the reaper under conn_lock; counted under wait_lock; the rest belongs to the connection's
+ * thread. */
+typedef struct conn {
+    int used;
+    int fd;
+    uint64_t head_ns; /* CLOCK_MONOTONIC ns when the current request head began; 0: complete */
+    int cut;          /* shut down by the reaper */
+    int counted;      /* this request is in in_flight */
+    /* the request in progress */
+    char *uri;           /* the raw request target (malloc'd), NULL when over URI_MAX */
+    const char *mhd_uri; /* libmicrohttpd's own copy in its read buffer (the NUL check) */
+    size_t uri_len, args;
+    int started;
+    size_t body;
+} conn;
+
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static conn conns[MAX_CONNECTIONS];
+static pthread_t reaper;
+static int reaper_run; /* under wait_lock */
+
 /* A forked child has the parent's state but not its threads: it has no server. The listening
  * socket is closed in the child so that the parent's stop frees the port. */
 static void atfork_child(void) {
@@ -77,8 +122,14 @@ static void atfork_child(void) {
     srv_port = 0;
     stopping = 0;
     in_flight = 0;
+    reaper_run = 0;
+    for (size_t i = 0; i < MAX_CONNECTIONS; i++) {
+        free(conns[i].uri);
+    }
+    memset(conns, 0, sizeof conns);
     pthread_mutex_init(&srv_lock, NULL);
     pthread_mutex_init(&wait_lock, NULL);
+    pthread_mutex_init(&conn_lock, NULL);
 }
 
 static void init_once(void) {
@@ -92,41 +143,155 @@ static void init_once(void) {
 
 /* ---- responses ---- */
 
-/* Per request: the raw URI (for our own query parser) and whether a body arrived. */
-typedef struct request {
-    char *uri;
-    int started;
-    size_t body;
-} request;
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
+/* The request leaves in_flight (at its completion, or when its connection goes first). */
+static void uncount(conn *k) {
+    pthread_mutex_lock(&wait_lock);
+    if (k->counted) {
+        k->counted = 0;
+        in_flight--;
+        pthread_cond_broadcast(&wait_cond);
+    }
+    pthread_mutex_unlock(&wait_lock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn *k = NULL;
+        pthread_mutex_lock(&conn_lock);
+        for (size_t i = 0; i < MAX_CONNECTIONS && k == NULL; i++) {
+            k = conns[i].used ? NULL : &conns[i];
+        }
+        if (k != NULL) {
+            memset(k, 0, sizeof *k);
+            k->used = 1;
+            k->fd = ci != NULL ? ci->connect_fd : -1;
+            k->head_ns = mono_ns();
+        }
+        pthread_mutex_unlock(&conn_lock);
+        *socket_context = k;
+        /* the head's idle bound; raised to CONNECTION_TIMEOUT_S once the head is complete */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HEAD_IDLE_S);
+        return;
+    }
+    conn *k = *socket_context; /* MHD_CONNECTION_NOTIFY_CLOSED */
+    if (k == NULL) {
+        return;
+    }
+    uncount(k);
+    free(k->uri);
+    pthread_mutex_lock(&conn_lock);
+    memset(k, 0, sizeof *k);
+    pthread_mutex_unlock(&conn_lock);
+    *socket_context = NULL;
+}
+
+/* Shuts down the connections whose request head is older than HEAD_TOTAL_MS (the connection's
+ * thread then sees the socket end and libmicrohttpd closes it). The fd is the connection's as
+ * long as its slot is used: the slot is cleared (under conn_lock) before libmicrohttpd closes
+ * the socket. */
+static void *reap(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&wait_lock);
+    while (reaper_run) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t.tv_nsec += REAP_MS * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&wait_cond, &wait_lock, &t);
+        pthread_mutex_unlock(&wait_lock);
+        pthread_mutex_lock(&conn_lock);
+        uint64_t now = mono_ns(); /* under the lock: no head_ns set after it */
+        for (size_t i = 0; i < MAX_CONNECTIONS; i++) {
+            conn *k = &conns[i];
+            if (k->used && !k->cut && k->fd >= 0 && k->head_ns != 0 && now > k->head_ns &&
+                now - k->head_ns > (uint64_t)HEAD_TOTAL_MS * 1000000u) {
+                shutdown(k->fd, SHUT_RDWR);
+                k->cut = 1;
+            }
+        }
+        pthread_mutex_unlock(&conn_lock);
+        pthread_mutex_lock(&wait_lock);
+    }
+    pthread_mutex_unlock(&wait_lock);
+    return NULL;
+}
+
+static conn *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* The request line has arrived (its headers may still be on the way). Keeps the raw target for
+ * loupe's own query parser, counts the request in flight, and empties an over-long query before
+ * libmicrohttpd parses it: libmicrohttpd 0.9.75 (src/microhttpd/connection.c,
+ * parse_initial_message_line) calls this with a pointer into its own writable request-line
+ * buffer, then cuts the target at '?' and stores one record per '&'-separated parameter in the
+ * connection's pool; with the query emptied there it stores none, and the handler answers 400
+ * from the copy kept here. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     (void)cls;
-    (void)c;
-    request *r = calloc(1, sizeof *r);
-    if (r != NULL) {
-        r->uri = strdup(uri);
-        pthread_mutex_lock(&wait_lock);
-        in_flight++;
-        pthread_mutex_unlock(&wait_lock);
+    conn *k = conn_of(c);
+    if (k == NULL) {
+        return NULL;
     }
-    return r;
+    free(k->uri);
+    k->uri = NULL;
+    k->mhd_uri = uri;
+    k->uri_len = strlen(uri);
+    k->started = 0;
+    k->body = 0;
+    k->args = 0;
+    const char *q = strchr(uri, '?');
+    for (const char *p = q; p != NULL; p = strchr(p + 1, '&')) {
+        k->args++;
+    }
+    if (k->args > QUERY_ARGS_MAX) {
+        ((char *)(uintptr_t)q)[1] = 0;
+    }
+    if (k->uri_len <= URI_MAX) {
+        k->uri = strdup(uri); /* NULL (out of memory): the handler closes the connection */
+    }
+    pthread_mutex_lock(&wait_lock);
+    if (!k->counted) {
+        k->counted = 1;
+        in_flight++;
+    }
+    pthread_mutex_unlock(&wait_lock);
+    return k;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     (void)cls;
-    (void)c;
     (void)toe;
-    request *r = *con_cls;
-    if (r != NULL) {
-        free(r->uri);
-        free(r);
-        *con_cls = NULL;
-        pthread_mutex_lock(&wait_lock);
-        in_flight--;
-        pthread_cond_broadcast(&wait_cond);
-        pthread_mutex_unlock(&wait_lock);
+    conn *k = *con_cls;
+    if (k == NULL) {
+        return;
     }
+    *con_cls = NULL;
+    uncount(k);
+    free(k->uri);
+    k->uri = NULL;
+    k->mhd_uri = NULL;
+    /* keep-alive: the next request's head is timed from now */
+    pthread_mutex_lock(&conn_lock);
+    k->head_ns = mono_ns();
+    pthread_mutex_unlock(&conn_lock);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HEAD_IDLE_S);
 }
 
 static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, char *body, size_t len,
@@ -209,17 +374,48 @@ static enum MHD_Result on_status(struct MHD_Connection *c) {
     return send_json(c, MHD_HTTP_OK, j);
 }
 
-/* Sleeps until deadline (CLOCK_MONOTONIC) or a stop; returns non-zero when stopped. */
-static int wait_until(const struct timespec *deadline) {
+/* Has the client closed its end (EOF or a reset)? Data it sent ahead (a pipelined request) is
+ * left where it is. */
+static int peer_gone(int fd) {
+    if (fd < 0) {
+        return 0;
+    }
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+enum { WAIT_DONE, WAIT_STOPPED, WAIT_GONE };
+
+/* Sleeps until deadline (CLOCK_MONOTONIC), a stop, or the client's leaving (looked at every
+ * PEER_POLL_MS). */
+static int wait_until(const struct timespec *deadline, int fd) {
+    int why = WAIT_DONE;
     pthread_mutex_lock(&wait_lock);
     while (!stopping) {
-        if (pthread_cond_timedwait(&wait_cond, &wait_lock, deadline) == ETIMEDOUT) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t.tv_nsec += PEER_POLL_MS * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        int last = t.tv_sec > deadline->tv_sec ||
+                   (t.tv_sec == deadline->tv_sec && t.tv_nsec >= deadline->tv_nsec);
+        if (pthread_cond_timedwait(&wait_cond, &wait_lock, last ? deadline : &t) == ETIMEDOUT &&
+            last) {
+            break;
+        }
+        if (peer_gone(fd)) {
+            why = WAIT_GONE;
             break;
         }
     }
-    int s = stopping;
+    if (stopping) {
+        why = WAIT_STOPPED;
+    }
     pthread_mutex_unlock(&wait_lock);
-    return s;
+    return why;
 }
 
 /* gzip (level 1, as the run directory's files) of in[0..n) into a malloc'd buffer. */
@@ -298,7 +494,8 @@ int loupe__model_to_mem(const loupe_model *m, size_t format, char **out, size_t 
     return 0;
 }
 
-static enum MHD_Result on_profile(struct MHD_Connection *c, const char *query, size_t qlen) {
+static enum MHD_Result on_profile(struct MHD_Connection *c, const conn *k, const char *query,
+                                  size_t qlen) {
     loupe__query q;
     char err[256];
     if (loupe__query_parse(query, qlen, &q, err, sizeof err) != 0) {
@@ -329,10 +526,14 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const char *query, s
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
-    int stopped = wait_until(&deadline);
+    int why = wait_until(&deadline, k->fd);
     loupe_model *m = NULL;
     r = loupe__capture_stop(&m);
-    if (stopped) {
+    if (why == WAIT_GONE) {
+        loupe_model_free(m); /* nobody to send it to: the session is free again now */
+        return MHD_NO;
+    }
+    if (why == WAIT_STOPPED) {
         loupe_model_free(m);
         return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Service unavailable",
                           "the profiler server is stopping; the capture was abandoned");
@@ -374,13 +575,50 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const char *query, s
     return ret;
 }
 
-/* Constant-time comparison of the Authorization header with "Bearer <token>". */
+typedef struct line_after {
+    uintptr_t after, next; /* the first header line starting after `after` (0: none) */
+} line_after;
+
+static enum MHD_Result next_key(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+    (void)kind;
+    (void)value;
+    line_after *n = cls;
+    uintptr_t k = (uintptr_t)key;
+    if (k > n->after && (n->next == 0 || k < n->next)) {
+        n->next = k;
+    }
+    return MHD_YES;
+}
+
+/* Does the header value v (length n, as libmicrohttpd measured it: up to its first NUL) end
+ * before its line does, i.e. did a NUL byte cut it ("Bearer s3cret\0junk")? libmicrohttpd
+ * 0.9.75 keeps the head in its read buffer, a NUL for each CR and LF that ended a line
+ * (get_next_header_line): after a whole value come 1 or 2 NULs, then the next header's name,
+ * or the empty line's NULs. */
+static int value_cut(struct MHD_Connection *c, const char *v, size_t n) {
+    line_after la = {(uintptr_t)v, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, next_key, &la);
+    if (la.next != 0) {
+        return la.next - ((uintptr_t)v + n) > 2;
+    }
+    return v[n + 1] != 0; /* the last header: the empty line's NUL follows */
+}
+
+/* Constant-time comparison of the Authorization header with "Bearer <token>". A value a NUL
+ * byte cut short is refused, not read as the token followed by an ignored tail. */
 static int authorized(struct MHD_Connection *c) {
     if (srv_token[0] == 0) {
         return 1;
     }
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) { /* RFC 7235: the scheme ignores case */
+    const char *h = NULL;
+    size_t hl = 0;
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &h, &hl) != MHD_YES ||
+        h == NULL || strlen(h) != hl || value_cut(c, h, hl)) {
+        return 0;
+    }
+    if (strncasecmp(h, "Bearer ", 7) != 0) { /* RFC 7235: the scheme ignores case */
         return 0;
     }
     h += 7;
@@ -398,43 +636,82 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)cls;
     (void)version;
     (void)upload_data;
-    request *r = *con_cls;
-    if (r == NULL || r->uri == NULL) {
-        return MHD_NO; /* out of memory: close the connection */
+    conn *k = *con_cls;
+    if (k == NULL) {
+        return MHD_NO; /* no slot: close the connection */
     }
-    if (!r->started) {
-        r->started = 1;
+    if (!k->started) {
+        k->started = 1;
+        pthread_mutex_lock(&conn_lock);
+        k->head_ns = 0; /* the head is complete: the reaper leaves it alone */
+        pthread_mutex_unlock(&conn_lock);
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S);
         return MHD_YES;
     }
     if (*upload_data_size != 0) {
-        r->body += *upload_data_size;
+        k->body += *upload_data_size;
         *upload_data_size = 0;
         return MHD_YES; /* discarded; answered with 413 below once the body is read */
-    }
-    if (r->body > BODY_MAX) {
-        return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "Content too large",
-                          "requests to the profiler server carry no body");
     }
     if (!authorized(c)) {
         return send_error(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized",
                           "this server needs the header 'Authorization: Bearer <token>' with "
                           "its token");
     }
+    char d[160];
+    if (k->args > QUERY_ARGS_MAX) {
+        snprintf(d, sizeof d, "the query has %zu parameters; this server reads at most %d", k->args,
+                 QUERY_ARGS_MAX);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request", d);
+    }
+    if (k->uri == NULL && k->uri_len > URI_MAX) {
+        snprintf(d, sizeof d, "the request target is %zu bytes; this server reads at most %d",
+                 k->uri_len, URI_MAX);
+        return send_error(c, MHD_HTTP_URI_TOO_LONG, "URI too long", d);
+    }
+    if (k->uri == NULL) {
+        return MHD_NO; /* out of memory: close the connection */
+    }
+    /* A raw NUL in the target: libmicrohttpd hands it on as a C string that ends there
+     * ("/v1/status\0junk" would be /v1/status). Its request line keeps the target and, after
+     * one space, the version in one buffer (parse_initial_message_line): a version further
+     * away than the target's length means bytes after a NUL. */
+    if (k->mhd_uri != NULL && version != NULL && version[0] != 0 && version > k->mhd_uri &&
+        (size_t)(version - k->mhd_uri) <= URI_MAX * 2u &&
+        (size_t)(version - k->mhd_uri) != k->uri_len + 1) {
+        return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request",
+                          "the request line holds a NUL byte");
+    }
+    if (k->body > BODY_MAX) {
+        return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "Content too large",
+                          "requests to the profiler server carry no body");
+    }
+    pthread_mutex_lock(&wait_lock);
+    int busy = in_flight > MAX_REQUESTS;
+    pthread_mutex_unlock(&wait_lock);
+    if (busy) {
+        snprintf(d, sizeof d, "the server is answering %d requests at once; try again",
+                 MAX_REQUESTS);
+        return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Service unavailable", d);
+    }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
-        char d[128];
         snprintf(d, sizeof d, "method %.40s is not allowed; use GET", method);
         return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "Method not allowed", d);
     }
-    const char *qm = strchr(r->uri, '?');
+    /* The path as sent, byte for byte: an escape is not decoded into a match ("/v1/status%00"
+     * is not /v1/status). */
+    const char *qm = strchr(k->uri, '?');
+    size_t plen = qm ? (size_t)(qm - k->uri) : strlen(k->uri);
     const char *query = qm ? qm + 1 : "";
-    if (strcmp(url, "/v1/status") == 0) {
+    if (plen == 10 && memcmp(k->uri, "/v1/status", 10) == 0) {
         return on_status(c);
     }
-    if (strcmp(url, "/v1/profile") == 0) {
-        return on_profile(c, query, strlen(query));
+    if (plen == 11 && memcmp(k->uri, "/v1/profile", 11) == 0) {
+        return on_profile(c, k, query, strlen(query));
     }
-    char d[160];
-    snprintf(d, sizeof d, "no such path: %.100s (known: /v1/status, /v1/profile)", url);
+    (void)url;
+    snprintf(d, sizeof d, "no such path: %.*s (known: /v1/status, /v1/profile)",
+             (int)(plen < 100 ? plen : 100), k->uri);
     for (char *p = d; *p; p++) {
         if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) {
             *p = '?';
@@ -504,11 +781,24 @@ int loupe_start_server_ex(const loupe_server_options *o) {
         0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+    if (d != NULL) {
+        pthread_mutex_lock(&wait_lock);
+        reaper_run = 1;
+        pthread_mutex_unlock(&wait_lock);
+        if (pthread_create(&reaper, NULL, reap, NULL) != 0) {
+            reaper_run = 0;
+            MHD_stop_daemon(d); /* closes the listening socket it was given */
+            d = NULL;
+            fd = -1;
+        }
+    }
     if (d == NULL) {
         loupe__grpc_stop_begin();
         loupe__grpc_stop_end();
-        close(fd);
+        if (fd >= 0) {
+            close(fd);
+        }
         srv_token[0] = 0;
         pthread_mutex_unlock(&srv_lock);
         return loupe__err(LOUPE_EIO,
@@ -548,6 +838,11 @@ int loupe_stop_server(void) {
     }
     pthread_mutex_unlock(&wait_lock);
     MHD_stop_daemon(daemon_); /* joins every connection thread */
+    pthread_mutex_lock(&wait_lock);
+    reaper_run = 0;
+    pthread_cond_broadcast(&wait_cond);
+    pthread_mutex_unlock(&wait_lock);
+    pthread_join(reaper, NULL);
     loupe__grpc_stop_end();
     if (lfd != MHD_INVALID_SOCKET) {
         close(lfd); /* quiesced: the socket is ours to close */
