@@ -32,9 +32,10 @@ int main(int argc, char **argv) {
     loupe_trace_options o = {.log_dir = argv[1]};
     if (loupe_start_trace(&o) != 0) { return 1; }
     { LOUPE_ZONE("consumer_zone"); }
-    loupe_trace_result r;
+    loupe_trace_result r = {.size = sizeof r};
     if (loupe_stop_trace(&r) != 0) { return 2; }
-    printf("%llu\n", (unsigned long long)r.events_recorded);
+    printf("%llu %s\n", (unsigned long long)r.events_recorded, loupe_version());
+    loupe_trace_result_free(&r);
     return 0;
 }
 C
@@ -48,12 +49,12 @@ CM
 cmake -S "$tmp/consumer" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/cb" >/dev/null
 out=$(LD_LIBRARY_PATH="$prefix/lib" rt "$tmp/cb/consumer" "$tmp/log1")
-[ "$out" = 2 ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
+[ "$out" = "2 0.1.0" ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -n 1)
 flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs loupe)
 cc -std=c11 "$tmp/consumer/main.c" -o "$tmp/pc_consumer" $flags -Wl,-rpath,"$(dirname "$libdir")"
 out=$(rt "$tmp/pc_consumer" "$tmp/log2")
-[ "$out" = 2 ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
+[ "$out" = "2 0.1.0" ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
 ls "$tmp"/log2/plugins/profile/*/*.trace.json.gz >/dev/null
 # the installed command runs from its prefix (RUNPATH $ORIGIN/../lib), no LD_LIBRARY_PATH
 rt "$prefix/bin/loupe" --version | grep -q '^loupe ' || { echo "FAIL: installed loupe does not run"; exit 1; }
