@@ -221,7 +221,7 @@ void bench_print_table(void) {
         printf("%-60s %9s %9s %9s  %-11s %7s %7s  %s\n", c->name, m, lo, hi, c->unit, fl, ra,
                c->note);
     }
-    printf("\ntargets (issue 6)\n%-40s %-32s %-7s %s\n", "figure", "target", "status", "measured");
+    printf("\ntargets\n%-40s %-32s %-7s %s\n", "figure", "target", "status", "measured");
     for (size_t i = 0; i < ntargets; i++) {
         printf("%-40s %-32s %-7s %s\n", targets[i].figure, targets[i].goal,
                status_word(targets[i].status), targets[i].measured);

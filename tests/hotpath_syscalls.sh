@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hotpath_syscalls.sh: the record path makes no system call after a thread's first event
-# (issue 6's design guard): strace counts the calls between the probe's two getppid markers.
+# (a design guard of the recorder): strace counts the calls between the probe's two getppid markers.
 # Args: BUILD_DIR SOURCE_DIR.
 set -euo pipefail
 build=$1

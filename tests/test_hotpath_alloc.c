@@ -1,7 +1,8 @@
 /* test_hotpath_alloc.c: the record path allocates nothing after a thread's first event
- * (issue 6's design guard). This program interposes malloc/calloc/realloc/free/aligned_alloc
- * (forwarding to glibc's __libc_* functions) and counts calls made during a recording loop of
- * every event kind. Skipped in sanitizer builds, whose runtimes own malloc. */
+ * (a design guard of the recorder). This program interposes
+ * malloc/calloc/realloc/free/aligned_alloc (forwarding to glibc's __libc_* functions) and counts
+ * calls made during a recording loop of every event kind. Skipped in sanitizer builds, whose
+ * runtimes own malloc. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -47,7 +47,8 @@ static void check_tracks(json_t *root) {
     json_t *evs = json_object_get(root, "traceEvents");
     size_t n = json_array_size(evs);
     assert_true(n > 0);
-    /* the first event is the process name (Perfetto's sniffer, formats.md §1.6) */
+    /* the first event is the process name (Perfetto's sniffer, Perfetto's json_trace_tokenizer.cc)
+     */
     assert_string_equal(json_string_value(json_object_get(json_array_get(evs, 0), "name")),
                         "process_name");
     for (size_t i = 0; i < n; i++) {

@@ -6,9 +6,10 @@
  *   GPU track sharing a host tid, an empty track, metadata) and hostile names is written, read
  *   back and compared field by field;
  * - the exact bytes of a one-zone trace, and the exact size of 1000 plain zones;
- * - wire types and the sequence rules of formats.md §2.8/§2.9, checked by walking the file:
- *   repeated fields unpacked, one sequence id, CLEARED first, NEEDS on every event packet,
- *   iids from 1 defined once and before use, descriptors before events, one uuid per thread;
+ * - wire types and the sequence rules of Perfetto's trace_processor
+ * (src/trace_processor/importers/proto/), checked by walking the file: repeated fields unpacked,
+ * one sequence id, CLEARED first, NEEDS on every event packet, iids from 1 defined once and before
+ * use, descriptors before events, one uuid per thread;
  * - the reader's own sequence rules (packets before a clear are skipped) and bad input
  *   (truncations at every length, garbage varints, a 1 GB length, wrong wire types, NEEDS
  *   with sequence id 0): LOUPE_EFORMAT naming the offset, never a crash;
@@ -172,7 +173,7 @@ static loupe_model *zones_model(size_t zones, uint64_t origin) {
     return out;
 }
 
-/* The exact bytes of a one-zone trace (formats.md §2.9 tag bytes). */
+/* The exact bytes of a one-zone trace (track_event.proto's field numbers and wire types). */
 static void test_exact_bytes(void **state) {
     (void)state;
     loupe_model *m = zones_model(1, 0);
@@ -382,8 +383,9 @@ static void test_bad_input(void **state) {
     (void)state;
     static const uint8_t garbage[] = {0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                       0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
-    expect_error(garbage, sizeof garbage,
-                 "mem.pftrace: Perfetto protobuf: offset 1: truncated or overlong length varint (in Trace)");
+    expect_error(
+        garbage, sizeof garbage,
+        "mem.pftrace: Perfetto protobuf: offset 1: truncated or overlong length varint (in Trace)");
     static const uint8_t gig[] = {0x0A, 0x80, 0x80, 0x80, 0x80, 0x04, 0x50, 0x01};
     expect_error(gig, sizeof gig, "offset 1: length runs past the end of its message (in Trace)");
     static const uint8_t inner_gig[] = {0x0A, 0x07, 0x62, 0x80, 0x80, 0x80, 0x80, 0x04, 0x00};

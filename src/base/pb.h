@@ -9,7 +9,7 @@
  * bytes: small messages (the common case) cost no copy. Wire types (protobuf encoding spec):
  * 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32. Repeated scalars are written one tag per
  * element (unpacked), since Perfetto's decoders read only unpacked data for fields not declared
- * [packed=true] (formats.md §2.9).
+ * [packed=true] (Perfetto's track_event.proto; its decoder reads these unpacked).
  *
  * The XPlane writer streams into a sink in two passes (size, then write) instead of a buffer:
  * it uses the *_at encoders and the *_size helpers, which give the same bytes and sizes.

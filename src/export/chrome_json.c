@@ -1,11 +1,12 @@
-/* chrome_json.c: the Chrome Trace Event Format writer (../shared/reference/formats.md §1.8).
+/* chrome_json.c: the Chrome Trace Event Format writer (the Trace Event Format document, and
+ * Perfetto's JSON importer: perfetto src/trace_processor/importers/json/json_trace_parser.cc).
  *
  * Object form, streamed event by event:
  *   {"displayTimeUnit":"ns","metadata":{...},"traceEvents":[
  *     M process_name, M thread_name + thread_sort_index per thread,
  *     X slices per thread in start order (parents first), i instants, C counters]}
- * - ts/dur in µs from the trace origin, printed with exactly 3 decimals: ns exact (formats.md
- *   §1.6: ts×1000 < 2^53 keeps ns exact for 104 days).
+ * - ts/dur in µs from the trace origin, printed with exactly 3 decimals: ns exact (Perfetto's
+ *   json_trace_tokenizer.cc parses them as doubles: ts×1000 < 2^53 keeps ns exact for 104 days).
  * - Slices are X events (no B/E pairing problems); equal starts are ordered longer first.
  * - Flows: flow v2 (bind_id + flow_out / flow_in on both X events) when neither slice has another
  *   v2 flow; otherwise both ends as flow v1 s / f events (integer ids, cat "flow", bp "e"), so

@@ -1,10 +1,10 @@
-/* folded.c: collapsed stacks ("folded", Brendan Gregg's format; formats.md §5) for flame graphs:
- *     main;root;child;leaf <self ns>
- * one line per distinct stack of zone names under its track's root frame (the thread's name:
- * one root per thread, so two threads' stacks never sum into one), weighted by self time in ns
- * (a slice's duration minus its direct children's), in order of first appearance. Stacks whose
- * self time is 0 are left out. Frames are separated by ';', so a ';' in a name becomes ':', and a
- * newline or carriage return becomes a space (speedscope reads `^(.*) (\d+)$` per line).
+/* folded.c: collapsed stacks ("folded", Brendan Gregg's format; brendangregg/FlameGraph's
+ * stackcollapse output) for flame graphs: main;root;child;leaf <self ns> one line per distinct
+ * stack of zone names under its track's root frame (the thread's name: one root per thread, so two
+ * threads' stacks never sum into one), weighted by self time in ns (a slice's duration minus its
+ * direct children's), in order of first appearance. Stacks whose self time is 0 are left out.
+ * Frames are separated by ';', so a ';' in a name becomes ':', and a newline or carriage return
+ * becomes a space (speedscope reads `^(.*) (\d+)$` per line).
  *
  * Also the call tree both this writer and svg.c walk (flame.h): a node is (parent node, name), so
  * memory is one node per distinct stack and a line is written from the parent links, never kept

@@ -3,10 +3,11 @@
  * Field numbers: google/perfetto protos/perfetto/trace/{trace,trace_packet}.proto,
  * track_event/{track_event,track_descriptor,debug_annotation,process_descriptor,
  * thread_descriptor,counter_descriptor}.proto, interned_data/interned_data.proto,
- * clock_snapshot.proto, trace_packet_defaults.proto, as summarised in
- * ../shared/reference/formats.md §2; proto/perfetto_trace.proto is loupe's subset of them.
+ * clock_snapshot.proto, trace_packet_defaults.proto (google/perfetto protos/perfetto/trace/);
+ * proto/perfetto_trace.proto is loupe's subset of them.
  *
- * The stream (one sequence, trusted_packet_sequence_id 1; formats.md §2.8):
+ * The stream (one sequence, trusted_packet_sequence_id 1; Perfetto's trace_processor,
+ * src/trace_processor/importers/proto/):
  *   1. flags=CLEARED, ClockSnapshot {REALTIME = origin_unix_ns (when known),
  *      BOOTTIME = B, clock 64 = B is_incremental}, where B = origin_unix_ns (0 when unknown).
  *   2. TrackDescriptors: the process (uuid 1), each model track (uuid 2 + index: a thread
@@ -34,7 +35,8 @@
  * Memory: the packet buffers (the largest packet), the intern tables (bounded), a stack per track
  * (its depth) and an index of the flows' ends (one entry per end): nothing per event.
  * Flows: the source slice's BEGIN carries flow_ids (field 47), the destination's BEGIN
- * terminating_flow_ids (48), both fixed64, one tag per id (formats.md §2.9).
+ * terminating_flow_ids (48), both fixed64, one tag per id (Perfetto's track_event.proto; its
+ * decoder reads these unpacked).
  */
 #include "base/error.h"
 #include "base/hash.h"

@@ -1,7 +1,7 @@
 /* xplane.c: the XPlane writer: the model as one XSpace (<host>.xplane.pb), the file XProf and
  * TensorBoard's profile plugin open. base/pb.h's protobuf encoding, streamed into the sink;
- * field numbers from openxla/xla:xla/tsl/profiler/protobuf/xplane.proto (proto/xplane.proto,
- * ../shared/reference/formats.md §3, jax_profiler.md §4 and §6).
+ * field numbers from openxla/xla:xla/tsl/profiler/protobuf/xplane.proto (proto/xplane.proto);
+ * stat names from xla/tsl/profiler/utils/xplane_schema.cc.
  *
  * Layout:
  *   XSpace { planes: "/host:CPU" (id 0), "/device:GPU:<n>" per GPU index (model tracks with kind
@@ -19,7 +19,7 @@
  *            profile_options (a ProfileOptions, bytes) and the user metadata
  *            (loupe_set_metadata) as str_value stats.
  * Times: line timestamp_ns is relative to the session start, as jax.profiler's post-processed
- * files hold it (jax_profiler.md §4, jax-ml/jax#26288): xprof computes timestamp_ns * 1000 in
+ * files hold it (jax-ml/jax#26288): xprof computes timestamp_ns * 1000 in
  * int64, which overflows for epoch times (checked with xprof 2.24: events land 2.9e12 µs off).
  * The wall-clock start is profile_start_time. Events: offset_ps from the line's timestamp_ns
  * (the line's first event), duration_ps; per line in start order (outer before inner).
@@ -38,8 +38,8 @@
  * Two passes: the first assigns metadata ids and sizes every line and plane (protobuf prefixes
  * each nested message with its length), the second writes. Memory: the metadata tables and one
  * size per line, not per event. A protobuf message must stay under 2 GiB (INT32_MAX bytes): a
- * larger XSpace is refused before any byte is written (LOUPE_EUNSUPPORTED, jax_profiler.md §7
- * #7: jax wrote a 0-byte file and reported success).
+ * larger XSpace is refused before any byte is written (LOUPE_EUNSUPPORTED, protobuf's 2 GiB message
+ * limit #7: jax wrote a 0-byte file and reported success).
  */
 #include "export/writers.h"
 
@@ -719,7 +719,7 @@ static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
     }
 }
 
-/* XSpace.warnings (3): one per thread that dropped events (jax_profiler.md §7 #16). */
+/* XSpace.warnings (3): one per thread that dropped events (jax-ml/jax's XSpace.warnings use). */
 static void put_warnings(const loupe_model *m, pb *p) {
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];

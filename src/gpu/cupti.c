@@ -1,8 +1,8 @@
 /* cupti.c: the CUPTI device tracer (trace.h: device_tracer_level). libcupti.so is loaded at run
  * time with dlopen, so loupe builds and runs without CUDA; tests swap in a fake function table
- * (cupti_api.h). Flow (../shared/reference/gpu_inkernel.md §4): Subscribe (detects another
- * subscriber: error 39) → RegisterTimestampCallback (CLOCK_REALTIME ns, before any Enable, so
- * records are on the axis of the trace's origin_unix_ns) → RegisterCallbacks → Enable
+ * (cupti_api.h). Flow (CUPTI's activity API, cupti_activity.h and cupti_callbacks.h): Subscribe
+ * (detects another subscriber: error 39) → RegisterTimestampCallback (CLOCK_REALTIME ns, before any
+ * Enable, so records are on the axis of the trace's origin_unix_ns) → RegisterCallbacks → Enable
  * CONCURRENT_KERNEL, MEMCPY, MEMSET, RUNTIME; at stop FlushAll(FORCED) → Disable → Unsubscribe →
  * Finalize (Mosaic's order). Records are read at fixed offsets of the CUDA 13.0 structs (checked
  * with offsetof against cupti_activity.h of CUDA 13.0):

@@ -5,13 +5,14 @@
  * truncated messages, lengths past the end, wire types that do not match a known field) is
  * LOUPE_EFORMAT with the file offset of the bad bytes. The file is read whole (at most 4 GiB).
  *
- * What is read (field numbers: see src/export/perfetto_proto.c and formats.md §2):
- * - Sequences as trace_processor reads them (formats.md §2.8): per trusted_packet_sequence_id,
- *   interned data and defaults belong to the generation started by the last CLEARED flag (or
- *   incremental_state_cleared); interned data before the first clear is skipped, packets marked
- *   NEEDS_INCREMENTAL_STATE while the state is invalid (no clear yet, or after
- *   previous_packet_dropped) are skipped; NEEDS with sequence id 0 is an error; the first
- *   definition of an iid wins.
+ * What is read (field numbers: see src/export/perfetto_proto.c and google/perfetto
+ * protos/perfetto/trace/):
+ * - Sequences as trace_processor reads them (Perfetto's trace_processor,
+ * src/trace_processor/importers/proto/): per trusted_packet_sequence_id, interned data and defaults
+ * belong to the generation started by the last CLEARED flag (or incremental_state_cleared);
+ * interned data before the first clear is skipped, packets marked NEEDS_INCREMENTAL_STATE while the
+ * state is invalid (no clear yet, or after previous_packet_dropped) are skipped; NEEDS with
+ * sequence id 0 is an error; the first definition of an iid wins.
  * - Clocks: no clock id or BOOTTIME (6) is trace time; a sequence-scoped clock 64..127 goes
  *   through the sequence's last ClockSnapshot (offset to its BOOTTIME reading), incremental ones
  *   adding each packet's delta; another builtin clock with a snapshot is converted the same way,

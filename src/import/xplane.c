@@ -1,6 +1,7 @@
 /* xplane.c: the XPlane reader: an XSpace (<host>.xplane.pb, from loupe or jax.profiler) into the
  * trace model. The bounded protobuf decoder of base/pb.h over the bytes in memory; field numbers
- * from proto/xplane.proto (formats.md §3.1). What loupe's writer puts where: src/export/xplane.c.
+ * from proto/xplane.proto (openxla/xla xla/tsl/profiler/protobuf/xplane.proto). What loupe's writer
+ * puts where: src/export/xplane.c.
  *
  * What is read:
  * - Planes "/host:CPU" (tracks of kind LOUPE_TRACK_THREAD) and "/device:GPU:<n>" (kind

@@ -1,10 +1,10 @@
 /* link.c: the Perfetto link host (loupe/server.h, loupe_serve_perfetto_link()).
  *
- * jax's version (reference §2) serves the run directory on 127.0.0.1:9001 until the trace is
- * fetched, with no timeout (§7 #9): a link nobody opens blocks forever. Here one libmicrohttpd
- * thread serves one file, and the caller waits on a condition variable until the file was sent
- * completely or the timeout passed. 9001 is the one port Perfetto's content security policy lets
- * the UI fetch from, so when it is taken the error says so.
+ * jax's version (jax/_src/profiler.py, _host_perfetto_trace_file) serves the run directory on
+ * 127.0.0.1:9001 until the trace is fetched, with no timeout: a link nobody opens blocks forever.
+ * Here one libmicrohttpd thread serves one file, and the caller waits on a condition variable until
+ * the file was sent completely or the timeout passed. 9001 is the one port Perfetto's content
+ * security policy lets the UI fetch from, so when it is taken the error says so.
  */
 #include "base/error.h"
 #include "base/net.h"

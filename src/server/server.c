@@ -3,12 +3,13 @@
  * libmicrohttpd runs it: one listening thread plus one thread per connection (at most
  * MAX_CONNECTIONS), so a capture that sleeps for its duration blocks only its own connection and
  * status requests keep flowing. The listening socket is made here rather than by libmicrohttpd so
- * that a bind failure reaches the caller with its errno (jax only logs it: reference §7 #2).
+ * that a bind failure reaches the caller with its errno (jax only logs it: jax/_src/profiler.py
+ * start_server).
  *
  * A capture runs the process's one session through session/capture.h: a local trace (or another
  * capture) makes it a 409 and is not touched. Its model is written into memory by the format's
  * writer (src/export/writers.h) and sent as the response body: the trace lands where the client
- * is, not on the server's disk (reference §7 #15).
+ * is, not on the server's disk (as tsl's profiler_service_impl.cc writes it).
  *
  * Locks: srv_lock serialises start/stop; wait_lock + wait_cond let stop wake captures that are
  * sleeping out their duration. Handlers read the configuration (token, limits) without a lock:
