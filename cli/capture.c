@@ -518,7 +518,8 @@ static void *grpc_main(void *arg) {
     snprintf(auth, sizeof auth, "Bearer %.500s", o->token ? o->token : "");
     for (size_t i = 0; gs != NULL && i < job->n; i++) {
         target *t = &job->ts[i];
-        if (t->done || t->permanent || t->proto != PROTO_GRPC) {
+        /* proto first: the rest of an HTTP target is the main thread's meanwhile */
+        if (t->proto != PROTO_GRPC || t->done || t->permanent) {
             continue;
         }
         gcall *g = &gs[i];

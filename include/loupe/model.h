@@ -134,7 +134,7 @@ typedef struct loupe_model {
      * loupe_stop_trace() or a clean file. Owned by the model (strings in its storage). */
     size_t warning_count;
     const char **warnings;
-    void *loupe__arena;       /* private: the storage every pointer above points into */
+    void *loupe__arena; /* private: the storage every pointer above points into */
 } loupe_model;
 
 /** Frees a model and everything it owns. NULL is allowed. */

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void loupe__jp_reset(loupe__jp *p) {
     p->count = 0;
     p->undo_count = 0;
