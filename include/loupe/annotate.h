@@ -87,21 +87,7 @@ LOUPE__INLINE uint64_t loupe_zone_begin(const loupe_srcloc *sl) {
  * is 0 (the begin was not recorded). */
 LOUPE__INLINE void loupe_zone_end_state(const loupe_srcloc *sl, uint64_t s) {
     if (s != 0) {
-        loupe__tbuf *t = loupe__tls;
-        uint64_t ts = loupe__now();
-        uint64_t b = LOUPE__ADDR(sl) | LOUPE__K_END;
-        if (__builtin_expect(t != LOUPE__NULL &&
-                                 __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s &&
-                                 t->cur < t->limit,
-                             1)) {
-            loupe__ev *e = t->cur;
-            __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
-            __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
-            t->depth -= t->depth ? 1u : 0u;
-            __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
-        } else {
-            (void)loupe__record_slow(s, ts, b, -1);
-        }
+        loupe__push_end(s, LOUPE__ADDR(sl) | LOUPE__K_END);
     }
 }
 

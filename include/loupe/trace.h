@@ -59,8 +59,13 @@ enum {
     LOUPE_FORMAT_PERFETTO_JSON = 1 << 3   /* perfetto_trace.json.gz (= create_perfetto_trace) */
 };
 
-/** Default per-thread capacity: 1 Mi events (16 MiB per thread, 16 bytes per event). */
+/** Default per-thread limit: 1 Mi events (16 MiB of the session's memory, 16 bytes an event). */
 #define LOUPE_DEFAULT_BUFFER_EVENTS (1u << 20)
+/** Default session capacity: 64 Mi events (1 GiB of address space, populated only as events
+ * are recorded). */
+#define LOUPE_DEFAULT_SESSION_EVENTS ((uint64_t)1 << 26)
+/** Memory is handed to threads in chunks of this many events (64 KiB). */
+#define LOUPE_CHUNK_EVENTS 4096u
 
 /** Options of loupe_start_trace(). Zero-initialise, then set what you need. */
 typedef struct loupe_trace_options {
@@ -71,8 +76,10 @@ typedef struct loupe_trace_options {
     /** Non-zero: also write perfetto_trace.json.gz (Chrome JSON without the top-level
      * "metadata" key, which makes Perfetto's UI show a blank trace: jax-ml/jax#10843). */
     int create_perfetto_trace;
-    /** Per-thread buffer capacity in events (16 bytes each); 0 = LOUPE_DEFAULT_BUFFER_EVENTS.
-     * Minimum 64. A zone is 2 events; an argument, instant, counter or flow is 2 more. */
+    /** Per-thread limit in events (16 bytes each); 0 = LOUPE_DEFAULT_BUFFER_EVENTS. Minimum 64.
+     * A zone is 2 events; an argument, instant, counter or flow is 2 more; a copied name or
+     * string takes one more per 15 bytes. The events come from the session's capacity
+     * (session_events), a chunk of LOUPE_CHUNK_EVENTS at a time. */
     uint32_t buffer_events;
     /** Overflow policy; 0 = keep the first events. */
     loupe_overflow overflow;
@@ -96,14 +103,19 @@ typedef struct loupe_trace_options {
      * a GPU, or with another CUPTI subscriber (Nsight), the session goes on host-only and
      * loupe_gpu_device_tracer_note() (loupe/gpu.h) says why. */
     int device_tracer_level;
-    /** Buffer population. 0 (default): a thread's whole buffer is mapped and prefaulted at its
-     * first event in the session (outside any zone: the event's timestamp is taken after), so
-     * recording never takes a page fault (the ~6 ns per event a first touch costs on a VM).
-     * When the thread exits, the unused rest is given back to the system. Non-zero: pages are
-     * touched 1 MiB at a time as the buffer fills, for programs that start many short threads
-     * (each costs 1 MiB instead of buffer_events x 16 bytes, and no prefault time), at the price
-     * of those page faults on the record path. */
+    /** Ignored since 0.2 (kept for the ABI): memory is one pool for the session, handed to
+     * threads a chunk at a time and populated ahead of demand by a background thread, so no
+     * thread pays for a buffer it does not fill. */
     int lazy_buffers;
+    /** The session's capacity in events, shared by every thread; 0 = LOUPE_DEFAULT_SESSION_EVENTS.
+     * Counted in chunks of LOUPE_CHUNK_EVENTS (a smaller value is one chunk); a thread's own
+     * events are further limited by buffer_events. Address space for it is reserved at the
+     * start (without committing memory: MAP_NORESERVE); memory grows as events are recorded,
+     * plus one chunk per thread that records and a 320-byte descriptor per thread. When the
+     * capacity is used up, new events are dropped (keep-first) or the oldest chunks of the
+     * thread are reused (keep-last), counted either way. A start that cannot reserve it fails
+     * with LOUPE_ENOMEM and says how many events would fit. */
+    uint64_t session_events;
 } loupe_trace_options;
 
 /** Events recorded and lost on one thread. */

@@ -191,6 +191,10 @@ size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
             return i;
         }
     }
+    return loupe__mb_thread_add(mb, tid);
+}
+
+size_t loupe__mb_thread_add(loupe__mb *mb, uint64_t tid) {
     size_t cap = mb->thread_cap;
     if (loupe__grow((void **)&mb->m.threads, &mb->thread_cap, mb->m.thread_count + 1,
                     sizeof(loupe_model_thread)) != 0 ||

@@ -37,6 +37,9 @@ loupe_model *loupe__mb_model(loupe__mb *mb);
 
 /* The index of the thread with this tid, added (name "") when missing. SIZE_MAX on OOM. */
 size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid);
+/* Appends a thread with this tid (name "") even when one has it already: the collector's
+ * threads are registry entries, and a tid the kernel reused is another thread. SIZE_MAX on OOM. */
+size_t loupe__mb_thread_add(loupe__mb *mb, uint64_t tid);
 /* Sets a thread's name (interned). */
 void loupe__mb_thread_name(loupe__mb *mb, size_t thread, const char *name);
 loupe_model_thread *loupe__mb_thread_at(loupe__mb *mb, size_t thread);

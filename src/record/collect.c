@@ -120,6 +120,8 @@ typedef struct collector {
     uint64_t unmatched;
     mapping *maps; /* readable mappings, sorted: static names of unloaded libraries are not */
     size_t nmaps;
+    uint64_t reentered; /* events dropped as re-entered calls (signal handlers, allocators) */
+    uint64_t cut;       /* copied strings cut to fit */
 } collector;
 
 /* The process's readable mappings (/proc/self/maps), sorted by address. */
@@ -262,15 +264,24 @@ static uint64_t to_ns(const loupe__collect_params *p, uint64_t ticks) {
     return (uint64_t)((double)(ticks - p->start_ticks) / p->ticks_per_ns + 0.5);
 }
 
-/* Walks one thread's slots [from, to) in order. */
+/* A thread's walk, carried across its segments (chunks, a packed tail). */
+typedef struct walk_state {
+    size_t depth;
+    uint64_t prev;
+    uint64_t first_ns;
+    int done;     /* an event after the stop was met: the rest is not this session's */
+    uint64_t cut; /* copied strings cut to fit */
+} walk_state;
+
+/* Walks the slots [0, n) of one segment of a thread, in order. */
 static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int wrapped,
-                uint64_t close_ns, uint64_t *last_ns) {
+                walk_state *ws) {
     char str[LOUPE_MAX_DYN_NAME + 16];
     loupe__mb *mb = c->mb;
-    size_t depth = 0;
-    uint64_t prev = 0;
-    uint64_t first_ns = UINT64_MAX;
-    for (size_t i = 0; i < n; i++) {
+    size_t depth = ws->depth;
+    uint64_t prev = ws->prev;
+    uint64_t first_ns = ws->first_ns;
+    for (size_t i = 0; i < n && !ws->done; i++) {
         uint64_t a = __atomic_load_n(&slots[i].a, __ATOMIC_RELAXED);
         uint64_t b = __atomic_load_n(&slots[i].b, __ATOMIC_RELAXED);
         unsigned kind = (unsigned)(b & 15u);
@@ -281,6 +292,11 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
         if (kind == LOUPE__K_EXT &&
             (sub == LOUPE__EXT_ARG || sub == LOUPE__EXT_FLOW_OUT || sub == LOUPE__EXT_FLOW_IN)) {
             a = 0; /* no timestamp: these attach to the open zone */
+        }
+        if (a != 0 && a > c->p->stop_ticks) {
+            ws->done = 1; /* recorded by a thread that passed the gate as it closed: after the
+                             stop, so not shown (its zones open here end at the stop) */
+            break;
         }
         uint64_t ns = a == 0 && kind == LOUPE__K_EXT ? prev : to_ns(c->p, a);
         if (ns < prev) {
@@ -310,8 +326,9 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                 zk = Z_STATIC;
                 key = b;
             } else if (kind == LOUPE__K_BEGIN_DYN) {
-                i += read_str(slots, i + 1, n, b >> 4, str);
+                i += read_str(slots, i + 1, n, (b >> 4) & 0xffffffffu, str);
                 s->name = loupe__mb_str(mb, str);
+                ws->cut += b >> 63;
                 zk = Z_DYN;
                 key = 0;
             } else {
@@ -390,6 +407,8 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             const char *ref = (const char *)(uintptr_t)(vb >> 4);
             if (sub == LOUPE__EXT_ARG) {
                 if (flags == LOUPE_ARG_STRING) {
+                    ws->cut += va >> 63;
+                    va &= ~(1ull << 63);
                     i += read_str(slots, i + 1, n, va, str);
                 }
                 if (depth == 0) {
@@ -434,18 +453,23 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             break;
         }
     }
-    /* Zones still open at the stop (or when their thread exited) end there, truncated. */
-    if (close_ns < prev) {
-        close_ns = prev;
+    ws->depth = depth;
+    ws->prev = prev;
+    ws->first_ns = first_ns;
+    return 0;
+}
+
+/* Zones still open at the stop (or when their thread exited) end there, truncated. */
+static void walk_close(collector *c, size_t ti, walk_state *ws, uint64_t close_ns) {
+    if (close_ns < ws->prev) {
+        close_ns = ws->prev;
     }
-    while (depth > 0) {
-        loupe_slice *s = loupe__mb_slice_at(mb, ti, c->stack[depth - 1].slice);
+    while (ws->depth > 0) {
+        loupe_slice *s = loupe__mb_slice_at(c->mb, ti, c->stack[ws->depth - 1].slice);
         s->dur_ns = close_ns - s->start_ns;
         s->flags |= LOUPE_SLICE_TRUNCATED;
-        depth--;
+        ws->depth--;
     }
-    *last_ns = prev;
-    return 0;
 }
 
 static int cmp_flow(const void *pa, const void *pb) {
@@ -477,26 +501,24 @@ static int pair_flows(collector *c) {
     return 0;
 }
 
-/* Copies a wrapped ring oldest-first and discards what a straggler may have overwritten while
- * it was copied (cur/wraps re-read afterwards, as a seqlock reader would). */
+/* Copies a wrapped one-segment ring oldest-first and discards what a straggler may have
+ * overwritten while it was copied (cur/wraps re-read afterwards, as a seqlock reader would). */
 static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
     loupe__ev *cur0 = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
     uint64_t w0 = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-    size_t cap = (size_t)t->cap, pos = (size_t)(cur0 - t->base);
-    loupe__ev *copy = malloc(cap * sizeof(loupe__ev));
+    size_t cap = (size_t)(t->hot.limit - t->seg), pos = (size_t)(cur0 - t->seg);
+    loupe__ev *copy = malloc((cap ? cap : 1) * sizeof(loupe__ev));
     if (copy == NULL) {
         return NULL;
     }
-    size_t k = 0;
     for (size_t i = 0; i < cap; i++) {
-        const loupe__ev *e = &t->base[(pos + i) % cap];
-        copy[k].a = __atomic_load_n(&e->a, __ATOMIC_RELAXED);
-        copy[k].b = __atomic_load_n(&e->b, __ATOMIC_RELAXED);
-        k++;
+        const loupe__ev *e = &t->seg[(pos + i) % cap];
+        copy[i].a = __atomic_load_n(&e->a, __ATOMIC_RELAXED);
+        copy[i].b = __atomic_load_n(&e->b, __ATOMIC_RELAXED);
     }
     loupe__ev *cur1 = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
     uint64_t w1 = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-    size_t over = (size_t)((w1 - w0) * cap + (size_t)(cur1 - t->base)) - pos;
+    size_t over = (size_t)((w1 - w0) * cap + (size_t)(cur1 - t->seg)) - pos;
     if (over > cap) {
         over = cap;
     }
@@ -504,6 +526,107 @@ static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
     memmove(copy, copy + over, (cap - over) * sizeof(loupe__ev));
     *n_out = cap - over;
     return copy;
+}
+
+/* The descriptors of the session, oldest registration first (stable thread order). */
+typedef struct desc_list {
+    loupe__thread **v;
+    size_t n, cap;
+    uint64_t state;
+    int failed;
+} desc_list;
+
+static void gather(loupe__thread *t, void *arg) {
+    desc_list *l = arg;
+    if (__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) != l->state) {
+        return; /* recorded nothing in this session */
+    }
+    if (loupe__grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) != 0) {
+        l->failed = 1;
+        return;
+    }
+    l->v[l->n++] = t;
+}
+
+static int cmp_id(const void *pa, const void *pb) {
+    const loupe__thread *a = *(loupe__thread *const *)pa, *b = *(loupe__thread *const *)pb;
+    return a->id < b->id ? -1 : (a->id > b->id);
+}
+
+/* Walks one thread's chain: its chunks in order, the current one up to the published cur, or
+ * its packed tail; a one-segment ring oldest-first. Fills the thread's counts. */
+static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
+    const loupe__collect_params *p = c->p;
+    void *rg = loupe__region;
+    walk_state ws = {0, 0, UINT64_MAX, 0, 0};
+    uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
+    uint64_t recycled = __atomic_load_n(&t->recycled, __ATOMIC_ACQUIRE);
+    uint64_t n = 0, total = 0;
+    int r = 0;
+    uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
+    if (t->ring && wraps > 0) {
+        size_t k;
+        loupe__ev *copy = ring_copy(t, &k);
+        if (copy == NULL) {
+            return -1;
+        }
+        loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+        total = wraps * (uint64_t)(t->hot.limit - t->seg) + (uint64_t)(cur - t->seg);
+        n = k;
+        r = walk(c, ti, copy, k, 1, &ws);
+        free(copy);
+    } else if (tail != LOUPE__NO_CHUNK) {
+        n = total = t->tail_n;
+        r = walk(c, ti, loupe__chunk(rg, tail) + t->tail_off, t->tail_n, recycled != 0, &ws);
+    } else {
+        uint32_t ch = t->first_chunk;
+        for (uint64_t guard = 0; ch != LOUPE__NO_CHUNK && ch < LOUPE__HDR->nchunks && r == 0 &&
+                                 guard < LOUPE__HDR->nchunks;
+             guard++) {
+            const loupe__ev *base = loupe__chunk(rg, ch);
+            uint64_t used;
+            if (ch == t->cur_chunk) {
+                loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+                used = cur != NULL && cur >= base ? (uint64_t)(cur - base) : 0;
+            } else {
+                used = loupe__meta(rg, ch)->used;
+            }
+            if (used > LOUPE__CHUNK_SLOTS) {
+                used = LOUPE__CHUNK_SLOTS;
+            }
+            n += used;
+            r = walk(c, ti, base, (size_t)used, recycled != 0, &ws);
+            if (ch == t->cur_chunk) {
+                break;
+            }
+            ch = loupe__meta(rg, ch)->next;
+        }
+        total = n;
+    }
+    if (r != 0) {
+        return -1;
+    }
+    uint64_t exit_ticks = __atomic_load_n(&t->exit_ticks, __ATOMIC_ACQUIRE);
+    uint64_t close_ns = exit_ticks != 0 ? to_ns(p, exit_ticks) : p->stop_ns;
+    if (close_ns > p->stop_ns) {
+        close_ns = p->stop_ns;
+    }
+    walk_close(c, ti, &ws, close_ns);
+    uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED) +
+                       __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
+    loupe_model_thread *th = loupe__mb_thread_at(c->mb, ti);
+    th->events_recorded = n;
+    if (t->ring) {
+        uint64_t lost = (wraps > 0 ? total - n : 0) + recycled;
+        th->events_dropped = dropped + lost;
+        th->capacity_needed = total + recycled + dropped;
+    } else {
+        th->events_dropped = dropped;
+        th->capacity_needed = n + dropped;
+    }
+    c->reentered += __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
+    c->cut += ws.cut;
+    return 0;
 }
 
 int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
@@ -530,76 +653,54 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         loupe__mb_metadata(c.mb, p->metadata[i].key, p->metadata[i].value);
     }
     int failed = 0;
-    /* Oldest registered last in the list: walk it into an array to keep a stable order. */
-    size_t nt = 0;
-    for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
-        nt++;
-    }
-    loupe__thread **ts = calloc(nt ? nt : 1, sizeof(*ts));
-    if (ts == NULL) {
+    desc_list l = {NULL, 0, 0, p->state, 0};
+    loupe__threads_each(gather, &l);
+    if (l.failed) {
+        free(l.v);
         free(c.maps);
         return loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events");
     }
-    size_t k = nt;
-    for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
-        ts[--k] = t;
-    }
-    for (size_t i = 0; i < nt && !failed; i++) {
-        loupe__thread *t = ts[i];
-        if (__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) != p->state) {
-            continue; /* recorded nothing in this session */
-        }
-        size_t ti = loupe__mb_thread(c.mb, t->tid);
+    qsort(l.v, l.n, sizeof(*l.v), cmp_id);
+    for (size_t i = 0; i < l.n && !failed; i++) {
+        loupe__thread *t = l.v[i];
+        /* one track per registered thread: a reused tid keeps its own counts and name */
+        size_t ti = loupe__mb_thread_add(c.mb, t->tid);
         if (ti == SIZE_MAX) {
             failed = 1;
             break;
         }
-        if (t->name[0] == 0 && !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
-            (pid_t)t->tid != getpid()) {
-            char comm[64]; /* named with pthread_setname_np() after its first event */
+        if (!__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) &&
+            !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) && (pid_t)t->tid != getpid()) {
+            char comm[LOUPE__NAME_MAX]; /* its name now (pthread_setname_np) */
             loupe__read_comm(t->tid, comm, sizeof comm);
             loupe__mb_thread_name(c.mb, ti, comm);
         } else {
             loupe__mb_thread_name(c.mb, ti, t->name);
         }
-        uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
-        uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-        const loupe__ev *slots;
-        loupe__ev *copy = NULL;
-        size_t n;
-        uint64_t total;
-        if (t->ring && wraps > 0) {
-            copy = ring_copy(t, &n);
-            if (copy == NULL) {
-                failed = 1;
-                break;
-            }
-            slots = copy;
-            loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
-            total = wraps * t->cap + (uint64_t)(cur - t->base);
-            dropped += total - n;
-        } else {
-            loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
-            slots = t->base;
-            n = (size_t)(cur - t->base);
-            total = n;
-        }
-        uint64_t last = 0;
-        uint64_t exit_ticks = __atomic_load_n(&t->exit_ticks, __ATOMIC_ACQUIRE);
-        uint64_t close_ns = exit_ticks != 0 ? to_ns(p, exit_ticks) : p->stop_ns;
-        if (close_ns > p->stop_ns) {
-            close_ns = p->stop_ns;
-        }
-        if (walk(&c, ti, slots, n, t->ring && wraps > 0, close_ns, &last) != 0) {
-            failed = 1;
-        }
-        free(copy);
-        loupe_model_thread *th = loupe__mb_thread_at(c.mb, ti);
-        th->events_recorded = n;
-        th->events_dropped = dropped;
-        th->capacity_needed = (t->ring ? total : n + dropped);
+        failed = collect_thread(&c, t, ti) != 0;
     }
-    free(ts);
+    free(l.v);
+    if (!failed && LOUPE__HDR->unregistered != 0) {
+        /* events of threads that found no descriptor: counted on a track of their own */
+        size_t ti = loupe__mb_thread_add(c.mb, 0);
+        if (ti == SIZE_MAX) {
+            failed = 1;
+        } else {
+            loupe__mb_thread_name(c.mb, ti, "(threads over loupe's limit)");
+            loupe__mb_thread_at(c.mb, ti)->events_dropped = LOUPE__HDR->unregistered;
+            loupe__mb_thread_at(c.mb, ti)->capacity_needed = LOUPE__HDR->unregistered;
+        }
+    }
+    if (!failed && c.reentered != 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)c.reentered);
+        failed = loupe__mb_metadata(c.mb, "loupe_events_reentered", v) != 0;
+    }
+    if (!failed && c.cut != 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)c.cut);
+        failed = loupe__mb_metadata(c.mb, "loupe_strings_cut", v) != 0;
+    }
     if (!failed) {
         failed = pair_flows(&c) != 0;
     }

@@ -4,15 +4,16 @@
 #define LOUPE_MODEL_COLLECT_H
 
 #include <loupe/model.h>
-
-struct loupe__mb;
 #include <stddef.h>
 #include <stdint.h>
+
+struct loupe__mb;
 
 typedef struct loupe__collect_params {
     uint64_t state;       /* the session's state word: buffers recorded under it are collected */
     uint64_t start_ticks; /* clock ticks at the session start (ts 0) */
     uint64_t stop_ns;     /* the stop, in ns after the start */
+    uint64_t stop_ticks;  /* clock ticks at the stop: later events are not the session's */
     double ticks_per_ns;
     int use_tsc;
     uint64_t origin_unix_ns;
