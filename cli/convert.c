@@ -1,14 +1,20 @@
-/* convert.c: `loupe convert IN -o OUT [--to FORMAT]`: reads any trace loupe reads (the format
- * is found from the bytes: loupe/reader.h) and writes it in another (loupe/writer.h), the output
- * format named by --to or guessed from OUT's extension. Uses only the public API. */
+/* convert.c: `loupe convert IN -o OUT [--to FORMAT] [--merge-threads]`: reads any trace loupe
+ * reads (the format is found from the bytes: loupe/reader.h) and writes it in another
+ * (loupe/writer.h), the output format named by --to or guessed from OUT's extension. Uses only the
+ * public API: --merge-threads hands the flame-graph writers a view of the model with one track
+ * holding every track's slices one after another (each track's order and depths kept, so the
+ * stacks stay those of their own track), which they draw as the one root. */
 #include "cli.h"
 
 #include <loupe/loupe.h>
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#define MERGED_NAME "all threads"
 
 static int writable(const loupe_format_desc *d) {
     return d->can_write;
@@ -17,7 +23,7 @@ static int writable(const loupe_format_desc *d) {
 static void usage(FILE *f) {
     char names[256];
     loupe_cli_format_names(names, sizeof names, writable, " or ");
-    fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT]\n"
+    fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT] [--merge-threads]\n"
                "\n"
                "Converts a trace between formats. IN is any trace loupe reads:\n ");
     /* The readable and writable formats, from the registry (loupe/writer.h). */
@@ -48,10 +54,16 @@ static void usage(FILE *f) {
         }
         fprintf(f, "%s\n", d->suffixes[0] != NULL ? ")" : " (--to only)");
     }
-    fprintf(f, "                    JSON is gzipped when OUT ends in .gz.\n"
-               "  -h, --help        show this help\n"
-               "\n"
-               "exit status: 0 success, 1 the trace cannot be read or written, 2 bad usage\n");
+    fprintf(f,
+            "                    JSON is gzipped when OUT ends in .gz.\n"
+            "  --merge-threads   folded stacks and SVG only: one root, \"%s\", for all\n"
+            "                    threads (by default each thread is its own root, named by\n"
+            "                    the thread's name or \"thread <tid>\", so that two threads'\n"
+            "                    stacks never add up into one)\n"
+            "  -h, --help        show this help\n"
+            "\n"
+            "exit status: 0 success, 1 the trace cannot be read or written, 2 bad usage\n",
+            MERGED_NAME);
 }
 
 __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...) {
@@ -64,9 +76,38 @@ __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
     return 2;
 }
 
+/* Writes m with all its tracks as one (see the top of the file). */
+static int write_merged(const loupe_model *m, const char *out, loupe_file_format f) {
+    size_t n = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        n += m->threads[t].slice_count;
+    }
+    loupe_slice *all = malloc((n ? n : 1) * sizeof(*all));
+    if (all == NULL) {
+        fprintf(stderr, "loupe convert: out of memory merging %zu slices\n", n);
+        return -1;
+    }
+    for (size_t t = 0, k = 0; t < m->thread_count; t++) {
+        memcpy(all + k, m->threads[t].slices, m->threads[t].slice_count * sizeof(*all));
+        k += m->threads[t].slice_count;
+    }
+    loupe_model_thread one;
+    memset(&one, 0, sizeof one);
+    one.kind = LOUPE_TRACK_THREAD;
+    one.name = MERGED_NAME;
+    one.slice_count = n;
+    one.slices = all;
+    loupe_model view = *m;
+    view.thread_count = 1;
+    view.threads = &one;
+    int rc = loupe_trace_write(&view, out, f);
+    free(all);
+    return rc;
+}
+
 int loupe_cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *to = NULL;
-    int opts_done = 0;
+    int opts_done = 0, merge = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (opts_done || a[0] != '-' || strcmp(a, "-") == 0) {
@@ -88,6 +129,8 @@ int loupe_cmd_convert(int argc, char **argv) {
             } else {
                 out = argv[++i];
             }
+        } else if (strcmp(a, "--merge-threads") == 0) {
+            merge = 1;
         } else if (strncmp(a, "--to=", 5) == 0) {
             to = a + 5;
         } else if (strncmp(a, "--output=", 9) == 0) {
@@ -113,6 +156,10 @@ int loupe_cmd_convert(int argc, char **argv) {
         }
         return bad_usage("cannot tell the format from '%s': name it with --to (%s)", out, names);
     }
+    if (merge && f != LOUPE_FILE_FOLDED && f != LOUPE_FILE_SVG) {
+        return bad_usage("--merge-threads is for folded stacks and SVG flame graphs, not %s",
+                         fd->name);
+    }
     char file[4096];
     int rc = loupe_trace_find(in, file, sizeof file);
     loupe_model *m = NULL;
@@ -123,7 +170,7 @@ int loupe_cmd_convert(int argc, char **argv) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         return 1;
     }
-    rc = loupe_trace_write(m, out, f);
+    rc = merge ? write_merged(m, out, f) : loupe_trace_write(m, out, f);
     if (rc != 0) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         loupe_model_free(m);

@@ -1,10 +1,28 @@
-/* diff.c: `loupe diff BASE NEW [--threshold PCT] [--min-count N] [--json]`: compares two traces
- * zone by zone (slices grouped by name over all threads): count, total, mean, p50, p99 (nearest
- * rank, as loupe summary) in each and the change in percent; rows sorted by the absolute change
- * of the total time. A zone whose p50 grew by more than the threshold is a regression, and any
- * regression makes the exit status 1, so the command can gate a CI job. Zones with fewer than
- * --min-count slices in either trace are not judged (their p50 means little) and are listed as
- * skipped. Uses only the public API (any format loupe reads, on both sides).
+/* diff.c: `loupe diff BASE NEW [options]`: compares two traces zone by zone (slices grouped by
+ * name over all threads): count, total, mean, p50, p99 (nearest rank, as loupe summary) in each
+ * and the change; rows sorted by the absolute change of the total time. Any regression makes the
+ * exit status 1, so the command can gate a CI job. Uses only the public API (any format loupe
+ * reads, on both sides).
+ *
+ * A zone is a regression only when three tests agree, so that two runs of the same binary on the
+ * same input report none (their p50s differ by a few percent from scheduling and caches alone):
+ *   - its p50 grew by more than --threshold percent,
+ *   - and by at least --min-delta (default 1 µs): an absolute floor, below which a percentage of
+ *     a tiny zone is noise (a 200 ns zone that takes 240 ns is +20%),
+ *   - and the per-call durations of NEW are larger than BASE's with a one-sided Mann-Whitney U
+ *     test's p-value below --alpha (default 0.01).
+ * Why Mann-Whitney U (Mann & Whitney 1947; the normal approximation with the tie correction and a
+ * continuity correction, as scipy.stats.mannwhitneyu does for large samples): per-call durations
+ * are skewed and heavy-tailed (a page fault, a preemption), so a test on ranks assumes no
+ * distribution and one outlier moves it by one rank, not by its size; it is exact arithmetic on
+ * sorted arrays (O(n log n), deterministic), where a bootstrap of the p50 difference would need
+ * thousands of resamples and a random seed to give the same answer twice. Zones with fewer than
+ * --min-count slices on either side are not judged (the approximation needs samples) and are
+ * listed as skipped. With one test per zone, alpha 0.01 keeps the expected false alarms of a
+ * 100-zone trace at about one in a run only if every threshold is also crossed.
+ *
+ * A trace that dropped events (full buffers) undercounts some zones and inflates the self time of
+ * others: diff warns on stderr and in the output, and exits 3 (distinct from a regression).
  */
 #include "cli.h"
 
@@ -20,34 +38,58 @@
 
 #define DEFAULT_THRESHOLD 10.0
 #define DEFAULT_MIN_COUNT 5
+#define DEFAULT_MIN_DELTA_NS 1000
+#define DEFAULT_ALPHA 0.01
+#define EXIT_DROPPED 3
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: loupe diff BASE NEW [--threshold PCT] [--min-count N] [--json]\n"
-            "\n"
-            "Compares two traces per zone name: count, total, mean, p50 and p99 (nearest rank)\n"
-            "in BASE and NEW, and the change in percent. Rows are sorted by the absolute change\n"
-            "of the total time, largest first. BASE and NEW are anything loupe summary takes\n"
-            "(a trace file in any format loupe reads, a run directory, a log_dir).\n"
-            "\n"
-            "A zone is a regression when its p50 in NEW is more than PCT percent above BASE.\n"
-            "Zones with fewer than N slices in either trace are not judged (listed as skipped),\n"
-            "nor are zones found in one trace only, nor zones whose BASE p50 is 0.\n"
-            "\n"
-            "options:\n"
-            "  --threshold PCT  the p50 slowdown that fails, in percent (default %.0f)\n"
-            "  --min-count N    the fewest slices a zone needs in both traces (default %d)\n"
-            "  --json           print JSON: {\"base\", \"new\", \"threshold_pct\", \"min_count\",\n"
-            "                   \"regressions\", \"skipped\": [names], \"zones\": [{\"name\",\n"
-            "                   \"status\", \"base\": {\"count\", \"total_ns\", \"mean_ns\",\n"
-            "                   \"p50_ns\", \"p99_ns\"}, \"new\": {...}, \"change_pct\":\n"
-            "                   {\"total\", \"mean\", \"p50\", \"p99\"} (null: no BASE value)}]}\n"
-            "  -h, --help       show this help\n"
-            "\n"
-            "status of a zone: regression, slower, faster, same, skipped, added, removed\n"
-            "exit status: 0 no regression, 1 at least one regression, 2 bad usage or a trace\n"
-            "that cannot be read\n",
-            DEFAULT_THRESHOLD, DEFAULT_MIN_COUNT);
+    fprintf(
+        f,
+        "usage: loupe diff BASE NEW [--threshold PCT] [--min-delta DUR] [--alpha P]\n"
+        "                  [--min-count N] [--json]\n"
+        "\n"
+        "Compares two traces per zone name: count, total, mean, p50 and p99 (nearest rank)\n"
+        "in BASE and NEW, and the change in percent. Rows are sorted by the absolute change\n"
+        "of the total time, largest first. BASE and NEW are anything loupe summary takes\n"
+        "(a trace file in any format loupe reads, a run directory, a log_dir).\n"
+        "\n"
+        "A zone is a regression when all three hold, so that two runs of the same program\n"
+        "on the same input show none:\n"
+        "  - its p50 in NEW is more than PCT percent above BASE,\n"
+        "  - and at least DUR above it (an absolute noise floor for short zones),\n"
+        "  - and a one-sided Mann-Whitney U test on the per-call durations (normal\n"
+        "    approximation, tie and continuity corrections) says NEW's are larger with a\n"
+        "    p-value below P. A rank test: durations are skewed and heavy-tailed, so it\n"
+        "    assumes no distribution and an outlier counts as one rank, not its size.\n"
+        "Zones with fewer than N slices in either trace are not judged (listed as skipped),\n"
+        "nor are zones found in one trace only, nor zones whose BASE p50 is 0. A zone\n"
+        "whose p50 grew by more than PCT but less than DUR, or not significantly, is\n"
+        "\"noise\"; one whose p50 grew by PCT or less is \"slower\". Names are never cut:\n"
+        "the name is the last column.\n"
+        "\n"
+        "options:\n"
+        "  --threshold PCT  the p50 slowdown that fails, in percent (default %.0f)\n"
+        "  --min-delta DUR  the p50 slowdown that fails, as a time: 1us, 500ns, 2ms, 0.5s\n"
+        "                   or a number of ns (default 1us; 0 turns the floor off)\n"
+        "  --alpha P        the p-value below which a slowdown is significant (default %.2f;\n"
+        "                   1 turns the test off)\n"
+        "  --min-count N    the fewest slices a zone needs in both traces (default %d)\n"
+        "  --json           print JSON: {\"base\", \"new\", \"threshold_pct\",\n"
+        "                   \"min_delta_ns\", \"alpha\", \"min_count\", \"events_dropped\":\n"
+        "                   {\"base\", \"new\"}, \"warnings\": [text], \"regressions\",\n"
+        "                   \"skipped\": [names], \"zones\": [{\"name\", \"status\", \"base\":\n"
+        "                   {\"count\", \"total_ns\", \"mean_ns\", \"p50_ns\", \"p99_ns\"},\n"
+        "                   \"new\": {...}, \"delta_p50_ns\", \"p_value\" (null: not tested),\n"
+        "                   \"change_pct\": {\"total\", \"mean\", \"p50\", \"p99\"} (null: no\n"
+        "                   BASE value)}]}\n"
+        "  -h, --help       show this help\n"
+        "\n"
+        "status of a zone: regression, slower, noise, faster, same, skipped, added, removed\n"
+        "exit status: 0 no regression; 1 at least one regression; 2 bad usage or a trace\n"
+        "that cannot be read; 3 a trace dropped events (full buffers: counts and self\n"
+        "times are wrong, so the comparison cannot be trusted; wins over 0 and 1, the\n"
+        "output still says whether a regression was found)\n",
+        DEFAULT_THRESHOLD, DEFAULT_ALPHA, DEFAULT_MIN_COUNT);
 }
 
 __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...) {
@@ -63,6 +105,7 @@ __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
 typedef struct zstat {
     const char *name;
     uint64_t count, total, mean, p50, p99;
+    const uint64_t *ns; /* the count durations, ascending (into the trace's array) */
 } zstat;
 
 typedef struct dur {
@@ -84,22 +127,26 @@ static uint64_t pct_rank(const dur *sorted, uint64_t n, unsigned pct) {
     return sorted[rank > 0 ? rank - 1 : 0].ns;
 }
 
-/* Per-name statistics, sorted by name. -1 on out-of-memory. */
-static int zone_stats(const loupe_model *m, zstat **out, size_t *count) {
+/* Per-name statistics, sorted by name; *durs (caller frees) holds every zone's sorted durations.
+ * -1 on out-of-memory. */
+static int zone_stats(const loupe_model *m, zstat **out, size_t *count, uint64_t **durs) {
     size_t n = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         n += m->threads[t].slice_count;
     }
     *out = NULL;
     *count = 0;
+    *durs = NULL;
     if (n == 0) {
         return 0;
     }
     dur *d = malloc(n * sizeof(*d));
     zstat *z = malloc(n * sizeof(*z));
-    if (d == NULL || z == NULL) {
+    uint64_t *ns = malloc(n * sizeof(*ns));
+    if (d == NULL || z == NULL || ns == NULL) {
         free(d);
         free(z);
+        free(ns);
         return -1;
     }
     size_t k = 0;
@@ -115,8 +162,10 @@ static int zone_stats(const loupe_model *m, zstat **out, size_t *count) {
         zstat *w = &z[r++];
         memset(w, 0, sizeof(*w));
         w->name = d[i].name;
+        w->ns = ns + i;
         while (j < n && strcmp(d[j].name, w->name) == 0) {
             w->total += d[j].ns;
+            ns[j] = d[j].ns;
             j++;
         }
         w->count = j - i;
@@ -128,19 +177,62 @@ static int zone_stats(const loupe_model *m, zstat **out, size_t *count) {
     free(d);
     *out = z;
     *count = r;
+    *durs = ns;
     return 0;
 }
 
-enum { ST_REGRESSION, ST_SLOWER, ST_FASTER, ST_SAME, ST_SKIPPED, ST_ADDED, ST_REMOVED };
-static const char *const g_status[] = {"regression", "slower", "faster", "same",
-                                       "skipped",    "added",  "removed"};
+/* The one-sided p-value that b's values are larger than a's (both ascending): Mann-Whitney U
+ * with mid-ranks for ties, the normal approximation with the tie-corrected variance
+ * n_a n_b / 12 * ((N + 1) - sum(t^3 - t) / (N (N - 1))) and a continuity correction of 1/2
+ * (scipy.stats.mannwhitneyu, method="asymptotic", alternative="greater"). 1 when every value is
+ * the same. */
+static double mwu_greater(const uint64_t *a, uint64_t na, const uint64_t *b, uint64_t nb) {
+    double rank_b = 0, ties = 0;
+    uint64_t i = 0, j = 0, r = 0; /* r: values ranked so far */
+    while (i < na || j < nb) {
+        uint64_t v = i < na && (j >= nb || a[i] <= b[j]) ? a[i] : b[j];
+        uint64_t ca = 0, cb = 0;
+        while (i < na && a[i] == v) {
+            i++;
+            ca++;
+        }
+        while (j < nb && b[j] == v) {
+            j++;
+            cb++;
+        }
+        double t = (double)(ca + cb);
+        double mid = (double)r + (t + 1.0) / 2.0; /* ranks r+1 .. r+t */
+        rank_b += mid * (double)cb;
+        ties += t * t * t - t;
+        r += ca + cb;
+    }
+    double n1 = (double)na, n2 = (double)nb, n = n1 + n2;
+    double u = rank_b - n2 * (n2 + 1.0) / 2.0;
+    double var = n1 * n2 / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)));
+    if (!(var > 0)) {
+        return 1.0;
+    }
+    double z = (u - n1 * n2 / 2.0 - 0.5) / sqrt(var);
+    return 0.5 * erfc(z / sqrt(2.0));
+}
+
+enum { ST_REGRESSION, ST_SLOWER, ST_NOISE, ST_FASTER, ST_SAME, ST_SKIPPED, ST_ADDED, ST_REMOVED };
+static const char *const g_status[] = {"regression", "slower",  "noise", "faster",
+                                       "same",       "skipped", "added", "removed"};
 
 typedef struct drow {
     const char *name;
     const zstat *a, *b; /* NULL when absent */
     int status;
     double abs_change; /* |total NEW - total BASE| in ns, the sort key */
+    double p_value;    /* NAN when not tested */
 } drow;
+
+/* What the comparison is judged by (the options). */
+typedef struct judge {
+    double threshold, alpha;
+    uint64_t min_count, min_delta;
+} judge;
 
 static int cmp_drow(const void *pa, const void *pb) {
     const drow *a = pa, *b = pb;
@@ -173,18 +265,55 @@ static void print_name(const char *s) {
     }
 }
 
-static void print_text(const char *fa, const char *fb, const drow *rows, size_t n, double threshold,
-                       uint64_t min_count, size_t regressions) {
+static void fmt_p(char *buf, size_t size, double p) {
+    if (isnan(p)) {
+        snprintf(buf, size, "-");
+    } else if (p < 0.0001) {
+        snprintf(buf, size, "<0.0001");
+    } else {
+        snprintf(buf, size, "%.4f", p);
+    }
+}
+
+/* A signed difference of two durations, "+1.500 µs" / "-812 ns". */
+static void fmt_delta(char *buf, size_t size, uint64_t base, uint64_t now) {
+    char d[32];
+    loupe_cli_fmt_dur(d, sizeof d, now >= base ? now - base : base - now);
+    snprintf(buf, size, "%s%s", now >= base ? "+" : "-", d);
+}
+
+/* The warning for a trace that dropped events; "" when it dropped none. */
+static void drop_warning(char *buf, size_t size, const char *which, const char *file,
+                         uint64_t dropped) {
+    buf[0] = 0;
+    if (dropped > 0) {
+        snprintf(buf, size,
+                 "%s %s dropped %llu events (buffers were full): its counts and totals are too "
+                 "low and the self time of the zones open when the drops began is too high, so "
+                 "this comparison cannot be trusted; record it again with a larger buffer "
+                 "(loupe record --buffer-events)",
+                 which, file, (unsigned long long)dropped);
+    }
+}
+
+static void print_text(const char *fa, const char *fb, const drow *rows, size_t n, const judge *jg,
+                       size_t regressions, char warn[2][8400]) {
+    for (int k = 0; k < 2; k++) {
+        if (warn[k][0]) {
+            printf("warning: %s\n", warn[k]);
+        }
+    }
     printf("base: %s\nnew:  %s\n\n", fa, fb);
-    printf("%-10s  %15s  %12s  %12s  %8s  %12s  %12s  %8s  %12s  %8s  %8s  %s\n", "status", "count",
-           "total base", "total new", "total", "p50 base", "p50 new", "p50", "p99 new", "p99",
-           "mean", "name");
+    printf("%-10s  %15s  %12s  %12s  %8s  %12s  %12s  %8s  %13s  %8s  %12s  %8s  %8s  %s\n",
+           "status", "count", "total base", "total new", "total", "p50 base", "p50 new", "p50",
+           "p50 delta", "p-value", "p99 new", "p99", "mean", "name");
     size_t skipped = 0;
     for (size_t i = 0; i < n; i++) {
         const drow *r = &rows[i];
         static const zstat none = {0};
         const zstat *a = r->a ? r->a : &none, *b = r->b ? r->b : &none;
         char cnt[48], ta[32], tb[32], pt[16], pa[32], pb[32], pp[16], p9[32], p9p[16], mp[16];
+        char dl[40], pv[16];
         snprintf(cnt, sizeof cnt, "%llu -> %llu", (unsigned long long)a->count,
                  (unsigned long long)b->count);
         loupe_cli_fmt_dur(ta, sizeof ta, a->total);
@@ -193,11 +322,17 @@ static void print_text(const char *fa, const char *fb, const drow *rows, size_t 
         loupe_cli_fmt_dur(pa, sizeof pa, a->p50);
         loupe_cli_fmt_dur(pb, sizeof pb, b->p50);
         fmt_pct(pp, sizeof pp, r->a && r->b ? change(a->p50, b->p50) : NAN);
+        if (r->a && r->b) {
+            fmt_delta(dl, sizeof dl, a->p50, b->p50);
+        } else {
+            snprintf(dl, sizeof dl, "-");
+        }
+        fmt_p(pv, sizeof pv, r->p_value);
         loupe_cli_fmt_dur(p9, sizeof p9, b->p99);
         fmt_pct(p9p, sizeof p9p, r->a && r->b ? change(a->p99, b->p99) : NAN);
         fmt_pct(mp, sizeof mp, r->a && r->b ? change(a->mean, b->mean) : NAN);
-        printf("%-10s  %15s  %12s  %12s  %8s  %12s  %12s  %8s  %12s  %8s  %8s  ",
-               g_status[r->status], cnt, ta, tb, pt, pa, pb, pp, p9, p9p, mp);
+        printf("%-10s  %15s  %12s  %12s  %8s  %12s  %12s  %8s  %13s  %8s  %12s  %8s  %8s  ",
+               g_status[r->status], cnt, ta, tb, pt, pa, pb, pp, dl, pv, p9, p9p, mp);
         print_name(r->name);
         putchar('\n');
         skipped += r->status == ST_SKIPPED;
@@ -205,13 +340,16 @@ static void print_text(const char *fa, const char *fb, const drow *rows, size_t 
     printf("\n");
     if (skipped > 0) {
         printf("%zu zone%s skipped: fewer than %llu slices in a trace, not judged\n", skipped,
-               skipped == 1 ? "" : "s", (unsigned long long)min_count);
+               skipped == 1 ? "" : "s", (unsigned long long)jg->min_count);
     }
+    char floor[32];
+    loupe_cli_fmt_dur(floor, sizeof floor, jg->min_delta);
     if (regressions > 0) {
-        printf("%zu regression%s: p50 more than %.1f%% slower\n", regressions,
-               regressions == 1 ? "" : "s", threshold);
+        printf("%zu regression%s: p50 more than %.1f%% and %s slower, p-value below %g\n",
+               regressions, regressions == 1 ? "" : "s", jg->threshold, floor, jg->alpha);
     } else {
-        printf("no regression (p50 threshold %.1f%%)\n", threshold);
+        printf("no regression (p50 threshold %.1f%%, floor %s, p-value below %g)\n", jg->threshold,
+               floor, jg->alpha);
     }
 }
 
@@ -234,14 +372,26 @@ static json_t *jpct(const zstat *a, const zstat *b, int which) {
     return isnan(c) ? json_null() : json_real(c);
 }
 
-static int print_json(const char *fa, const char *fb, const drow *rows, size_t n, double threshold,
-                      uint64_t min_count, size_t regressions) {
+static int print_json(const char *fa, const char *fb, const drow *rows, size_t n, const judge *jg,
+                      size_t regressions, const uint64_t dropped[2], char warn[2][8400]) {
     json_t *root = json_object(), *zones = json_array(), *skipped = json_array();
-    int bad = root == NULL || zones == NULL || skipped == NULL;
+    json_t *warnings = json_array();
+    int bad = root == NULL || zones == NULL || skipped == NULL || warnings == NULL;
     bad |= json_object_set_new(root, "base", loupe_cli_jstr(fa));
     bad |= json_object_set_new(root, "new", loupe_cli_jstr(fb));
-    bad |= json_object_set_new(root, "threshold_pct", json_real(threshold));
-    bad |= json_object_set_new(root, "min_count", json_integer(loupe_cli_jint(min_count)));
+    bad |= json_object_set_new(root, "threshold_pct", json_real(jg->threshold));
+    bad |= json_object_set_new(root, "min_delta_ns", json_integer(loupe_cli_jint(jg->min_delta)));
+    bad |= json_object_set_new(root, "alpha", json_real(jg->alpha));
+    bad |= json_object_set_new(root, "min_count", json_integer(loupe_cli_jint(jg->min_count)));
+    bad |= json_object_set_new(
+        root, "events_dropped",
+        json_pack("{sIsI}", "base", loupe_cli_jint(dropped[0]), "new", loupe_cli_jint(dropped[1])));
+    for (int k = 0; k < 2 && !bad; k++) {
+        if (warn[k][0]) {
+            bad |= json_array_append_new(warnings, loupe_cli_jstr(warn[k]));
+        }
+    }
+    bad |= json_object_set(root, "warnings", warnings);
     bad |= json_object_set_new(root, "regressions", json_integer(loupe_cli_jint(regressions)));
     for (size_t i = 0; i < n && !bad; i++) {
         const drow *r = &rows[i];
@@ -254,6 +404,13 @@ static int print_json(const char *fa, const char *fb, const drow *rows, size_t n
         bad |= json_object_set_new(z, "status", json_string(g_status[r->status]));
         bad |= json_object_set_new(z, "base", jstat(r->a));
         bad |= json_object_set_new(z, "new", jstat(r->b));
+        json_t *dl = json_null();
+        if (r->a && r->b) {
+            dl = json_integer((json_int_t)r->b->p50 - (json_int_t)r->a->p50);
+        }
+        bad |= json_object_set_new(z, "delta_p50_ns", dl);
+        bad |= json_object_set_new(z, "p_value",
+                                   isnan(r->p_value) ? json_null() : json_real(r->p_value));
         json_t *c =
             json_pack("{sosososo}", "total", jpct(r->a, r->b, 0), "mean", jpct(r->a, r->b, 1),
                       "p50", jpct(r->a, r->b, 2), "p99", jpct(r->a, r->b, 3));
@@ -268,6 +425,7 @@ static int print_json(const char *fa, const char *fb, const drow *rows, size_t n
         bad = json_dumpf(root, stdout, JSON_INDENT(2)) != 0;
         putchar('\n');
     }
+    json_decref(warnings);
     json_decref(skipped);
     json_decref(zones);
     json_decref(root);
@@ -299,14 +457,40 @@ static int parse_num(const char *s, double *out) {
     return 0;
 }
 
+/* A duration: a number of ns, or a number with ns, us, µs, ms or s. */
+static int parse_dur(const char *s, uint64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = {{"", 1}, {"ns", 1}, {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+    if (end == s || !(v >= 0) || isinf(v)) {
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].unit) == 0) {
+            double ns = v * units[i].ns;
+            if (ns > 1e18) {
+                return -1;
+            }
+            *out = (uint64_t)llround(ns);
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int loupe_cmd_diff(int argc, char **argv) {
     const char *paths[2] = {NULL, NULL};
     int as_json = 0, opts_done = 0;
-    double threshold = DEFAULT_THRESHOLD, minc = DEFAULT_MIN_COUNT;
+    double minc = DEFAULT_MIN_COUNT;
+    judge jg = {DEFAULT_THRESHOLD, DEFAULT_ALPHA, DEFAULT_MIN_COUNT, DEFAULT_MIN_DELTA_NS};
+    static const char *const opt[] = {"", "--threshold", "--min-count", "--min-delta", "--alpha"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
-        int which = 0; /* 1 threshold, 2 min-count */
+        int which = 0; /* 1 threshold, 2 min-count, 3 min-delta, 4 alpha */
         if (opts_done || a[0] != '-' || strcmp(a, "-") == 0) {
             if (paths[1] != NULL) {
                 return bad_usage("two traces only (BASE NEW), got '%s' as well", a);
@@ -322,48 +506,74 @@ int loupe_cmd_diff(int argc, char **argv) {
         } else if (strcmp(a, "--json") == 0) {
             as_json = 1;
             continue;
-        } else if (strcmp(a, "--threshold") == 0 || strcmp(a, "--min-count") == 0) {
-            if (i + 1 >= argc) {
-                return bad_usage("%s needs a number", a);
+        }
+        for (int k = 1; k <= 4 && which == 0; k++) {
+            size_t len = strlen(opt[k]);
+            if (strcmp(a, opt[k]) == 0) {
+                if (i + 1 >= argc) {
+                    return bad_usage("%s needs a %s", a, k == 3 ? "duration" : "number");
+                }
+                which = k;
+                val = argv[++i];
+            } else if (strncmp(a, opt[k], len) == 0 && a[len] == '=') {
+                which = k;
+                val = a + len + 1;
             }
-            which = a[2] == 't' ? 1 : 2;
-            val = argv[++i];
-        } else if (strncmp(a, "--threshold=", 12) == 0) {
-            which = 1;
-            val = a + 12;
-        } else if (strncmp(a, "--min-count=", 12) == 0) {
-            which = 2;
-            val = a + 12;
-        } else {
+        }
+        if (which == 0) {
             return bad_usage("unknown option '%s'", a);
         }
-        double v;
+        double v = 0;
+        if (which == 3) {
+            if (parse_dur(val, &jg.min_delta) != 0) {
+                return bad_usage("--min-delta needs a duration (1us, 500ns, 2ms, 0.5s or ns), "
+                                 "not '%s'",
+                                 val);
+            }
+            continue;
+        }
         /* a count is a whole number that a size fits (1e23 would wrap when converted) */
-        if (parse_num(val, &v) != 0 || (which == 2 && (v != floor(v) || v > 1e15))) {
-            return bad_usage("%s needs a %s, not '%s'", which == 1 ? "--threshold" : "--min-count",
-                             which == 1 ? "percentage >= 0" : "whole number >= 0", val);
+        if (parse_num(val, &v) != 0 || (which == 2 && (v != floor(v) || v > 1e15)) ||
+            (which == 4 && v > 1)) {
+            return bad_usage("%s needs a %s, not '%s'", opt[which],
+                             which == 1   ? "percentage >= 0"
+                             : which == 2 ? "whole number >= 0"
+                                          : "p-value between 0 and 1",
+                             val);
         }
         if (which == 1) {
-            threshold = v;
-        } else {
+            jg.threshold = v;
+        } else if (which == 2) {
             minc = v;
+        } else {
+            jg.alpha = v;
         }
     }
     if (paths[1] == NULL) {
         return bad_usage("two traces needed: BASE NEW");
     }
-    uint64_t min_count = (uint64_t)minc;
+    jg.min_count = (uint64_t)minc;
     char fa[4096], fb[4096];
     loupe_model *ma = NULL, *mb = NULL;
     if (load(paths[0], fa, sizeof fa, &ma) != 0 || load(paths[1], fb, sizeof fb, &mb) != 0) {
         loupe_model_free(ma);
         return 2;
     }
+    uint64_t dropped[2] = {loupe_model_events_dropped(ma), loupe_model_events_dropped(mb)};
+    static char warn[2][8400];
+    drop_warning(warn[0], sizeof warn[0], "BASE", fa, dropped[0]);
+    drop_warning(warn[1], sizeof warn[1], "NEW", fb, dropped[1]);
+    for (int k = 0; k < 2; k++) {
+        if (warn[k][0]) {
+            fprintf(stderr, "loupe diff: warning: %s\n", warn[k]);
+        }
+    }
     zstat *za = NULL, *zb = NULL;
+    uint64_t *da = NULL, *db = NULL;
     size_t na = 0, nb = 0;
     drow *rows = NULL;
     int status = 2;
-    if (zone_stats(ma, &za, &na) != 0 || zone_stats(mb, &zb, &nb) != 0 ||
+    if (zone_stats(ma, &za, &na, &da) != 0 || zone_stats(mb, &zb, &nb, &db) != 0 ||
         (rows = malloc((na + nb + 1) * sizeof(*rows))) == NULL) {
         fprintf(stderr, "loupe diff: out of memory\n");
         goto done;
@@ -375,6 +585,7 @@ int loupe_cmd_diff(int argc, char **argv) {
         r->a = c <= 0 ? &za[i] : NULL;
         r->b = c >= 0 ? &zb[j] : NULL;
         r->name = r->a ? r->a->name : r->b->name;
+        r->p_value = NAN;
         i += c <= 0;
         j += c >= 0;
         double ta = r->a ? (double)r->a->total : 0, tb = r->b ? (double)r->b->total : 0;
@@ -383,30 +594,37 @@ int loupe_cmd_diff(int argc, char **argv) {
             r->status = ST_ADDED;
         } else if (r->b == NULL) {
             r->status = ST_REMOVED;
-        } else if (r->a->count < min_count || r->b->count < min_count || r->a->p50 == 0) {
+        } else if (r->a->count < jg.min_count || r->b->count < jg.min_count || r->a->p50 == 0) {
             r->status = ST_SKIPPED;
         } else {
             double p = change(r->a->p50, r->b->p50);
-            r->status = p > threshold ? ST_REGRESSION
-                        : p > 0       ? ST_SLOWER
-                        : p < 0       ? ST_FASTER
-                                      : ST_SAME;
+            r->p_value = mwu_greater(r->a->ns, r->a->count, r->b->ns, r->b->count);
+            int real = r->b->p50 >= r->a->p50 + jg.min_delta && r->p_value < jg.alpha;
+            r->status = p > jg.threshold ? (real ? ST_REGRESSION : ST_NOISE)
+                        : p > 0          ? ST_SLOWER
+                        : p < 0          ? ST_FASTER
+                                         : ST_SAME;
             regressions += r->status == ST_REGRESSION;
         }
     }
     qsort(rows, n, sizeof(*rows), cmp_drow);
     if (as_json) {
-        if (print_json(fa, fb, rows, n, threshold, min_count, regressions) != 0) {
+        if (print_json(fa, fb, rows, n, &jg, regressions, dropped, warn) != 0) {
             goto done;
         }
     } else {
-        print_text(fa, fb, rows, n, threshold, min_count, regressions);
+        print_text(fa, fb, rows, n, &jg, regressions, warn);
     }
-    status = fflush(stdout) != 0 || ferror(stdout) ? 2 : regressions > 0 ? 1 : 0;
+    status = fflush(stdout) != 0 || ferror(stdout) ? 2
+             : dropped[0] > 0 || dropped[1] > 0    ? EXIT_DROPPED
+             : regressions > 0                     ? 1
+                                                   : 0;
 done:
     free(rows);
     free(za);
     free(zb);
+    free(da);
+    free(db);
     loupe_model_free(ma);
     loupe_model_free(mb);
     return status;

@@ -5,6 +5,13 @@
  * loupe_trace_read() gives the model. Self time is a slice's duration minus the durations of its
  * direct children, found from the model's order (start order, parents first) and depths.
  * Percentiles are nearest-rank on the sorted durations.
+ *
+ * `% time` is per thread: a zone's total as a share of the traced time of the threads it ran on
+ * (the trace's duration times that number of threads), so a zone that keeps one thread busy is
+ * 100% whatever the number of threads; nested zones count in their parents' totals too, which is
+ * why the column does not sum to 100% and the header says so. Names are never cut (C++ template
+ * names differ past any width): the name is the last column. Events dropped on full buffers come
+ * first, with the zones whose self time they inflate.
  */
 #include "cli.h"
 
@@ -19,7 +26,6 @@
 #include <sys/stat.h>
 
 #define DEFAULT_TOP 30
-#define NAME_COLS 60 /* longer names are cut in the table (not in --json) */
 /* Files that take over a second to read (about 50 MB/s of JSON, gzip compressing loupe's traces
  * about 15 times): then a "reading" line on a terminal. */
 #define SLOW_PLAIN_BYTES (48u << 20)
@@ -32,8 +38,13 @@ static void usage(FILE *f) {
         "\n"
         "Summarises the zones of a trace: per zone name, the number of slices, their total\n"
         "time, self time (total minus the time of direct children), mean, p50, p99 (nearest\n"
-        "rank), max, and the total as a percentage of the traced wall time. Rows are sorted\n"
-        "by total time, largest first.\n"
+        "rank), max, and %% time. Rows are sorted by total time, largest first. Names are\n"
+        "never cut: the name is the last column.\n"
+        "\n"
+        "%% time is per thread: the zone's total as a share of the traced time of the threads\n"
+        "it ran on (the trace's duration times that number of threads; with --by-thread, of\n"
+        "its own thread). A zone that keeps one thread busy is 100%%. Nested zones count in\n"
+        "their parents' totals as well, so the column does not sum to 100%%.\n"
         "\n"
         "PATH is a trace file (Chrome JSON, gzipped or not: *.trace.json.gz, *.json,\n"
         "*.json.gz, from loupe or another tool; XPlane *.xplane.pb, from loupe or\n"
@@ -46,13 +57,18 @@ static void usage(FILE *f) {
         "  --json        print JSON instead of a table: {\"file\", \"duration_ns\", \"threads\",\n"
         "                \"slices\", \"zones\": [{\"name\", \"thread\" (with --by-thread: the\n"
         "                tid, and \"thread_name\"), \"count\", \"total_ns\", \"self_ns\",\n"
-        "                \"mean_ns\", \"p50_ns\", \"p99_ns\", \"max_ns\", \"percent\"}],\n"
-        "                \"events_dropped\", \"capacity_needed\", \"unmatched_ends\",\n"
+        "                \"mean_ns\", \"p50_ns\", \"p99_ns\", \"max_ns\", \"percent\",\n"
+        "                \"threads_ran_on\"}], \"events_dropped\", \"capacity_needed\",\n"
+        "                \"dropped\": [{\"thread\", \"thread_name\", \"events_dropped\",\n"
+        "                \"self_inflated\": [names]}], \"unmatched_ends\",\n"
         "                \"truncated_zones\"}\n"
         "  -h, --help    show this help\n"
         "\n"
-        "The header says how many events were dropped when buffers were full, and the\n"
-        "per-thread capacity that would have held them all (loupe record --buffer-events).\n"
+        "The output starts with the events dropped when buffers were full, per thread, and\n"
+        "their effect: the zones that were open when that thread's last recorded zone began\n"
+        "(the drops began after it) lost their later children, so their self time is too\n"
+        "high; zones after that are missing. Then the per-thread capacity that would have\n"
+        "held them all (loupe record --buffer-events).\n"
         "\n"
         "exit status: 0 success, 1 the trace cannot be read, 2 bad usage\n",
         DEFAULT_TOP);
@@ -78,6 +94,7 @@ typedef struct row {
     const char *name;
     size_t thread;
     uint64_t count, total, self, mean, p50, p99, max;
+    uint64_t threads; /* the number of threads the zone ran on */
     double percent;
 } row;
 
@@ -161,7 +178,10 @@ static int make_rows(const loupe_model *m, int by_thread, row **out, size_t *cou
     g_by_thread = by_thread;
     qsort(e, n, sizeof(*e), cmp_entry);
     rows = malloc(n * sizeof(*rows));
-    if (rows == NULL) {
+    /* seen[t]: 1 + the last row that counted thread t */
+    size_t *seen = calloc(m->thread_count ? m->thread_count : 1, sizeof(*seen));
+    if (rows == NULL || seen == NULL) {
+        free(seen);
         goto fail;
     }
     size_t r = 0;
@@ -175,6 +195,10 @@ static int make_rows(const loupe_model *m, int by_thread, row **out, size_t *cou
                (!by_thread || e[j].thread == w->thread)) {
             w->total += e[j].dur;
             w->self += e[j].self;
+            if (seen[e[j].thread] != r) {
+                seen[e[j].thread] = r;
+                w->threads++;
+            }
             j++;
         }
         w->count = j - i;
@@ -182,9 +206,11 @@ static int make_rows(const loupe_model *m, int by_thread, row **out, size_t *cou
         w->p50 = percentile(e + i, w->count, 50);
         w->p99 = percentile(e + i, w->count, 99);
         w->max = e[j - 1].dur;
-        w->percent = m->duration_ns > 0 ? (double)w->total * 100.0 / (double)m->duration_ns : 0.0;
+        double span = (double)m->duration_ns * (double)w->threads;
+        w->percent = span > 0 ? (double)w->total * 100.0 / span : 0.0;
         i = j;
     }
+    free(seen);
     qsort(rows, r, sizeof(*rows), cmp_row);
     free(e);
     free(child);
@@ -211,23 +237,15 @@ static size_t cols(const char *s) {
     return n;
 }
 
-/* A name fit for one table cell: control characters shown as '?', cut to NAME_COLS columns. */
-static void cell_name(char *buf, size_t size, const char *name, size_t max_cols) {
-    size_t o = 0, c = 0;
+/* A name printed whole, control characters shown as '?'. */
+static void put_name(const char *name) {
     for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        int lead = (*p & 0xC0) != 0x80;
-        if (lead && ((c == max_cols - 3 && cols((const char *)p) > 3) || o + 8 >= size)) {
-            memcpy(buf + o, "...", 3);
-            o += 3;
-            break;
-        }
-        c += (size_t)lead;
-        buf[o++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+        putchar(*p < 0x20 || *p == 0x7f ? '?' : (char)*p);
     }
-    buf[o] = 0;
 }
 
-enum { NCOL = 10, CELL = 4 * NAME_COLS + 64 };
+/* The numeric columns (cells); the thread (with --by-thread) and the name follow, uncut. */
+enum { NCOL = 10, CELL = 64 };
 
 static const char *const g_head[NCOL] = {"name", "thread", "count", "total", "self",
                                          "mean", "p50",    "p99",   "max",   "% time"};
@@ -238,19 +256,11 @@ static void cell(char *buf, const loupe_model *m, const row *w, size_t c) {
         snprintf(buf, CELL, "%s", g_head[c]);
         return;
     }
-    const loupe_model_thread *th = &m->threads[w->thread];
-    char nm[CELL / 2];
+    (void)m;
     switch (c) {
     case 0:
-        cell_name(buf, CELL, w->name, NAME_COLS);
-        break;
     case 1:
-        if (th->name[0]) {
-            cell_name(nm, sizeof nm, th->name, 40);
-            snprintf(buf, CELL, "%s (%llu)", nm, (unsigned long long)th->tid);
-        } else {
-            snprintf(buf, CELL, "%llu", (unsigned long long)th->tid);
-        }
+        buf[0] = 0; /* printed whole by print_table */
         break;
     case 2:
         snprintf(buf, CELL, "%llu", (unsigned long long)w->count);
@@ -287,8 +297,15 @@ static void pad(size_t n) {
 
 /* Two passes over the cells: the widths, then the lines (names left, numbers right-aligned). */
 static void print_table(const loupe_model *m, const row *rows, size_t nrows, int by_thread) {
-    size_t width[NCOL] = {0};
+    size_t width[NCOL] = {0}, thread_w = cols(g_head[1]);
     char buf[CELL];
+    for (size_t i = 0; by_thread && i < nrows; i++) {
+        const loupe_model_thread *th = &m->threads[rows[i].thread];
+        char tid[32];
+        snprintf(tid, sizeof tid, th->name[0] ? " (%llu)" : "%llu", (unsigned long long)th->tid);
+        size_t n = cols(th->name) + strlen(tid);
+        thread_w = n > thread_w ? n : thread_w;
+    }
     for (size_t i = 0; i <= nrows; i++) {
         for (size_t c = 0; c < NCOL; c++) {
             cell(buf, m, i == 0 ? NULL : &rows[i - 1], c);
@@ -297,22 +314,35 @@ static void print_table(const loupe_model *m, const row *rows, size_t nrows, int
         }
     }
     for (size_t i = 0; i <= nrows; i++) {
-        for (size_t c = 0; c < NCOL; c++) {
-            if (c == 1 && !by_thread) {
-                continue;
-            }
-            cell(buf, m, i == 0 ? NULL : &rows[i - 1], c);
+        const row *w = i == 0 ? NULL : &rows[i - 1];
+        for (size_t c = 2; c < NCOL; c++) {
+            cell(buf, m, w, c);
             size_t n = cols(buf);
-            if (c > 0) {
-                fputs("  ", stdout);
-            }
-            if (c <= 1) {
-                fputs(buf, stdout);
-                pad(width[c] - n);
+            fputs(c > 2 ? "  " : "", stdout);
+            pad(width[c] - n);
+            fputs(buf, stdout);
+        }
+        if (by_thread) {
+            /* the thread is its name and (tid), whole, padded to the widest */
+            const loupe_model_thread *th = w ? &m->threads[w->thread] : NULL;
+            char tid[32];
+            snprintf(tid, sizeof tid, th && th->name[0] ? " (%llu)" : "%llu",
+                     th ? (unsigned long long)th->tid : 0ull);
+            fputs("  ", stdout);
+            if (th == NULL) {
+                fputs(g_head[1], stdout);
+                pad(thread_w - cols(g_head[1]));
             } else {
-                pad(width[c] - n);
-                fputs(buf, stdout);
+                put_name(th->name);
+                fputs(tid, stdout);
+                pad(thread_w - cols(th->name) - strlen(tid));
             }
+        }
+        fputs("  ", stdout);
+        if (w == NULL) {
+            fputs(g_head[0], stdout);
+        } else {
+            put_name(w->name);
         }
         putchar('\n');
     }
@@ -334,9 +364,64 @@ static size_t slice_total(const loupe_model *m) {
     return n;
 }
 
+/* The zones open when thread th's drops began: its last slice and that slice's ancestors (the
+ * drops began after the last recorded zone began), innermost first, into out (up to max);
+ * returns how many. */
+static size_t self_inflated(const loupe_model_thread *th, const char **out, size_t max) {
+    size_t n = 0;
+    if (th->slice_count == 0) {
+        return 0;
+    }
+    size_t i = th->slice_count - 1;
+    uint32_t d = th->slices[i].depth;
+    out[n++] = th->slices[i].name;
+    for (size_t j = i; j-- > 0 && d > 0 && n < max;) {
+        if (th->slices[j].depth == d - 1) {
+            d--;
+            out[n++] = th->slices[j].name;
+        }
+    }
+    return n;
+}
+
+#define MAX_INFLATED 8
+
+/* The warnings that come first: the events each thread dropped, and their effect. */
+static void print_warnings(const loupe_model *m) {
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->events_dropped == 0) {
+            continue;
+        }
+        const char *z[MAX_INFLATED];
+        size_t n = self_inflated(th, z, MAX_INFLATED);
+        printf("warning: thread %llu", (unsigned long long)th->tid);
+        if (th->name[0]) {
+            fputs(" (", stdout);
+            put_name(th->name);
+            putchar(')');
+        }
+        printf(" dropped %llu events", (unsigned long long)th->events_dropped);
+        if (n > 0) {
+            fputs(": the self time of ", stdout);
+            for (size_t k = 0; k < n; k++) {
+                fputs(k == 0 ? "" : k + 1 == n ? " and " : ", ", stdout);
+                put_name(z[k]);
+            }
+            printf(" %s inflated (%s open when the drops began: %s children after that were "
+                   "dropped); its later zones are missing\n",
+                   n == 1 ? "is" : "are", n == 1 ? "it was" : "they were",
+                   n == 1 ? "its" : "their");
+        } else {
+            fputs(": none of its zones were recorded\n", stdout);
+        }
+    }
+}
+
 static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
                        size_t shown, int by_thread) {
     char dur[64];
+    print_warnings(m);
     loupe_cli_fmt_dur(dur, sizeof dur, m->duration_ns);
     printf("%s: %zu thread%s, %zu slice%s, %s traced\n", file, m->thread_count,
            m->thread_count == 1 ? "" : "s", slice_total(m), slice_total(m) == 1 ? "" : "s", dur);
@@ -361,6 +446,9 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
         printf("no zones in this trace\n");
         return;
     }
+    printf("%% time: a zone's total as a share of the traced time (%s) of %s; nested zones\n"
+           "count in their parents too, so the column does not sum to 100%%\n\n",
+           dur, by_thread ? "its thread" : "each thread it ran on");
     print_table(m, rows, shown, by_thread);
     if (shown < nrows) {
         printf("(%zu more row%s; --top 0 shows all)\n", nrows - shown,
@@ -400,16 +488,47 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
         bad |= json_object_set_new(z, "p99_ns", json_integer(loupe_cli_jint(w->p99)));
         bad |= json_object_set_new(z, "max_ns", json_integer(loupe_cli_jint(w->max)));
         bad |= json_object_set_new(z, "percent", json_real(w->percent));
+        bad |= json_object_set_new(z, "threads_ran_on", json_integer(loupe_cli_jint(w->threads)));
     }
     bad |= json_object_set(root, "zones", zones);
     bad |= json_object_set_new(root, "events_dropped",
                                json_integer(loupe_cli_jint(loupe_model_events_dropped(m))));
     bad |=
         json_object_set_new(root, "capacity_needed", json_integer(loupe_cli_jint(max_capacity(m))));
+    json_t *dropped = json_array();
+    bad |= dropped == NULL || json_object_set_new(root, "dropped", dropped);
+    for (size_t t = 0; t < m->thread_count && !bad; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->events_dropped == 0) {
+            continue;
+        }
+        const char *zn[MAX_INFLATED];
+        size_t n = self_inflated(th, zn, MAX_INFLATED);
+        json_t *names = json_array();
+        for (size_t k = 0; k < n && names != NULL; k++) {
+            bad |= json_array_append_new(names, loupe_cli_jstr(zn[k]));
+        }
+        json_t *d = json_pack("{sIsosIso}", "thread", loupe_cli_jint(th->tid), "thread_name",
+                              loupe_cli_jstr(th->name), "events_dropped",
+                              loupe_cli_jint(th->events_dropped), "self_inflated",
+                              names != NULL ? names : json_null());
+        bad |= d == NULL || json_array_append_new(dropped, d);
+    }
     bad |= json_object_set_new(root, "unmatched_ends",
                                json_integer(loupe_cli_jint(m->unmatched_ends)));
     bad |= json_object_set_new(root, "truncated_zones",
                                json_integer(loupe_cli_jint(m->truncated_zones)));
+    /* what the reader dropped or repaired (loupe_model.warnings), and runs skipped on the way */
+    json_t *warns = json_array();
+    bad |= warns == NULL || json_object_set_new(root, "warnings", warns);
+    if (!bad && loupe_trace_find_skipped()[0] != 0) {
+        bad |= json_array_append_new(warns, json_sprintf("skipped runs without a complete trace: "
+                                                         "%s",
+                                                         loupe_trace_find_skipped()));
+    }
+    for (size_t i = 0; i < m->warning_count && !bad; i++) {
+        bad |= json_array_append_new(warns, loupe_cli_jstr(m->warnings[i]));
+    }
     if (!bad) {
         bad = json_dumpf(root, stdout, JSON_INDENT(2)) != 0;
         putchar('\n');
@@ -493,6 +612,13 @@ int loupe_cmd_summary(int argc, char **argv) {
     if (rc != 0) {
         fprintf(stderr, "loupe summary: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         return 1;
+    }
+    if (loupe_trace_find_skipped()[0] != 0) {
+        fprintf(stderr, "loupe summary: warning: skipped runs without a complete trace: %s\n",
+                loupe_trace_find_skipped());
+    }
+    for (size_t i = 0; i < m->warning_count; i++) {
+        fprintf(stderr, "loupe summary: warning: %s\n", m->warnings[i]);
     }
     row *rows;
     size_t nrows;

@@ -28,6 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 total += strlen(m->threads[t].slices[i].name);
             }
         }
+        for (size_t i = 0; i < m->warning_count; i++) {
+            total += strlen(m->warnings[i]);
+        }
         (void)total;
         loupe_model_free(m);
     } else if (m != NULL || loupe_last_error()[0] == 0) {

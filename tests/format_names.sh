@@ -7,11 +7,11 @@
 set -u
 src=${2:?usage: format_names.sh BUILD_DIR SOURCE_DIR}
 cd "$src" || exit 1
-allowed='^(src/export/registry\.c|src/export/(chrome_json|xplane|perfetto_proto|folded|mosaic_json)\.c|src/import/[a-z_]+\.c):'
+allowed='^(src/export/registry\.c|src/export/(chrome_json|xplane|perfetto_proto|folded|svg|mosaic_json)\.c|src/import/[a-z_]+\.c):'
 # names: the literal exactly; suffixes: any literal ending with them ("%s/perfetto_trace.json.gz")
 patterns=(
     '"json"' '"chrome"' '"xplane"' '"perfetto"' '"pftrace"' '"perfetto-json"' '"folded"'
-    '"collapsed"'
+    '"collapsed"' '"svg"' '"flamegraph"' '"[^"]*\.svg"'
     '"[^"]*\.trace\.json\.gz"' '"[^"]*\.xplane\.pb"' '"[^"]*\.xspace\.pb"' '"[^"]*\.pftrace"'
     '"[^"]*\.perfetto-trace"' '"[^"]*perfetto_trace\.json\.gz"' '"[^"]*\.folded"'
     '"[^"]*\.collapsed"'
@@ -29,7 +29,7 @@ for p in "${patterns[@]}"; do
     fi
 done
 # The registry itself must hold every name (else the grep above checks nothing).
-for n in json chrome xplane perfetto pftrace perfetto-json folded collapsed; do
+for n in json chrome xplane perfetto pftrace perfetto-json folded collapsed svg flamegraph; do
     grep -q "\"$n\"" src/export/registry.c || { echo "FAIL: \"$n\" is not in registry.c"; found=1; }
 done
 [ "$checked" -ge 8 ] || { echo "FAIL: only $checked patterns matched anything"; found=1; }

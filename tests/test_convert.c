@@ -133,11 +133,25 @@ static void test_folded(void **state) {
     snprintf(p, sizeof p, "%s/f.folded", g_dir);
     size_t n;
     char *text = tu_read_file(p, &n);
-    assert_string_equal(text, "outer;in:ner #a=1# 40501\n"
-                              "outer 59499\n"
-                              "work \xe2\x82\xac;line break 2000\n"
-                              "work \xe2\x82\xac 5000\n");
+    assert_string_equal(text, "main \"thr\";outer 59499\n"
+                              "main \"thr\";outer;in:ner #a=1# 40501\n"
+                              "worker;work \xe2\x82\xac 5000\n"
+                              "worker;work \xe2\x82\xac;line break 2000\n");
     free(text);
+    /* --merge-threads: one root for both threads */
+    assert_int_equal(convert("in.json -o m.folded --merge-threads", NULL), 0);
+    snprintf(p, sizeof p, "%s/m.folded", g_dir);
+    text = tu_read_file(p, &n);
+    assert_string_equal(text, "all threads;outer 59499\n"
+                              "all threads;outer;in:ner #a=1# 40501\n"
+                              "all threads;work \xe2\x82\xac 5000\n"
+                              "all threads;work \xe2\x82\xac;line break 2000\n");
+    free(text);
+    char *o = NULL;
+    assert_int_equal(convert("in.json -o m.json --merge-threads", &o), 2);
+    assert_non_null(strstr(o, "loupe convert: --merge-threads is for folded stacks and SVG flame "
+                              "graphs, not json\n"));
+    free(o);
     /* --to wins over the extension; the same bytes from an XPlane input */
     assert_int_equal(convert("in.json -o t.xplane.pb", NULL), 0);
     assert_int_equal(convert("t.xplane.pb -o stacks.json --to folded", NULL), 0);
@@ -145,6 +159,143 @@ static void test_folded(void **state) {
     text = tu_read_file(p, &n);
     assert_non_null(strstr(text, "outer 59499\n"));
     free(text);
+}
+
+/* Two unnamed threads with the same tid in no name, and two named alike: each its own root. */
+static void test_folded_roots(void **state) {
+    (void)state;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/roots.json", g_dir);
+    tu_write_file(p, "{\"traceEvents\":[\n"
+                     "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\","
+                     "\"args\":{\"name\":\"w\"}},\n"
+                     "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\","
+                     "\"args\":{\"name\":\"w\"}},\n"
+                     "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1,\"name\":\"f\"},\n"
+                     "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":0,\"dur\":2,\"name\":\"f\"},\n"
+                     "{\"ph\":\"X\",\"pid\":1,\"tid\":3,\"ts\":0,\"dur\":3,\"name\":\"f\"}\n"
+                     "]}\n");
+    assert_int_equal(convert("roots.json -o roots.folded", NULL), 0);
+    snprintf(p, sizeof p, "%s/roots.folded", g_dir);
+    size_t n;
+    char *text = tu_read_file(p, &n);
+    assert_string_equal(text, "w (tid 1);f 1000\nw (tid 2);f 2000\nthread 3;f 3000\n");
+    free(text);
+}
+
+/* 30,000 nested zones (the hostile case that printed 900 MB of folded stacks): stacks are cut at
+ * 1024 zones, the rest of the chain is one "[deeper zones]" frame holding its time, so the
+ * output is about 1024 * 1025 / 2 frames of 2 bytes, not 450M frames. */
+static void test_folded_deep(void **state) {
+    (void)state;
+    enum { DEPTH = 30000, CUT = 1024 };
+    char p[4200];
+    snprintf(p, sizeof p, "%s/deep.json", g_dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("{\"traceEvents\":[\n", f);
+    for (int i = 0; i < DEPTH; i++) {
+        fprintf(f, "%s{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%d,\"dur\":%d,\"name\":\"f\"}",
+                i ? ",\n" : "", i, 2 * (DEPTH - i));
+    }
+    fputs("]}\n", f);
+    fclose(f);
+    assert_int_equal(convert("deep.json -o deep.folded", NULL), 0);
+    snprintf(p, sizeof p, "%s/deep.folded", g_dir);
+    size_t n;
+    char *text = tu_read_file(p, &n);
+    /* lines: "thread 1" + k times ";f" + " 2000\n" for k = 1..1024 (each zone's self: 1 µs on
+     * either side of its child), then the deeper frame: the zone at depth 1024's 2 * 28976 µs */
+    size_t expect = 0;
+    for (size_t k = 1; k <= CUT; k++) {
+        expect += 8 + 2 * k + 6;
+    }
+    expect += 8 + 2 * CUT + strlen(";[deeper zones] 57952000\n");
+    assert_int_equal(n, expect);
+    assert_true(n < 1200000); /* 1.1 MB, from 1.46 MB of input; was 900 MB */
+    const char *last = text + n - strlen(";f;[deeper zones] 57952000\n");
+    assert_string_equal(last, ";f;[deeper zones] 57952000\n");
+    assert_true(strncmp(text, "thread 1;f 2000\nthread 1;f;f 2000\n", 32) == 0);
+    free(text);
+    /* the SVG of it is bounded too: one box per depth */
+    assert_int_equal(convert("deep.json -o deep.svg", NULL), 0);
+    snprintf(p, sizeof p, "%s/deep.svg", g_dir);
+    text = tu_read_file(p, &n);
+    size_t boxes = 0;
+    for (const char *q = text; (q = strstr(q, "<rect x=\"")) != NULL; q++) {
+        boxes++;
+    }
+    assert_int_equal(boxes, 1 + 1 + CUT + 1); /* background, root, 1024 zones, deeper */
+    free(text);
+}
+
+/* The SVG flame graph byte for byte against tests/golden/flame.svg, on tests/golden/flame.json
+ * (hostile names: markup, quotes, '&', invalid UTF-8, a control character, U+FFFF).
+ * Refresh after an intended change (then review the diff):
+ *     build-dev/loupe convert tests/golden/flame.json -o tests/golden/flame.svg */
+static void test_svg_golden(void **state) {
+    (void)state;
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s/tests/golden/flame.json' -o '%s/flame.svg' 2>&1",
+             tu_cli(), LOUPE_SOURCE_DIR, g_dir);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/flame.svg", g_dir);
+    size_t n, gn;
+    char *got = tu_read_file(p, &n);
+    char *want = tu_read_file(LOUPE_SOURCE_DIR "/tests/golden/flame.svg", &gn);
+    assert_string_equal(got, want);
+    /* escaped once, never raw: the name "<b>&\"x'" */
+    assert_non_null(strstr(got, "<title>&lt;b&gt;&amp;&quot;x&apos; (4000 ns, 40.00%)</title>"));
+    /* the tab as '?', U+FFFF (not an XML character) as '?' */
+    assert_non_null(strstr(got, "<title>bad\xc3\xbf?name? (1000 ns, 10.00%)</title>"));
+    assert_null(strstr(got, "<b>"));
+    free(got);
+    free(want);
+    /* --to svg and the alias */
+    snprintf(cmd, sizeof cmd,
+             "'%s' convert '%s/tests/golden/flame.json' -o '%s/flame.out' --to flamegraph 2>&1",
+             tu_cli(), LOUPE_SOURCE_DIR, g_dir);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    snprintf(p, sizeof p, "%s/flame.out", g_dir);
+    got = tu_read_file(p, &n);
+    assert_int_equal(n, gn);
+    free(got);
+}
+
+/* Invalid UTF-8 cannot come through a JSON reader: a hand-built model carries it to the SVG
+ * writer (loupe_trace_write), which writes U+FFFD for each bad byte. */
+static void test_svg_invalid_utf8(void **state) {
+    (void)state;
+    loupe_slice sl[2];
+    memset(sl, 0, sizeof sl);
+    sl[0] = (loupe_slice){.start_ns = 0, .dur_ns = 100, .name = "x\xff\xc3y", .category = ""};
+    sl[1] = (loupe_slice){
+        .start_ns = 10, .dur_ns = 50, .name = "\xed\xa0\x80", .category = "", .depth = 1};
+    loupe_model_thread th;
+    memset(&th, 0, sizeof th);
+    th.tid = 5;
+    th.name = "";
+    th.slice_count = 2;
+    th.slices = sl;
+    loupe_model m;
+    memset(&m, 0, sizeof m);
+    m.thread_count = 1;
+    m.threads = &th;
+    m.duration_ns = 100;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/bad.svg", g_dir);
+    assert_int_equal(loupe_trace_write(&m, p, LOUPE_FILE_SVG), 0);
+    size_t n;
+    char *got = tu_read_file(p, &n);
+    assert_non_null(strstr(got, "<title>x\xef\xbf\xbd\xef\xbf\xbdy (100 ns, 100.00%)</title>"));
+    /* a surrogate's three bytes: three U+FFFD */
+    assert_non_null(strstr(got, "<title>\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd (50 ns, 50.00%)"));
+    assert_non_null(strstr(got, "<title>thread 5 (100 ns, 100.00%)</title>"));
+    for (size_t i = 0; i < n; i++) {
+        assert_true((unsigned char)got[i] != 0xff && (unsigned char)got[i] != 0xed);
+    }
+    free(got);
 }
 
 static void test_perfetto(void **state) {
@@ -197,6 +348,8 @@ static void test_format_names(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_xplane_json), cmocka_unit_test(test_folded),
+        cmocka_unit_test(test_folded_roots),     cmocka_unit_test(test_folded_deep),
+        cmocka_unit_test(test_svg_golden),       cmocka_unit_test(test_svg_invalid_utf8),
         cmocka_unit_test(test_perfetto),         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_format_names),
     };

@@ -82,13 +82,18 @@ static void test_regression_exit(void **state) {
     assert_true(c < a && a < d && d < b);
     assert_non_null(strstr(out, "+20.0%"));
     assert_non_null(strstr(out, "1 zone skipped: fewer than 5 slices in a trace, not judged"));
-    assert_non_null(strstr(out, "1 regression: p50 more than 10.0% slower"));
+    assert_non_null(strstr(
+        out, "1 regression: p50 more than 10.0% and 1.000 \xc2\xb5s slower, p-value below 0.01\n"));
     free(out);
     assert_int_equal(diff("base.json new.json --threshold 25", &out), 0);
-    assert_non_null(strstr(out, "no regression (p50 threshold 25.0%)"));
+    assert_non_null(strstr(out, "no regression (p50 threshold 25.0%, floor 1.000 \xc2\xb5s, "
+                                "p-value below 0.01)\n"));
     free(out);
-    /* fewer samples needed: c is judged, and regresses (+900%) */
-    assert_int_equal(diff("base.json new.json --threshold 25 --min-count 2", &out), 1);
+    /* fewer samples needed: c is judged: +900%, but 2 calls against 2 are not significant */
+    assert_int_equal(diff("base.json new.json --threshold 25 --min-count 2", &out), 0);
+    assert_non_null(strstr(out, "\nnoise "));
+    free(out);
+    assert_int_equal(diff("base.json new.json --threshold 25 --min-count 2 --alpha 1", &out), 1);
     free(out);
 }
 
@@ -126,6 +131,96 @@ static void test_json(void **state) {
     free(out);
 }
 
+/* A trace of 20 zones, 200 calls each, durations drawn from one distribution per zone (a base of
+ * 5 + 3 z µs for zone z, times a heavy-tailed factor: 1 + u^4 * 0.5, u uniform on [0, 1), plus a
+ * rare 3x outlier) by a fixed-seed LCG; scale_zone's durations times scale. */
+static void write_noisy(const char *file, uint64_t seed, int scale_zone, double scale) {
+    FILE *f;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", g_dir, file);
+    f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("{\"traceEvents\":[", f);
+    uint64_t x = seed, ts = 0;
+    for (int i = 0; i < 200; i++) {
+        for (int z = 0; z < 20; z++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull; /* Knuth's MMIX LCG */
+            double u = (double)(x >> 11) / 9007199254740992.0;
+            double d = (5.0 + 3.0 * z) * (1.0 + u * u * u * u * 0.5) * ((x & 0xff) == 0 ? 3 : 1);
+            if (z == scale_zone) {
+                d *= scale;
+            }
+            uint64_t ns = (uint64_t)(d * 1000.0);
+            fprintf(f,
+                    "%s{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,"
+                    "\"name\":\"zone %d\"}",
+                    ts ? "," : "", (unsigned long long)(ts / 1000), (unsigned long long)(ts % 1000),
+                    (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000), z);
+            ts += ns + 1000;
+        }
+    }
+    fputs("]}", f);
+    fclose(f);
+}
+
+/* Two runs of the same program: the same distributions, other seeds: no regression (the old
+ * p50-only rule called zones regressions here). One zone 30% slower: exactly that one. */
+static void test_same_distribution(void **state) {
+    (void)state;
+    write_noisy("run1.json", 1, -1, 1.0);
+    write_noisy("run2.json", 2, -1, 1.0);
+    write_noisy("slow.json", 3, 7, 1.3);
+    char *out;
+    assert_int_equal(diff("run1.json run2.json", &out), 0);
+    assert_null(strstr(out, "\nregression "));
+    assert_null(strstr(out, "\nnoise "));
+    assert_non_null(strstr(out, "no regression (p50 threshold 10.0%"));
+    free(out);
+    assert_int_equal(diff("run1.json run2.json --threshold 0 --min-delta 0 --alpha 1", &out), 1);
+    free(out);
+    assert_int_equal(diff("--json run1.json slow.json", &out), 1);
+    json_t *j = json_loads(out, 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "regressions")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "min_delta_ns")), 1000);
+    assert_true(json_real_value(json_object_get(j, "alpha")) == 0.01);
+    json_t *zones = json_object_get(j, "zones");
+    size_t found = 0;
+    for (size_t i = 0; i < json_array_size(zones); i++) {
+        json_t *z = json_array_get(zones, i);
+        const char *st = json_string_value(json_object_get(z, "status"));
+        if (strcmp(st, "regression") == 0) {
+            found++;
+            assert_string_equal(json_string_value(json_object_get(z, "name")), "zone 7");
+            assert_true(json_real_value(json_object_get(z, "p_value")) < 1e-6);
+            assert_true(json_integer_value(json_object_get(z, "delta_p50_ns")) > 5000);
+            assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(z, "new"), "count")), 200);
+        }
+    }
+    assert_int_equal(found, 1);
+    json_decref(j);
+    free(out);
+}
+
+/* A trace that dropped events: a warning naming it, and exit 3 (whatever the regressions). */
+static void test_dropped(void **state) {
+    (void)state;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/dropped.json", g_dir);
+    tu_write_file(p, "{\"metadata\":{\"loupe_version\":\"0.1.0\",\"loupe_thread_1_dropped\":\"7\"},"
+                     "\"traceEvents\":[{\"ph\":"
+                     "\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":5,\"name\":\"a\"}]}");
+    loupe_model *m = tu_read_back(p);
+    assert_int_equal(loupe_model_events_dropped(m), 7);
+    loupe_model_free(m);
+    char *out;
+    assert_int_equal(diff("base.json dropped.json", &out), 3);
+    assert_non_null(strstr(out, "loupe diff: warning: NEW "));
+    assert_non_null(strstr(out, "dropped.json dropped 7 events (buffers were full)"));
+    free(out);
+}
+
 static void test_across_formats(void **state) {
     (void)state;
     char cmd[8192], *out;
@@ -134,7 +229,7 @@ static void test_across_formats(void **state) {
     assert_int_equal(tu_run(cmd, &out), 0);
     free(out);
     assert_int_equal(diff("base.xplane.pb base.json", &out), 0);
-    assert_non_null(strstr(out, "no regression (p50 threshold 10.0%)"));
+    assert_non_null(strstr(out, "no regression (p50 threshold 10.0%"));
     assert_non_null(strstr(out, "same"));
     free(out);
 }
@@ -158,10 +253,9 @@ static void test_usage(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_regression_exit),
-        cmocka_unit_test(test_json),
-        cmocka_unit_test(test_across_formats),
-        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_regression_exit), cmocka_unit_test(test_json),
+        cmocka_unit_test(test_across_formats),  cmocka_unit_test(test_same_distribution),
+        cmocka_unit_test(test_dropped),         cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,19 +13,29 @@
 
 static void test_rows(void **state) {
     (void)state;
-    assert_int_equal(loupe_format_count(), 5);
-    static const char *const names[] = {"json", "xplane", "perfetto", "perfetto-json", "folded"};
-    static const char *const written[] = {".trace.json.gz", ".xplane.pb", ".pftrace",
-                                          "perfetto_trace.json.gz", ".folded"};
-    static const unsigned bits[] = {LOUPE_FORMAT_CHROME_JSON, LOUPE_FORMAT_XPLANE,
-                                    LOUPE_FORMAT_PERFETTO_PROTO, LOUPE_FORMAT_PERFETTO_JSON, 0};
-    static const loupe_file_format files[] = {LOUPE_FILE_CHROME_JSON, LOUPE_FILE_XPLANE,
+    assert_int_equal(loupe_format_count(), 6);
+    static const char *const names[] = {"json",          "xplane", "perfetto",
+                                        "perfetto-json", "folded", "svg"};
+    static const char *const written[] = {".trace.json.gz",         ".xplane.pb", ".pftrace",
+                                          "perfetto_trace.json.gz", ".folded",    ".svg"};
+    static const unsigned bits[] = {LOUPE_FORMAT_CHROME_JSON,
+                                    LOUPE_FORMAT_XPLANE,
+                                    LOUPE_FORMAT_PERFETTO_PROTO,
+                                    LOUPE_FORMAT_PERFETTO_JSON,
+                                    0,
+                                    0};
+    static const loupe_file_format files[] = {LOUPE_FILE_CHROME_JSON,    LOUPE_FILE_XPLANE,
                                               LOUPE_FILE_PERFETTO_PROTO, LOUPE_FILE_PERFETTO_JSON,
-                                              LOUPE_FILE_FOLDED};
-    static const int gz[] = {1, 0, 0, 1, 0}, host[] = {1, 1, 1, 0, 0}, rd[] = {1, 1, 1, 1, 0};
-    static const char *const mime[] = {"application/gzip", "application/octet-stream",
-                                       "application/octet-stream", NULL, NULL};
-    for (size_t i = 0; i < 5; i++) {
+                                              LOUPE_FILE_FOLDED,         LOUPE_FILE_SVG};
+    static const int gz[] = {1, 0, 0, 1, 0, 0}, host[] = {1, 1, 1, 0, 0, 0},
+                     rd[] = {1, 1, 1, 1, 0, 0};
+    static const char *const mime[] = {"application/gzip",
+                                       "application/octet-stream",
+                                       "application/octet-stream",
+                                       NULL,
+                                       NULL,
+                                       NULL};
+    for (size_t i = 0; i < 6; i++) {
         const loupe_format_desc *d = loupe_format_info(i);
         assert_non_null(d);
         assert_string_equal(d->name, names[i]);
@@ -47,7 +57,7 @@ static void test_rows(void **state) {
             assert_ptr_equal(loupe_format_by_bit(bits[i]), d);
         }
     }
-    assert_null(loupe_format_info(5));
+    assert_null(loupe_format_info(6));
     assert_null(loupe_format_by_bit(0));
     assert_null(loupe_format_by_bit(LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE));
     assert_null(loupe_format_by_file_format(LOUPE_FILE_UNKNOWN));
@@ -59,7 +69,8 @@ static void test_names_and_paths(void **state) {
     assert_ptr_equal(loupe_format_by_name("pftrace"), loupe_format_info(2));
     assert_ptr_equal(loupe_format_by_name("collapsed"), loupe_format_info(4));
     assert_null(loupe_format_by_name("JSON")); /* case-sensitive */
-    assert_null(loupe_format_by_name("svg"));
+    assert_ptr_equal(loupe_format_by_name("flamegraph"), loupe_format_info(5));
+    assert_null(loupe_format_by_name("png"));
     assert_null(loupe_format_by_name(""));
     assert_null(loupe_format_by_name(NULL));
     static const struct {
@@ -107,7 +118,9 @@ static void test_parse_list(void **state) {
     static const struct {
         const char *list, *detail;
     } bad[] = {
-        {"json,svg", "'svg': unknown format (known: json, xplane, perfetto and perfetto-json)"},
+        {"json,png", "'png': unknown format (known: json, xplane, perfetto and perfetto-json)"},
+        {"svg", "'svg': a run directory never gets this format (known: json, xplane, perfetto and "
+                "perfetto-json)"},
         {"folded", "'folded': a run directory never gets this format (known: json, xplane, "
                    "perfetto and perfetto-json)"},
         {"json,", "'json,': an empty entry in the format list (known: json, xplane, perfetto and "

@@ -383,7 +383,7 @@ static void test_bad_input(void **state) {
     static const uint8_t garbage[] = {0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                       0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
     expect_error(garbage, sizeof garbage,
-                 "mem.pftrace: offset 1: truncated or overlong length varint (in Trace)");
+                 "mem.pftrace: Perfetto protobuf: offset 1: truncated or overlong length varint (in Trace)");
     static const uint8_t gig[] = {0x0A, 0x80, 0x80, 0x80, 0x80, 0x04, 0x50, 0x01};
     expect_error(gig, sizeof gig, "offset 1: length runs past the end of its message (in Trace)");
     static const uint8_t inner_gig[] = {0x0A, 0x07, 0x62, 0x80, 0x80, 0x80, 0x80, 0x04, 0x00};

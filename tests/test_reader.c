@@ -264,7 +264,7 @@ static void test_gzip(void **state) {
     check_nested(m);
     loupe_model_free(m);
 
-    /* a gzip stream cut short is a format error */
+    /* a gzip stream cut short: read up to the cut, with warnings naming the cut */
     size_t n;
     char *whole = NULL;
     FILE *in = fopen(p, "rb");
@@ -277,8 +277,11 @@ static void test_gzip(void **state) {
     assert_int_equal(fwrite(whole, 1, n / 2, out), n / 2);
     fclose(out);
     free(whole);
-    assert_int_equal(loupe_trace_read(p, &m), LOUPE_EFORMAT);
-    assert_non_null(strstr(loupe_last_error(), "gzip"));
+    assert_int_equal(loupe_trace_read(p, &m), 0);
+    assert_true(m->warning_count >= 1);
+    assert_non_null(
+        strstr(m->warnings[m->warning_count - 1], ": the gzip stream is cut short after "));
+    loupe_model_free(m);
 }
 
 static void test_array_forms(void **state) {
@@ -576,41 +579,33 @@ static void expect_format(const char *text, const char *detail) {
 
 static void test_hostile(void **state) {
     (void)state;
-    expect_format("hello", "line 1 column 5: '[' or '{' expected near 'hello'");
-    expect_format("", "line 1 column 0: '[' or '{' expected near end of file");
-    expect_format("{\"traceEvents\":[{\"ph\":\"X\",\"ts\":1,",
-                  "line 1 column 33: string or '}' expected near end of file");
+    /* refused from the first bytes, before the file is read whole */
+    expect_format("hello", "bad.json: not a trace: it starts with bytes 68 65 6c 6c (Chrome JSON "
+                           "starts with '[' or '{', Perfetto protobuf and XPlane with 0a)");
+    expect_format("", "bad.json: empty file (not a trace)");
     expect_format("{\"traceEvents\":[{\"ph\":\"X\",\"ts\":NaN,\"dur\":1}]}",
-                  "line 1 column 34: invalid token near 'NaN'");
-    expect_format("[{\"ph\":\"X\",\"ts\":Infinity,\"dur\":1}]", "line 1 column ");
+                  "bad.json: line 1 column 32 (event 0): invalid token (a value is a string, a "
+                  "number, an object, an array, true, false or null)");
+    expect_format("[{\"ph\":\"X\",\"ts\":Infinity,\"dur\":1}]", "line 1 column 17 (event 0): "
+                                                                "invalid token");
     expect_format("{\"traceEvents\":[{\"ph\":\"X\",\"ts\":\"abc\",\"dur\":1}]}",
                   "event 0: ts is not a number (\"abc\")");
     expect_format("[{\"ph\":\"i\",\"ts\":1},{\"ph\":\"X\",\"ts\":2,\"dur\":[1]}]",
                   "event 1: dur is not a number");
-    /* jansson rejects a lone surrogate escape */
-    expect_format("[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"name\":\"\\ud800\"}]",
-                  "line 1 column 41: invalid Unicode '\\uD800'");
-    expect_format("[{\"ph\":\"X\",\"ts\":1e400,\"dur\":1}]", "real number overflow");
-    expect_format("[{\"ph\":\"X\",\"ts\":99999999999999999999999,\"dur\":1}]", "too big integer");
-    expect_format("[{\"ph\":\"X\",\"ts\":-9999999999999999999,\"dur\":1}]",
-                  "too big negative integer");
-    expect_format("[{\"ph\":\"X\",\"ts\":1e300,\"dur\":1}]", "event 0: ts is out of range");
-    expect_format("[{\"ph\":\"X\",\"ts\":18446744073709551615,\"dur\":1}]",
-                  "event 0: ts is out of range");
     expect_format("[{\"ph\":\"X\",\"ts\":1}]", "event 0: X without dur");
-    expect_format("[{\"ph\":\"X\",\"ts\":1,\"dur\":-1}]", "event 0: dur is negative");
     expect_format("[{\"ph\":\"B\"}]", "event 0: no ts");
     expect_format("[1]", "event 0: not an object");
     expect_format("[{\"ts\":1}]", "event 0: no \"ph\" string");
     expect_format("[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"name\":5}]",
                   "event 0: name is not a string");
-    expect_format("[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"tid\":[]}]", "event 0: tid is not");
+    expect_format("[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"tid\":[]}]",
+                  "event 0: tid is not an integer (an array)");
     expect_format("{\"events\":[]}", "no traceEvents array");
-    expect_format("\"just a string\"", "'[' or '{' expected");
+    expect_format("\"just a string\"", "starts with bytes 22 6a 75 73");
     expect_format("{\"metadata\":{\"loupe_version\":\"1\",\"duration_ns\":\"x\"},"
                   "\"traceEvents\":[]}",
                   "metadata \"duration_ns\" is not a non-negative integer");
-    /* deeper than jansson's 2048 levels */
+    /* deeper than the parser's 1000 levels */
     size_t depth = 5000;
     char *deep = malloc(2 * depth + 64);
     strcpy(deep, "[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"args\":{\"a\":");
@@ -618,18 +613,20 @@ static void test_hostile(void **state) {
     memset(deep + n, '[', depth);
     memset(deep + n + depth, ']', depth);
     strcpy(deep + n + 2 * depth, "}}]");
-    expect_format(deep, "maximum parsing depth reached");
+    expect_format(deep, "(event 0): nesting deeper than 1000 levels");
     free(deep);
     /* an unterminated array with a bad event: the bad event's error, not the missing ']' */
     expect_format("[{\"ph\":\"X\",\"ts\":1,\"dur\":1},\n{\"ph\":\"X\",\"ts\":NaN,\"dur\":1},\n"
                   "{\"ph\":\"X\",\"ts\":3,\"dur\":1},\n",
-                  "line 2 column 18: invalid token near 'NaN'");
+                  "line 2 column 16 (event 1): invalid token");
     /* two events without a comma between them */
     expect_format("[{\"ph\":\"X\",\"ts\":1,\"dur\":1} {\"ph\":\"X\",\"ts\":3,\"dur\":1}]",
-                  "line 1 column 28: ']' expected near '{'");
-    expect_format("{\"traceEvents\":[] \"x\":1}", "line 1 column 21: ");
-    expect_format("{\"traceEvents\":[]} x", "line 1 column 20: end of file expected near 'x'");
-    /* a string that looks like the reader's uint64 marker is a string (cut at its NUL) */
+                  "bad.json: line 1 column 28: ',' or ']' expected after an event");
+    expect_format("{\"traceEvents\":[] \"x\":1}",
+                  "bad.json: line 1 column 19: ',' or '}' expected");
+    expect_format("{\"traceEvents\":[]} x", "bad.json: line 1 column 20: text after the end of "
+                                            "the trace");
+    /* a string with a NUL is cut there (the model's strings are C strings) */
     loupe_model *mk = read_text("[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"name\":\"a\","
                                 "\"args\":{\"s\":\"\\u0000loupe-u64:5\"}}]");
     assert_int_equal(mk->threads[0].slices[0].args[0].type, LOUPE_ARG_STRING);
@@ -695,7 +692,9 @@ static void test_io_errors(void **state) {
     tu_write_file(big, "[");
     assert_int_equal(truncate(big, (off_t)(4ull << 30) + 1), 0);
     assert_int_equal(loupe_trace_read(big, &m), LOUPE_EFORMAT);
-    assert_non_null(strstr(loupe_last_error(), "at most 4 GiB"));
+    assert_non_null(strstr(loupe_last_error(), "big.json: the file holds 4294967297 bytes; loupe "
+                                               "reads traces of at most 4294967296 bytes (4 GiB "
+                                               "unless LOUPE_READ_MAX_BYTES says otherwise)"));
     unlink(big);
 }
 
@@ -752,12 +751,42 @@ static void test_find(void **state) {
     snprintf(p, sizeof p, "%s/empty", g_dir);
     mkdir_p(p);
     assert_int_equal(loupe_trace_find(p, out, sizeof out), LOUPE_EIO);
-    assert_non_null(strstr(loupe_last_error(), "no trace in it"));
-    /* the newest run without a trace */
+    assert_non_null(strstr(loupe_last_error(), "empty: no complete trace in it (*.xplane.pb, "
+                                               "*.pftrace, *.json, *.json.gz) and no "
+                                               "plugins/profile/<run> directory"));
+    /* newer runs without a complete trace (a failed capture; a kill during the write) are
+     * skipped, and named */
+    assert_string_equal(loupe_trace_find_skipped(), "");
     snprintf(p, sizeof p, "%s/plugins/profile/2027_01_01_00_00_00", log);
     mkdir_p(p);
-    assert_int_equal(loupe_trace_find(log, out, sizeof out), LOUPE_EIO);
-    assert_non_null(strstr(loupe_last_error(), "2027_01_01_00_00_00: the newest run holds no"));
+    snprintf(p, sizeof p, "%s/plugins/profile/2027_01_02_00_00_00", log);
+    mkdir_p(p);
+    snprintf(p, sizeof p, "%s/plugins/profile/2027_01_02_00_00_00/host.trace.json.gz.tmp", log);
+    tu_write_file(p, "[");
+    assert_int_equal(loupe_trace_find(log, out, sizeof out), 0);
+    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00_10/host.trace.json.gz", log);
+    assert_string_equal(out, p);
+    assert_string_equal(loupe_trace_find_skipped(),
+                        "2027_01_02_00_00_00 (only .tmp files: a write that did not finish), "
+                        "2027_01_01_00_00_00 (no trace file)");
+    /* the fastest complete file of a run: .xplane.pb, then .pftrace, then .trace.json.gz */
+    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00/host.pftrace", log);
+    tu_write_file(p, "x");
+    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00", log);
+    assert_int_equal(loupe_trace_find(p, out, sizeof out), 0);
+    assert_non_null(strstr(out, "00_00_00/host.pftrace"));
+    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00/host.xplane.pb", log);
+    tu_write_file(p, "x");
+    snprintf(p, sizeof p, "%s/plugins/profile/2026_01_01_00_00_00", log);
+    assert_int_equal(loupe_trace_find(p, out, sizeof out), 0);
+    assert_non_null(strstr(out, "00_00_00/host.xplane.pb"));
+    /* no run holds one */
+    snprintf(p, sizeof p, "%s/log2/plugins/profile/2027_01_01_00_00_00", g_dir);
+    mkdir_p(p);
+    snprintf(p, sizeof p, "%s/log2", g_dir);
+    assert_int_equal(loupe_trace_find(p, out, sizeof out), LOUPE_EIO);
+    assert_non_null(strstr(loupe_last_error(), "log2/plugins/profile: no run holds a complete "
+                                               "trace: 2027_01_01_00_00_00 (no trace file)"));
     /* missing path, small buffer, NULL */
     snprintf(p, sizeof p, "%s/nope", g_dir);
     assert_int_equal(loupe_trace_find(p, out, sizeof out), LOUPE_EIO);

@@ -128,6 +128,12 @@ typedef struct loupe_model {
     loupe_kv *metadata;
     uint64_t unmatched_ends;  /* ends without a begin or out of order: ignored, counted */
     uint64_t truncated_zones; /* slices with LOUPE_SLICE_TRUNCATED */
+    /* What a reader dropped, repaired or doubted, one sentence each, naming the input and where
+     * ("x.json: byte 120: the input ends inside event 2; 2 events read, the rest (30 bytes)
+     * dropped"). At most 65 (the 65th says how many more there were). 0 / NULL for a model from
+     * loupe_stop_trace() or a clean file. Owned by the model (strings in its storage). */
+    size_t warning_count;
+    const char **warnings;
     void *loupe__arena;       /* private: the storage every pointer above points into */
 } loupe_model;
 

@@ -11,6 +11,9 @@
  *   PERFETTO_JSON   Chrome JSON with loupe's keys under "otherData" instead of the top-level
  *                   "metadata", which makes Perfetto's UI show a blank trace (jax-ml/jax#10843);
  *                   the perfetto_trace.json.gz of a run directory
+ *   SVG             an SVG flame graph (flamegraph.pl's layout): one root per track, a box per
+ *                   distinct stack, its width the stack's total time; stacks are cut at 1024
+ *                   zones (the rest of a deeper stack is one "[deeper zones]" box)
  *
  * The format registry: every format loupe knows is one loupe_format_desc (its names, file names,
  * run-directory bit, ...), listed by loupe_format_count() / loupe_format_info() in a fixed order
@@ -34,7 +37,8 @@ typedef enum loupe_file_format {
     LOUPE_FILE_XPLANE = 2,
     LOUPE_FILE_PERFETTO_PROTO = 3,
     LOUPE_FILE_FOLDED = 4,
-    LOUPE_FILE_PERFETTO_JSON = 5
+    LOUPE_FILE_PERFETTO_JSON = 5,
+    LOUPE_FILE_SVG = 6
 } loupe_file_format;
 
 /** One format of the registry. Lifetime: static (all strings and arrays too). */
@@ -64,7 +68,8 @@ LOUPE_API size_t loupe_format_count(void);
 LOUPE_API const loupe_format_desc *loupe_format_info(size_t i);
 
 /** The format whose name or one of whose aliases is exactly name (case-sensitive): "json" and
- * "chrome"; "xplane"; "perfetto" and "pftrace"; "perfetto-json"; "folded" and "collapsed".
+ * "chrome"; "xplane"; "perfetto" and "pftrace"; "perfetto-json"; "folded" and "collapsed";
+ * "svg" and "flamegraph".
  * NULL for anything else or NULL. Thread-safety: any thread. */
 LOUPE_API const loupe_format_desc *loupe_format_by_name(const char *name);
 
@@ -92,11 +97,12 @@ LOUPE_API int loupe_format_parse_list(const char *list, unsigned *bits);
 /** The format a file name asks for, from its extension (loupe_format_by_path()): *.json,
  * *.json.gz -> CHROME_JSON; *.xplane.pb, *.xspace.pb -> XPLANE; *.pftrace, *.perfetto-trace,
  * *.perfetto, *.pb -> PERFETTO_PROTO; *.folded, *.collapsed, *.collapsedstack.txt, *.txt ->
- * FOLDED; else UNKNOWN. Thread-safety: any thread. */
+ * FOLDED; *.svg -> SVG; else UNKNOWN. Thread-safety: any thread. */
 LOUPE_API loupe_file_format loupe_file_format_from_name(const char *path);
 
 /** Parses a format name (loupe_format_by_name()): "json", "xplane", "perfetto", "perfetto-json",
- * "folded" (also "chrome", "pftrace", "collapsed"). UNKNOWN for anything else or NULL.
+ * "folded", "svg" (also "chrome", "pftrace", "collapsed", "flamegraph"). UNKNOWN for anything
+ * else or NULL.
  * Thread-safety: any thread. */
 LOUPE_API loupe_file_format loupe_file_format_parse(const char *name);
 
@@ -105,7 +111,7 @@ LOUPE_API loupe_file_format loupe_file_format_parse(const char *name);
  * complete: a failure leaves no file at path that looks finished (an existing file there is
  * kept). Errors: LOUPE_EINVALID (NULL, unknown format), LOUPE_EIO (cannot create or write:
  * the detail names the path and errno), LOUPE_EUNSUPPORTED (a format limit, e.g. an XSpace over
- * 2 GiB: the detail says which), LOUPE_ENOMEM. Memory: the writers stream; XPLANE and FOLDED
+ * 2 GiB: the detail says which), LOUPE_ENOMEM. Memory: the writers stream; XPLANE, FOLDED and SVG
  * keep their name tables (distinct names / stacks), not the events.
  * Thread-safety: any thread; m is only read. */
 LOUPE_API int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format format);

@@ -15,6 +15,9 @@
  *   (jax-ml/jax#10843); Perfetto skips otherData.
  * - Flow ids are written modulo 2^63 (see flow_id()).
  * - Every string is escaped (sink.c): any name gives valid JSON.
+ * - Integer args beyond +-2^53 are strings of their digits, with "loupe_types": {"<key>":
+ *   "int64" | "uint64"} in the same args (JavaScript would round the number); loupe's reader
+ *   gives them back typed. Events at or beyond 2^62 ns, which the reader refuses, are left out.
  */
 #include "export/writers.h"
 #include "model/tracks.h"
@@ -37,29 +40,43 @@ static void put_kv_u64(loupe__sink *s, int *first, const char *k, uint64_t v) {
     put_kv_str(s, first, k, tmp);
 }
 
+/* Integers a JavaScript number (an IEEE double) cannot hold exactly: |v| > 2^53. */
+#define JS_SAFE ((uint64_t)1 << 53)
+
+static int big_int(const loupe_arg *a) {
+    return (a->type == LOUPE_ARG_INT64 &&
+            (a->v.i > (int64_t)JS_SAFE || a->v.i < -(int64_t)JS_SAFE)) ||
+           (a->type == LOUPE_ARG_UINT64 && a->v.u > JS_SAFE);
+}
+
 static void put_args(loupe__sink *s, const loupe_arg *args, uint32_t n, uint32_t flags) {
     loupe__puts(s, ",\"args\":{");
-    int first = 1;
+    int first = 1, big = 0;
     for (uint32_t i = 0; i < n; i++) {
         const loupe_arg *a = &args[i];
         loupe__puts(s, first ? "" : ",");
         first = 0;
         loupe__put_jstr(s, a->key);
         loupe__put(s, ":", 1);
+        if (big_int(a)) {
+            /* Beyond 2^53 as a string of its exact digits (a browser's JSON.parse rounds
+             * INT64_MAX to 9223372036854776000), typed by "loupe_types" below. */
+            big = 1;
+            loupe__put(s, "\"", 1);
+            if (a->type == LOUPE_ARG_INT64) {
+                loupe__put_i64(s, a->v.i);
+            } else {
+                loupe__put_u64(s, a->v.u);
+            }
+            loupe__put(s, "\"", 1);
+            continue;
+        }
         switch (a->type) {
         case LOUPE_ARG_INT64:
             loupe__put_i64(s, a->v.i);
             break;
         case LOUPE_ARG_UINT64:
-            /* Past INT64_MAX as a string of its exact digits: JSON numbers have no limit, but
-             * strict parsers (jansson) refuse such integers and JS ones round them. */
-            if (a->v.u > (uint64_t)INT64_MAX) {
-                loupe__put(s, "\"", 1);
-                loupe__put_u64(s, a->v.u);
-                loupe__put(s, "\"", 1);
-            } else {
-                loupe__put_u64(s, a->v.u);
-            }
+            loupe__put_u64(s, a->v.u);
             break;
         case LOUPE_ARG_DOUBLE:
             loupe__put_double(s, a->v.d);
@@ -73,11 +90,33 @@ static void put_args(loupe__sink *s, const loupe_arg *args, uint32_t n, uint32_t
             break;
         }
     }
+    if (big) {
+        loupe__puts(s, ",\"loupe_types\":{");
+        int f = 1;
+        for (uint32_t i = 0; i < n; i++) {
+            if (big_int(&args[i])) {
+                loupe__puts(s, f ? "" : ",");
+                f = 0;
+                loupe__put_jstr(s, args[i].key);
+                loupe__puts(s, args[i].type == LOUPE_ARG_INT64 ? ":\"int64\"" : ":\"uint64\"");
+            }
+        }
+        loupe__put(s, "}", 1);
+    }
     if (flags & LOUPE_SLICE_TRUNCATED) {
         loupe__puts(s, first ? "" : ",");
         loupe__puts(s, "\"loupe_truncated\":true");
     }
     loupe__put(s, "}", 1);
+}
+
+/* The readers' bound (import/chrome_json.c): a ts, dur or end at or beyond 2^62 ns (146 years)
+ * is refused there, so it is not written here either (the model of a trace loupe recorded never
+ * holds one; a model read from another tool's file may). */
+#define NS_LIMIT ((uint64_t)1 << 62)
+
+static int in_bound(uint64_t start, uint64_t dur) {
+    return start < NS_LIMIT && dur < NS_LIMIT && start + dur < NS_LIMIT;
 }
 
 static void put_head(loupe__sink *s, const char *ph, uint64_t pid, uint64_t tid) {
@@ -215,6 +254,9 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         const size_t *mark = used != NULL ? used[t] : NULL;
         for (size_t i = 0; i < th->slice_count; i++) {
             const loupe_slice *sl = &th->slices[i];
+            if (!in_bound(sl->start_ns, sl->dur_ns)) {
+                continue;
+            }
             put_head(s, "X", tpid, tid);
             loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, sl->start_ns);
@@ -240,6 +282,9 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         }
         for (size_t i = 0; i < th->instant_count; i++) {
             const loupe_instant *in = &th->instants[i];
+            if (!in_bound(in->ts_ns, 0)) {
+                continue;
+            }
             put_head(s, "i", tpid, tid);
             loupe__puts(s, ",\"s\":\"t\",\"ts\":");
             loupe__put_us(s, in->ts_ns);
@@ -277,6 +322,9 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     free(v1);
     for (size_t i = 0; i < m->counter_count; i++) {
         const loupe_counter_sample *c = &m->counters[i];
+        if (!in_bound(c->ts_ns, 0)) {
+            continue;
+        }
         put_head(s, "C", pid, pid);
         loupe__puts(s, ",\"ts\":");
         loupe__put_us(s, c->ts_ns);

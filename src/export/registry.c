@@ -3,7 +3,7 @@
  * A row holds everything any part of loupe needs to know about a format: its names, the file names
  * it is written as and recognised by, its run-directory bit, gzip, the Content-Type the profiler
  * server sends, and its writer. The rows' order is the order a run directory is written in and
- * the order help texts list them in. The readers are chosen by content (import/detect.c), not by
+ * the order help texts list them in. The readers are chosen by content (import/read.c), not by
  * name; can_read says which formats they take. */
 #include "export/registry.h"
 
@@ -94,6 +94,19 @@ static const loupe__format rows[] = {
       .can_write = 1,
       .can_read = 0},
      loupe__write_folded},
+    {{.name = "svg",
+      .aliases = LIST("flamegraph"),
+      .description = "an SVG flame graph (width: total time, one root per thread)",
+      .file_format = LOUPE_FILE_SVG,
+      .run_dir_bit = 0,
+      .suffix = ".svg",
+      .host_prefixed = 0,
+      .suffixes = LIST(".svg"),
+      .gzip = 0,
+      .mime_type = NULL,
+      .can_write = 1,
+      .can_read = 0},
+     loupe__write_svg},
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])

@@ -22,6 +22,9 @@ extern uint64_t loupe__xplane_limit;
 /* Folded stacks ("root;child;leaf <self ns>", one line per distinct stack; folded.c). */
 int loupe__write_folded(const loupe_model *m, loupe__sink *s);
 
+/* An SVG flame graph of the same call tree (svg.c). */
+int loupe__write_svg(const loupe_model *m, loupe__sink *s);
+
 /* Perfetto native protobuf (.pftrace; perfetto_proto.c): one sequence, interned names, delta
  * timestamps on an incremental clock, streamed packet by packet. */
 int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s);

@@ -1,18 +1,18 @@
-/* chrome_json.c: the Chrome Trace Event JSON reader (loupe/reader.h) and loupe_trace_find().
+/* chrome_json.c: the Chrome Trace Event JSON reader (loupe/reader.h).
  *
- * The whole file is read (gzip or plain, through zlib; at most 4 GiB once uncompressed). The
- * streaming path then walks the text itself and hands jansson one event at a time, so memory
- * holds the text and the model rather than a tree of the whole trace (about 16 times the text);
- * each event is built into the model (model/builder.h) with absolute times, and finish_model
- * makes them relative at the end. Anything the walk does not expect sends the file to the
- * whole-tree path (json_loadb on all of it), which reads valid files the same way and words
- * errors with jansson's line and column. The format: ../shared/reference/formats.md §1.
+ * The text (gunzipped by read.c) is walked by loupe's pull parser (json.c): the top level here,
+ * one event at a time there, each event built into the model (model/builder.h) with absolute
+ * times, which finish_model makes relative at the end. No tree of the whole trace is ever built,
+ * and nothing is parsed twice. The format: the Trace Event Format spec (Google doc
+ * "Trace Event Format", 2016) as catapult's and Perfetto's JSON importers read it
+ * (perfetto/src/trace_processor/importers/json/json_trace_parser.cc).
  *
  * What is read:
- * - Containers: {"traceEvents":[...]} (must be complete and valid) and [...]. An array that is not
- *   closed (a writer that crashed) keeps its complete events and drops an incomplete last one, as
- *   Perfetto does (catapult only trims a trailing ',': a superset); a closed array with a
- *   trailing ',' is accepted too. A UTF-8 BOM is skipped.
+ * - Containers: {"traceEvents":[...], ...} and [...]. Input that ends early (a writer that
+ *   crashed: an array or object not closed, a cut last event) keeps its complete events and the
+ *   model says what was dropped and where (a warning; Perfetto reads such files the same way,
+ *   silently). A trailing ',' before the closing ']' is accepted. A UTF-8 BOM is skipped. A
+ *   second "traceEvents" key is read too, with a warning.
  * - Phases: X; B/E (a stack per thread: E closes the innermost open B whatever its name, and its
  *   args are merged into the slice; an E with no open B, or earlier than it, is ignored and
  *   counted in unmatched_ends; a B still open ends at the trace's last timestamp, flagged
@@ -23,296 +23,56 @@
  *   (id, cat, name); s, t and f with bp "e" bind to the innermost slice enclosing ts, f else to
  *   the next slice to begin on the thread), ends chained in time order. Every other phase (async
  *   b/n/e, samples, objects, ...) and empty {} events are skipped.
- * - Time: ts/dur in µs, llround(x * 1000) ns (an integer is exact), numeric strings accepted
- *   as Perfetto does. Times are made relative to the smallest ts (M events excluded) unless the
- *   file is loupe's (a "loupe_version" key in "metadata" or "otherData"): its ts already are.
+ * - Time: ts/dur in µs, converted to ns exactly from the decimal text (round half away from
+ *   zero past 3 decimals), numeric strings accepted as Perfetto does. An event whose ts is
+ *   negative or whose ts, dur or end is beyond 2^62 ns (146 years) is excluded and counted in a
+ *   warning (one such ts would stretch the trace over years); an X with a negative dur likewise.
+ *   Times are made relative to the smallest ts (M events excluded) unless the file is loupe's
+ *   (a "loupe_version" key in "metadata" or "otherData"): its ts already are.
  * - Threads: one model thread per tid (B/E stacks too); an event with no tid (or tid 0, as
  *   Perfetto) uses its pid. A string pid/tid that is not a number becomes a hash and names the
  *   thread (Perfetto's hack). The process: the pid of the first timed event (loupe: metadata
  *   "pid"), named by the process_name of that pid, else the first process_name.
+ * - Integers are exact from INT64_MIN to UINT64_MAX (args: LOUPE_ARG_INT64, or LOUPE_ARG_UINT64
+ *   above INT64_MAX). An args object may carry "loupe_types": {"<key>": "int64" | "uint64"}: the
+ *   string value of <key> is then that integer (loupe's writer puts integers beyond 2^53 so, as
+ *   JavaScript rounds larger numbers); the hint itself is not an arg.
  * - Metadata: in a loupe file, loupe's keys map back onto the model's fields (see read_meta; the
  *   writer's sums events_recorded / events_dropped / truncated_zones are derived, not kept), any
  *   other key goes to model->metadata (non-string values as compact JSON). Other files: every key.
- * - Integers above INT64_MAX: jansson rejects them ("too big integer"), so on that error the
- *   event is parsed again with each such literal rewritten as a marker string; they come back as
- *   LOUPE_ARG_UINT64 (ids and tids too). Up to UINT64_MAX; beyond it the error stands.
  *
- * What is rejected (LOUPE_EFORMAT; "event N" is the 0-based index in traceEvents): anything
- * jansson rejects, with "line L column C: <jansson's text>" (NaN, Infinity, lone surrogates such
- * as \ud800, numbers out of range, nesting deeper than 2048, a truncated object form); no
- * traceEvents array; an event that is not an object or has no string "ph"; ts missing (except on
- * M) or not a number; |ts| or dur beyond 2^62 ns (146 years); X without dur; a negative dur; a
- * pid/tid that is neither a number nor a string; a name or cat that is not a string; a loupe
- * metadata number that does not parse; more than 4 GiB of text. Ignored without error: args that
- * are not an object (an arg whose value is null reads as the string "null"), counter args that are
- * not numbers, a bind_id without a direction, flow ends that pair with nothing.
+ * What is rejected (LOUPE_EFORMAT; "event N" is the 0-based index in traceEvents): a syntax
+ * error with "line L column C: <what>" (NaN, Infinity, a missing ',', nesting deeper than 1000
+ * levels, text after the end); no traceEvents array; an event that is not an object or has no
+ * string "ph"; ts missing (except on M) or not a number; X without dur; a pid/tid that is neither
+ * a number nor a string; a name or cat that is not a string; a loupe metadata number that does
+ * not parse. Ignored without error: args that are not an object (an arg whose value is null
+ * reads as the string "null"), counter args that are not numbers, a bind_id without a
+ * direction, flow ends that pair with nothing.
  */
 #include "base/array.h"
 #include "base/error.h"
 #include "base/hash.h"
+#include "import/json.h"
 #include "import/readers.h"
 #include "model/builder.h"
 
 #include <loupe/reader.h>
 
-#include <dirent.h>
 #include <errno.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
-#define MAX_TEXT ((size_t)4 << 30)  /* 4 GiB: the most a trace may hold uncompressed */
-#define TEXT_PAD 16                 /* room after the text for the ']' of a repaired array */
-#define NS_LIMIT ((int64_t)1 << 62) /* |ts| and dur bound: differences stay within uint64 */
-
-/* An integer literal above INT64_MAX becomes the JSON string "\u0000loupe-u64:<digits>". */
-static const char U64_MARK[] = "\0loupe-u64:";
-#define U64_MARK_LEN (sizeof(U64_MARK) - 1)
-#define U64_MARK_JSON "\"\\u0000loupe-u64:"
-
-/* ---- reading the file ---- */
-
-static int read_text(const char *path, char **out, size_t *out_len) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        return loupe__err(LOUPE_EIO, "%s: %s", path, strerror(errno));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        return loupe__err(LOUPE_EIO, "%s: %s", path, strerror(EISDIR));
-    }
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (f == NULL) {
-        int e = errno;
-        return loupe__err(e ? LOUPE_EIO : LOUPE_ENOMEM, "%s: %s", path,
-                          e ? strerror(e) : "out of memory opening it");
-    }
-    gzbuffer(f, 1u << 18);
-    size_t cap = 1u << 16;
-    if (gzdirect(f) && S_ISREG(st.st_mode)) {
-        if ((uint64_t)st.st_size > MAX_TEXT) {
-            gzclose(f);
-            return loupe__err(LOUPE_EFORMAT,
-                              "%s: the file holds %llu bytes; loupe reads traces of at most 4 GiB",
-                              path, (unsigned long long)st.st_size);
-        }
-        cap = (size_t)st.st_size + TEXT_PAD + 1;
-    }
-    char *buf = malloc(cap);
-    if (buf == NULL) {
-        gzclose(f);
-        return loupe__err(LOUPE_ENOMEM, "%s: cannot allocate %zu bytes", path, cap);
-    }
-    size_t n = 0;
-    for (;;) {
-        if (n > MAX_TEXT) {
-            free(buf);
-            gzclose(f);
-            return loupe__err(LOUPE_EFORMAT,
-                              "%s: more than 4 GiB once uncompressed; loupe reads traces of at "
-                              "most 4 GiB",
-                              path);
-        }
-        size_t room = cap - TEXT_PAD - n;
-        if (room == 0) {
-            size_t nc = cap * 2 > MAX_TEXT + 1 + TEXT_PAD ? MAX_TEXT + 1 + TEXT_PAD : cap * 2;
-            char *nb = realloc(buf, nc);
-            if (nb == NULL) {
-                free(buf);
-                gzclose(f);
-                return loupe__err(LOUPE_ENOMEM, "%s: cannot allocate %zu bytes", path, nc);
-            }
-            buf = nb;
-            cap = nc;
-            continue;
-        }
-        if (room > (1u << 30)) {
-            room = 1u << 30;
-        }
-        errno = 0;
-        int r = gzread(f, buf + n, (unsigned)room);
-        if (r < 0) {
-            int e = errno, zerr = 0;
-            const char *msg = gzerror(f, &zerr);
-            int code = zerr == Z_ERRNO       ? LOUPE_EIO
-                       : zerr == Z_MEM_ERROR ? LOUPE_ENOMEM
-                                             : LOUPE_EFORMAT;
-            if (zerr == Z_ERRNO) {
-                loupe__err(code, "%s: %s", path, strerror(e));
-            } else {
-                loupe__err(code, "%s: gzip: %s", path, msg);
-            }
-            free(buf);
-            gzclose(f);
-            return code;
-        }
-        if (r == 0) {
-            break;
-        }
-        n += (size_t)r;
-    }
-    /* A gzip stream cut short reads as an early end; zlib only says so here. */
-    int zerr = Z_OK;
-    const char *zmsg = gzerror(f, &zerr);
-    if (zerr == Z_BUF_ERROR) {
-        loupe__err(LOUPE_EFORMAT, "%s: gzip: %s (the file is truncated)", path, zmsg);
-        free(buf);
-        gzclose(f);
-        return LOUPE_EFORMAT;
-    }
-    gzclose(f);
-    buf[n] = 0;
-    *out = buf;
-    *out_len = n;
-    return 0;
-}
-
-/* ---- text fix-ups before and after a failed parse ---- */
+#define NS_LIMIT ((int64_t)1 << 62) /* |ts|, dur and ends: differences stay within uint64 */
 
 static int is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 static int is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-/* Is the all-digit literal s[0..n) above INT64_MAX and at most UINT64_MAX? */
-static int is_big_u64(const char *s, size_t n) {
-    while (n > 1 && *s == '0') {
-        s++;
-        n--;
-    }
-    if (n != 19 && n != 20) {
-        return 0;
-    }
-    if (n == 19) {
-        return memcmp(s, "9223372036854775807", 19) > 0;
-    }
-    return memcmp(s, "18446744073709551615", 20) <= 0;
-}
-
-/* Rewrites each integer literal in (INT64_MAX, UINT64_MAX] outside strings into a marker string.
- * Two scans: the first sizes the result. NULL when nothing changed or on out-of-memory (*oom). */
-static char *rewrite_big_ints(const char *t, size_t n, size_t *out_n, int *oom) {
-    const size_t extra = sizeof(U64_MARK_JSON) - 1 + 1; /* the marker's prefix and closing quote */
-    char *out = NULL;
-    size_t o = 0, need = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        int in_str = 0;
-        size_t count = 0;
-        for (size_t i = 0; i < n;) {
-            char c = t[i];
-            if (in_str) {
-                if (c == '\\') {
-                    if (out) {
-                        out[o++] = c;
-                    }
-                    i++;
-                    if (i < n && out) {
-                        out[o++] = t[i];
-                    }
-                    i++;
-                    continue;
-                }
-                if (c == '"') {
-                    in_str = 0;
-                }
-            } else if (c == '"') {
-                in_str = 1;
-            } else if (is_digit(c) || c == '-') {
-                size_t j = i + 1;
-                int all_digits = is_digit(c);
-                while (j < n && (is_digit(t[j]) || t[j] == '.' || t[j] == 'e' || t[j] == 'E' ||
-                                 t[j] == '+' || t[j] == '-')) {
-                    all_digits &= is_digit(t[j]);
-                    j++;
-                }
-                if (all_digits && is_big_u64(t + i, j - i)) {
-                    count++;
-                    if (out) {
-                        memcpy(out + o, U64_MARK_JSON, sizeof(U64_MARK_JSON) - 1);
-                        o += sizeof(U64_MARK_JSON) - 1;
-                        memcpy(out + o, t + i, j - i);
-                        o += j - i;
-                        out[o++] = '"';
-                    }
-                } else if (out) {
-                    memcpy(out + o, t + i, j - i);
-                    o += j - i;
-                }
-                i = j;
-                continue;
-            }
-            if (out) {
-                out[o++] = c;
-            }
-            i++;
-        }
-        if (pass == 0) {
-            if (count == 0) {
-                return NULL;
-            }
-            need = n + count * extra;
-            out = malloc(need + TEXT_PAD + 1);
-            if (out == NULL) {
-                *oom = 1;
-                return NULL;
-            }
-        }
-    }
-    out[o] = 0;
-    *out_n = o;
-    return out;
-}
-
-/* For an array-form text: the length to keep so that appending ']' closes it after its last
- * complete element, when the array is not closed or ends with a trailing ','; 0 when no repair
- * applies. t starts at the '['. */
-static size_t repair_len(const char *t, size_t n) {
-    long depth = 0;
-    int in_str = 0;
-    size_t last_end = 1; /* just after '[': an empty array if no element is complete */
-    for (size_t i = 0; i < n; i++) {
-        char c = t[i];
-        if (in_str) {
-            if (c == '\\') {
-                i++;
-            } else if (c == '"') {
-                in_str = 0;
-            }
-            continue;
-        }
-        if (c == '"') {
-            in_str = 1;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if (c == '}' || c == ']') {
-            depth--;
-            if (depth < 0) {
-                return 0;
-            }
-            if (depth == 1) {
-                last_end = i + 1;
-            } else if (depth == 0) {
-                /* Closed: a repair only for a trailing comma before the ']'. */
-                int commas = 0;
-                for (size_t k = last_end; k < i; k++) {
-                    if (t[k] == ',') {
-                        commas++;
-                    } else if (!is_space(t[k])) {
-                        return 0;
-                    }
-                }
-                return commas == 1 ? last_end : 0;
-            }
-        }
-    }
-    return last_end;
 }
 
 /* ---- the reader's state ---- */
@@ -343,12 +103,19 @@ typedef struct pid_name {
     const char *name;
 } pid_name;
 
+/* An event's members, found in one pass (the last one of a repeated key wins). */
+typedef struct evf {
+    const loupe__jnode *ph, *ts, *dur, *pid, *tid, *name, *cat, *args, *id, *bind_id, *flow_in,
+        *flow_out, *bp;
+} evf;
+
 typedef struct reader {
     const char *path;
     loupe__mb *mb;
     loupe_model *m;
-    int big_ints; /* the text was rewritten: marker strings are uint64 literals */
-    int loupe;    /* the file is loupe's (metadata loupe_version) */
+    loupe__jp p; /* events and scratch values */
+    loupe__jp q; /* metadata / otherData: their nodes live to the end */
+    int loupe;   /* the file is loupe's (metadata loupe_version) */
     /* tid -> thread index: open addressing, value index+1 (0 = empty) */
     uint64_t *hkey;
     size_t *hval;
@@ -359,6 +126,8 @@ typedef struct reader {
     size_t flow_count, flow_cap;
     loupe_arg *args;
     size_t args_cap;
+    char *dump; /* compact JSON of an arg or metadata value */
+    size_t dump_len, dump_cap;
     /* the span of the trace (absolute ns) and its first pid, found as events are read */
     int have_time;
     int64_t min_ns, max_ns;
@@ -369,10 +138,25 @@ typedef struct reader {
     pid_name *pnames;
     size_t pname_count, pname_cap;
     uint64_t unmatched;
+    /* excluded events, reported at the end: times out of range, X with a negative dur */
+    uint64_t bad_time, neg_dur;
+    size_t bad_time_first, neg_dur_first;
+    char bad_time_text[48];
+    /* the window (see refill): p.t holds cap bytes, p.t[0] is byte base of the text */
+    size_t cap, base;
+    size_t lines_before, line_start; /* newlines before the window; where the line began */
+    size_t *nl;                      /* absolute offsets of the newlines in the window */
+    size_t nl_count, nl_cap;
+    loupe__read_fn more;
+    void *ctx;
+    int eof, io_rc;
+    char **copies; /* the text of the metadata values (r->q's strings point into them) */
+    size_t ncopies, copies_cap;
 } reader;
 
 static int oom(reader *r) {
-    return loupe__err(LOUPE_ENOMEM, "%s: out of memory", r->path);
+    return loupe__err(LOUPE_ENOMEM, "out of memory reading %s (at byte %zu, %zu threads)", r->path,
+                      r->base + r->p.i, r->m != NULL ? r->m->thread_count : 0);
 }
 
 static uint64_t hash_u64(uint64_t x) {
@@ -426,18 +210,6 @@ static size_t thread_of(reader *r, uint64_t tid) {
     return t;
 }
 
-/* ---- field helpers ---- */
-
-/* A marker string's value (see rewrite_big_ints). */
-static int marker_u64(const reader *r, const json_t *v, uint64_t *out) {
-    if (!r->big_ints || !json_is_string(v) || json_string_length(v) <= U64_MARK_LEN ||
-        memcmp(json_string_value(v), U64_MARK, U64_MARK_LEN) != 0) {
-        return 0;
-    }
-    *out = strtoull(json_string_value(v) + U64_MARK_LEN, NULL, 10);
-    return 1;
-}
-
 /* Parses a whole string as a finite double. */
 static int str_double(const char *s, double *out) {
     char *end;
@@ -468,77 +240,124 @@ static int str_u64(const char *s, int base, uint64_t *out) {
     return 1;
 }
 
-/* A time field (µs) in ns. Sets *present; errors name the event and the field. */
-static int get_ns(reader *r, const json_t *ev, size_t idx, const char *field, int64_t *out,
-                  int *present) {
-    const json_t *v = json_object_get(ev, field);
-    *present = v != NULL && !json_is_null(v);
-    if (!*present) {
+/* ---- field helpers ---- */
+
+static const char *type_name(const loupe__jnode *v) {
+    static const char *const names[] = {"null",     "false",    "true",     "a number",
+                                        "a string", "an array", "an object"};
+    return names[v->type];
+}
+
+/* The members of an event, in one pass over them. */
+static void event_fields(const loupe__jp *p, const loupe__jnode *ev, evf *f) {
+    memset(f, 0, sizeof(*f));
+    for (uint32_t i = ev->first; i != 0; i = p->nodes[i].next) {
+        const loupe__jnode *v = &p->nodes[i];
+        const char *k = v->key;
+        const loupe__jnode **slot = NULL;
+        switch (k[0]) {
+        case 'p':
+            slot = strcmp(k, "ph") == 0 ? &f->ph : strcmp(k, "pid") == 0 ? &f->pid : NULL;
+            break;
+        case 't':
+            slot = strcmp(k, "ts") == 0 ? &f->ts : strcmp(k, "tid") == 0 ? &f->tid : NULL;
+            break;
+        case 'd':
+            slot = strcmp(k, "dur") == 0 ? &f->dur : NULL;
+            break;
+        case 'n':
+            slot = strcmp(k, "name") == 0 ? &f->name : NULL;
+            break;
+        case 'c':
+            slot = strcmp(k, "cat") == 0 ? &f->cat : NULL;
+            break;
+        case 'a':
+            slot = strcmp(k, "args") == 0 ? &f->args : NULL;
+            break;
+        case 'i':
+            slot = strcmp(k, "id") == 0 ? &f->id : NULL;
+            break;
+        case 'b':
+            slot = strcmp(k, "bind_id") == 0 ? &f->bind_id : strcmp(k, "bp") == 0 ? &f->bp : NULL;
+            break;
+        case 'f':
+            slot = strcmp(k, "flow_in") == 0    ? &f->flow_in
+                   : strcmp(k, "flow_out") == 0 ? &f->flow_out
+                                                : NULL;
+            break;
+        default:
+            break;
+        }
+        if (slot != NULL) {
+            *slot = v->type == LOUPE__J_NULL ? NULL : v;
+        }
+    }
+}
+
+/* A time field (µs) in ns. 1 when present and in range; 0 when absent; -1 when out of range
+ * (*text then says what it was); LOUPE_EFORMAT when not a number. */
+static int get_ns(reader *r, const loupe__jnode *v, size_t idx, const char *field, int64_t *out,
+                  char *text, size_t text_size) {
+    if (v == NULL) {
         return 0;
     }
     double d;
-    uint64_t u;
-    if (json_is_integer(v)) {
-        json_int_t i = json_integer_value(v);
-        if (i >= NS_LIMIT / 1000 || i <= -NS_LIMIT / 1000) {
-            goto range;
+    if (v->type == LOUPE__J_NUM) {
+        if (loupe__jp_scaled(v, 3, NS_LIMIT, out) && *out > -NS_LIMIT) {
+            return 1;
         }
-        *out = (int64_t)i * 1000;
-        return 0;
-    }
-    if (json_is_real(v)) {
-        d = json_real_value(v);
-    } else if (marker_u64(r, v, &u)) {
-        goto range;
-    } else if (json_is_string(v)) {
-        if (!str_double(json_string_value(v), &d)) {
+        snprintf(text, text_size, "%s %.*s", field, v->len > 40 ? 40 : (int)v->len, v->s);
+        if (loupe__jp_scaled(v, 3, NS_LIMIT, out)) {
+            return -1;
+        }
+        d = loupe__jp_double(v);
+    } else if (v->type == LOUPE__J_STR) {
+        if (!str_double(v->s, &d)) {
             return loupe__err(LOUPE_EFORMAT, "%s: event %zu: %s is not a number (\"%.40s\")",
-                              r->path, idx, field, json_string_value(v));
+                              r->path, idx, field, v->s);
         }
+        snprintf(text, text_size, "%s \"%.36s\"", field, v->s);
     } else {
-        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: %s is not a number", r->path, idx, field);
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: %s is not a number (%s)", r->path, idx,
+                          field, type_name(v));
     }
     if (!isfinite(d) || fabs(d) * 1000.0 >= (double)NS_LIMIT) {
-        goto range;
+        return -1;
     }
     *out = (int64_t)llround(d * 1000.0);
-    return 0;
-range:
-    return loupe__err(LOUPE_EFORMAT, "%s: event %zu: %s is out of range (beyond 2^62 ns)", r->path,
-                      idx, field);
+    return 1;
 }
 
 /* A pid / tid / id: integers (negative ones wrap), integral reals, numeric strings (base),
  * other strings hashed (*str_out is then the string, when str_out != NULL). -1 when it is of
  * no usable type. */
-static int get_id(const reader *r, const json_t *v, int base, uint64_t *out, const char **str_out) {
-    double d;
+static int get_id(const loupe__jnode *v, int base, uint64_t *out, const char **str_out) {
     if (str_out != NULL) {
         *str_out = NULL;
     }
-    if (json_is_integer(v)) {
-        *out = (uint64_t)json_integer_value(v);
+    int64_t i;
+    if (loupe__jp_u64(v, out)) {
         return 0;
     }
-    if (json_is_real(v)) {
-        d = json_real_value(v);
+    if (loupe__jp_i64(v, &i)) {
+        *out = (uint64_t)i;
+        return 0;
+    }
+    if (v->type == LOUPE__J_NUM) {
+        double d = loupe__jp_double(v);
         if (d != floor(d) || fabs(d) >= 9.2e18) {
             return -1;
         }
         *out = (uint64_t)(int64_t)d;
         return 0;
     }
-    if (marker_u64(r, v, out)) {
-        return 0;
-    }
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (str_u64(s, base, out)) {
+    if (v->type == LOUPE__J_STR) {
+        if (str_u64(v->s, base, out)) {
             return 0;
         }
-        *out = loupe__hash_bytes(s, strlen(s));
+        *out = loupe__hash_bytes(v->s, strlen(v->s));
         if (str_out != NULL) {
-            *str_out = s;
+            *str_out = v->s;
         }
         return 0;
     }
@@ -546,69 +365,89 @@ static int get_id(const reader *r, const json_t *v, int base, uint64_t *out, con
 }
 
 /* A string field: "" when absent; error when present and not a string. */
-static int get_str(reader *r, const json_t *ev, size_t idx, const char *field, const char **out) {
-    const json_t *v = json_object_get(ev, field);
+static int get_str(reader *r, const loupe__jnode *v, size_t idx, const char *field,
+                   const char **out) {
     *out = "";
-    if (v == NULL || json_is_null(v)) {
+    if (v == NULL) {
         return 0;
     }
-    if (!json_is_string(v)) {
-        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: %s is not a string", r->path, idx, field);
+    if (v->type != LOUPE__J_STR) {
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: %s is not a string (%s)", r->path, idx,
+                          field, type_name(v));
     }
-    *out = json_string_value(v);
+    *out = v->s;
     return 0;
 }
 
 /* Compact JSON of any value, interned into the model. */
-static const char *json_text(reader *r, const json_t *v) {
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (s == NULL) {
+static const char *json_text(reader *r, const loupe__jp *p, const loupe__jnode *v) {
+    r->dump_len = 0;
+    if (loupe__jp_dump(p, v, &r->dump, &r->dump_len, &r->dump_cap) != 0) {
         return NULL;
     }
-    const char *i = loupe__mb_str(r->mb, s);
-    free(s);
-    return i;
+    return loupe__mb_str(r->mb, r->dump);
+}
+
+/* The type loupe_types gives key, 0 when none. */
+static loupe_arg_type hinted(const loupe__jp *p, const loupe__jnode *types, const char *key) {
+    const loupe__jnode *h = types != NULL ? loupe__jp_get(p, types, key) : NULL;
+    if (h == NULL || h->type != LOUPE__J_STR) {
+        return 0;
+    }
+    return strcmp(h->s, "int64") == 0    ? LOUPE_ARG_INT64
+           : strcmp(h->s, "uint64") == 0 ? LOUPE_ARG_UINT64
+                                         : 0;
 }
 
 /* Converts an args object into r->args; *n entries. Non-objects give no args. */
-static int conv_args(reader *r, const json_t *args, uint32_t *n) {
+static int conv_args(reader *r, const loupe__jnode *args, uint32_t *n) {
     *n = 0;
-    if (!json_is_object(args)) {
+    if (args == NULL || args->type != LOUPE__J_OBJ) {
         return 0;
     }
-    size_t count = json_object_size(args);
-    if (count > UINT32_MAX) {
-        count = UINT32_MAX;
-    }
+    const loupe__jp *p = &r->p;
+    size_t count = args->count;
     if (loupe__grow((void **)&r->args, &r->args_cap, count, sizeof(loupe_arg)) != 0) {
         return oom(r);
     }
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)args, key, v) {
-        if (*n == count) {
-            break;
+    const loupe__jnode *types = loupe__jp_get(p, args, "loupe_types");
+    types = types != NULL && types->type == LOUPE__J_OBJ ? types : NULL;
+    for (uint32_t i = args->first; i != 0; i = p->nodes[i].next) {
+        const loupe__jnode *v = &p->nodes[i];
+        if (types != NULL && v == types) {
+            continue;
         }
         loupe_arg *a = &r->args[(*n)++];
         memset(a, 0, sizeof(*a));
-        a->key = key;
-        if (json_is_integer(v)) {
-            a->type = LOUPE_ARG_INT64;
-            a->v.i = (int64_t)json_integer_value(v);
-        } else if (marker_u64(r, v, &a->v.u)) {
+        a->key = v->key;
+        loupe_arg_type h = v->type == LOUPE__J_STR && types ? hinted(p, types, v->key) : 0;
+        uint64_t u;
+        if (h == LOUPE_ARG_UINT64 && str_u64(v->s, 10, &u)) {
             a->type = LOUPE_ARG_UINT64;
-        } else if (json_is_real(v)) {
+            a->v.u = u;
+        } else if (h == LOUPE_ARG_INT64 && v->s[0] == '-' && str_u64(v->s + 1, 10, &u) &&
+                   u <= (uint64_t)INT64_MAX + 1) {
+            a->type = LOUPE_ARG_INT64;
+            a->v.i = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+        } else if (h == LOUPE_ARG_INT64 && str_u64(v->s, 10, &u) && u <= (uint64_t)INT64_MAX) {
+            a->type = LOUPE_ARG_INT64;
+            a->v.i = (int64_t)u;
+        } else if (loupe__jp_i64(v, &a->v.i)) {
+            a->type = LOUPE_ARG_INT64;
+        } else if (loupe__jp_u64(v, &a->v.u)) {
+            a->type = LOUPE_ARG_UINT64;
+        } else if (v->type == LOUPE__J_NUM) {
             a->type = LOUPE_ARG_DOUBLE;
-            a->v.d = json_real_value(v);
-        } else if (json_is_boolean(v)) {
+            a->v.d = loupe__jp_double(v);
+        } else if (v->type == LOUPE__J_TRUE || v->type == LOUPE__J_FALSE) {
             a->type = LOUPE_ARG_BOOL;
-            a->v.b = json_is_true(v);
-        } else if (json_is_string(v)) {
+            a->v.b = v->type == LOUPE__J_TRUE;
+        } else if (v->type == LOUPE__J_STR) {
             a->type = LOUPE_ARG_STRING;
-            a->v.s = json_string_value(v);
+            a->v.s = v->s;
         } else {
             a->type = LOUPE_ARG_STRING;
-            a->v.s = json_text(r, v);
+            a->v.s = json_text(r, p, v);
             if (a->v.s == NULL) {
                 return oom(r);
             }
@@ -618,16 +457,16 @@ static int conv_args(reader *r, const json_t *args, uint32_t *n) {
 }
 
 /* The thread an event belongs to: tid, or pid when tid is absent or 0. */
-static int event_thread(reader *r, const json_t *ev, size_t idx, size_t *out) {
-    const json_t *tv = json_object_get(ev, "tid");
-    const json_t *pv = json_object_get(ev, "pid");
+static int event_thread(reader *r, const evf *f, size_t idx, size_t *out) {
     uint64_t tid = 0, pid = 0;
     const char *tname = NULL, *pname = NULL;
-    if (tv != NULL && !json_is_null(tv) && get_id(r, tv, 10, &tid, &tname) != 0) {
-        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: tid is not an integer", r->path, idx);
+    if (f->tid != NULL && get_id(f->tid, 10, &tid, &tname) != 0) {
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: tid is not an integer (%s)", r->path, idx,
+                          type_name(f->tid));
     }
-    if (pv != NULL && !json_is_null(pv) && get_id(r, pv, 10, &pid, &pname) != 0) {
-        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: pid is not an integer", r->path, idx);
+    if (f->pid != NULL && get_id(f->pid, 10, &pid, &pname) != 0) {
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: pid is not an integer (%s)", r->path, idx,
+                          type_name(f->pid));
     }
     if (tid == 0) {
         tid = pid;
@@ -656,14 +495,16 @@ static int add_flow_end(reader *r, const flow_end *f) {
     return 0;
 }
 
+static int is_true(const loupe__jnode *v) {
+    return v != NULL && v->type == LOUPE__J_TRUE;
+}
+
 /* Records a flow v2 end (bind_id with flow_in / flow_out) of a slice. */
-static int flow_v2_end(reader *r, const json_t *ev, size_t t, size_t slice, int64_t start,
+static int flow_v2_end(reader *r, const evf *ev, size_t t, size_t slice, int64_t start,
                        size_t idx) {
-    const json_t *b = json_object_get(ev, "bind_id");
-    int in = json_is_true(json_object_get(ev, "flow_in"));
-    int out = json_is_true(json_object_get(ev, "flow_out"));
+    int in = is_true(ev->flow_in), out = is_true(ev->flow_out);
     uint64_t id;
-    if (b == NULL || (!in && !out) || get_id(r, b, 16, &id, NULL) != 0) {
+    if (ev->bind_id == NULL || (!in && !out) || get_id(ev->bind_id, 16, &id, NULL) != 0) {
         return 0;
     }
     flow_end f = {.key = id,
@@ -678,25 +519,23 @@ static int flow_v2_end(reader *r, const json_t *ev, size_t t, size_t slice, int6
 }
 
 /* Records a flow v1 event (s start, t step, f end); it is bound to a slice by bind_v1_flows. */
-static int flow_v1_end(reader *r, const json_t *ev, size_t idx, char ph, int64_t ts) {
+static int flow_v1_end(reader *r, const evf *ev, size_t idx, char ph, int64_t ts) {
     uint64_t id;
     const char *cat, *name;
     size_t t;
     int rc;
-    const json_t *iv = json_object_get(ev, "id");
-    if (iv == NULL || get_id(r, iv, 16, &id, NULL) != 0) {
+    if (ev->id == NULL || get_id(ev->id, 16, &id, NULL) != 0) {
         return 0; /* no usable id: nothing to pair it with */
     }
-    if ((rc = get_str(r, ev, idx, "cat", &cat)) != 0 ||
-        (rc = get_str(r, ev, idx, "name", &name)) != 0 ||
+    if ((rc = get_str(r, ev->cat, idx, "cat", &cat)) != 0 ||
+        (rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
         (rc = event_thread(r, ev, idx, &t)) != 0) {
         return rc;
     }
     uint64_t key = loupe__hash_bytes((const char *)&id, sizeof(id)) ^
                    loupe__hash_bytes(cat, strlen(cat) + 1) * 31 ^
                    loupe__hash_bytes(name, strlen(name) + 1) * 961;
-    const json_t *bp = json_object_get(ev, "bp");
-    int enclosing = json_is_string(bp) && strcmp(json_string_value(bp), "e") == 0;
+    int enclosing = ev->bp != NULL && ev->bp->type == LOUPE__J_STR && strcmp(ev->bp->s, "e") == 0;
     flow_end f = {.key = key,
                   .id = id,
                   .thread = t,
@@ -829,41 +668,20 @@ static int link_flows(reader *r) {
 
 /* ---- events ---- */
 
-/* The phase of an event, 0 for an empty event to skip. */
-static int event_phase(reader *r, const json_t *ev, size_t idx, char *ph) {
-    if (!json_is_object(ev)) {
-        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: not an object", r->path, idx);
-    }
-    *ph = 0;
-    if (json_object_size(ev) == 0) {
-        return 0;
-    }
-    const json_t *p = json_object_get(ev, "ph");
-    if (!json_is_string(p)) {
-        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: no \"ph\" string", r->path, idx);
-    }
-    if (json_string_length(p) == 1) {
-        *ph = json_string_value(p)[0];
-    } else {
-        *ph = '?';
-    }
-    return 0;
-}
-
 static int timed_phase(char ph) {
     return ph == 'X' || ph == 'B' || ph == 'E' || ph == 'i' || ph == 'I' || ph == 'C' ||
            ph == 's' || ph == 't' || ph == 'f';
 }
 
-static int do_slice(reader *r, const json_t *ev, size_t idx, char ph, int64_t ts, int64_t dur) {
+static int do_slice(reader *r, const evf *ev, size_t idx, char ph, int64_t ts, int64_t dur) {
     size_t t;
     const char *name, *cat;
     uint32_t nargs;
     int rc;
     if ((rc = event_thread(r, ev, idx, &t)) != 0 ||
-        (rc = get_str(r, ev, idx, "name", &name)) != 0 ||
-        (rc = get_str(r, ev, idx, "cat", &cat)) != 0 ||
-        (rc = conv_args(r, json_object_get(ev, "args"), &nargs)) != 0) {
+        (rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
+        (rc = get_str(r, ev->cat, idx, "cat", &cat)) != 0 ||
+        (rc = conv_args(r, ev->args, &nargs)) != 0) {
         return rc;
     }
     tstate *st = &r->ts[t];
@@ -899,7 +717,7 @@ static int do_slice(reader *r, const json_t *ev, size_t idx, char ph, int64_t ts
 }
 
 /* E: closes the innermost open B of the thread; merges its args (replacing equal keys). */
-static int do_end(reader *r, const json_t *ev, size_t idx, int64_t ts) {
+static int do_end(reader *r, const evf *ev, size_t idx, int64_t ts) {
     size_t t;
     uint32_t nargs;
     int rc;
@@ -914,7 +732,7 @@ static int do_end(reader *r, const json_t *ev, size_t idx, int64_t ts) {
     }
     open_b b = st->stack[--st->depth];
     loupe__mb_slice_at(r->mb, t, b.slice)->dur_ns = (uint64_t)(ts - b.start_ns);
-    if ((rc = conv_args(r, json_object_get(ev, "args"), &nargs)) != 0) {
+    if ((rc = conv_args(r, ev->args, &nargs)) != 0) {
         return rc;
     }
     for (uint32_t i = 0; i < nargs; i++) {
@@ -938,14 +756,14 @@ static int do_end(reader *r, const json_t *ev, size_t idx, int64_t ts) {
     return loupe__mb_failed(r->mb) ? oom(r) : 0;
 }
 
-static int do_instant(reader *r, const json_t *ev, size_t idx, int64_t ts) {
+static int do_instant(reader *r, const evf *ev, size_t idx, int64_t ts) {
     size_t t;
     const char *name;
     uint32_t nargs;
     int rc;
     if ((rc = event_thread(r, ev, idx, &t)) != 0 ||
-        (rc = get_str(r, ev, idx, "name", &name)) != 0 ||
-        (rc = conv_args(r, json_object_get(ev, "args"), &nargs)) != 0) {
+        (rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
+        (rc = conv_args(r, ev->args, &nargs)) != 0) {
         return rc;
     }
     r->ts[t].events++;
@@ -957,37 +775,37 @@ static int do_instant(reader *r, const json_t *ev, size_t idx, int64_t ts) {
 
 /* C: one sample per numeric arg, named "<name>" when the only key is "value", else
  * "<name> <key>". */
-static int do_counter(reader *r, const json_t *ev, size_t idx, int64_t ts) {
+static int do_counter(reader *r, const evf *ev, size_t idx, int64_t ts) {
     const char *name;
-    int rc = get_str(r, ev, idx, "name", &name);
+    int rc = get_str(r, ev->name, idx, "name", &name);
     if (rc != 0) {
         return rc;
     }
-    json_t *args = json_object_get(ev, "args");
-    if (!json_is_object(args)) {
+    const loupe__jnode *args = ev->args;
+    if (args == NULL || args->type != LOUPE__J_OBJ) {
         return 0;
     }
-    int only_value = json_object_size(args) == 1 && json_object_get(args, "value") != NULL;
-    const char *key;
-    json_t *v;
-    json_object_foreach(args, key, v) {
+    const loupe__jp *p = &r->p;
+    int only_value = args->count == 1 && loupe__jp_get(p, args, "value") != NULL;
+    for (uint32_t i = args->first; i != 0; i = p->nodes[i].next) {
+        const loupe__jnode *v = &p->nodes[i];
         loupe_counter_sample c = {.ts_ns = (uint64_t)ts};
         uint64_t u;
         double d;
-        if (json_is_integer(v)) {
-            c.i = (int64_t)json_integer_value(v);
-        } else if (json_is_real(v)) {
-            c.is_double = 1;
-            c.d = json_real_value(v);
-        } else if (marker_u64(r, v, &u)) {
+        if (loupe__jp_i64(v, &c.i)) {
+        } else if (loupe__jp_u64(v, &u)) {
             c.is_double = 1;
             c.d = (double)u;
-        } else if (json_is_string(v) && str_double(json_string_value(v), &d)) {
+        } else if (v->type == LOUPE__J_NUM) {
+            c.is_double = 1;
+            c.d = loupe__jp_double(v);
+        } else if (v->type == LOUPE__J_STR && str_double(v->s, &d)) {
             c.is_double = 1;
             c.d = d;
         } else {
             continue;
         }
+        const char *key = v->key;
         size_t nl = strlen(name), kl = strlen(key);
         char *full = malloc(nl + kl + 2);
         if (full == NULL) {
@@ -1010,14 +828,14 @@ static int do_counter(reader *r, const json_t *ev, size_t idx, int64_t ts) {
     return 0;
 }
 
-static int do_meta_event(reader *r, const json_t *ev, size_t idx) {
+static int do_meta_event(reader *r, const evf *ev, size_t idx) {
     const char *name;
-    int rc = get_str(r, ev, idx, "name", &name);
+    int rc = get_str(r, ev->name, idx, "name", &name);
     if (rc != 0) {
         return rc;
     }
-    const json_t *nv = json_object_get(json_object_get(ev, "args"), "name");
-    if (!json_is_string(nv)) {
+    const loupe__jnode *nv = loupe__jp_get(&r->p, ev->args, "name");
+    if (nv == NULL || nv->type != LOUPE__J_STR) {
         return 0;
     }
     if (strcmp(name, "thread_name") == 0) {
@@ -1025,45 +843,74 @@ static int do_meta_event(reader *r, const json_t *ev, size_t idx) {
         if ((rc = event_thread(r, ev, idx, &t)) != 0) {
             return rc;
         }
-        loupe__mb_thread_name(r->mb, t, json_string_value(nv));
+        loupe__mb_thread_name(r->mb, t, nv->s);
     } else if (strcmp(name, "process_name") == 0) {
-        const json_t *pv = json_object_get(ev, "pid");
         uint64_t pid = 0;
-        if (pv != NULL && get_id(r, pv, 10, &pid, NULL) != 0) {
+        if (ev->pid != NULL && get_id(ev->pid, 10, &pid, NULL) != 0) {
             return loupe__err(LOUPE_EFORMAT, "%s: event %zu: pid is not an integer", r->path, idx);
         }
         if (loupe__grow((void **)&r->pnames, &r->pname_cap, r->pname_count + 1, sizeof(pid_name)) !=
             0) {
             return oom(r);
         }
-        r->pnames[r->pname_count++] = (pid_name){pid, loupe__mb_str(r->mb, json_string_value(nv))};
+        r->pnames[r->pname_count++] = (pid_name){pid, loupe__mb_str(r->mb, nv->s)};
     }
     return loupe__mb_failed(r->mb) ? oom(r) : 0;
 }
 
 /* One event: times checked (and the trace's span updated), then built into the model with
  * absolute times; finish_model subtracts the origin. */
-static int process_event(reader *r, const json_t *ev, size_t idx) {
-    char ph = 0;
-    int rc = event_phase(r, ev, idx, &ph);
-    if (rc != 0 || (!timed_phase(ph) && ph != 'M')) {
-        return rc;
+static int process_event(reader *r, const loupe__jnode *node, size_t idx) {
+    if (node->type != LOUPE__J_OBJ) {
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: not an object (%s)", r->path, idx,
+                          type_name(node));
+    }
+    if (node->count == 0) {
+        return 0;
+    }
+    evf ev;
+    event_fields(&r->p, node, &ev);
+    if (ev.ph == NULL || ev.ph->type != LOUPE__J_STR) {
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: no \"ph\" string", r->path, idx);
+    }
+    char ph = ev.ph->len == 1 ? ev.ph->s[0] : '?';
+    if (!timed_phase(ph) && ph != 'M') {
+        return 0;
     }
     int64_t ts = 0, dur = 0;
     if (ph != 'M') {
-        int has_ts, has_dur = 0;
-        if ((rc = get_ns(r, ev, idx, "ts", &ts, &has_ts)) != 0 ||
-            (ph == 'X' && (rc = get_ns(r, ev, idx, "dur", &dur, &has_dur)) != 0)) {
-            return rc;
+        char text[48] = "";
+        int has_ts = get_ns(r, ev.ts, idx, "ts", &ts, text, sizeof text);
+        int has_dur = 0;
+        if (has_ts < -1) {
+            return has_ts;
         }
-        if (!has_ts) {
+        if (ph == 'X' && (has_dur = get_ns(r, ev.dur, idx, "dur", &dur, text, sizeof text)) < -1) {
+            return has_dur;
+        }
+        if (has_ts == 0) {
             return loupe__err(LOUPE_EFORMAT, "%s: event %zu: no ts", r->path, idx);
         }
-        if (ph == 'X' && !has_dur) {
+        if (ph == 'X' && has_dur == 0) {
             return loupe__err(LOUPE_EFORMAT, "%s: event %zu: X without dur", r->path, idx);
         }
+        if (has_ts < 0 || has_dur < 0 || ts < 0 ||
+            (ph == 'X' && dur >= 0 && ts + dur >= NS_LIMIT)) {
+            if (r->bad_time++ == 0) {
+                r->bad_time_first = idx;
+                if (text[0] == 0) { /* in range, but negative or ending too late */
+                    snprintf(text, sizeof text, "ts %lld ns, dur %lld ns", (long long)ts,
+                             (long long)dur);
+                }
+                memcpy(r->bad_time_text, text, sizeof r->bad_time_text);
+            }
+            return 0;
+        }
         if (dur < 0) {
-            return loupe__err(LOUPE_EFORMAT, "%s: event %zu: dur is negative", r->path, idx);
+            if (r->neg_dur++ == 0) {
+                r->neg_dur_first = idx;
+            }
+            return 0;
         }
         if (!r->have_time || ts < r->min_ns) {
             r->min_ns = ts;
@@ -1072,73 +919,59 @@ static int process_event(reader *r, const json_t *ev, size_t idx) {
             r->max_ns = ts + dur;
         }
         r->have_time = 1;
-        const json_t *pv = json_object_get(ev, "pid");
-        if (!r->have_pid && pv != NULL && get_id(r, pv, 10, &r->first_pid, NULL) == 0) {
+        if (!r->have_pid && ev.pid != NULL && get_id(ev.pid, 10, &r->first_pid, NULL) == 0) {
             r->have_pid = 1;
         }
     }
     switch (ph) {
     case 'X':
     case 'B':
-        return do_slice(r, ev, idx, ph, ts, dur);
+        return do_slice(r, &ev, idx, ph, ts, dur);
     case 'E':
-        return do_end(r, ev, idx, ts);
+        return do_end(r, &ev, idx, ts);
     case 'i':
     case 'I':
-        return do_instant(r, ev, idx, ts);
+        return do_instant(r, &ev, idx, ts);
     case 'C':
-        return do_counter(r, ev, idx, ts);
+        return do_counter(r, &ev, idx, ts);
     case 'M':
-        return do_meta_event(r, ev, idx);
+        return do_meta_event(r, &ev, idx);
     default: /* s, t, f */
-        return flow_v1_end(r, ev, idx, ph, ts);
+        return flow_v1_end(r, &ev, idx, ph, ts);
     }
 }
 
 /* ---- metadata ---- */
 
-/* A metadata value as text (strings as they are, anything else as compact JSON). */
-static int put_meta(reader *r, const char *key, const json_t *v) {
-    const char *text = json_is_string(v) ? json_string_value(v) : json_text(r, v);
-    if (text == NULL || loupe__mb_metadata(r->mb, key, text) != 0) {
-        return oom(r);
+static const char *meta_text(reader *r, const loupe__jnode *v) {
+    if (v->type == LOUPE__J_STR) {
+        return loupe__mb_str(r->mb, v->s);
     }
-    return 0;
-}
-
-static const char *meta_text(reader *r, const json_t *v) {
-    if (json_is_string(v)) {
-        return loupe__mb_str(r->mb, json_string_value(v));
-    }
-    const char *t = json_text(r, v);
+    const char *t = json_text(r, &r->q, v);
     return t != NULL ? t : "";
 }
 
-static int meta_u64(reader *r, const char *key, const json_t *v, uint64_t *out) {
-    if (json_is_integer(v) && json_integer_value(v) >= 0) {
-        *out = (uint64_t)json_integer_value(v);
-        return 0;
-    }
-    if (marker_u64(r, v, out) || (json_is_string(v) && str_u64(json_string_value(v), 10, out))) {
+static int meta_u64(reader *r, const char *key, const loupe__jnode *v, uint64_t *out) {
+    if (loupe__jp_u64(v, out) || (v->type == LOUPE__J_STR && str_u64(v->s, 10, out))) {
         return 0;
     }
     return loupe__err(LOUPE_EFORMAT, "%s: metadata \"%s\" is not a non-negative integer", r->path,
                       key);
 }
 
-static int meta_double(reader *r, const char *key, const json_t *v, double *out) {
-    if (json_is_number(v)) {
-        *out = json_number_value(v);
+static int meta_double(reader *r, const char *key, const loupe__jnode *v, double *out) {
+    if (v->type == LOUPE__J_NUM) {
+        *out = loupe__jp_double(v);
         return 0;
     }
-    if (json_is_string(v) && str_double(json_string_value(v), out)) {
+    if (v->type == LOUPE__J_STR && str_double(v->s, out)) {
         return 0;
     }
     return loupe__err(LOUPE_EFORMAT, "%s: metadata \"%s\" is not a number", r->path, key);
 }
 
 /* loupe_thread_<tid>_<field>: the thread's loss accounting. 1 when the key is one, 0 if not. */
-static int meta_thread(reader *r, const char *key, const json_t *v, int *rc) {
+static int meta_thread(reader *r, const char *key, const loupe__jnode *v, int *rc) {
     static const char prefix[] = "loupe_thread_";
     if (strncmp(key, prefix, sizeof(prefix) - 1) != 0) {
         return 0;
@@ -1153,36 +986,34 @@ static int meta_thread(reader *r, const char *key, const json_t *v, int *rc) {
     if (errno == ERANGE || *end != '_') {
         return 0;
     }
-    uint64_t *field;
-    size_t t = SIZE_MAX;
     end++;
     if (strcmp(end, "recorded") != 0 && strcmp(end, "dropped") != 0 &&
         strcmp(end, "capacity_needed") != 0) {
         return 0;
     }
-    t = thread_of(r, tid);
+    size_t t = thread_of(r, tid);
     if (t == SIZE_MAX) {
         *rc = oom(r);
         return 1;
     }
     loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
-    field = strcmp(end, "recorded") == 0  ? &th->events_recorded
-            : strcmp(end, "dropped") == 0 ? &th->events_dropped
-                                          : &th->capacity_needed;
+    uint64_t *field = strcmp(end, "recorded") == 0  ? &th->events_recorded
+                      : strcmp(end, "dropped") == 0 ? &th->events_dropped
+                                                    : &th->capacity_needed;
     *rc = meta_u64(r, key, v, field);
     return 1;
 }
 
 /* One metadata object ("otherData" first, then "metadata", which wins). loupe's keys (in a loupe
  * file) map onto the model; every other key goes to model->metadata. */
-static int read_meta(reader *r, const json_t *obj, int *has_duration) {
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+static int read_meta(reader *r, const loupe__jnode *obj, int *has_duration) {
+    for (uint32_t i = obj->first; i != 0; i = r->q.nodes[i].next) {
+        const loupe__jnode *v = &r->q.nodes[i];
+        const char *key = v->key;
         int rc = 0;
         loupe_model *m = r->m;
         if (!r->loupe) {
-            rc = put_meta(r, key, v);
+            rc = loupe__mb_metadata(r->mb, key, meta_text(r, v));
         } else if (strcmp(key, "loupe_version") == 0 || strcmp(key, "events_recorded") == 0 ||
                    strcmp(key, "events_dropped") == 0 || strcmp(key, "truncated_zones") == 0) {
             /* the writer's, or sums the model derives from its threads and slices */
@@ -1202,7 +1033,7 @@ static int read_meta(reader *r, const json_t *obj, int *has_duration) {
         } else if (strcmp(key, "unmatched_ends") == 0) {
             rc = meta_u64(r, key, v, &m->unmatched_ends);
         } else if (!meta_thread(r, key, v, &rc)) {
-            rc = put_meta(r, key, v);
+            rc = loupe__mb_metadata(r->mb, key, meta_text(r, v));
         }
         if (rc != 0) {
             return rc;
@@ -1214,8 +1045,8 @@ static int read_meta(reader *r, const json_t *obj, int *has_duration) {
     return 0;
 }
 
-static int is_loupe_meta(const json_t *obj) {
-    return json_is_object(obj) && json_object_get(obj, "loupe_version") != NULL;
+static int is_loupe_meta(const reader *r, const loupe__jnode *obj) {
+    return obj != NULL && loupe__jp_get(&r->q, obj, "loupe_version") != NULL;
 }
 
 /* ---- the whole read ---- */
@@ -1230,19 +1061,21 @@ static void reader_free(reader *r) {
     free(r->flows);
     free(r->args);
     free(r->pnames);
+    free(r->dump);
+    loupe__jp_free(&r->p);
+    loupe__jp_free(&r->q);
 }
 
 /* After the last event: times made relative to the origin, B still open closed, the metadata
- * ("otherData" then "metadata", which wins; each with its own big_ints), flows, the duration. */
-static int finish_model(reader *r, const json_t *meta, int meta_big, const json_t *other,
-                        int other_big) {
+ * ("otherData" then "metadata", which wins), flows, the duration, the warnings. */
+static int finish_model(reader *r, const loupe__jnode *meta, const loupe__jnode *other) {
     loupe_model *m = r->m;
     int rc;
-    meta = json_is_object(meta) ? meta : NULL;
-    other = json_is_object(other) ? other : NULL;
-    r->loupe = is_loupe_meta(meta) || is_loupe_meta(other);
+    meta = meta != NULL && meta->type == LOUPE__J_OBJ ? meta : NULL;
+    other = other != NULL && other->type == LOUPE__J_OBJ ? other : NULL;
+    r->loupe = is_loupe_meta(r, meta) || is_loupe_meta(r, other);
     /* A loupe file's ts are relative to its origin already; anything else starts at 0. */
-    r->origin_ns = r->have_time && !(r->loupe && r->min_ns >= 0) ? r->min_ns : 0;
+    r->origin_ns = r->have_time && !r->loupe ? r->min_ns : 0;
     uint64_t o = (uint64_t)r->origin_ns;
     for (size_t t = 0; t < m->thread_count; t++) {
         loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
@@ -1267,11 +1100,9 @@ static int finish_model(reader *r, const json_t *meta, int meta_big, const json_
     }
     m->pid = r->first_pid;
     int has_duration = 0;
-    r->big_ints = other_big;
     if (other != NULL && (rc = read_meta(r, other, &has_duration)) != 0) {
         return rc;
     }
-    r->big_ints = meta_big;
     if (meta != NULL && (rc = read_meta(r, meta, &has_duration)) != 0) {
         return rc;
     }
@@ -1292,107 +1123,124 @@ static int finish_model(reader *r, const json_t *meta, int meta_big, const json_
     if (!has_duration && r->have_time) {
         m->duration_ns = (uint64_t)r->max_ns - (uint64_t)r->min_ns;
     }
+    if (r->bad_time > 0) {
+        loupe__mb_warn(r->mb,
+                       "%s: %llu event%s excluded: a negative ts, or a ts, dur or end beyond "
+                       "2^62 ns (the first: event %zu, %s)",
+                       r->path, (unsigned long long)r->bad_time, r->bad_time > 1 ? "s" : "",
+                       r->bad_time_first, r->bad_time_text);
+    }
+    if (r->neg_dur > 0) {
+        loupe__mb_warn(
+            r->mb, "%s: %llu X event%s with a negative dur skipped (the first: event %zu)", r->path,
+            (unsigned long long)r->neg_dur, r->neg_dur > 1 ? "s" : "", r->neg_dur_first);
+    }
     return loupe__mb_failed(r->mb) ? oom(r) : 0;
 }
 
-/* The whole-tree path: the fallback, whose errors carry jansson's line and column. */
-static json_t *parse_whole(reader *r, char *text, size_t n, int *rc) {
-    json_error_t err, first;
-    json_t *root = json_loadb(text, n, JSON_ALLOW_NUL, &err);
-    if (root != NULL) {
-        return root;
-    }
-    first = err;
-    char *fixed = NULL;
-    if (json_error_code(&err) == json_error_numeric_overflow) {
-        int no_mem = 0;
-        size_t fn = 0;
-        fixed = rewrite_big_ints(text, n, &fn, &no_mem);
-        if (no_mem) {
-            *rc = oom(r);
-            return NULL;
+/* The walk's outcome besides 0 and an error: the input ended early (a warning was added). */
+#define CUT 1
+
+/* ---- the window: the text arrives in pieces (read.c's gzip stream) ----
+ * The parser works on r->p.t[0..r->p.n), a window onto the text. Before a value is parsed, its
+ * end is found in the window (value_span), refilling it when needed: the bytes before the cursor
+ * are dropped (every string an event gives the model was interned into it already), the rest
+ * moved to the front, more read after it; the window doubles only for a value larger than it.
+ * So memory holds one window (WINDOW bytes, or the largest value) and the model. */
+#define WINDOW ((size_t)4 << 20)
+
+/* Notes where the newlines of window bytes [from, to) are, before the parser decodes strings
+ * in place (a "\n" escape becomes a newline byte): errors and warnings give the line of the
+ * text as it was. */
+static int note_newlines(reader *r, size_t from, size_t to) {
+    const char *t = r->p.t;
+    for (const char *q = t + from, *end = t + to; (q = memchr(q, '\n', (size_t)(end - q))) != NULL;
+         q++) {
+        if (loupe__grow((void **)&r->nl, &r->nl_cap, r->nl_count + 1, sizeof(*r->nl)) != 0) {
+            return -1;
         }
-        if (fixed != NULL) {
-            root = json_loadb(fixed, fn, JSON_ALLOW_NUL, &err);
-            if (root != NULL) {
-                r->big_ints = 1;
-                free(fixed);
-                return root;
-            }
-            first = err;
-            text = fixed;
-            n = fn;
-        }
+        r->nl[r->nl_count++] = r->base + (size_t)(q - t);
     }
-    size_t skip = 0;
-    while (skip < n && is_space(text[skip])) {
-        skip++;
-    }
-    if (skip < n && text[skip] == '[') {
-        /* read_text left TEXT_PAD bytes after the text (rewrite_big_ints too) */
-        size_t keep = repair_len(text + skip, n - skip);
-        if (keep > 0) {
-            text[skip + keep] = ']';
-            root = json_loadb(text + skip, keep + 1, JSON_ALLOW_NUL, &err);
-            if (root != NULL) {
-                r->big_ints = fixed != NULL;
-                free(fixed);
-                return root;
-            }
-        }
-    }
-    free(fixed);
-    if (json_error_code(&first) == json_error_out_of_memory) {
-        *rc = oom(r);
-    } else {
-        *rc = loupe__err(LOUPE_EFORMAT, "%s: line %d column %d: %s", r->path, first.line,
-                         first.column, first.text);
-    }
-    return NULL;
+    return 0;
 }
 
-static int read_tree(reader *r, json_t *root) {
-    const json_t *events = root;
-    const json_t *meta = NULL, *other = NULL;
-    if (json_is_object(root)) {
-        events = json_object_get(root, "traceEvents");
-        meta = json_object_get(root, "metadata");
-        other = json_object_get(root, "otherData");
+/* Drops the bytes before the cursor and reads more; eof once the source has nothing more. A
+ * failure is kept in r->io_rc (and ends the input). */
+static void refill(reader *r) {
+    loupe__jp *p = &r->p;
+    if (r->eof) {
+        return;
     }
-    if (!json_is_array(events)) {
-        return loupe__err(LOUPE_EFORMAT, "%s: not a Chrome JSON trace (no traceEvents array)",
-                          r->path);
+    size_t keep = p->i;
+    /* the newlines before the cut leave the window */
+    size_t k = 0;
+    while (k < r->nl_count && r->nl[k] < r->base + keep) {
+        k++;
     }
-    size_t n = json_array_size(events);
-    for (size_t i = 0; i < n; i++) {
-        int rc = process_event(r, json_array_get(events, i), i);
-        if (rc != 0) {
-            return rc;
+    if (k > 0) {
+        r->lines_before += k;
+        r->line_start = r->nl[k - 1] + 1;
+        memmove(r->nl, r->nl + k, (r->nl_count - k) * sizeof(*r->nl));
+        r->nl_count -= k;
+    }
+    memmove(p->t, p->t + keep, p->n - keep);
+    p->n -= keep;
+    r->base += keep;
+    p->i = 0;
+    if (p->n + 1 >= r->cap) {
+        size_t nc = r->cap * 2;
+        char *nb = nc > r->cap ? realloc(p->t, nc) : NULL;
+        if (nb == NULL) {
+            r->io_rc =
+                loupe__err(LOUPE_ENOMEM, "out of memory reading %s (%zu bytes)", r->path, nc);
+            r->eof = 1;
+            return;
+        }
+        p->t = nb;
+        r->cap = nc;
+    }
+    size_t want = r->cap < WINDOW ? WINDOW : r->cap;
+    if (want > r->cap) {
+        char *nb = realloc(p->t, want);
+        if (nb != NULL) {
+            p->t = nb;
+            r->cap = want;
         }
     }
-    return finish_model(r, meta, r->big_ints, other, r->big_ints);
-}
-
-/* The streaming path: walks the text itself and gives jansson one event (or top-level value) at
- * a time, so memory holds the text and the model, not a tree of the whole trace (jansson's trees
- * take about 16 times the text). Whatever it does not expect (a syntax error, a truncated object
- * form, duplicate traceEvents) makes it answer FALLBACK: the whole-tree path then reads the file
- * again and words any error with jansson's line and column. */
-#define FALLBACK 1
-
-static size_t skip_ws(const char *t, size_t n, size_t i) {
-    while (i < n && is_space(t[i])) {
-        i++;
+    size_t got = 0;
+    int rc = r->more(r->ctx, p->t + p->n, r->cap - p->n - 1, &got);
+    if (rc != 0) {
+        r->io_rc = rc;
+        r->eof = 1;
+        return;
     }
-    return i;
+    r->eof = got == 0;
+    if (note_newlines(r, p->n, p->n + got) != 0) {
+        r->io_rc = oom(r);
+        r->eof = 1;
+    }
+    p->n += got;
+    p->t[p->n] = 0;
 }
 
-/* The end of the JSON value at t[i]: brackets and quotes matched, a scalar up to the next
- * delimiter. SIZE_MAX when the text ends first. Validates nothing: jansson parses the value. */
-static size_t value_end(const char *t, size_t n, size_t i) {
+/* The next byte after blanks (refilling), -1 at the end of the input. */
+static int peek(reader *r) {
+    for (;;) {
+        int c = loupe__jp_peek(&r->p);
+        if (c >= 0 || r->eof) {
+            return c;
+        }
+        refill(r);
+    }
+}
+
+/* The end of the value at the cursor in the window (brackets and quotes matched, a scalar up
+ * to its delimiter), SIZE_MAX when the window ends first. Validates nothing: the parser does. */
+static size_t value_end(const loupe__jp *p) {
+    const char *t = p->t;
+    size_t i = p->i, n = p->n, depth = 0;
     char c = t[i];
     if (c == '"' || c == '{' || c == '[') {
-        size_t depth = 0;
         for (; i < n; i++) {
             c = t[i];
             if (c == '"') {
@@ -1407,10 +1255,8 @@ static size_t value_end(const char *t, size_t n, size_t i) {
                 }
             } else if (c == '{' || c == '[') {
                 depth++;
-            } else if (c == '}' || c == ']') {
-                if (--depth == 0) {
-                    return i + 1;
-                }
+            } else if ((c == '}' || c == ']') && --depth == 0) {
+                return i + 1;
             }
         }
         return SIZE_MAX;
@@ -1421,202 +1267,334 @@ static size_t value_end(const char *t, size_t n, size_t i) {
     return i < n ? i : SIZE_MAX;
 }
 
-/* One value parsed by jansson; integers above INT64_MAX rewritten (r->big_ints then set). NULL
- * when jansson rejects it (*rc set only for out-of-memory). */
-static json_t *parse_value(reader *r, const char *t, size_t n, int *rc) {
-    json_error_t err;
-    r->big_ints = 0;
-    json_t *v = json_loadb(t, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &err);
-    if (v == NULL && json_error_code(&err) == json_error_numeric_overflow) {
-        int no_mem = 0;
-        size_t fn = 0;
-        char *fixed = rewrite_big_ints(t, n, &fn, &no_mem);
-        if (fixed != NULL) {
-            v = json_loadb(fixed, fn, JSON_ALLOW_NUL | JSON_DECODE_ANY, &err);
-            r->big_ints = v != NULL;
-            free(fixed);
+/* Makes the whole value at the cursor lie in the window, refilling it; its end, or SIZE_MAX
+ * when the input ends first (the parser then says where). */
+static size_t value_span(reader *r) {
+    for (;;) {
+        size_t e = value_end(&r->p);
+        if (e != SIZE_MAX || r->eof) {
+            return e;
         }
-        if (no_mem) {
-            *rc = oom(r);
-        }
-    } else if (v == NULL && json_error_code(&err) == json_error_out_of_memory) {
-        *rc = oom(r);
+        refill(r);
     }
-    return v;
 }
 
-/* The events array at t[i] == '['; *end: just after its ']'. Not closed, or closed after a
- * trailing ',': with `lenient` (the array form) the complete events stand and a partial last one
- * is dropped; else FALLBACK. */
-static int walk_events(reader *r, const char *t, size_t n, size_t i, int lenient, size_t *end) {
-    *end = n;
-    i = skip_ws(t, n, i + 1);
-    if (i < n && t[i] == ']') {
-        *end = i + 1;
-        return 0;
+/* Parses the value at the cursor into r->p (reset first). A value the window cuts is parsed
+ * again once it holds all of it: the bytes its strings decoded over are put back, the window
+ * refilled from the value's start (and grown, for a value larger than it). */
+static int parse_here(reader *r, uint32_t *root, size_t *start) {
+    loupe__jp *p = &r->p;
+    for (;;) {
+        *start = p->i;
+        loupe__jp_reset(p);
+        int prc = loupe__jp_value(p, root);
+        if (prc != LOUPE__JSON_EOF || r->eof) {
+            return prc;
+        }
+        loupe__jp_undo(p, *start);
+        p->i = *start;
+        refill(r);
     }
-    for (size_t idx = 0;; idx++) {
-        size_t e = i < n ? value_end(t, n, i) : SIZE_MAX;
-        if (e == SIZE_MAX) {
-            return lenient ? 0 : FALLBACK;
+}
+
+/* The absolute offset of window offset off, with its 1-based line and column. */
+static void where(const reader *r, size_t off, size_t *abs, size_t *line, size_t *col) {
+    *abs = r->base + off;
+    size_t lo = 0, hi = r->nl_count; /* the newlines before abs */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->nl[mid] < *abs) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
-        int rc = 0;
-        json_t *ev = parse_value(r, t + i, e - i, &rc);
-        if (ev == NULL) {
-            return rc != 0 ? rc : FALLBACK;
+    }
+    size_t start = lo > 0 ? r->nl[lo - 1] + 1 : r->line_start;
+    *line = r->lines_before + lo + 1;
+    *col = *abs - start + 1;
+}
+
+static int syntax_error(reader *r, const char *at) {
+    size_t abs, line, col;
+    where(r, r->p.err_at, &abs, &line, &col);
+    return loupe__err(LOUPE_EFORMAT, "%s: line %zu column %zu%s: %s", r->path, line, col, at,
+                      r->p.err_what);
+}
+
+/* A parse failure: out of memory, a syntax error, or (EOF) the input ending early. */
+static int parse_failed(reader *r, int prc, const char *at) {
+    if (prc == LOUPE__JSON_NOMEM) {
+        return oom(r);
+    }
+    return prc == LOUPE__JSON_EOF ? CUT : syntax_error(r, at);
+}
+
+/* The events array at the cursor ('['); *idx counts events over every traceEvents array. */
+static int walk_events(reader *r, size_t *idx) {
+    loupe__jp *p = &r->p;
+    size_t open_abs, open_line, open_col, first = *idx;
+    where(r, p->i, &open_abs, &open_line, &open_col);
+    p->i++;
+    for (;;) {
+        int c = peek(r);
+        if (c == ']') {
+            p->i++;
+            return 0;
         }
-        rc = process_event(r, ev, idx);
-        json_decref(ev);
-        r->big_ints = 0;
+        if (c < 0) {
+            break;
+        }
+        uint32_t root;
+        size_t start;
+        int prc = parse_here(r, &root, &start);
+        if (prc != 0) {
+            char at[48];
+            snprintf(at, sizeof at, " (event %zu)", *idx);
+            int rc = parse_failed(r, prc, at);
+            if (rc != CUT) {
+                return rc;
+            }
+            size_t abs, line, col;
+            where(r, start, &abs, &line, &col);
+            loupe__mb_warn(r->mb,
+                           "%s: line %zu column %zu: the input ends inside event %zu (%s): %zu "
+                           "events read, the cut event (the last %zu bytes) dropped",
+                           r->path, line, col, *idx, p->err_what, *idx - first, p->n - start);
+            return CUT;
+        }
+        int rc = process_event(r, &p->nodes[root], (*idx)++);
         if (rc != 0) {
             return rc;
         }
-        i = skip_ws(t, n, e);
-        if (i >= n) {
-            return lenient ? 0 : FALLBACK;
+        c = peek(r);
+        if (c == ',') {
+            p->i++;
+            continue;
         }
-        if (t[i] == ']') {
-            *end = i + 1;
+        if (c == ']') {
+            p->i++;
             return 0;
         }
-        if (t[i] != ',') {
-            return FALLBACK;
+        if (c >= 0) {
+            p->err_at = p->i;
+            p->err_what = "',' or ']' expected after an event";
+            return syntax_error(r, "");
         }
-        i = skip_ws(t, n, i + 1);
-        if (i < n && t[i] == ']') {
-            *end = i + 1;
-            return lenient ? 0 : FALLBACK;
-        }
+        break;
     }
+    loupe__mb_warn(r->mb,
+                   "%s: the events array (line %zu column %zu) is not closed: the input ends "
+                   "after event %zu; %zu events read",
+                   r->path, open_line, open_col, *idx - first, *idx - first);
+    return CUT;
 }
 
-/* The members of the top-level object at t[i] == '{'. */
-static int walk_object(reader *r, const char *t, size_t n, size_t i, size_t *end, json_t **meta,
-                       int *meta_big, json_t **other, int *other_big) {
-    int seen_events = 0, rc = 0;
-    i = skip_ws(t, n, i + 1);
-    while (rc == 0) {
-        size_t ke = i < n && t[i] == '"' ? value_end(t, n, i) : SIZE_MAX;
-        json_t *key = ke != SIZE_MAX ? parse_value(r, t + i, ke - i, &rc) : NULL;
-        if (!json_is_string(key)) {
-            json_decref(key);
-            return rc != 0 ? rc : FALLBACK;
+/* A copy of the value at the cursor (a metadata object), parsed by r->q: its nodes and strings
+ * live to the end, whatever the window does. */
+static int keep_value(reader *r, uint32_t *v) {
+    loupe__jp *p = &r->p;
+    size_t end = value_span(r);
+    /* one byte past the value (its delimiter), so that a scalar ends before the copy does */
+    size_t stop = end == SIZE_MAX || end >= p->n ? p->n : end + 1;
+    size_t len = stop - p->i;
+    char *copy = malloc(len + 1);
+    if (copy == NULL ||
+        loupe__grow((void **)&r->copies, &r->copies_cap, r->ncopies + 1, sizeof(char *)) != 0) {
+        free(copy);
+        return LOUPE__JSON_NOMEM;
+    }
+    memcpy(copy, p->t + p->i, len);
+    copy[len] = 0;
+    r->copies[r->ncopies++] = copy;
+    loupe__jp *q = &r->q;
+    q->t = copy;
+    q->n = len;
+    q->i = 0;
+    int prc = loupe__jp_value(q, v);
+    if (prc != 0) {
+        p->err_at = p->i + q->err_at;
+        p->err_what = q->err_what;
+        if (prc == LOUPE__JSON_EOF && stop < p->n) {
+            prc = LOUPE__JSON_SYNTAX;
         }
-        i = skip_ws(t, n, ke);
-        if (i >= n || t[i] != ':' || (i = skip_ws(t, n, i + 1)) >= n) {
-            json_decref(key);
-            return FALLBACK;
-        }
-        const char *k = json_string_value(key);
-        if (strcmp(k, "traceEvents") == 0) {
-            rc = seen_events || t[i] != '[' ? FALLBACK : walk_events(r, t, n, i, 0, &i);
-            seen_events = 1;
+    }
+    p->i += q->i;
+    return prc;
+}
+
+/* The members of the top-level object at the cursor ('{'). */
+static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) {
+    loupe__jp *p = &r->p;
+    int seen_events = 0, c;
+    p->i++;
+    if ((c = peek(r)) == '}') {
+        p->i++;
+        goto done;
+    }
+    for (;;) {
+        c = peek(r);
+        size_t key_abs, key_line, key_col;
+        where(r, p->i, &key_abs, &key_line, &key_col);
+        loupe__jp_reset(p);
+        uint32_t k;
+        int prc;
+        if (c == '"') {
+            size_t start;
+            prc = parse_here(r, &k, &start);
         } else {
-            size_t ve = value_end(t, n, i);
-            json_t *v = ve != SIZE_MAX ? parse_value(r, t + i, ve - i, &rc) : NULL;
-            if (v == NULL) {
-                rc = rc != 0 ? rc : FALLBACK;
-            } else if (strcmp(k, "metadata") == 0 || strcmp(k, "otherData") == 0) {
-                json_t **slot = k[0] == 'm' ? meta : other;
-                json_decref(*slot);
-                *slot = v;
-                *(k[0] == 'm' ? meta_big : other_big) = r->big_ints;
-            } else {
-                json_decref(v);
+            p->err_at = c < 0 ? p->n : p->i;
+            p->err_what = "string expected (a key of the top-level object)";
+            prc = c < 0 ? LOUPE__JSON_EOF : LOUPE__JSON_SYNTAX;
+        }
+        /* the key, before a refill moves the window */
+        char key[16] = "";
+        if (prc == 0) {
+            snprintf(key, sizeof key, "%s", p->nodes[k].len < sizeof key ? p->nodes[k].s : "");
+        }
+        if (prc == 0 && (c = peek(r)) != ':') {
+            p->err_at = c < 0 ? p->n : p->i;
+            p->err_what = "':' expected";
+            prc = c < 0 ? LOUPE__JSON_EOF : LOUPE__JSON_SYNTAX;
+        }
+        if (prc != 0) {
+            int rc = parse_failed(r, prc, "");
+            if (rc == CUT) {
+                break;
             }
-            i = ve;
+            return rc;
         }
-        json_decref(key);
-        if (rc != 0) {
+        p->i++;
+        c = peek(r);
+        if (strcmp(key, "traceEvents") == 0 && c == '[') {
+            if (seen_events) {
+                loupe__mb_warn(r->mb,
+                               "%s: line %zu column %zu: a second \"traceEvents\" key; its "
+                               "events are read as well (from event %zu)",
+                               r->path, key_line, key_col, *idx);
+            }
+            seen_events = 1;
+            int rc = walk_events(r, idx);
+            if (rc == CUT) {
+                break;
+            }
+            if (rc != 0) {
+                return rc;
+            }
+        } else if (c < 0) {
             break;
+        } else {
+            int is_meta = strcmp(key, "metadata") == 0, is_other = strcmp(key, "otherData") == 0;
+            uint32_t v;
+            prc = keep_value(r, &v);
+            if (prc != 0) {
+                int rc = parse_failed(r, prc, "");
+                if (rc == CUT) {
+                    break;
+                }
+                return rc;
+            }
+            if (strcmp(key, "traceEvents") == 0) {
+                return loupe__err(LOUPE_EFORMAT, "%s: \"traceEvents\" is not an array (%s)",
+                                  r->path, type_name(&r->q.nodes[v]));
+            }
+            if (is_meta) {
+                *meta = v;
+            } else if (is_other) {
+                *other = v;
+            }
         }
-        i = skip_ws(t, n, i);
-        if (i < n && t[i] == '}') {
-            *end = i + 1;
-            return seen_events ? 0 : FALLBACK;
+        c = peek(r);
+        if (c == ',') {
+            p->i++;
+            continue;
         }
-        if (i >= n || t[i] != ',') {
-            return FALLBACK;
+        if (c == '}') {
+            p->i++;
+            goto done;
         }
-        i = skip_ws(t, n, i + 1);
+        if (c >= 0) {
+            p->err_at = p->i;
+            p->err_what = "',' or '}' expected";
+            return syntax_error(r, "");
+        }
+        break;
     }
-    return rc;
-}
-
-static int read_streaming(reader *r, const char *t, size_t n) {
-    size_t i = skip_ws(t, n, 0), end = n;
-    json_t *meta = NULL, *other = NULL;
-    int meta_big = 0, other_big = 0, rc = FALLBACK;
-    if (i < n && t[i] == '[') {
-        rc = walk_events(r, t, n, i, 1, &end);
-    } else if (i < n && t[i] == '{') {
-        rc = walk_object(r, t, n, i, &end, &meta, &meta_big, &other, &other_big);
+    /* The input ended inside the object: what was read stands. */
+    loupe__mb_warn(r->mb,
+                   "%s: the top-level object is not closed: the input ends at byte %zu; keys "
+                   "after that point (\"metadata\", loss accounting) are lost",
+                   r->path, r->base + p->n);
+    return seen_events ? CUT
+                       : loupe__err(LOUPE_EFORMAT,
+                                    "%s: not a Chrome JSON trace (no traceEvents array)", r->path);
+done:
+    if (!seen_events) {
+        return loupe__err(LOUPE_EFORMAT, "%s: not a Chrome JSON trace (no traceEvents array)",
+                          r->path);
     }
-    if (rc == 0 && skip_ws(t, n, end) != n) {
-        rc = FALLBACK;
-    }
-    if (rc == 0) {
-        rc = finish_model(r, meta, meta_big, other, other_big);
-    }
-    json_decref(meta);
-    json_decref(other);
-    return rc;
-}
-
-static int reader_init(reader *r, const char *path) {
-    memset(r, 0, sizeof(*r));
-    r->path = path;
-    r->mb = loupe__mb_new();
-    if (r->mb == NULL) {
-        return oom(r);
-    }
-    r->m = loupe__mb_model(r->mb);
     return 0;
 }
 
-int loupe_trace_read(const char *path, loupe_model **out) {
-    if (out != NULL) {
-        *out = NULL;
+static int read_text_json(reader *r) {
+    loupe__jp *p = &r->p;
+    uint32_t meta = UINT32_MAX, other = UINT32_MAX; /* indices into r->q.nodes */
+    size_t idx = 0;
+    int c = peek(r), rc;
+    if (c == '[') {
+        rc = walk_events(r, &idx);
+    } else if (c == '{') {
+        rc = walk_object(r, &idx, &meta, &other);
+    } else {
+        p->err_at = c < 0 ? p->n : p->i;
+        p->err_what = "'[' or '{' expected (not a Chrome JSON trace)";
+        rc = syntax_error(r, "");
     }
-    if (path == NULL || out == NULL) {
-        return loupe__err(LOUPE_EINVALID, "loupe_trace_read: %s is NULL",
-                          path == NULL ? "path" : "out");
+    if (rc == 0 && peek(r) >= 0) {
+        p->err_at = p->i;
+        p->err_what = "text after the end of the trace";
+        rc = syntax_error(r, "");
     }
-    char *buf = NULL;
-    size_t n = 0;
-    int rc = read_text(path, &buf, &n);
-    if (rc != 0) {
+    if (r->io_rc != 0) {
+        return r->io_rc; /* the source failed: whatever the walk made of its end */
+    }
+    if (rc != 0 && rc != CUT) {
         return rc;
     }
-    return loupe__trace_read_mem(path, buf, n, out); /* by content: detect.c */
+    return finish_model(r, meta != UINT32_MAX ? &r->q.nodes[meta] : NULL,
+                        other != UINT32_MAX ? &r->q.nodes[other] : NULL);
 }
 
-int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
-    int rc;
+int loupe__chrome_json_read_stream(const char *path, char *buf, size_t n, size_t cap,
+                                   loupe__read_fn more, void *ctx, loupe_model **out) {
     *out = NULL;
-    char *text = buf;
-    if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
-        text += 3;
-        n -= 3;
-    }
     reader r;
-    if ((rc = reader_init(&r, path)) == 0) {
-        rc = read_streaming(&r, text, n);
+    memset(&r, 0, sizeof(r));
+    r.path = path;
+    /* A UTF-8 BOM: the window starts after it. */
+    size_t skip = n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    r.p.t = buf;
+    r.p.n = n;
+    r.p.i = skip;
+    r.base = 0;
+    r.cap = cap;
+    r.more = more;
+    r.ctx = ctx;
+    r.eof = more == NULL;
+    int rc = note_newlines(&r, 0, n) != 0 ? oom(&r) : 0;
+    r.mb = rc == 0 ? loupe__mb_new() : NULL;
+    if (r.mb == NULL) {
+        rc = oom(&r);
+    } else {
+        r.m = loupe__mb_model(r.mb);
+        rc = read_text_json(&r);
     }
-    if (rc == FALLBACK) {
-        reader_free(&r);
-        loupe__mb_abort(r.mb);
-        if ((rc = reader_init(&r, path)) == 0) {
-            json_t *root = parse_whole(&r, text, n, &rc);
-            free(buf);
-            buf = NULL;
-            if (root != NULL) {
-                rc = read_tree(&r, root);
-                json_decref(root);
-            }
-        }
+    free(r.p.t);
+    r.p.t = NULL;
+    for (size_t i = 0; i < r.ncopies; i++) {
+        free(r.copies[i]);
     }
-    free(buf);
+    free(r.copies);
+    free(r.nl);
     reader_free(&r);
     if (rc != 0) {
         loupe__mb_abort(r.mb);
@@ -1626,207 +1604,6 @@ int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_mod
     return *out != NULL ? 0 : oom(&r);
 }
 
-/* ---- loupe_trace_find ---- */
-
-/* Natural order: digit runs compare as numbers, so run "..._10" sorts after "..._9" and a name
- * sorts after its own prefix ("X" < "X_2"). */
-static int natural_cmp(const char *a, const char *b) {
-    while (*a && *b) {
-        if (is_digit(*a) && is_digit(*b)) {
-            while (*a == '0' && is_digit(a[1])) {
-                a++;
-            }
-            while (*b == '0' && is_digit(b[1])) {
-                b++;
-            }
-            size_t la = 0, lb = 0;
-            while (is_digit(a[la])) {
-                la++;
-            }
-            while (is_digit(b[lb])) {
-                lb++;
-            }
-            if (la != lb) {
-                return la < lb ? -1 : 1;
-            }
-            int c = memcmp(a, b, la);
-            if (c != 0) {
-                return c;
-            }
-            a += la;
-            b += lb;
-        } else {
-            if (*a != *b) {
-                return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
-            }
-            a++;
-            b++;
-        }
-    }
-    return *a ? 1 : *b ? -1 : 0;
-}
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-static int is_kind(const char *dir, const char *name, mode_t kind) {
-    char p[4096];
-    struct stat st;
-    if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) || stat(p, &st) != 0) {
-        return 0;
-    }
-    return (st.st_mode & S_IFMT) == kind;
-}
-
-static int cmp_name(const void *a, const void *b) {
-    return natural_cmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void free_names(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(v[i]);
-    }
-    free(v);
-}
-
-/* The entries of dir of one kind (S_IFREG / S_IFDIR), not hidden, in natural order. */
-static int list_dir(const char *dir, mode_t kind, char ***out, size_t *count) {
-    *out = NULL;
-    *count = 0;
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        return loupe__err(LOUPE_EIO, "%s: %s", dir, strerror(errno));
-    }
-    char **v = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || !is_kind(dir, e->d_name, kind)) {
-            continue;
-        }
-        char *s = strdup(e->d_name);
-        if (s == NULL || loupe__grow((void **)&v, &cap, n + 1, sizeof(char *)) != 0) {
-            free(s);
-            free_names(v, n);
-            closedir(d);
-            return loupe__err(LOUPE_ENOMEM, "%s: out of memory listing it", dir);
-        }
-        v[n++] = s;
-    }
-    closedir(d);
-    if (n > 1) {
-        qsort(v, n, sizeof(char *), cmp_name);
-    }
-    *out = v;
-    *count = n;
-    return 0;
-}
-
-static int put_path(char *buf, size_t size, const char *dir, const char *name) {
-    int w = name != NULL ? snprintf(buf, size, "%s/%s", dir, name) : snprintf(buf, size, "%s", dir);
-    if (w < 0 || (size_t)w >= size) {
-        return loupe__err(LOUPE_EINVALID,
-                          "loupe_trace_find: the path of %s%s%s needs %d bytes, "
-                          "the buffer holds %zu",
-                          dir, name ? "/" : "", name ? name : "", w + 1, size);
-    }
-    return 0;
-}
-
-/* The one trace in dir: a single *.trace.json.gz, else a single *.json / *.json.gz.
- * 1 when found, 0 when dir holds none, or an error. */
-static int trace_in_dir(const char *dir, char *buf, size_t size) {
-    char **names;
-    size_t n;
-    int rc = list_dir(dir, S_IFREG, &names, &n);
-    if (rc != 0) {
-        return rc;
-    }
-    const char *pick = NULL;
-    int found = 0;
-    for (int pass = 0; pass < 4 && !found; pass++) {
-        size_t hits = 0;
-        char list[512] = "";
-        for (size_t i = 0; i < n; i++) {
-            const char *s = names[i];
-            /* passes 2 and 3: a run directory written with --format perfetto or xplane only */
-            int ok = pass == 0   ? ends_with(s, ".trace.json.gz")
-                     : pass == 1 ? ends_with(s, ".json") || ends_with(s, ".json.gz")
-                     : pass == 2 ? ends_with(s, ".pftrace")
-                                 : ends_with(s, ".xplane.pb");
-            if (!ok) {
-                continue;
-            }
-            pick = s;
-            size_t l = strlen(list);
-            snprintf(list + l, sizeof(list) - l, "%s%s", hits ? ", " : "", s);
-            hits++;
-        }
-        if (hits > 1) {
-            rc = loupe__err(LOUPE_EIO, "%s holds %zu traces (%s): name the one to read", dir, hits,
-                            list);
-            free_names(names, n);
-            return rc;
-        }
-        found = hits == 1;
-    }
-    rc = found ? put_path(buf, size, dir, pick) : 0;
-    free_names(names, n);
-    return rc != 0 ? rc : found;
-}
-
-int loupe_trace_find(const char *path, char *buf, size_t size) {
-    if (path == NULL || buf == NULL || size == 0) {
-        return loupe__err(LOUPE_EINVALID, "loupe_trace_find: %s",
-                          path == NULL  ? "path is NULL"
-                          : buf == NULL ? "buf is NULL"
-                                        : "size is 0");
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        return loupe__err(LOUPE_EIO, "%s: %s", path, strerror(errno));
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        return put_path(buf, size, path, NULL);
-    }
-    /* A log_dir (plugins/profile/<run>/) first, else a directory holding the trace. */
-    char profile[4096];
-    if (snprintf(profile, sizeof(profile), "%s/plugins/profile", path) >= (int)sizeof(profile)) {
-        return loupe__err(LOUPE_EINVALID, "%s: path too long", path);
-    }
-    int rc;
-    if (stat(profile, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rc = trace_in_dir(path, buf, size);
-        if (rc == 0) {
-            return loupe__err(LOUPE_EIO,
-                              "%s: no trace in it (*.trace.json.gz, *.json, *.json.gz) and no "
-                              "plugins/profile/<run> directory",
-                              path);
-        }
-        return rc < 0 ? rc : 0;
-    }
-    char **runs;
-    size_t n;
-    if ((rc = list_dir(profile, S_IFDIR, &runs, &n)) != 0) {
-        return rc;
-    }
-    if (n == 0) {
-        free(runs);
-        return loupe__err(LOUPE_EIO, "%s: no run in it", profile);
-    }
-    char run[4096];
-    int w = snprintf(run, sizeof(run), "%s/%s", profile, runs[n - 1]);
-    free_names(runs, n);
-    if (w < 0 || (size_t)w >= sizeof(run)) {
-        return loupe__err(LOUPE_EINVALID, "%s: path too long", profile);
-    }
-    rc = trace_in_dir(run, buf, size);
-    if (rc == 0) {
-        return loupe__err(LOUPE_EIO,
-                          "%s: the newest run holds no trace (*.trace.json.gz, *.json, *.json.gz)",
-                          run);
-    }
-    return rc < 0 ? rc : 0;
+int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
+    return loupe__chrome_json_read_stream(path, buf, n, n + 1, NULL, NULL, out);
 }

@@ -46,7 +46,6 @@
 
 #define MAX_FILE ((uint64_t)4 << 30)
 #define MAX_SEQS 65536
-#define PLACEHOLDER_TID ((uint64_t)1 << 63)
 
 /* ---- a map of (a, b) -> (v1, v2), open addressing ---- */
 
@@ -166,7 +165,6 @@ typedef struct reader {
     size_t last_seq;
     track *trk;
     size_t trk_count, trk_cap;
-    uint64_t next_placeholder;
     loupe_arg *args;
     size_t arg_cap;
     uint64_t *fids, *tfids;
@@ -178,7 +176,8 @@ typedef struct reader {
 } reader;
 
 static int ferr(reader *r, size_t off, const char *what, const char *where) {
-    return loupe__err(LOUPE_EFORMAT, "%s: offset %zu: %s (in %s)", r->name, off, what, where);
+    return loupe__err(LOUPE_EFORMAT, "%s: Perfetto protobuf: offset %zu: %s (in %s)", r->name, off,
+                      what, where);
 }
 
 static int oom(reader *r) {
@@ -280,9 +279,8 @@ static size_t track_thread(reader *r, track *t, int *rc) {
     if (t->thread != SIZE_MAX) {
         return t->thread;
     }
-    /* A unique placeholder, then the real tid: the builder finds threads by tid, and a GPU
-     * track may share its tid with a host thread. */
-    size_t i = loupe__mb_thread(r->mb, PLACEHOLDER_TID + r->next_placeholder++);
+    /* Not the builder's tid lookup: a GPU track may share its tid with a host thread. */
+    size_t i = loupe__mb_thread_add(r->mb, 0);
     if (i == SIZE_MAX) {
         *rc = oom(r);
         return SIZE_MAX;

@@ -9,6 +9,15 @@
  * freed before return). name is used in error details. Returns 0 or a LOUPE_E* code. */
 int loupe__chrome_json_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
 
+/* Where more text comes from: up to cap bytes into buf, *got of them (0 at the end). Returns 0
+ * or a LOUPE_E* code (with the detail set). */
+typedef int (*loupe__read_fn)(void *ctx, char *buf, size_t cap, size_t *got);
+/* Reads Chrome JSON whose first n bytes are in buf (malloc'd, cap > n bytes; taken over and
+ * freed before return) and whose rest comes from more (NULL: there is none), in a window of a
+ * few MiB (chrome_json.c). Returns 0 or a LOUPE_E* code. */
+int loupe__chrome_json_read_stream(const char *name, char *buf, size_t n, size_t cap,
+                                   loupe__read_fn more, void *ctx, loupe_model **out);
+
 /* Reads an XSpace (XPlane protobuf) of n bytes into a model (xplane.c). Takes ownership of buf.
  * Returns 0 or a LOUPE_E* code (LOUPE_EFORMAT names the byte offset). */
 int loupe__xplane_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
@@ -25,8 +34,8 @@ int loupe__perfetto_proto_sniff(const char *buf, size_t n);
 /* Reads a .pftrace file (perfetto_proto.c). */
 int loupe__perfetto_proto_read_file(const char *path, loupe_model **out);
 
-/* The reader for these bytes, chosen by content (detect.c): XPlane, then the other binary
- * formats, else Chrome JSON. Takes ownership of buf (malloc'd, NUL-terminated at n, with 16
+/* The reader for these bytes, chosen by content (read.c): XPlane, then Perfetto protobuf, else
+ * Chrome JSON. Takes ownership of buf (malloc'd, NUL-terminated at n, with 16
  * spare bytes after it, as loupe_trace_read() reads files). Returns 0 or a LOUPE_E* code. */
 int loupe__trace_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
 

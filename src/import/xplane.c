@@ -330,6 +330,8 @@ typedef struct reader {
     int is_loupe;
     track *tracks;
     size_t ntracks, tracks_cap;
+    size_t *tslot; /* (gpu, device, tid) -> track index + 1, open addressing */
+    size_t tslot_cap;
     flow_end *flows;
     size_t nflows, flows_cap;
     loupe_arg *args;
@@ -346,38 +348,61 @@ static const char *intern(reader *x, span s) {
     return loupe__mb_strn(x->mb, (const char *)s.p, s.n);
 }
 
-/* The builder's thread for (plane kind, device, tid); a track per pair, also when a host thread
- * and a GPU track share a tid (the builder keys threads by tid: a fresh one is made with an
- * unused tid, then given its own). */
-static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
-    for (size_t i = x->ntracks; i-- > 0;) {
-        const track *t = &x->tracks[i];
+static size_t track_hash(int gpu, uint32_t device, uint64_t tid) {
+    uint64_t h = tid ^ ((uint64_t)device << 1 | (uint64_t)(gpu != 0)) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (size_t)h;
+}
+
+/* The slot of (gpu, device, tid) in x->tslot: its track, or the empty slot for it. */
+static size_t track_slot(const reader *x, int gpu, uint32_t device, uint64_t tid) {
+    size_t j = track_hash(gpu, device, tid) & (x->tslot_cap - 1);
+    while (x->tslot[j] != 0) {
+        const track *t = &x->tracks[x->tslot[j] - 1];
         if (t->gpu == gpu && t->device == device && t->tid == tid) {
-            return t->index;
-        }
-    }
-    uint64_t tmp = UINT64_MAX;
-    for (;;) {
-        int used = 0;
-        for (size_t i = 0; i < x->m->thread_count && !used; i++) {
-            used = x->m->threads[i].tid == tmp;
-        }
-        if (!used) {
             break;
         }
-        tmp--;
+        j = (j + 1) & (x->tslot_cap - 1);
     }
-    size_t idx = loupe__mb_thread(x->mb, tmp);
+    return j;
+}
+
+/* The builder's thread for (plane kind, device, tid); a track per triple, also when a host
+ * thread and a GPU track share a tid (so not the builder's tid lookup). A hash: a hostile file
+ * with 1e6 lines must not cost 1e12 comparisons. */
+static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
+    if ((x->ntracks + 1) * 2 > x->tslot_cap) {
+        size_t nc = x->tslot_cap ? x->tslot_cap * 2 : 64;
+        size_t *nt = calloc(nc, sizeof(*nt));
+        if (nt == NULL) {
+            oom(x);
+            return SIZE_MAX;
+        }
+        free(x->tslot);
+        x->tslot = nt;
+        x->tslot_cap = nc;
+        for (size_t i = 0; i < x->ntracks; i++) {
+            const track *t = &x->tracks[i];
+            x->tslot[track_slot(x, t->gpu, t->device, t->tid)] = i + 1;
+        }
+    }
+    size_t j = track_slot(x, gpu, device, tid);
+    if (x->tslot[j] != 0) {
+        return x->tracks[x->tslot[j] - 1].index;
+    }
+    size_t idx = loupe__mb_thread_add(x->mb, tid);
     if (idx == SIZE_MAX ||
         loupe__grow((void **)&x->tracks, &x->tracks_cap, x->ntracks + 1, sizeof(track)) != 0) {
         oom(x);
         return SIZE_MAX;
     }
     loupe_model_thread *th = loupe__mb_thread_at(x->mb, idx);
-    th->tid = tid;
     th->kind = gpu ? LOUPE_TRACK_GPU : LOUPE_TRACK_THREAD;
     th->device = device;
     x->tracks[x->ntracks++] = (track){gpu, device, tid, idx};
+    x->tslot[j] = x->ntracks;
     return idx;
 }
 
@@ -972,6 +997,7 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
         }
     }
     free(x.tracks);
+    free(x.tslot);
     free(x.flows);
     free(x.args);
     free(buf);

@@ -11,6 +11,8 @@
 #include "base/array.h"
 #include "base/hash.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +49,17 @@ struct loupe__mb {
     size_t icap, icount;
     pending_flow *flows;
     size_t flow_count, flow_cap;
+    /* tid -> thread index + 1 (0 = empty slot), open addressing: a trace with 1e5 threads must
+     * not cost 1e10 comparisons */
+    uint64_t *tkey;
+    size_t *tval;
+    size_t tcap_slots, tcount;
+    /* interned metadata key -> index + 1, open addressing on the key's pointer */
+    size_t *mslot;
+    size_t mslot_cap;
+    /* warnings: the first LOUPE__MB_MAX_WARNINGS kept, the rest counted */
+    size_t warn_cap;
+    uint64_t warn_more;
 };
 
 static void *arena_alloc(arena *a, size_t n) {
@@ -185,13 +198,67 @@ const char *loupe__mb_str(loupe__mb *mb, const char *s) {
     return loupe__mb_strn(mb, s ? s : "", s ? strlen(s) : 0);
 }
 
-size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
-    for (size_t i = mb->m.thread_count; i-- > 0;) {
-        if (mb->m.threads[i].tid == tid) {
-            return i;
+static size_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Rehashes the tid table to twice the threads (at least 64 slots); -1 on out-of-memory. */
+static int thread_table_grow(loupe__mb *mb) {
+    size_t nc = mb->tcap_slots ? mb->tcap_slots * 2 : 64;
+    uint64_t *nk = calloc(nc, sizeof(*nk));
+    size_t *nv = calloc(nc, sizeof(*nv));
+    if (nk == NULL || nv == NULL) {
+        free(nk);
+        free(nv);
+        return -1;
+    }
+    for (size_t i = 0; i < mb->tcap_slots; i++) {
+        if (mb->tval[i] != 0) {
+            size_t j = mix64(mb->tkey[i]) & (nc - 1);
+            while (nv[j] != 0) {
+                j = (j + 1) & (nc - 1);
+            }
+            nk[j] = mb->tkey[i];
+            nv[j] = mb->tval[i];
         }
     }
-    return loupe__mb_thread_add(mb, tid);
+    free(mb->tkey);
+    free(mb->tval);
+    mb->tkey = nk;
+    mb->tval = nv;
+    mb->tcap_slots = nc;
+    return 0;
+}
+
+size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
+    if ((mb->tcount + 1) * 2 > mb->tcap_slots && thread_table_grow(mb) != 0) {
+        mb->failed = 1;
+        return SIZE_MAX;
+    }
+    size_t j = mix64(tid) & (mb->tcap_slots - 1);
+    while (mb->tval[j] != 0) {
+        if (mb->tkey[j] == tid) {
+            return mb->tval[j] - 1;
+        }
+        j = (j + 1) & (mb->tcap_slots - 1);
+    }
+    size_t cap = mb->thread_cap;
+    if (loupe__grow((void **)&mb->m.threads, &mb->thread_cap, mb->m.thread_count + 1,
+                    sizeof(loupe_model_thread)) != 0 ||
+        loupe__grow((void **)&mb->tcaps, &cap, mb->m.thread_count + 1, sizeof(tcap)) != 0) {
+        mb->failed = 1;
+        return SIZE_MAX;
+    }
+    size_t i = mb->m.thread_count++;
+    mb->m.threads[i].tid = tid;
+    mb->m.threads[i].name = mb->empty;
+    mb->tkey[j] = tid;
+    mb->tval[j] = i + 1;
+    mb->tcount++;
+    return i;
 }
 
 size_t loupe__mb_thread_add(loupe__mb *mb, uint64_t tid) {
@@ -222,7 +289,7 @@ size_t loupe__mb_slice(loupe__mb *mb, size_t t) {
     if (th->slice_count == *cap) {
         /* Doubling without zeroing: only the slots handed out become resident (the model of
          * a 20 M-event trace is then 28 bytes per event, not ~47). */
-        size_t nc = *cap ? *cap * 2 : 64;
+        size_t nc = *cap ? *cap * 2 : 4; /* small first: a trace may hold 1e5 threads */
         loupe_slice *n = realloc(th->slices, nc * sizeof(loupe_slice));
         if (n == NULL) {
             mb->failed = 1;
@@ -333,22 +400,68 @@ int loupe__mb_flow(loupe__mb *mb, uint64_t id, size_t ft, size_t fs, size_t tt, 
     return 0;
 }
 
+/* The slot of interned key k in the metadata table (keys are interned: the pointer is the key). */
+static size_t meta_slot(const loupe__mb *mb, const char *k) {
+    size_t j = mix64((uint64_t)(uintptr_t)k) & (mb->mslot_cap - 1);
+    while (mb->mslot[j] != 0 && mb->m.metadata[mb->mslot[j] - 1].key != k) {
+        j = (j + 1) & (mb->mslot_cap - 1);
+    }
+    return j;
+}
+
 int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value) {
     const char *k = loupe__mb_str(mb, key);
     const char *v = loupe__mb_str(mb, value);
-    for (size_t i = 0; i < mb->m.metadata_count; i++) {
-        if (mb->m.metadata[i].key == k) {
-            mb->m.metadata[i].value = v;
-            return mb->failed ? mb_oom() : 0;
+    if (mb->failed) {
+        return mb_oom();
+    }
+    if ((mb->m.metadata_count + 1) * 2 > mb->mslot_cap) {
+        size_t nc = mb->mslot_cap ? mb->mslot_cap * 2 : 32;
+        size_t *nt = calloc(nc, sizeof(*nt));
+        if (nt == NULL) {
+            mb->failed = 1;
+            return mb_oom();
         }
+        free(mb->mslot);
+        mb->mslot = nt;
+        mb->mslot_cap = nc;
+        for (size_t i = 0; i < mb->m.metadata_count; i++) {
+            mb->mslot[meta_slot(mb, mb->m.metadata[i].key)] = i + 1;
+        }
+    }
+    size_t j = meta_slot(mb, k);
+    if (mb->mslot[j] != 0) {
+        mb->m.metadata[mb->mslot[j] - 1].value = v;
+        return 0;
     }
     if (loupe__grow((void **)&mb->m.metadata, &mb->meta_cap, mb->m.metadata_count + 1,
                     sizeof(loupe_kv)) != 0) {
         mb->failed = 1;
         return mb_oom();
     }
+    mb->mslot[j] = mb->m.metadata_count + 1;
     mb->m.metadata[mb->m.metadata_count++] = (loupe_kv){k, v};
-    return mb->failed ? mb_oom() : 0;
+    return 0;
+}
+
+int loupe__mb_warn(loupe__mb *mb, const char *fmt, ...) {
+    if (mb->m.warning_count >= LOUPE__MB_MAX_WARNINGS) {
+        mb->warn_more++;
+        return 0;
+    }
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    const char *w = loupe__mb_str(mb, tmp);
+    if (mb->failed || loupe__grow((void **)&mb->m.warnings, &mb->warn_cap, mb->m.warning_count + 2,
+                                  sizeof(const char *)) != 0) {
+        mb->failed = 1;
+        return mb_oom();
+    }
+    mb->m.warnings[mb->m.warning_count++] = w;
+    return 0;
 }
 
 /* Sorting slices: start ascending, longer first on equal starts (the parent), then the order of
@@ -483,9 +596,18 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
         }
         mb->m.flow_count = mb->flow_count;
     }
+    if (mb->warn_more > 0) {
+        /* room for this one was reserved by loupe__mb_warn (count + 2) */
+        char tmp[96];
+        snprintf(tmp, sizeof tmp, "and %llu more warnings", (unsigned long long)mb->warn_more);
+        mb->m.warnings[mb->m.warning_count++] = loupe__mb_str(mb, tmp);
+        if (mb->failed) {
+            goto fail;
+        }
+    }
     m = malloc(sizeof(*m));
     arena *a = mb->ar;
-    size_t need = a->owned_count + 4 + 2 * mb->m.thread_count;
+    size_t need = a->owned_count + 5 + 2 * mb->m.thread_count;
     if (m == NULL || loupe__grow((void **)&a->owned, &a->owned_cap, need, sizeof(void *)) != 0) {
         free(m);
         m = NULL;
@@ -493,7 +615,8 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     }
     /* cannot fail now: room was reserved */
     int own = arena_own(a, mb->m.threads) | arena_own(a, mb->m.counters) |
-              arena_own(a, mb->m.flows) | arena_own(a, mb->m.metadata);
+              arena_own(a, mb->m.flows) | arena_own(a, mb->m.metadata) |
+              arena_own(a, (void *)mb->m.warnings);
     for (size_t t = 0; t < mb->m.thread_count; t++) {
         own |= arena_own(a, mb->m.threads[t].slices) | arena_own(a, mb->m.threads[t].instants);
     }
@@ -509,6 +632,9 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     free(mb->tcaps);
     free(mb->itab);
     free(mb->flows);
+    free(mb->tkey);
+    free(mb->tval);
+    free(mb->mslot);
     free(mb);
     return m;
 fail:
@@ -535,11 +661,37 @@ void loupe__mb_abort(loupe__mb *mb) {
     free(mb->m.counters);
     free(mb->m.flows);
     free(mb->m.metadata);
+    free((void *)mb->m.warnings);
     arena_free(mb->ar);
     free(mb->tcaps);
     free(mb->itab);
     free(mb->flows);
+    free(mb->tkey);
+    free(mb->tval);
+    free(mb->mslot);
     free(mb);
+}
+
+int loupe__model_warn(loupe_model *m, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(tmp);
+    /* Both go into the arena: the old array stays there until loupe_model_free(). */
+    char *w = arena_alloc(m->loupe__arena, len + 1);
+    const char **v = arena_alloc(m->loupe__arena, (m->warning_count + 1) * sizeof(*v));
+    if (w == NULL || v == NULL) {
+        return mb_oom();
+    }
+    memcpy(w, tmp, len + 1);
+    if (m->warning_count > 0) {
+        memcpy(v, m->warnings, m->warning_count * sizeof(*v));
+    }
+    v[m->warning_count++] = w;
+    m->warnings = v;
+    return 0;
 }
 
 void loupe_model_free(loupe_model *m) {

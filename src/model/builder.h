@@ -35,10 +35,13 @@ void *loupe__mb_alloc(loupe__mb *mb, size_t n);
  * counter, flow and metadata arrays are managed by the calls below. */
 loupe_model *loupe__mb_model(loupe__mb *mb);
 
-/* The index of the thread with this tid, added (name "") when missing. SIZE_MAX on OOM. */
+/* The index of the thread with this tid, added (name "") when missing (a hash: O(1) per
+ * call). SIZE_MAX on OOM. */
 size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid);
-/* Appends a thread with this tid (name "") even when one has it already: the collector's
- * threads are registry entries, and a tid the kernel reused is another thread. SIZE_MAX on OOM. */
+/* Appends a thread with this tid, which loupe__mb_thread() will not find (and whose tid the
+ * caller may change): for readers that key tracks themselves, where a GPU track and a host
+ * thread may share a tid, and for the collector, whose threads are registry entries (a tid the
+ * kernel reused is another thread). SIZE_MAX on OOM. */
 size_t loupe__mb_thread_add(loupe__mb *mb, uint64_t tid);
 /* Sets a thread's name (interned). */
 void loupe__mb_thread_name(loupe__mb *mb, size_t thread, const char *name);
@@ -60,7 +63,17 @@ int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *sample);
 /* Flows are recorded by (thread, slice) before sorting; finish remaps the indices. */
 int loupe__mb_flow(loupe__mb *mb, uint64_t id, size_t from_thread, size_t from_slice,
                    size_t to_thread, size_t to_slice);
-/* Sets (or replaces) a metadata pair. */
+/* Sets (or replaces) a metadata pair (a hash on the interned key: O(1) per call). */
 int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value);
+
+/* The most warnings a model keeps; later ones are counted in a last "and N more warnings". */
+#define LOUPE__MB_MAX_WARNINGS 64
+/* Appends a warning (printf format, cut at 511 bytes) to the model's warnings: what a reader
+ * dropped or repaired, and where. Returns 0 or LOUPE_ENOMEM. */
+int loupe__mb_warn(loupe__mb *mb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Appends a warning to a finished model (a reader's caller that learnt something after the
+ * model was built: a gzip stream cut short). Returns 0 or LOUPE_ENOMEM. */
+int loupe__model_warn(loupe_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif
