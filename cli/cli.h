@@ -20,6 +20,8 @@ int loupe_cli_tty(void);
 #include <stdint.h>
 /* A duration with an adaptive unit: "812 ns", "1.234 µs", "5.000 ms", "2.500 s". */
 void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns);
+/* v with thousands separators ("1,234,567") in buf; returns buf. */
+const char *loupe_cli_group(uint64_t v, char *buf, size_t size);
 /* A JSON string; jansson wants valid UTF-8 (what the readers give): other bytes become '?'. */
 json_t *loupe_cli_jstr(const char *s);
 /* A uint64 as a JSON integer, saturated at INT64_MAX. */

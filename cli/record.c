@@ -4,12 +4,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <loupe/loupe.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -242,7 +244,7 @@ int loupe_cmd_record(int argc, char **argv) {
                 UINT32_MAX, buffer);
         return 2;
     }
-    unsigned bits;
+    unsigned bits = 0;
     if (formats != NULL && loupe_format_parse_list(formats, &bits) != 0) {
         fprintf(stderr, "loupe record: --format '%s': %s\n", formats, loupe_last_error());
         return 2;
@@ -295,6 +297,10 @@ int loupe_cmd_record(int argc, char **argv) {
     char ldp[PATH_MAX * 3];
     const char *old = getenv("LD_PRELOAD");
     snprintf(ldp, sizeof ldp, "%s:%s%s%s", lib, preload, old && *old ? ":" : "", old ? old : "");
+    /* The program records into this memfd (its recording region): loupe keeps it, so that what
+     * the program recorded survives its death (SIGKILL, a crash, _exit, exec). Without memfd
+     * the program records in its own memory, as a linked program does. */
+    int shm = memfd_create("loupe-record", MFD_CLOEXEC);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));
@@ -302,6 +308,14 @@ int loupe_cmd_record(int argc, char **argv) {
         return 1;
     }
     if (pid == 0) {
+        if (shm >= 0) {
+            char num[32];
+            (void)fcntl(shm, F_SETFD, 0); /* inherited by the program, and by it alone */
+            snprintf(num, sizeof num, "%d", shm);
+            setenv("LOUPE_RECORD_SHM_FD", num, 1);
+            snprintf(num, sizeof num, "%ld", (long)getpid());
+            setenv("LOUPE_RECORD_SHM_PID", num, 1);
+        }
         setenv("LD_PRELOAD", ldp, 1);
         setenv("LOUPE_RECORD_DIR", abs_log, 1);
         setenv("LOUPE_RECORD_RESULT", result, 1);
@@ -347,6 +361,42 @@ int loupe_cmd_record(int argc, char **argv) {
     int status;
     read_result(result, run_dir, sizeof run_dir, lines, sizeof lines, &status);
     unlink(result);
+    if (status == -1000 && shm >= 0 && code != 127) {
+        /* The program ended without stopping its session: what it recorded is in the memfd. */
+        char cause[256];
+        if (WIFSIGNALED(st)) {
+            snprintf(cause, sizeof cause, "killed by signal %d (%s)", WTERMSIG(st),
+                     strsignal(WTERMSIG(st)));
+        } else {
+            snprintf(cause, sizeof cause,
+                     "exited with status %d without stopping its session (_exit() or exec())",
+                     code);
+        }
+        const char *slash = strrchr(argv[i], '/');
+        loupe_recover_options ro = {.log_dir = abs_log,
+                                    .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
+                                    .process_name = slash ? slash + 1 : argv[i],
+                                    .cause = cause};
+        loupe_trace_result rr = {.size = sizeof rr};
+        int rc = loupe_recover_trace(shm, &ro, &rr);
+        close(shm);
+        if (rc == 0) {
+            char n1[32], n2[32];
+            fprintf(stderr, "loupe record: %s %s; %s events recovered, %s dropped\n", argv[i],
+                    cause, loupe_cli_group(rr.events_recorded, n1, sizeof n1),
+                    loupe_cli_group(rr.events_dropped, n2, sizeof n2));
+            printf("%s\n", rr.run_dir);
+            loupe_trace_result_free(&rr);
+            return code;
+        }
+        if (rc != LOUPE_ENO_TRACE) {
+            fprintf(stderr, "loupe record: %s %s, and its trace could not be recovered: %s\n",
+                    argv[i], cause, loupe_last_error());
+            return code;
+        }
+    } else if (shm >= 0) {
+        close(shm);
+    }
     if (WIFSIGNALED(st)) {
         fprintf(stderr,
                 "loupe record: %s was killed by signal %d (%s) before it could write "

@@ -201,6 +201,35 @@ LOUPE_API int loupe_stop_trace_if_active(loupe_trace_result *result);
  * LOUPE_EIO, LOUPE_ENOMEM. Thread-safety: any thread. */
 LOUPE_API int loupe_write_last_trace(const char *log_dir, loupe_trace_result *result);
 
+/** Options of loupe_recover_trace(). Zero-initialise. */
+typedef struct loupe_recover_options {
+    /** Required: the log directory the run directory goes under (as loupe_start_trace's). */
+    const char *log_dir;
+    /** Optional run directory name instead of the local time; one path component. */
+    const char *run_name;
+    /** LOUPE_FORMAT_* bits; 0 = the default set. */
+    unsigned formats;
+    /** Optional: the program's name (the trace's process name). Copied. */
+    const char *process_name;
+    /** Optional: what happened, e.g. "killed by signal 9 (Killed)"; written into the trace's
+     * metadata as "loupe_recovered". Copied. */
+    const char *cause;
+} loupe_recover_options;
+
+/** Writes the trace a program was recording when it died (SIGKILL, a crash, _exit(), exec)
+ * into a new run directory, from fd: the memfd `loupe record` gave the program
+ * (LOUPE_RECORD_SHM_FD, docs/record.md), which holds every event written up to the death.
+ * Zones still open end at their thread's last event and are marked truncated; names come from
+ * the region's name table (a zone first recorded in the program's last millisecond may read
+ * "(name lost 0x...)"). The region is read as untrusted input. result (may be NULL) is filled
+ * as by loupe_stop_trace() and must be freed with loupe_trace_result_free().
+ * Errors: LOUPE_EINVALID (NULL options or log_dir, a bad fd or result size), LOUPE_ENO_TRACE
+ * (the program never started a session, or stopped it and wrote its trace itself: the detail
+ * says which), LOUPE_EFORMAT (not a loupe region, or its header is damaged), LOUPE_EIO,
+ * LOUPE_ENOMEM. Thread-safety: any thread; does not touch this process's own session. */
+LOUPE_API int loupe_recover_trace(int fd, const loupe_recover_options *options,
+                                  loupe_trace_result *result);
+
 /** Non-zero while a session is active. Thread-safety: any thread (a relaxed read). */
 LOUPE_API int loupe_is_tracing(void);
 

@@ -16,6 +16,7 @@
 #include "base/array.h"
 #include "base/error.h"
 #include "model/builder.h"
+#include "record/names.h"
 #include "record/record.h"
 
 #include <assert.h>
@@ -122,7 +123,37 @@ typedef struct collector {
     size_t nmaps;
     uint64_t reentered; /* events dropped as re-entered calls (signal handlers, allocators) */
     uint64_t cut;       /* copied strings cut to fit */
+    void *rg;           /* the region read */
+    int foreign;        /* a dead program's region: no pointer of it is followed */
+    uint64_t last_ns;   /* the latest event of any thread (foreign: the trace's end) */
 } collector;
+
+/* A pointer stored in the region, as this process can read it (foreign: rebased; NULL when it
+ * points outside the region's chunks). */
+static const loupe__ev *local_ptr(const collector *c, const loupe__ev *p) {
+    if (!c->foreign || p == NULL) {
+        return p;
+    }
+    const loupe__region_hdr *h = c->rg;
+    uint64_t a = (uint64_t)(uintptr_t)p, lo = h->base_addr + h->chunk_off;
+    uint64_t hi = lo + h->nchunks * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+    if (a < lo || a > hi || (a - lo) % sizeof(loupe__ev) != 0) {
+        return NULL;
+    }
+    return (const loupe__ev *)(const void *)((const char *)c->rg + (a - h->base_addr));
+}
+
+/* A name the dead program's events point at, from the region's name table. */
+static const char *foreign_name(collector *c, int kind, uint64_t addr) {
+    const char *n = loupe__names_find(c->rg, kind, addr);
+    if (n != NULL) {
+        return loupe__mb_str(c->mb, n);
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, kind == LOUPE__NAME_FUNC ? "0x%llx" : "(name lost 0x%llx)",
+             (unsigned long long)addr);
+    return loupe__mb_str(c->mb, buf);
+}
 
 /* The process's readable mappings (/proc/self/maps), sorted by address. */
 static mapping *read_maps(size_t *n) {
@@ -179,6 +210,9 @@ static const char *intern_ptr(collector *c, const char *s) {
     if (s == NULL) {
         return loupe__mb_str(c->mb, "");
     }
+    if (c->foreign) {
+        return foreign_name(c, LOUPE__NAME_STR, (uint64_t)(uintptr_t)s);
+    }
     const char *v = pc_get(&c->names, (uintptr_t)s);
     if (v == NULL) {
         uintptr_t end = readable_end(c, (uintptr_t)s);
@@ -197,6 +231,9 @@ static const char *intern_ptr(collector *c, const char *s) {
 
 /* A static zone's name, or "(unloaded)" when its srcloc's library is gone. */
 static const char *srcloc_name(collector *c, const loupe_srcloc *sl) {
+    if (c->foreign) {
+        return foreign_name(c, LOUPE__NAME_SRCLOC, (uint64_t)(uintptr_t)sl);
+    }
     uintptr_t end = readable_end(c, (uintptr_t)sl);
     if (end < (uintptr_t)sl + sizeof(*sl)) {
         return loupe__mb_str(c->mb, "(unloaded)");
@@ -205,6 +242,9 @@ static const char *srcloc_name(collector *c, const loupe_srcloc *sl) {
 }
 
 static const char *intern_func(collector *c, uint64_t addr) {
+    if (c->foreign) {
+        return foreign_name(c, LOUPE__NAME_FUNC, addr);
+    }
     const char *v = pc_get(&c->funcs, (uintptr_t)addr);
     if (v == NULL) {
         char buf[512];
@@ -503,22 +543,32 @@ static int pair_flows(collector *c) {
 
 /* Copies a wrapped one-segment ring oldest-first and discards what a straggler may have
  * overwritten while it was copied (cur/wraps re-read afterwards, as a seqlock reader would). */
-static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
-    loupe__ev *cur0 = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+static loupe__ev *ring_copy(const collector *c, const loupe__thread *t, size_t *n_out) {
+    const loupe__ev *seg = local_ptr(c, t->seg);
+    const loupe__ev *cur0 = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
+    const loupe__ev *lim = local_ptr(c, t->hot.limit);
     uint64_t w0 = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-    size_t cap = (size_t)(t->hot.limit - t->seg), pos = (size_t)(cur0 - t->seg);
+    if (seg == NULL || cur0 == NULL || lim == NULL || cur0 < seg || lim < cur0 ||
+        lim - seg > (ptrdiff_t)LOUPE__CHUNK_SLOTS) {
+        *n_out = 0;
+        return malloc(sizeof(loupe__ev)); /* nothing readable */
+    }
+    size_t cap = (size_t)(lim - seg), pos = (size_t)(cur0 - seg);
     loupe__ev *copy = malloc((cap ? cap : 1) * sizeof(loupe__ev));
     if (copy == NULL) {
         return NULL;
     }
     for (size_t i = 0; i < cap; i++) {
-        const loupe__ev *e = &t->seg[(pos + i) % cap];
+        const loupe__ev *e = &seg[(pos + i) % cap];
         copy[i].a = __atomic_load_n(&e->a, __ATOMIC_RELAXED);
         copy[i].b = __atomic_load_n(&e->b, __ATOMIC_RELAXED);
     }
-    loupe__ev *cur1 = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+    const loupe__ev *cur1 = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
     uint64_t w1 = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-    size_t over = (size_t)((w1 - w0) * cap + (size_t)(cur1 - t->seg)) - pos;
+    if (cur1 == NULL || cur1 < seg) {
+        cur1 = cur0;
+    }
+    size_t over = (size_t)((w1 - w0) * cap + (size_t)(cur1 - seg)) - pos;
     if (over > cap) {
         over = cap;
     }
@@ -557,7 +607,8 @@ static int cmp_id(const void *pa, const void *pb) {
  * its packed tail; a one-segment ring oldest-first. Fills the thread's counts. */
 static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     const loupe__collect_params *p = c->p;
-    void *rg = loupe__region;
+    void *rg = c->rg;
+    const loupe__region_hdr *h = rg;
     walk_state ws = {0, 0, UINT64_MAX, 0, 0};
     uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
     uint64_t recycled = __atomic_load_n(&t->recycled, __ATOMIC_ACQUIRE);
@@ -566,27 +617,33 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
     if (t->ring && wraps > 0) {
         size_t k;
-        loupe__ev *copy = ring_copy(t, &k);
+        loupe__ev *copy = ring_copy(c, t, &k);
         if (copy == NULL) {
             return -1;
         }
-        loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
-        total = wraps * (uint64_t)(t->hot.limit - t->seg) + (uint64_t)(cur - t->seg);
+        const loupe__ev *cur = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
+        const loupe__ev *seg = local_ptr(c, t->seg), *lim = local_ptr(c, t->hot.limit);
+        total = k;
+        if (cur != NULL && seg != NULL && lim != NULL && cur >= seg && lim >= seg) {
+            total = wraps * (uint64_t)(lim - seg) + (uint64_t)(cur - seg);
+        }
         n = k;
         r = walk(c, ti, copy, k, 1, &ws);
         free(copy);
     } else if (tail != LOUPE__NO_CHUNK) {
-        n = total = t->tail_n;
-        r = walk(c, ti, loupe__chunk(rg, tail) + t->tail_off, t->tail_n, recycled != 0, &ws);
+        if (tail < h->nchunks && t->tail_off <= LOUPE__CHUNK_SLOTS &&
+            t->tail_n <= LOUPE__CHUNK_SLOTS - t->tail_off) {
+            n = total = t->tail_n;
+            r = walk(c, ti, loupe__chunk(rg, tail) + t->tail_off, t->tail_n, recycled != 0, &ws);
+        }
     } else {
         uint32_t ch = t->first_chunk;
-        for (uint64_t guard = 0; ch != LOUPE__NO_CHUNK && ch < LOUPE__HDR->nchunks && r == 0 &&
-                                 guard < LOUPE__HDR->nchunks;
-             guard++) {
+        for (uint64_t guard = 0;
+             ch != LOUPE__NO_CHUNK && ch < h->nchunks && r == 0 && guard < h->nchunks; guard++) {
             const loupe__ev *base = loupe__chunk(rg, ch);
             uint64_t used;
             if (ch == t->cur_chunk) {
-                loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+                const loupe__ev *cur = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
                 used = cur != NULL && cur >= base ? (uint64_t)(cur - base) : 0;
             } else {
                 used = loupe__meta(rg, ch)->used;
@@ -611,7 +668,20 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     if (close_ns > p->stop_ns) {
         close_ns = p->stop_ns;
     }
+    if (c->foreign && exit_ticks == 0) {
+        /* The program died: its open zones end at its last sign of life, the keeper's latest
+         * clock pair (at most a millisecond before the death), or the thread's last event. */
+        const loupe__region_hdr *fh = c->rg;
+        uint64_t beat = to_ns(p, __atomic_load_n(&fh->rate_ticks, __ATOMIC_ACQUIRE));
+        close_ns = beat > ws.prev ? beat : ws.prev;
+    }
     walk_close(c, ti, &ws, close_ns);
+    if (ws.prev > c->last_ns) {
+        c->last_ns = ws.prev;
+    }
+    if (c->foreign && close_ns > c->last_ns) {
+        c->last_ns = close_ns;
+    }
     uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED) +
                        __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
     loupe_model_thread *th = loupe__mb_thread_at(c->mb, ti);
@@ -632,14 +702,16 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
 int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     /* The preconditions collect.h states: the registry cannot change under the walk, and no
      * thread can start writing a buffer of this session any more. */
-    assert(loupe__registry_held());
-    assert(!loupe__gate_is_open());
+    assert(p->foreign || loupe__registry_held());
+    assert(p->foreign || !loupe__gate_is_open());
     assert(mb != NULL && p != NULL && p->ticks_per_ns > 0.0);
     assert(p->metadata_count == 0 || p->metadata != NULL);
     collector c;
     memset(&c, 0, sizeof c);
     c.p = p;
-    c.maps = read_maps(&c.nmaps);
+    c.rg = p->region != NULL ? p->region : loupe__region;
+    c.foreign = p->foreign;
+    c.maps = c.foreign ? NULL : read_maps(&c.nmaps);
     c.mb = mb;
     loupe_model *m = loupe__mb_model(c.mb);
     m->pid = p->pid;
@@ -654,7 +726,7 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     }
     int failed = 0;
     desc_list l = {NULL, 0, 0, p->state, 0};
-    loupe__threads_each(gather, &l);
+    loupe__threads_each_in(c.rg, gather, &l);
     if (l.failed) {
         free(l.v);
         free(c.maps);
@@ -669,7 +741,7 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
             failed = 1;
             break;
         }
-        if (!__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) &&
+        if (!c.foreign && !__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) &&
             !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) && (pid_t)t->tid != getpid()) {
             char comm[LOUPE__NAME_MAX]; /* its name now (pthread_setname_np) */
             loupe__read_comm(t->tid, comm, sizeof comm);
@@ -680,16 +752,20 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         failed = collect_thread(&c, t, ti) != 0;
     }
     free(l.v);
-    if (!failed && LOUPE__HDR->unregistered != 0) {
+    const loupe__region_hdr *rh = c.rg;
+    if (!failed && rh->unregistered != 0) {
         /* events of threads that found no descriptor: counted on a track of their own */
         size_t ti = loupe__mb_thread_add(c.mb, 0);
         if (ti == SIZE_MAX) {
             failed = 1;
         } else {
             loupe__mb_thread_name(c.mb, ti, "(threads over loupe's limit)");
-            loupe__mb_thread_at(c.mb, ti)->events_dropped = LOUPE__HDR->unregistered;
-            loupe__mb_thread_at(c.mb, ti)->capacity_needed = LOUPE__HDR->unregistered;
+            loupe__mb_thread_at(c.mb, ti)->events_dropped = rh->unregistered;
+            loupe__mb_thread_at(c.mb, ti)->capacity_needed = rh->unregistered;
         }
+    }
+    if (c.foreign) {
+        m->duration_ns = c.last_ns;
     }
     if (!failed && c.reentered != 0) {
         char v[32];

@@ -22,6 +22,12 @@ typedef struct loupe__collect_params {
     const char *host;
     const loupe_kv *metadata;
     size_t metadata_count;
+    /* The region to read: NULL = this process's own. Set with foreign = 1 for a region mapped
+     * from outside after its program died (recover.c): its pointers are the dead program's
+     * (rebased by the header's base_addr), names come from its name table, zones still open end
+     * at their thread's last event, and the trace ends at the last event of any thread. */
+    void *region;
+    int foreign;
 } loupe__collect_params;
 
 /* Adds the session's host threads (slices, instants, counters, flows, loss counts) and the

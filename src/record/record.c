@@ -237,19 +237,25 @@ static loupe__thread *self(void) {
     return b ? (loupe__thread *)(void *)b : thread_register();
 }
 
-void loupe__threads_each(void (*fn)(loupe__thread *t, void *arg), void *arg) {
-    if (loupe__region == NULL) {
+void loupe__threads_each_in(void *region, void (*fn)(loupe__thread *t, void *arg), void *arg) {
+    if (region == NULL) {
         return;
     }
-    uint32_t i = (uint32_t)__atomic_load_n(&LOUPE__HDR->reg_head, __ATOMIC_ACQUIRE);
-    while (i != 0) {
-        loupe__thread *t = loupe__desc(loupe__region, i - 1);
+    loupe__region_hdr *h = region;
+    uint32_t i = (uint32_t)__atomic_load_n(&h->reg_head, __ATOMIC_ACQUIRE);
+    /* bounded: a region read after its program died may hold anything */
+    for (uint64_t n = 0; i != 0 && i <= h->max_threads && n < h->max_threads; n++) {
+        loupe__thread *t = loupe__desc(region, i - 1);
         uint32_t next = t->next;
         if (!__atomic_load_n(&t->free, __ATOMIC_ACQUIRE)) {
             fn(t, arg);
         }
         i = next;
     }
+}
+
+void loupe__threads_each(void (*fn)(loupe__thread *t, void *arg), void *arg) {
+    loupe__threads_each_in(loupe__region, fn, arg);
 }
 
 /* ---- segments ---- */
@@ -400,7 +406,7 @@ static loupe__thread *slow_enter(uint64_t s, unsigned n) {
     }
     loupe__thread *t = self();
     if (t == NULL) {
-        if (loupe__region != NULL && !registering) {
+        if (loupe__region != NULL) { /* no descriptor left, or a signal during registration */
             __atomic_fetch_add(&LOUPE__HDR->unregistered, n, __ATOMIC_RELAXED);
         }
         return NULL;

@@ -180,8 +180,10 @@ void loupe__rec_tail_lock(int take);
  * a session the child starts maps a region of its own. */
 void loupe__rec_forget_in_child(void);
 
-/* Iterates the registry: calls fn for each descriptor that is not free. */
+/* Iterates the registry: calls fn for each descriptor that is not free (of the process's region,
+ * or of a region mapped from outside: recover.c). */
 void loupe__threads_each(void (*fn)(loupe__thread *t, void *arg), void *arg);
+void loupe__threads_each_in(void *region, void (*fn)(loupe__thread *t, void *arg), void *arg);
 
 /* The calling thread's OS id. Async-signal-safe. */
 uint64_t loupe__gettid(void);

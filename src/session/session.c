@@ -16,6 +16,7 @@
 #include "record/record.h"
 #include "session/capture.h"
 #include "session/link.h"
+#include "session/session.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -242,17 +243,17 @@ int loupe_start_trace(const loupe_trace_options *o) {
     return 0;
 }
 
-/* The per-thread figures of the kept trace, in a new array the result owns (trace.h): a later
- * session on any thread does not touch it. -1 when out of memory (then none). */
-static int make_stats(loupe_trace_result *res) {
-    size_t n = kept->thread_count;
+/* The per-thread figures of m, in a new array the result owns (trace.h): a later session on
+ * any thread does not touch it. -1 when out of memory (then none). */
+static int make_stats(loupe_trace_result *res, const loupe_model *m) {
+    size_t n = m->thread_count;
     res->threads = n ? calloc(n, sizeof(*res->threads)) : NULL;
     if (n != 0 && res->threads == NULL) {
         return -1;
     }
     res->thread_count = n;
     for (size_t i = 0; i < n; i++) {
-        const loupe_model_thread *th = &kept->threads[i];
+        const loupe_model_thread *th = &m->threads[i];
         loupe_thread_stats *st = &res->threads[i];
         st->tid = th->tid;
         snprintf(st->name, sizeof st->name, "%s", th->name);
@@ -263,20 +264,24 @@ static int make_stats(loupe_trace_result *res) {
     return 0;
 }
 
-/* Fills res's counts and per-thread figures from the kept trace. -1 when out of memory. */
-static int fill_result(loupe_trace_result *res) {
-    if (res == NULL || kept == NULL) {
+int loupe__result_fill(loupe_trace_result *res, const loupe_model *m) {
+    if (res == NULL || m == NULL) {
         return 0;
     }
-    res->events_recorded = loupe_model_events_recorded(kept);
-    res->events_dropped = loupe_model_events_dropped(kept);
-    res->unmatched_ends = kept->unmatched_ends;
-    res->truncated_zones = kept->truncated_zones;
-    return make_stats(res);
+    res->events_recorded = loupe_model_events_recorded(m);
+    res->events_dropped = loupe_model_events_dropped(m);
+    res->unmatched_ends = m->unmatched_ends;
+    res->truncated_zones = m->truncated_zones;
+    return make_stats(res, m);
+}
+
+/* Fills res's counts and per-thread figures from the kept trace. -1 when out of memory. */
+static int fill_result(loupe_trace_result *res) {
+    return loupe__result_fill(res, kept);
 }
 
 /* The program's name: the basename of /proc/self/exe (comm is cut at 15 characters). */
-static const char *process_name(char *buf, size_t size) {
+const char *loupe__process_name(char *buf, size_t size) {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     buf[0] = 0;
@@ -314,7 +319,7 @@ static loupe_model *collect_session(void) {
         .use_tsc = loupe__use_tsc,
         .origin_unix_ns = start_real_ns,
         .pid = (uint64_t)getpid(),
-        .process_name = process_name(pname, sizeof pname),
+        .process_name = loupe__process_name(pname, sizeof pname),
         .host = host,
         .metadata = meta,
         .metadata_count = meta_count,
