@@ -99,8 +99,8 @@ int posix_memalign(void **out, size_t align, size_t n) {
     return 0;
 }
 
-/* Where the pointers escape to, so that the compiler keeps every call. */
-static void *volatile sink[6];
+/* Where a thread's pointers escape to, so that the compiler keeps every call. */
+static __thread void *volatile sink[6];
 
 static void *worker(void *arg) {
     (void)arg;
