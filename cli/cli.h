@@ -10,6 +10,7 @@ int loupe_cmd_diff(int argc, char **argv);
 int loupe_cmd_gpu_decode(int argc, char **argv);
 int loupe_cmd_capture(int argc, char **argv);
 int loupe_cmd_view(int argc, char **argv);
+int loupe_cmd_recover(int argc, char **argv);
 
 /* True when stderr is a terminal (progress is shown only then). */
 int loupe_cli_tty(void);

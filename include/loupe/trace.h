@@ -116,7 +116,17 @@ typedef struct loupe_trace_options {
      * thread are reused (keep-last), counted either way. A start that cannot reserve it fails
      * with LOUPE_ENOMEM and says how many events would fit. */
     uint64_t session_events;
+    /** What a fatal signal leaves behind when no `loupe record` watches the program: 0 (the
+     * default) = while the session runs, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, and SIGINT
+     * and SIGTERM while their action is the default, write what was recorded to
+     * <log_dir>/loupe-crash-<pid>.region with async-signal-safe calls, then take their default
+     * action (`loupe recover FILE` writes the run directory); handlers the program installed
+     * itself are left alone. LOUPE_CRASH_DUMP_OFF (-1): no handlers. */
+    int crash_dump;
 } loupe_trace_options;
+
+/** loupe_trace_options.crash_dump: install no fatal-signal handlers. */
+#define LOUPE_CRASH_DUMP_OFF (-1)
 
 /** Events recorded and lost on one thread. */
 typedef struct loupe_thread_stats {

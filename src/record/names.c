@@ -74,7 +74,12 @@ static ssize_t read_str(uint64_t addr, char *buf, size_t size) {
     return (ssize_t)strlen(buf);
 }
 
+static int with_funcs = 1; /* symbolising allocates: not from a signal handler */
+
 static void add(int kind, uint64_t addr) {
+    if (kind == LOUPE__NAME_FUNC && !with_funcs) {
+        return;
+    }
     void *r = loupe__region;
     loupe__region_hdr *h = LOUPE__HDR;
     uint64_t key = addr << 2 | (uint64_t)kind;
@@ -181,5 +186,12 @@ static void scan_thread(loupe__thread *t, void *arg) {
 
 void loupe__names_scan(void) {
     uint64_t state = __atomic_load_n(&LOUPE__HDR->state, __ATOMIC_ACQUIRE);
+    with_funcs = 1;
+    loupe__threads_each(scan_thread, &state);
+}
+
+void loupe__names_scan_signal_safe(void) {
+    uint64_t state = __atomic_load_n(&LOUPE__HDR->state, __ATOMIC_ACQUIRE);
+    with_funcs = 0;
     loupe__threads_each(scan_thread, &state);
 }

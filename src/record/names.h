@@ -13,6 +13,9 @@ enum { LOUPE__NAME_SRCLOC = 1, LOUPE__NAME_STR = 2, LOUPE__NAME_FUNC = 3 };
 
 /* Scans the events recorded since the last scan and adds the names they point at. Keeper only. */
 void loupe__names_scan(void);
+/* The same without function symbols (symbolising allocates): async-signal-safe, for a fatal
+ * signal's handler in a process whose keeper does not scan (no `loupe record`). */
+void loupe__names_scan_signal_safe(void);
 
 /* The name stored for (kind, addr) in the region at r, or NULL. The string lives in the region.
  */

@@ -656,7 +656,8 @@ static void thread_exit(void *p) {
     __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
-    int in_session = LOUPE__STATE_LEVEL(s) != 0 && __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s;
+    int in_session =
+        LOUPE__STATE_LEVEL(s) != 0 && __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s;
     if (in_session) {
         /* Zones the thread left open end when it exited (pthread_exit inside a zone). */
         __atomic_store_n(&t->exit_ticks, now, __ATOMIC_RELAXED);

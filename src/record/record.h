@@ -43,9 +43,9 @@
 
 /* One thread's descriptor, in the region (so a parent process can read it after a death). */
 typedef struct loupe__thread {
-    loupe__tbuf hot;    /* cur, limit, state, depth, skip_exits, busy, in_slow: the fast path's
-                           cache line */
-    loupe__ev *seg;     /* the first slot of the current segment (chunk) */
+    loupe__tbuf hot; /* cur, limit, state, depth, skip_exits, busy, in_slow: the fast path's
+                        cache line */
+    loupe__ev *seg;  /* the first slot of the current segment (chunk) */
     char pad_hot[64 - sizeof(loupe__tbuf) - sizeof(loupe__ev *)];
     /* --- written by the owner in the slow path, read by the collector --- */
     uint64_t id;          /* registry id: unique for the process's life, never reused */
@@ -61,12 +61,12 @@ typedef struct loupe__thread {
     uint64_t exit_ticks;  /* clock ticks when the thread exited, 0 while it runs (atomic) */
     uint32_t tail_chunk;  /* an exited thread's last events, packed (LOUPE__NO_CHUNK: none) */
     uint32_t tail_off, tail_n;
-    int32_t ring;         /* keep-last this session */
-    int32_t exited;       /* the thread is gone (atomic) */
-    int32_t free;         /* the descriptor is on the free stack */
-    uint32_t next;        /* registry list (descriptor index + 1; 0 ends it) */
-    uint32_t free_next;   /* free stack link (descriptor index + 1) */
-    uint32_t name_set;    /* loupe_set_thread_name() named it (atomic) */
+    int32_t ring;            /* keep-last this session */
+    int32_t exited;          /* the thread is gone (atomic) */
+    int32_t free;            /* the descriptor is on the free stack */
+    uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
+    uint32_t free_next;      /* free stack link (descriptor index + 1) */
+    uint32_t name_set;       /* loupe_set_thread_name() named it (atomic) */
     uint64_t keeper_scanned; /* slots of this session the keeper scanned for names (keeper.c) */
     char name[LOUPE__NAME_MAX];
 } __attribute__((aligned(64))) loupe__thread;
@@ -78,10 +78,10 @@ _Static_assert(offsetof(loupe__thread, id) == 64, "the hot line is the first lin
 
 /* Per-chunk bookkeeping, in the region's chunk table. */
 typedef struct loupe__chunk_meta {
-    uint32_t next;    /* next chunk of the owner's chain, LOUPE__NO_CHUNK at its end */
-    uint32_t used;    /* slots written before the owner moved on (the current chunk: see cur) */
-    uint32_t owner;   /* descriptor index + 1, 0 when in the pool */
-    uint32_t tail;    /* a tail chunk (exited threads' packed last events), bump offset */
+    uint32_t next;  /* next chunk of the owner's chain, LOUPE__NO_CHUNK at its end */
+    uint32_t used;  /* slots written before the owner moved on (the current chunk: see cur) */
+    uint32_t owner; /* descriptor index + 1, 0 when in the pool */
+    uint32_t tail;  /* a tail chunk (exited threads' packed last events), bump offset */
 } loupe__chunk_meta;
 
 /* The region's header (the first page). Offsets are from the region's start. */

@@ -238,6 +238,7 @@ int loupe_start_trace(const loupe_trace_options *o) {
     opt_link_ms = o->perfetto_link_timeout_ms;
     opt_formats = o->formats;
     open_session(level, o->function_tracing != 0);
+    loupe__crash_arm(opt_log_dir, o->crash_dump != LOUPE_CRASH_DUMP_OFF);
     loupe__cupti_start(o->device_tracer_level); /* never fails the start: see its note */
     pthread_mutex_unlock(&session_lock);
     return 0;
@@ -300,9 +301,10 @@ const char *loupe__process_name(char *buf, size_t size) {
  * collects every thread's events. Called with session_lock held. NULL when out of memory. */
 static loupe_model *collect_session(void) {
     assert(active && loupe__gate_is_open()); /* TRACING or CAPTURING: the start opened it */
+    loupe__crash_disarm();
     uint64_t stop_ticks, stop_mono;
-    loupe__clock_pair(&stop_ticks, &stop_mono); /* events after this are not the session's */
-    loupe__gate_close(); /* and waits for the slow paths under way */
+    loupe__clock_pair(&stop_ticks, &stop_mono);     /* events after this are not the session's */
+    loupe__gate_close();                            /* and waits for the slow paths under way */
     __atomic_store_n(&active, 0, __ATOMIC_RELAXED); /* ended, whatever happens below */
     loupe__gpu_session_close(); /* a later loupe_gpu_session_add fails: nothing is left behind */
     loupe__cupti_stop();        /* flushes its records: they join at loupe__gpu_collect() */
