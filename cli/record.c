@@ -30,17 +30,17 @@ static void usage(FILE *f) {
             "  -o, --log-dir DIR      log directory (default: ./loupe-log)\n"
             "  --level N              host tracer level: 0 records nothing, 1 critical,\n"
             "                         2 info (default), 3 verbose\n"
-            "  --buffer-events N      per-thread buffer capacity in events, 16 bytes each\n"
-            "                         (default %u; a zone is 2 events)\n"
-            "  --lazy-buffers         populate each thread's buffer 1 MiB at a time as it\n"
-            "                         fills (programs with many short threads); the default\n"
-            "                         prefaults a thread's whole buffer (--buffer-events x 16\n"
-            "                         bytes) at its first event, so recording never faults\n"
-            "  --keep-last            when a buffer fills, overwrite the oldest events\n"
-            "                         (default: keep the first, drop and count the rest)\n"
+            "  --session-events N     the session's capacity in events, 16 bytes each, shared\n"
+            "                         by every thread (default %llu: 1 GiB of address space,\n"
+            "                         used only as events are recorded)\n"
+            "  --buffer-events N      each thread's limit in events (default %u; a zone is 2)\n"
+            "  --keep-last            when a thread's limit or the session's capacity is\n"
+            "                         reached, the thread's oldest events give way (default:\n"
+            "                         keep the first, drop and count the rest)\n"
+            "  --lazy-buffers         accepted for scripts; memory is pooled since 0.2\n"
             "  --perfetto             also write the perfetto-json file (below)\n"
             "  --format LIST          the files to write, a comma list of:\n",
-            LOUPE_DEFAULT_BUFFER_EVENTS);
+            (unsigned long long)LOUPE_DEFAULT_SESSION_EVENTS, LOUPE_DEFAULT_BUFFER_EVENTS);
     /* The run-directory formats, from the registry (loupe/writer.h). */
     for (size_t k = 0; k < loupe_format_count(); k++) {
         const loupe_format_desc *d = loupe_format_info(k);
@@ -190,7 +190,7 @@ static const char *field(const char *lines, const char *key, char *buf, size_t s
 
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
-    const char *level = NULL, *buffer = NULL, *formats = NULL;
+    const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
     int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0;
     int i = 1;
     for (; i < argc; i++) {
@@ -209,6 +209,8 @@ int loupe_cmd_record(int argc, char **argv) {
             level = argv[++i];
         } else if (strcmp(a, "--buffer-events") == 0 && i + 1 < argc) {
             buffer = argv[++i];
+        } else if (strcmp(a, "--session-events") == 0 && i + 1 < argc) {
+            session = argv[++i];
         } else if (strcmp(a, "--perfetto") == 0) {
             perfetto = 1;
         } else if (strcmp(a, "--format") == 0 && i + 1 < argc) {
@@ -237,6 +239,12 @@ int loupe_cmd_record(int argc, char **argv) {
     unsigned long v;
     if (level != NULL && parse_u(level, 3, &v) != 0) {
         fprintf(stderr, "loupe record: --level must be 0, 1, 2 or 3, not '%s'\n", level);
+        return 2;
+    }
+    if (session != NULL && (parse_u(session, (unsigned long)1 << 40, &v) != 0 || v < 64)) {
+        fprintf(stderr,
+                "loupe record: --session-events must be a number from 64 to 2^40, not '%s'\n",
+                session);
         return 2;
     }
     if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
@@ -324,6 +332,9 @@ int loupe_cmd_record(int argc, char **argv) {
         }
         if (buffer) {
             setenv("LOUPE_RECORD_BUFFER_EVENTS", buffer, 1);
+        }
+        if (session) {
+            setenv("LOUPE_RECORD_SESSION_EVENTS", session, 1);
         }
         if (perfetto) {
             setenv("LOUPE_RECORD_PERFETTO", "1", 1);
@@ -427,8 +438,12 @@ int loupe_cmd_record(int argc, char **argv) {
             field(lines, "events_recorded", b1, sizeof b1),
             field(lines, "events_dropped", b2, sizeof b2));
     if (strcmp(b2, "0") != 0) {
-        fprintf(stderr, " (rerun with --buffer-events %s to keep them all)",
-                field(lines, "capacity_needed", b3, sizeof b3));
+        char b4[64];
+        fprintf(stderr,
+                " (to keep them all: the busiest thread needed %s events, the session %s: rerun "
+                "with --buffer-events and --session-events at least that)",
+                field(lines, "capacity_needed", b3, sizeof b3),
+                field(lines, "session_needed", b4, sizeof b4));
     }
     fprintf(stderr, "\n");
     printf("%s\n", run_dir);
