@@ -523,7 +523,7 @@ void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_o
     unsigned n = 1 + str_slots(len);
     loupe__ev *e = reserve(t, s, n, 1);
     if (e != NULL) {
-        put(e, ts, (uint64_t)len << 4 | (uint64_t)cut << 3 << 40 | LOUPE__K_BEGIN_DYN);
+        put(e, ts, (uint64_t)len << 4 | (uint64_t)cut << 63 | LOUPE__K_BEGIN_DYN);
         put_str(e + 1, name, len);
         t->hot.depth++;
         publish(t, e, n);
