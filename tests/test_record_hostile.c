@@ -350,10 +350,15 @@ static void test_thread_churn_threads(void **state) {
         assert_int_equal(r.threads[i].events_recorded, 4);
         assert_int_equal(r.threads[i].events_dropped, 0);
     }
-    assert_true(rss1 <= rss0 + 64u * 1024);
-    assert_true(vm1 <= vm0 + 64u * 1024);
     loupe_trace_result_free(&r);
     alarm(0);
+    if (SANITIZED) {
+        /* the sanitizer's runtime keeps per-thread state, shadow and a quarantine of its own */
+        print_message("memory bounds not checked under a sanitizer (the counts were)\n");
+        return;
+    }
+    assert_true(rss1 <= rss0 + 64u * 1024);
+    assert_true(vm1 <= vm0 + 64u * 1024);
 }
 
 /* ---- 4. a reused thread id ---- */
