@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,9 +210,12 @@ static loupe__thread *thread_register(void) {
         fresh = 1;
     }
     loupe__thread *t = loupe__desc(loupe__region, i);
-    uint32_t next = t->next; /* a recycled descriptor keeps its place in the registry list */
-    memset(t, 0, sizeof(*t));
-    t->next = next;
+    /* Everything but the links: a recycled descriptor keeps its place in the registry list, and
+     * free_next may still be read (atomically) by another thread's pop that will fail its CAS. */
+    memset(t, 0, offsetof(loupe__thread, next));
+    t->name_set = 0;
+    t->keeper_scanned = 0;
+    memset(t->name, 0, sizeof t->name);
     t->id = __atomic_add_fetch(&h->next_id, 1, __ATOMIC_RELAXED);
     t->tid = loupe__gettid();
     t->first_chunk = t->cur_chunk = t->tail_chunk = LOUPE__NO_CHUNK;
