@@ -76,6 +76,8 @@ void bench_set_value(bench_case *c, double v);
 typedef struct bench_keys {
     bench_case *zone_static, *notrace, *off, *empty, *dyn, *mt[3], *lttng, *evps, *memzone,
         *pf_evps, *pf_bytes;
+    bench_case *rec_first, *rec_create, *rec_churn, *rec_churn_rss,
+        *rec_churn_vm; /* case_record.c */
     double stop_extra_per_event, model_per_event;
     double compiled_out_delta; /* median of (compiled out - empty loop), paired */
 } bench_keys;
@@ -152,6 +154,7 @@ void bench_cases_floors(void);  /* case_floors.c: floors, empty loop, no trace, 
 void bench_cases_zones(void);   /* case_zones.c: loupe's recording cases on one thread */
 void bench_cases_threads(void); /* case_threads.c: the static zone on 1, 2 and 4 threads */
 void bench_cases_calls(void);   /* case_calls.c: -finstrument-functions, off and recording */
+void bench_cases_record(void);  /* case_record.c: a thread's first zone, create cost, churn */
 void bench_cases_lttng(void);   /* case_peers.c: LTTng-UST, in this process */
 void bench_cases_uftrace(void); /* case_peers.c: uftrace record of a child program */
 void bench_cases_export(void);  /* case_export.c: stop and write per format, sizes, memory */

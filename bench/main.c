@@ -53,6 +53,7 @@ static const bench_group groups[] = {
     {"loupe, one thread", bench_cases_zones, RUN_ALWAYS, NULL},
     {"threads", bench_cases_threads, RUN_ALWAYS, NULL},
     {"function tracing", bench_cases_calls, RUN_ALWAYS, NULL},
+    {"thread lives", bench_cases_record, RUN_ALWAYS, NULL},
     {"LTTng-UST", bench_cases_lttng, RUN_PEER, bench_skip_lttng},
     {"uftrace", bench_cases_uftrace, RUN_PEER, bench_skip_uftrace},
     {"export", bench_cases_export, RUN_EXPORT, NULL},

@@ -90,7 +90,7 @@ typedef struct target {
     int status; /* 1 met, 0 missed, -1 not measured */
 } target;
 
-static target targets[12];
+static target targets[16];
 static size_t ntargets;
 
 static int usable(const bench_case *c) {
@@ -154,6 +154,22 @@ void bench_evaluate_targets(void) {
         double r = k->lttng->ratio / k->zone_static->ratio;
         check(t, r >= 5.0, "%.1f x (LTTng %.1f ns = %.1f x floor)", r, k->lttng->med,
               k->lttng->ratio);
+    }
+    t = add_target("first zone of a new thread", "<= 20 us");
+    if (usable(k->rec_first)) {
+        check(t, k->rec_first->med <= 20.0, "%.1f us", k->rec_first->med);
+    }
+    t = add_target("thread create + first zone + exit", "<= 2 x untraced");
+    if (usable(k->rec_create)) {
+        check(t, k->rec_create->ratio <= 2.0, "%.2f x (%.1f vs %.1f us)", k->rec_create->ratio,
+              k->rec_create->med, k->rec_create->floor);
+    }
+    t = add_target("100k short threads x 2 zones", "<= 2 x untraced, <= 64 MiB RSS");
+    if (usable(k->rec_churn) && usable(k->rec_churn_rss)) {
+        check(t, k->rec_churn->ratio <= 2.0 && k->rec_churn_rss->med <= 64.0,
+              "%.2f x (%.2f vs %.2f s), RSS +%.1f MiB, VM +%.1f MiB", k->rec_churn->ratio,
+              k->rec_churn->med, k->rec_churn->floor, k->rec_churn_rss->med,
+              usable(k->rec_churn_vm) ? k->rec_churn_vm->med : NAN);
     }
     t = add_target("Chrome JSON (gzipped) export", ">= 3 M events/s, one core");
     if (usable(k->evps)) {

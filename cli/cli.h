@@ -10,6 +10,7 @@ int loupe_cmd_diff(int argc, char **argv);
 int loupe_cmd_gpu_decode(int argc, char **argv);
 int loupe_cmd_capture(int argc, char **argv);
 int loupe_cmd_view(int argc, char **argv);
+int loupe_cmd_recover(int argc, char **argv);
 
 /* True when stderr is a terminal (progress is shown only then). */
 int loupe_cli_tty(void);
@@ -20,6 +21,8 @@ int loupe_cli_tty(void);
 #include <stdint.h>
 /* A duration with an adaptive unit: "812 ns", "1.234 µs", "5.000 ms", "2.500 s". */
 void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns);
+/* v with thousands separators ("1,234,567") in buf; returns buf. */
+const char *loupe_cli_group(uint64_t v, char *buf, size_t size);
 /* A JSON string; jansson wants valid UTF-8 (what the readers give): other bytes become '?'. */
 json_t *loupe_cli_jstr(const char *s);
 /* A uint64 as a JSON integer, saturated at INT64_MAX. */

@@ -29,6 +29,7 @@ static const verb verbs[] = {
     {"capture", loupe_cmd_capture,
      "capture N ms from running profiler servers into a run directory"},
     {"view", loupe_cmd_view, "serve a trace once for ui.perfetto.dev and print the link"},
+    {"recover", loupe_cmd_recover, "write the run directory of a trace a crash left behind"},
 };
 
 /* The formats loupe convert writes (the registry, loupe/writer.h), for its line. */

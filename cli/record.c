@@ -4,12 +4,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <loupe/loupe.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,17 +30,17 @@ static void usage(FILE *f) {
             "  -o, --log-dir DIR      log directory (default: ./loupe-log)\n"
             "  --level N              host tracer level: 0 records nothing, 1 critical,\n"
             "                         2 info (default), 3 verbose\n"
-            "  --buffer-events N      per-thread buffer capacity in events, 16 bytes each\n"
-            "                         (default %u; a zone is 2 events)\n"
-            "  --lazy-buffers         populate each thread's buffer 1 MiB at a time as it\n"
-            "                         fills (programs with many short threads); the default\n"
-            "                         prefaults a thread's whole buffer (--buffer-events x 16\n"
-            "                         bytes) at its first event, so recording never faults\n"
-            "  --keep-last            when a buffer fills, overwrite the oldest events\n"
-            "                         (default: keep the first, drop and count the rest)\n"
+            "  --session-events N     the session's capacity in events, 16 bytes each, shared\n"
+            "                         by every thread (default %llu: 1 GiB of address space,\n"
+            "                         used only as events are recorded)\n"
+            "  --buffer-events N      each thread's limit in events (default %u; a zone is 2)\n"
+            "  --keep-last            when a thread's limit or the session's capacity is\n"
+            "                         reached, the thread's oldest events give way (default:\n"
+            "                         keep the first, drop and count the rest)\n"
+            "  --lazy-buffers         accepted for scripts; memory is pooled since 0.2\n"
             "  --perfetto             also write the perfetto-json file (below)\n"
             "  --format LIST          the files to write, a comma list of:\n",
-            LOUPE_DEFAULT_BUFFER_EVENTS);
+            (unsigned long long)LOUPE_DEFAULT_SESSION_EVENTS, LOUPE_DEFAULT_BUFFER_EVENTS);
     /* The run-directory formats, from the registry (loupe/writer.h). */
     for (size_t k = 0; k < loupe_format_count(); k++) {
         const loupe_format_desc *d = loupe_format_info(k);
@@ -188,7 +190,7 @@ static const char *field(const char *lines, const char *key, char *buf, size_t s
 
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
-    const char *level = NULL, *buffer = NULL, *formats = NULL;
+    const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
     int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0;
     int i = 1;
     for (; i < argc; i++) {
@@ -207,6 +209,8 @@ int loupe_cmd_record(int argc, char **argv) {
             level = argv[++i];
         } else if (strcmp(a, "--buffer-events") == 0 && i + 1 < argc) {
             buffer = argv[++i];
+        } else if (strcmp(a, "--session-events") == 0 && i + 1 < argc) {
+            session = argv[++i];
         } else if (strcmp(a, "--perfetto") == 0) {
             perfetto = 1;
         } else if (strcmp(a, "--format") == 0 && i + 1 < argc) {
@@ -237,12 +241,18 @@ int loupe_cmd_record(int argc, char **argv) {
         fprintf(stderr, "loupe record: --level must be 0, 1, 2 or 3, not '%s'\n", level);
         return 2;
     }
+    if (session != NULL && (parse_u(session, (unsigned long)1 << 40, &v) != 0 || v < 64)) {
+        fprintf(stderr,
+                "loupe record: --session-events must be a number from 64 to 2^40, not '%s'\n",
+                session);
+        return 2;
+    }
     if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
         fprintf(stderr, "loupe record: --buffer-events must be a number from 64 to %u, not '%s'\n",
                 UINT32_MAX, buffer);
         return 2;
     }
-    unsigned bits;
+    unsigned bits = 0;
     if (formats != NULL && loupe_format_parse_list(formats, &bits) != 0) {
         fprintf(stderr, "loupe record: --format '%s': %s\n", formats, loupe_last_error());
         return 2;
@@ -295,6 +305,10 @@ int loupe_cmd_record(int argc, char **argv) {
     char ldp[PATH_MAX * 3];
     const char *old = getenv("LD_PRELOAD");
     snprintf(ldp, sizeof ldp, "%s:%s%s%s", lib, preload, old && *old ? ":" : "", old ? old : "");
+    /* The program records into this memfd (its recording region): loupe keeps it, so that what
+     * the program recorded survives its death (SIGKILL, a crash, _exit, exec). Without memfd
+     * the program records in its own memory, as a linked program does. */
+    int shm = memfd_create("loupe-record", MFD_CLOEXEC);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));
@@ -302,6 +316,14 @@ int loupe_cmd_record(int argc, char **argv) {
         return 1;
     }
     if (pid == 0) {
+        if (shm >= 0) {
+            char num[32];
+            (void)fcntl(shm, F_SETFD, 0); /* inherited by the program, and by it alone */
+            snprintf(num, sizeof num, "%d", shm);
+            setenv("LOUPE_RECORD_SHM_FD", num, 1);
+            snprintf(num, sizeof num, "%ld", (long)getpid());
+            setenv("LOUPE_RECORD_SHM_PID", num, 1);
+        }
         setenv("LD_PRELOAD", ldp, 1);
         setenv("LOUPE_RECORD_DIR", abs_log, 1);
         setenv("LOUPE_RECORD_RESULT", result, 1);
@@ -310,6 +332,9 @@ int loupe_cmd_record(int argc, char **argv) {
         }
         if (buffer) {
             setenv("LOUPE_RECORD_BUFFER_EVENTS", buffer, 1);
+        }
+        if (session) {
+            setenv("LOUPE_RECORD_SESSION_EVENTS", session, 1);
         }
         if (perfetto) {
             setenv("LOUPE_RECORD_PERFETTO", "1", 1);
@@ -347,6 +372,42 @@ int loupe_cmd_record(int argc, char **argv) {
     int status;
     read_result(result, run_dir, sizeof run_dir, lines, sizeof lines, &status);
     unlink(result);
+    if (status == -1000 && shm >= 0 && code != 127) {
+        /* The program ended without stopping its session: what it recorded is in the memfd. */
+        char cause[256];
+        if (WIFSIGNALED(st)) {
+            snprintf(cause, sizeof cause, "killed by signal %d (%s)", WTERMSIG(st),
+                     strsignal(WTERMSIG(st)));
+        } else {
+            snprintf(cause, sizeof cause,
+                     "exited with status %d without stopping its session (_exit() or exec())",
+                     code);
+        }
+        const char *slash = strrchr(argv[i], '/');
+        loupe_recover_options ro = {.log_dir = abs_log,
+                                    .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
+                                    .process_name = slash ? slash + 1 : argv[i],
+                                    .cause = cause};
+        loupe_trace_result rr = {.size = sizeof rr};
+        int rc = loupe_recover_trace(shm, &ro, &rr);
+        close(shm);
+        if (rc == 0) {
+            char n1[32], n2[32];
+            fprintf(stderr, "loupe record: %s %s; %s events recovered, %s dropped\n", argv[i],
+                    cause, loupe_cli_group(rr.events_recorded, n1, sizeof n1),
+                    loupe_cli_group(rr.events_dropped, n2, sizeof n2));
+            printf("%s\n", rr.run_dir);
+            loupe_trace_result_free(&rr);
+            return code;
+        }
+        if (rc != LOUPE_ENO_TRACE) {
+            fprintf(stderr, "loupe record: %s %s, and its trace could not be recovered: %s\n",
+                    argv[i], cause, loupe_last_error());
+            return code;
+        }
+    } else if (shm >= 0) {
+        close(shm);
+    }
     if (WIFSIGNALED(st)) {
         fprintf(stderr,
                 "loupe record: %s was killed by signal %d (%s) before it could write "
@@ -377,8 +438,12 @@ int loupe_cmd_record(int argc, char **argv) {
             field(lines, "events_recorded", b1, sizeof b1),
             field(lines, "events_dropped", b2, sizeof b2));
     if (strcmp(b2, "0") != 0) {
-        fprintf(stderr, " (rerun with --buffer-events %s to keep them all)",
-                field(lines, "capacity_needed", b3, sizeof b3));
+        char b4[64];
+        fprintf(stderr,
+                " (to keep them all: the busiest thread needed %s events, the session %s: rerun "
+                "with --buffer-events and --session-events at least that)",
+                field(lines, "capacity_needed", b3, sizeof b3),
+                field(lines, "session_needed", b4, sizeof b4));
     }
     fprintf(stderr, "\n");
     printf("%s\n", run_dir);

@@ -58,3 +58,17 @@ void loupe_cli_format_names(char *buf, size_t size, int (*keep)(const loupe_form
         count++;
     }
 }
+
+const char *loupe_cli_group(uint64_t v, char *buf, size_t size) {
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+    size_t o = 0;
+    for (int k = 0; k < n && o + 2 < size; k++) {
+        if (k > 0 && (n - k) % 3 == 0) {
+            buf[o++] = ',';
+        }
+        buf[o++] = digits[k];
+    }
+    buf[o] = 0;
+    return buf;
+}

@@ -84,7 +84,8 @@ set -e
 # 4. a full buffer says how much would have held everything
 "$loupe" record -o "$tmp/log4" --buffer-events 64 -- "$build/examples/instrumented" \
   >/dev/null 2>"$tmp/err4"
-grep -q "dropped (rerun with --buffer-events" "$tmp/err4" || fail "drop hint: $(cat "$tmp/err4")"
+grep -qE "dropped \(to keep them all: the busiest thread needed [0-9]+ events, the session [0-9]+: rerun with --buffer-events and --session-events at least that\)" "$tmp/err4" ||
+  fail "drop hint: $(cat "$tmp/err4")"
 # 5. a program that stops the session itself (its cleanup path): status 0, the run dir printed
 src=$2
 cat >"$tmp/selfstop.c" <<'C'

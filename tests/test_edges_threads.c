@@ -231,33 +231,51 @@ static void test_function_tracing_follows_level(void **state) {
     loupe_trace_result_free(&r);
 }
 
-/* Lazy buffers across 1 MiB chunk boundaries, both policies: 150000 zones (300000 events) into
- * 200000 slots (3+ chunks). Keep-first keeps the first 100000 zones; keep-last the last 100000. */
-static void test_lazy_buffers_overflow(void **state) {
+/* Overflow across chunk boundaries, both policies: 150000 zones (300000 events) into a thread
+ * limit of 200000 slots (49 chunks). Keep-first keeps exactly the first 100000 zones; keep-last
+ * reuses the thread's oldest chunk for new events, so it keeps the newest events, at least the
+ * limit less one chunk, and counts the rest. */
+static void test_overflow_across_chunks(void **state) {
     (void)state;
     for (int ring = 0; ring < 2; ring++) {
         loupe_trace_options o = {.log_dir = tu_dir,
                                  .buffer_events = 200000,
-                                 .lazy_buffers = 1,
                                  .overflow =
                                      ring ? LOUPE_OVERFLOW_KEEP_LAST : LOUPE_OVERFLOW_KEEP_FIRST};
         loupe_trace_result r = {.size = sizeof r};
         assert_int_equal(loupe_start_trace(&o), 0);
         for (int i = 0; i < 150000; i++) {
             LOUPE_ZONE("lz");
+            LOUPE_ARG_I64("i", i);
         }
         assert_int_equal(loupe_stop_trace(&r), 0);
-        assert_int_equal(r.events_recorded, 200000);
-        assert_int_equal(r.events_dropped, 100000);
-        assert_int_equal(r.threads[0].capacity_needed, 300000);
+        assert_int_equal(r.events_recorded + r.events_dropped, 600000);
+        assert_int_equal(r.threads[0].capacity_needed, 600000);
+        if (!ring) {
+            assert_int_equal(r.events_recorded, 200000);
+            assert_int_equal(r.events_dropped, 400000);
+        } else {
+            assert_true(r.events_recorded >= 200000 - LOUPE_CHUNK_EVENTS);
+            assert_true(r.events_recorded <= 200000);
+        }
+        loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+        const loupe_model_thread *t = &m->threads[0];
+        assert_int_equal(t->slice_count, r.events_recorded / 4);
+        /* keep-first: zones 0.. in order; keep-last: a contiguous run ending at the last */
+        int64_t first = ring ? 150000 - (int64_t)t->slice_count : 0;
+        for (size_t i = 0; i < t->slice_count; i += 997) {
+            assert_int_equal(t->slices[i].args[0].v.i, first + (int64_t)i);
+        }
+        loupe_model_free(m);
         loupe_trace_result_free(&r);
     }
 }
 
-/* A buffer that cannot be mapped (address-space limit) loses nothing silently: every event of
- * the thread is counted as dropped. Runs in a child with RLIMIT_AS lowered; not under
- * sanitizers (their shadow memory needs the address space). */
-static void test_unmappable_buffer_counts_drops(void **state) {
+/* A session whose capacity cannot be mapped (an address-space limit) fails to start with the
+ * cause and the capacity that would fit; a start with that capacity records every event. Runs
+ * in a child with RLIMIT_AS lowered; not under sanitizers (their shadow memory needs the
+ * address space). */
+static void test_unmappable_capacity(void **state) {
     (void)state;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     skip();
@@ -269,21 +287,36 @@ static void test_unmappable_buffer_counts_drops(void **state) {
         if (setrlimit(RLIMIT_AS, &rl) != 0) {
             _exit(10);
         }
-        loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 1u << 28}; /* 4 GiB */
-        if (loupe_start_trace(&o) != 0) {
+        loupe_trace_options o = {.log_dir = tu_dir, .session_events = (uint64_t)1 << 28};
+        if (loupe_start_trace(&o) != LOUPE_ENOMEM) { /* 4 GiB */
             _exit(11);
         }
-        for (int i = 0; i < 10; i++) {
-            LOUPE_ZONE("nowhere");
-        }
-        loupe_trace_result r = {.size = sizeof r};
-        int rc = loupe_stop_trace(&r);
-        if (rc != 0) {
+        const char *d = loupe_last_error();
+        const char *fit = strstr(d, "the process can map ");
+        if (strstr(d, "for a session of 268435456 events: Cannot allocate memory (errno 12)") ==
+                NULL ||
+            fit == NULL) {
+            fprintf(stderr, "detail: %s\n", d);
             _exit(12);
         }
-        if (r.events_recorded != 0 || r.events_dropped != 20 || r.thread_count != 1 ||
-            r.threads[0].capacity_needed != 20) {
+        uint64_t n = strtoull(fit + strlen("the process can map "), NULL, 10);
+        if (n < LOUPE_CHUNK_EVENTS || n >= (uint64_t)1 << 28) {
             _exit(13);
+        }
+        o.session_events = n;
+        if (loupe_start_trace(&o) != 0) {
+            fprintf(stderr, "start with %llu: %s\n", (unsigned long long)n, loupe_last_error());
+            _exit(14);
+        }
+        for (int i = 0; i < 10; i++) {
+            LOUPE_ZONE("somewhere");
+        }
+        loupe_trace_result r = {.size = sizeof r};
+        if (loupe_stop_trace(&r) != 0) {
+            _exit(15);
+        }
+        if (r.events_recorded != 20 || r.events_dropped != 0) {
+            _exit(16);
         }
         loupe_trace_result_free(&r);
         _exit(0);
@@ -328,8 +361,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_function_overflow_keep_first, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_function_tracing_follows_level, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_xplane_only_run_dir, tu_setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_lazy_buffers_overflow, tu_setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_unmappable_buffer_counts_drops, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_across_chunks, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_unmappable_capacity, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

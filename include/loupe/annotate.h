@@ -21,10 +21,18 @@
  *
  * Lifetimes: names, keys and srclocs given as `const char *` to the static forms must outlive the
  * session's stop (string literals do); the _DYN forms and string argument values are copied.
- * Thread-safety: every call records on the calling thread's own buffer; any thread, lock-free,
- * no allocation after the thread's first event, no system call. When the buffer is full the
- * event is dropped and counted (or overwrites the oldest, per the session's overflow policy).
- * Not async-signal-safe: do not record from a signal handler that may interrupt a recording call.
+ * Thread-safety: every call records on the calling thread's own memory; any thread, lock-free.
+ * A thread's first event in a session takes a 64 KiB chunk from the session's pool (prepared
+ * ahead by loupe's keeper thread: a few µs, no malloc, no lock, one gettid); later events make
+ * no system call and allocate nothing, except that a thread that fills a chunk takes the next
+ * (lock-free). When the session's capacity or the thread's limit is used up the event is
+ * dropped and counted (or the thread's oldest events give way, per the overflow policy).
+ * Signal-safety: every call is async-signal-safe and reentrant. A signal handler (or an
+ * allocator the program replaced, or an instrumented function loupe calls) that records on a
+ * thread outside a recording call records normally, its zones nested inside the zone open
+ * there; one that interrupts a recording call on the same thread has its events dropped and
+ * counted (the trace's "loupe_events_reentered"; a zone's begin counts its end too), never
+ * written over another event. A thread's first event may come from a handler.
  *
  * Nesting: zones on one thread must end in the reverse order of their begins. An end that matches
  * a zone deeper in the stack closes the zones above it there (they lost their ends: an early
@@ -87,21 +95,7 @@ LOUPE__INLINE uint64_t loupe_zone_begin(const loupe_srcloc *sl) {
  * is 0 (the begin was not recorded). */
 LOUPE__INLINE void loupe_zone_end_state(const loupe_srcloc *sl, uint64_t s) {
     if (s != 0) {
-        loupe__tbuf *t = loupe__tls;
-        uint64_t ts = loupe__now();
-        uint64_t b = LOUPE__ADDR(sl) | LOUPE__K_END;
-        if (__builtin_expect(t != LOUPE__NULL &&
-                                 __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s &&
-                                 t->cur < t->limit,
-                             1)) {
-            loupe__ev *e = t->cur;
-            __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
-            __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
-            t->depth -= t->depth ? 1u : 0u;
-            __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
-        } else {
-            (void)loupe__record_slow(s, ts, b, -1);
-        }
+        loupe__push_end(s, LOUPE__ADDR(sl) | LOUPE__K_END);
     }
 }
 

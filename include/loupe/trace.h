@@ -59,8 +59,13 @@ enum {
     LOUPE_FORMAT_PERFETTO_JSON = 1 << 3   /* perfetto_trace.json.gz (= create_perfetto_trace) */
 };
 
-/** Default per-thread capacity: 1 Mi events (16 MiB per thread, 16 bytes per event). */
+/** Default per-thread limit: 1 Mi events (16 MiB of the session's memory, 16 bytes an event). */
 #define LOUPE_DEFAULT_BUFFER_EVENTS (1u << 20)
+/** Default session capacity: 64 Mi events (1 GiB of address space, populated only as events
+ * are recorded). */
+#define LOUPE_DEFAULT_SESSION_EVENTS ((uint64_t)1 << 26)
+/** Memory is handed to threads in chunks of this many events (64 KiB). */
+#define LOUPE_CHUNK_EVENTS 4096u
 
 /** Options of loupe_start_trace(). Zero-initialise, then set what you need. */
 typedef struct loupe_trace_options {
@@ -71,8 +76,10 @@ typedef struct loupe_trace_options {
     /** Non-zero: also write perfetto_trace.json.gz (Chrome JSON without the top-level
      * "metadata" key, which makes Perfetto's UI show a blank trace: jax-ml/jax#10843). */
     int create_perfetto_trace;
-    /** Per-thread buffer capacity in events (16 bytes each); 0 = LOUPE_DEFAULT_BUFFER_EVENTS.
-     * Minimum 64. A zone is 2 events; an argument, instant, counter or flow is 2 more. */
+    /** Per-thread limit in events (16 bytes each); 0 = LOUPE_DEFAULT_BUFFER_EVENTS. Minimum 64.
+     * A zone is 2 events; an argument, instant, counter or flow is 2 more; a copied name or
+     * string takes one more per 15 bytes. The events come from the session's capacity
+     * (session_events), a chunk of LOUPE_CHUNK_EVENTS at a time. */
     uint32_t buffer_events;
     /** Overflow policy; 0 = keep the first events. */
     loupe_overflow overflow;
@@ -96,15 +103,30 @@ typedef struct loupe_trace_options {
      * a GPU, or with another CUPTI subscriber (Nsight), the session goes on host-only and
      * loupe_gpu_device_tracer_note() (loupe/gpu.h) says why. */
     int device_tracer_level;
-    /** Buffer population. 0 (default): a thread's whole buffer is mapped and prefaulted at its
-     * first event in the session (outside any zone: the event's timestamp is taken after), so
-     * recording never takes a page fault (the ~6 ns per event a first touch costs on a VM).
-     * When the thread exits, the unused rest is given back to the system. Non-zero: pages are
-     * touched 1 MiB at a time as the buffer fills, for programs that start many short threads
-     * (each costs 1 MiB instead of buffer_events x 16 bytes, and no prefault time), at the price
-     * of those page faults on the record path. */
+    /** Ignored since 0.2 (kept for the ABI): memory is one pool for the session, handed to
+     * threads a chunk at a time and populated ahead of demand by a background thread, so no
+     * thread pays for a buffer it does not fill. */
     int lazy_buffers;
+    /** The session's capacity in events, shared by every thread; 0 = LOUPE_DEFAULT_SESSION_EVENTS.
+     * Counted in chunks of LOUPE_CHUNK_EVENTS (a smaller value is one chunk); a thread's own
+     * events are further limited by buffer_events. Address space for it is reserved at the
+     * start (without committing memory: MAP_NORESERVE); memory grows as events are recorded,
+     * plus one chunk per thread that records and a 320-byte descriptor per thread. When the
+     * capacity is used up, new events are dropped (keep-first) or the oldest chunks of the
+     * thread are reused (keep-last), counted either way. A start that cannot reserve it fails
+     * with LOUPE_ENOMEM and says how many events would fit. */
+    uint64_t session_events;
+    /** What a fatal signal leaves behind when no `loupe record` watches the program: 0 (the
+     * default) = while the session runs, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, and SIGINT
+     * and SIGTERM while their action is the default, write what was recorded to
+     * <log_dir>/loupe-crash-<pid>.region with async-signal-safe calls, then take their default
+     * action (`loupe recover FILE` writes the run directory); handlers the program installed
+     * itself are left alone. LOUPE_CRASH_DUMP_OFF (-1): no handlers. */
+    int crash_dump;
 } loupe_trace_options;
+
+/** loupe_trace_options.crash_dump: install no fatal-signal handlers. */
+#define LOUPE_CRASH_DUMP_OFF (-1)
 
 /** Events recorded and lost on one thread. */
 typedef struct loupe_thread_stats {
@@ -188,6 +210,35 @@ LOUPE_API int loupe_stop_trace_if_active(loupe_trace_result *result);
  * LOUPE_EALREADY_STARTED (a session is running: its start dropped the old trace), LOUPE_EINVALID,
  * LOUPE_EIO, LOUPE_ENOMEM. Thread-safety: any thread. */
 LOUPE_API int loupe_write_last_trace(const char *log_dir, loupe_trace_result *result);
+
+/** Options of loupe_recover_trace(). Zero-initialise. */
+typedef struct loupe_recover_options {
+    /** Required: the log directory the run directory goes under (as loupe_start_trace's). */
+    const char *log_dir;
+    /** Optional run directory name instead of the local time; one path component. */
+    const char *run_name;
+    /** LOUPE_FORMAT_* bits; 0 = the default set. */
+    unsigned formats;
+    /** Optional: the program's name (the trace's process name). Copied. */
+    const char *process_name;
+    /** Optional: what happened, e.g. "killed by signal 9 (Killed)"; written into the trace's
+     * metadata as "loupe_recovered". Copied. */
+    const char *cause;
+} loupe_recover_options;
+
+/** Writes the trace a program was recording when it died (SIGKILL, a crash, _exit(), exec)
+ * into a new run directory, from fd: the memfd `loupe record` gave the program
+ * (LOUPE_RECORD_SHM_FD, docs/record.md), which holds every event written up to the death.
+ * Zones still open end at their thread's last event and are marked truncated; names come from
+ * the region's name table (a zone first recorded in the program's last millisecond may read
+ * "(name lost 0x...)"). The region is read as untrusted input. result (may be NULL) is filled
+ * as by loupe_stop_trace() and must be freed with loupe_trace_result_free().
+ * Errors: LOUPE_EINVALID (NULL options or log_dir, a bad fd or result size), LOUPE_ENO_TRACE
+ * (the program never started a session, or stopped it and wrote its trace itself: the detail
+ * says which), LOUPE_EFORMAT (not a loupe region, or its header is damaged), LOUPE_EIO,
+ * LOUPE_ENOMEM. Thread-safety: any thread; does not touch this process's own session. */
+LOUPE_API int loupe_recover_trace(int fd, const loupe_recover_options *options,
+                                  loupe_trace_result *result);
 
 /** Non-zero while a session is active. Thread-safety: any thread (a relaxed read). */
 LOUPE_API int loupe_is_tracing(void);

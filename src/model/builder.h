@@ -40,7 +40,8 @@ loupe_model *loupe__mb_model(loupe__mb *mb);
 size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid);
 /* Appends a thread with this tid, which loupe__mb_thread() will not find (and whose tid the
  * caller may change): for readers that key tracks themselves, where a GPU track and a host
- * thread may share a tid. SIZE_MAX on OOM. */
+ * thread may share a tid, and for the collector, whose threads are registry entries (a tid the
+ * kernel reused is another thread). SIZE_MAX on OOM. */
 size_t loupe__mb_thread_add(loupe__mb *mb, uint64_t tid);
 /* Sets a thread's name (interned). */
 void loupe__mb_thread_name(loupe__mb *mb, size_t thread, const char *name);

@@ -6,7 +6,8 @@
  * Environment (set by loupe record; documented in docs/record.md):
  *   LOUPE_RECORD_DIR            log_dir (required: without it the library does nothing)
  *   LOUPE_RECORD_LEVEL          host tracer level 0..3
- *   LOUPE_RECORD_BUFFER_EVENTS  per-thread capacity in events
+ *   LOUPE_RECORD_BUFFER_EVENTS  each thread's limit in events
+ *   LOUPE_RECORD_SESSION_EVENTS the session's capacity in events
  *   LOUPE_RECORD_OVERFLOW       "first" or "last"
  *   LOUPE_RECORD_PERFETTO       "1": also perfetto_trace.json.gz
  *   LOUPE_RECORD_LAZY           "1": lazy_buffers (populate buffers as they fill)
@@ -84,6 +85,10 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     if (be != NULL && be[0]) {
         o.buffer_events = (uint32_t)strtoul(be, NULL, 10);
     }
+    const char *se = getenv("LOUPE_RECORD_SESSION_EVENTS");
+    if (se != NULL && se[0]) {
+        o.session_events = strtoull(se, NULL, 10);
+    }
     const char *ov = getenv("LOUPE_RECORD_OVERFLOW");
     if (ov != NULL && strcmp(ov, "last") == 0) {
         o.overflow = LOUPE_OVERFLOW_KEEP_LAST;
@@ -156,13 +161,17 @@ static void loupe_preload_stop(void) {
             (unsigned long long)res.events_recorded, (unsigned long long)res.events_dropped,
             (unsigned long long)res.unmatched_ends, (unsigned long long)res.truncated_zones,
             res.thread_count);
-    uint64_t need = 0;
+    uint64_t need = 0, total = 0;
     for (size_t i = 0; i < res.thread_count; i++) {
         if (res.threads[i].capacity_needed > need) {
             need = res.threads[i].capacity_needed;
         }
+        /* each thread holds whole chunks of the session's capacity */
+        uint64_t c = res.threads[i].capacity_needed;
+        total += (c + LOUPE_CHUNK_EVENTS - 1) / LOUPE_CHUNK_EVENTS * LOUPE_CHUNK_EVENTS;
     }
-    fprintf(f, "capacity_needed=%llu\n", (unsigned long long)need);
+    fprintf(f, "capacity_needed=%llu\nsession_needed=%llu\n", (unsigned long long)need,
+            (unsigned long long)total);
     fclose(f);
     loupe_trace_result_free(&res);
 }

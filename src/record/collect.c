@@ -16,6 +16,7 @@
 #include "base/array.h"
 #include "base/error.h"
 #include "model/builder.h"
+#include "record/names.h"
 #include "record/record.h"
 
 #include <assert.h>
@@ -120,7 +121,39 @@ typedef struct collector {
     uint64_t unmatched;
     mapping *maps; /* readable mappings, sorted: static names of unloaded libraries are not */
     size_t nmaps;
+    uint64_t reentered; /* events dropped as re-entered calls (signal handlers, allocators) */
+    uint64_t cut;       /* copied strings cut to fit */
+    void *rg;           /* the region read */
+    int foreign;        /* a dead program's region: no pointer of it is followed */
+    uint64_t last_ns;   /* the latest event of any thread (foreign: the trace's end) */
 } collector;
+
+/* A pointer stored in the region, as this process can read it (foreign: rebased; NULL when it
+ * points outside the region's chunks). */
+static const loupe__ev *local_ptr(const collector *c, const loupe__ev *p) {
+    if (!c->foreign || p == NULL) {
+        return p;
+    }
+    const loupe__region_hdr *h = c->rg;
+    uint64_t a = (uint64_t)(uintptr_t)p, lo = h->base_addr + h->chunk_off;
+    uint64_t hi = lo + h->nchunks * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+    if (a < lo || a > hi || (a - lo) % sizeof(loupe__ev) != 0) {
+        return NULL;
+    }
+    return (const loupe__ev *)(const void *)((const char *)c->rg + (a - h->base_addr));
+}
+
+/* A name the dead program's events point at, from the region's name table. */
+static const char *foreign_name(collector *c, int kind, uint64_t addr) {
+    const char *n = loupe__names_find(c->rg, kind, addr);
+    if (n != NULL) {
+        return loupe__mb_str(c->mb, n);
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, kind == LOUPE__NAME_FUNC ? "0x%llx" : "(name lost 0x%llx)",
+             (unsigned long long)addr);
+    return loupe__mb_str(c->mb, buf);
+}
 
 /* The process's readable mappings (/proc/self/maps), sorted by address. */
 static mapping *read_maps(size_t *n) {
@@ -177,6 +210,9 @@ static const char *intern_ptr(collector *c, const char *s) {
     if (s == NULL) {
         return loupe__mb_str(c->mb, "");
     }
+    if (c->foreign) {
+        return foreign_name(c, LOUPE__NAME_STR, (uint64_t)(uintptr_t)s);
+    }
     const char *v = pc_get(&c->names, (uintptr_t)s);
     if (v == NULL) {
         uintptr_t end = readable_end(c, (uintptr_t)s);
@@ -195,6 +231,9 @@ static const char *intern_ptr(collector *c, const char *s) {
 
 /* A static zone's name, or "(unloaded)" when its srcloc's library is gone. */
 static const char *srcloc_name(collector *c, const loupe_srcloc *sl) {
+    if (c->foreign) {
+        return foreign_name(c, LOUPE__NAME_SRCLOC, (uint64_t)(uintptr_t)sl);
+    }
     uintptr_t end = readable_end(c, (uintptr_t)sl);
     if (end < (uintptr_t)sl + sizeof(*sl)) {
         return loupe__mb_str(c->mb, "(unloaded)");
@@ -203,6 +242,9 @@ static const char *srcloc_name(collector *c, const loupe_srcloc *sl) {
 }
 
 static const char *intern_func(collector *c, uint64_t addr) {
+    if (c->foreign) {
+        return foreign_name(c, LOUPE__NAME_FUNC, addr);
+    }
     const char *v = pc_get(&c->funcs, (uintptr_t)addr);
     if (v == NULL) {
         char buf[512];
@@ -262,15 +304,24 @@ static uint64_t to_ns(const loupe__collect_params *p, uint64_t ticks) {
     return (uint64_t)((double)(ticks - p->start_ticks) / p->ticks_per_ns + 0.5);
 }
 
-/* Walks one thread's slots [from, to) in order. */
+/* A thread's walk, carried across its segments (chunks, a packed tail). */
+typedef struct walk_state {
+    size_t depth;
+    uint64_t prev;
+    uint64_t first_ns;
+    int done;     /* an event after the stop was met: the rest is not this session's */
+    uint64_t cut; /* copied strings cut to fit */
+} walk_state;
+
+/* Walks the slots [0, n) of one segment of a thread, in order. */
 static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int wrapped,
-                uint64_t close_ns, uint64_t *last_ns) {
+                walk_state *ws) {
     char str[LOUPE_MAX_DYN_NAME + 16];
     loupe__mb *mb = c->mb;
-    size_t depth = 0;
-    uint64_t prev = 0;
-    uint64_t first_ns = UINT64_MAX;
-    for (size_t i = 0; i < n; i++) {
+    size_t depth = ws->depth;
+    uint64_t prev = ws->prev;
+    uint64_t first_ns = ws->first_ns;
+    for (size_t i = 0; i < n && !ws->done; i++) {
         uint64_t a = __atomic_load_n(&slots[i].a, __ATOMIC_RELAXED);
         uint64_t b = __atomic_load_n(&slots[i].b, __ATOMIC_RELAXED);
         unsigned kind = (unsigned)(b & 15u);
@@ -281,6 +332,11 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
         if (kind == LOUPE__K_EXT &&
             (sub == LOUPE__EXT_ARG || sub == LOUPE__EXT_FLOW_OUT || sub == LOUPE__EXT_FLOW_IN)) {
             a = 0; /* no timestamp: these attach to the open zone */
+        }
+        if (a != 0 && a > c->p->stop_ticks) {
+            ws->done = 1; /* recorded by a thread that passed the gate as it closed: after the
+                             stop, so not shown (its zones open here end at the stop) */
+            break;
         }
         uint64_t ns = a == 0 && kind == LOUPE__K_EXT ? prev : to_ns(c->p, a);
         if (ns < prev) {
@@ -310,8 +366,9 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                 zk = Z_STATIC;
                 key = b;
             } else if (kind == LOUPE__K_BEGIN_DYN) {
-                i += read_str(slots, i + 1, n, b >> 4, str);
+                i += read_str(slots, i + 1, n, (b >> 4) & 0xffffffffu, str);
                 s->name = loupe__mb_str(mb, str);
+                ws->cut += b >> 63;
                 zk = Z_DYN;
                 key = 0;
             } else {
@@ -390,6 +447,8 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             const char *ref = (const char *)(uintptr_t)(vb >> 4);
             if (sub == LOUPE__EXT_ARG) {
                 if (flags == LOUPE_ARG_STRING) {
+                    ws->cut += va >> 63;
+                    va &= ~(1ull << 63);
                     i += read_str(slots, i + 1, n, va, str);
                 }
                 if (depth == 0) {
@@ -434,18 +493,23 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             break;
         }
     }
-    /* Zones still open at the stop (or when their thread exited) end there, truncated. */
-    if (close_ns < prev) {
-        close_ns = prev;
+    ws->depth = depth;
+    ws->prev = prev;
+    ws->first_ns = first_ns;
+    return 0;
+}
+
+/* Zones still open at the stop (or when their thread exited) end there, truncated. */
+static void walk_close(collector *c, size_t ti, walk_state *ws, uint64_t close_ns) {
+    if (close_ns < ws->prev) {
+        close_ns = ws->prev;
     }
-    while (depth > 0) {
-        loupe_slice *s = loupe__mb_slice_at(mb, ti, c->stack[depth - 1].slice);
+    while (ws->depth > 0) {
+        loupe_slice *s = loupe__mb_slice_at(c->mb, ti, c->stack[ws->depth - 1].slice);
         s->dur_ns = close_ns - s->start_ns;
         s->flags |= LOUPE_SLICE_TRUNCATED;
-        depth--;
+        ws->depth--;
     }
-    *last_ns = prev;
-    return 0;
 }
 
 static int cmp_flow(const void *pa, const void *pb) {
@@ -477,26 +541,34 @@ static int pair_flows(collector *c) {
     return 0;
 }
 
-/* Copies a wrapped ring oldest-first and discards what a straggler may have overwritten while
- * it was copied (cur/wraps re-read afterwards, as a seqlock reader would). */
-static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
-    loupe__ev *cur0 = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+/* Copies a wrapped one-segment ring oldest-first and discards what a straggler may have
+ * overwritten while it was copied (cur/wraps re-read afterwards, as a seqlock reader would). */
+static loupe__ev *ring_copy(const collector *c, const loupe__thread *t, size_t *n_out) {
+    const loupe__ev *seg = local_ptr(c, t->seg);
+    const loupe__ev *cur0 = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
+    const loupe__ev *lim = local_ptr(c, t->hot.limit);
     uint64_t w0 = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-    size_t cap = (size_t)t->cap, pos = (size_t)(cur0 - t->base);
-    loupe__ev *copy = malloc(cap * sizeof(loupe__ev));
+    if (seg == NULL || cur0 == NULL || lim == NULL || cur0 < seg || lim < cur0 ||
+        lim - seg > (ptrdiff_t)LOUPE__CHUNK_SLOTS) {
+        *n_out = 0;
+        return malloc(sizeof(loupe__ev)); /* nothing readable */
+    }
+    size_t cap = (size_t)(lim - seg), pos = (size_t)(cur0 - seg);
+    loupe__ev *copy = malloc((cap ? cap : 1) * sizeof(loupe__ev));
     if (copy == NULL) {
         return NULL;
     }
-    size_t k = 0;
     for (size_t i = 0; i < cap; i++) {
-        const loupe__ev *e = &t->base[(pos + i) % cap];
-        copy[k].a = __atomic_load_n(&e->a, __ATOMIC_RELAXED);
-        copy[k].b = __atomic_load_n(&e->b, __ATOMIC_RELAXED);
-        k++;
+        const loupe__ev *e = &seg[(pos + i) % cap];
+        copy[i].a = __atomic_load_n(&e->a, __ATOMIC_RELAXED);
+        copy[i].b = __atomic_load_n(&e->b, __ATOMIC_RELAXED);
     }
-    loupe__ev *cur1 = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+    const loupe__ev *cur1 = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
     uint64_t w1 = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-    size_t over = (size_t)((w1 - w0) * cap + (size_t)(cur1 - t->base)) - pos;
+    if (cur1 == NULL || cur1 < seg) {
+        cur1 = cur0;
+    }
+    size_t over = (size_t)((w1 - w0) * cap + (size_t)(cur1 - seg)) - pos;
     if (over > cap) {
         over = cap;
     }
@@ -506,17 +578,140 @@ static loupe__ev *ring_copy(const loupe__thread *t, size_t *n_out) {
     return copy;
 }
 
+/* The descriptors of the session, oldest registration first (stable thread order). */
+typedef struct desc_list {
+    loupe__thread **v;
+    size_t n, cap;
+    uint64_t state;
+    int failed;
+} desc_list;
+
+static void gather(loupe__thread *t, void *arg) {
+    desc_list *l = arg;
+    if (__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) != l->state) {
+        return; /* recorded nothing in this session */
+    }
+    if (loupe__grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) != 0) {
+        l->failed = 1;
+        return;
+    }
+    l->v[l->n++] = t;
+}
+
+static int cmp_id(const void *pa, const void *pb) {
+    const loupe__thread *a = *(loupe__thread *const *)pa, *b = *(loupe__thread *const *)pb;
+    return a->id < b->id ? -1 : (a->id > b->id);
+}
+
+/* Walks one thread's chain: its chunks in order, the current one up to the published cur, or
+ * its packed tail; a one-segment ring oldest-first. Fills the thread's counts. */
+static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
+    const loupe__collect_params *p = c->p;
+    void *rg = c->rg;
+    const loupe__region_hdr *h = rg;
+    walk_state ws = {0, 0, UINT64_MAX, 0, 0};
+    uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
+    uint64_t recycled = __atomic_load_n(&t->recycled, __ATOMIC_ACQUIRE);
+    uint64_t n = 0, total = 0;
+    int r = 0;
+    uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
+    if (t->ring && wraps > 0) {
+        size_t k;
+        loupe__ev *copy = ring_copy(c, t, &k);
+        if (copy == NULL) {
+            return -1;
+        }
+        const loupe__ev *cur = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
+        const loupe__ev *seg = local_ptr(c, t->seg), *lim = local_ptr(c, t->hot.limit);
+        total = k;
+        if (cur != NULL && seg != NULL && lim != NULL && cur >= seg && lim >= seg) {
+            total = wraps * (uint64_t)(lim - seg) + (uint64_t)(cur - seg);
+        }
+        n = k;
+        r = walk(c, ti, copy, k, 1, &ws);
+        free(copy);
+    } else if (tail != LOUPE__NO_CHUNK) {
+        if (tail < h->nchunks && t->tail_off <= LOUPE__CHUNK_SLOTS &&
+            t->tail_n <= LOUPE__CHUNK_SLOTS - t->tail_off) {
+            n = total = t->tail_n;
+            r = walk(c, ti, loupe__chunk(rg, tail) + t->tail_off, t->tail_n, recycled != 0, &ws);
+        }
+    } else {
+        uint32_t ch = t->first_chunk;
+        for (uint64_t guard = 0;
+             ch != LOUPE__NO_CHUNK && ch < h->nchunks && r == 0 && guard < h->nchunks; guard++) {
+            const loupe__ev *base = loupe__chunk(rg, ch);
+            uint64_t used;
+            if (ch == t->cur_chunk) {
+                const loupe__ev *cur = local_ptr(c, __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE));
+                used = cur != NULL && cur >= base ? (uint64_t)(cur - base) : 0;
+            } else {
+                used = loupe__meta(rg, ch)->used;
+            }
+            if (used > LOUPE__CHUNK_SLOTS) {
+                used = LOUPE__CHUNK_SLOTS;
+            }
+            n += used;
+            r = walk(c, ti, base, (size_t)used, recycled != 0, &ws);
+            if (ch == t->cur_chunk) {
+                break;
+            }
+            ch = loupe__meta(rg, ch)->next;
+        }
+        total = n;
+    }
+    if (r != 0) {
+        return -1;
+    }
+    uint64_t exit_ticks = __atomic_load_n(&t->exit_ticks, __ATOMIC_ACQUIRE);
+    uint64_t close_ns = exit_ticks != 0 ? to_ns(p, exit_ticks) : p->stop_ns;
+    if (close_ns > p->stop_ns) {
+        close_ns = p->stop_ns;
+    }
+    if (c->foreign && exit_ticks == 0) {
+        /* The program died: its open zones end at its last sign of life, the keeper's latest
+         * clock pair (at most a millisecond before the death), or the thread's last event. */
+        const loupe__region_hdr *fh = c->rg;
+        uint64_t beat = to_ns(p, __atomic_load_n(&fh->rate_ticks, __ATOMIC_ACQUIRE));
+        close_ns = beat > ws.prev ? beat : ws.prev;
+    }
+    walk_close(c, ti, &ws, close_ns);
+    if (ws.prev > c->last_ns) {
+        c->last_ns = ws.prev;
+    }
+    if (c->foreign && close_ns > c->last_ns) {
+        c->last_ns = close_ns;
+    }
+    uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED) +
+                       __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
+    loupe_model_thread *th = loupe__mb_thread_at(c->mb, ti);
+    th->events_recorded = n;
+    if (t->ring) {
+        uint64_t lost = (wraps > 0 ? total - n : 0) + recycled;
+        th->events_dropped = dropped + lost;
+        th->capacity_needed = total + recycled + dropped;
+    } else {
+        th->events_dropped = dropped;
+        th->capacity_needed = n + dropped;
+    }
+    c->reentered += __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
+    c->cut += ws.cut;
+    return 0;
+}
+
 int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     /* The preconditions collect.h states: the registry cannot change under the walk, and no
      * thread can start writing a buffer of this session any more. */
-    assert(loupe__registry_held());
-    assert(!loupe__gate_is_open());
+    assert(p->foreign || loupe__registry_held());
+    assert(p->foreign || !loupe__gate_is_open());
     assert(mb != NULL && p != NULL && p->ticks_per_ns > 0.0);
     assert(p->metadata_count == 0 || p->metadata != NULL);
     collector c;
     memset(&c, 0, sizeof c);
     c.p = p;
-    c.maps = read_maps(&c.nmaps);
+    c.rg = p->region != NULL ? p->region : loupe__region;
+    c.foreign = p->foreign;
+    c.maps = c.foreign ? NULL : read_maps(&c.nmaps);
     c.mb = mb;
     loupe_model *m = loupe__mb_model(c.mb);
     m->pid = p->pid;
@@ -530,76 +725,58 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         loupe__mb_metadata(c.mb, p->metadata[i].key, p->metadata[i].value);
     }
     int failed = 0;
-    /* Oldest registered last in the list: walk it into an array to keep a stable order. */
-    size_t nt = 0;
-    for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
-        nt++;
-    }
-    loupe__thread **ts = calloc(nt ? nt : 1, sizeof(*ts));
-    if (ts == NULL) {
+    desc_list l = {NULL, 0, 0, p->state, 0};
+    loupe__threads_each_in(c.rg, gather, &l);
+    if (l.failed) {
+        free(l.v);
         free(c.maps);
         return loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events");
     }
-    size_t k = nt;
-    for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
-        ts[--k] = t;
-    }
-    for (size_t i = 0; i < nt && !failed; i++) {
-        loupe__thread *t = ts[i];
-        if (__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) != p->state) {
-            continue; /* recorded nothing in this session */
-        }
-        size_t ti = loupe__mb_thread(c.mb, t->tid);
+    qsort(l.v, l.n, sizeof(*l.v), cmp_id);
+    for (size_t i = 0; i < l.n && !failed; i++) {
+        loupe__thread *t = l.v[i];
+        /* one track per registered thread: a reused tid keeps its own counts and name */
+        size_t ti = loupe__mb_thread_add(c.mb, t->tid);
         if (ti == SIZE_MAX) {
             failed = 1;
             break;
         }
-        if (t->name[0] == 0 && !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
-            (pid_t)t->tid != getpid()) {
-            char comm[64]; /* named with pthread_setname_np() after its first event */
+        if (!c.foreign && !__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) &&
+            !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) && (pid_t)t->tid != getpid()) {
+            char comm[LOUPE__NAME_MAX]; /* its name now (pthread_setname_np) */
             loupe__read_comm(t->tid, comm, sizeof comm);
             loupe__mb_thread_name(c.mb, ti, comm);
         } else {
             loupe__mb_thread_name(c.mb, ti, t->name);
         }
-        uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
-        uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
-        const loupe__ev *slots;
-        loupe__ev *copy = NULL;
-        size_t n;
-        uint64_t total;
-        if (t->ring && wraps > 0) {
-            copy = ring_copy(t, &n);
-            if (copy == NULL) {
-                failed = 1;
-                break;
-            }
-            slots = copy;
-            loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
-            total = wraps * t->cap + (uint64_t)(cur - t->base);
-            dropped += total - n;
-        } else {
-            loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
-            slots = t->base;
-            n = (size_t)(cur - t->base);
-            total = n;
-        }
-        uint64_t last = 0;
-        uint64_t exit_ticks = __atomic_load_n(&t->exit_ticks, __ATOMIC_ACQUIRE);
-        uint64_t close_ns = exit_ticks != 0 ? to_ns(p, exit_ticks) : p->stop_ns;
-        if (close_ns > p->stop_ns) {
-            close_ns = p->stop_ns;
-        }
-        if (walk(&c, ti, slots, n, t->ring && wraps > 0, close_ns, &last) != 0) {
-            failed = 1;
-        }
-        free(copy);
-        loupe_model_thread *th = loupe__mb_thread_at(c.mb, ti);
-        th->events_recorded = n;
-        th->events_dropped = dropped;
-        th->capacity_needed = (t->ring ? total : n + dropped);
+        failed = collect_thread(&c, t, ti) != 0;
     }
-    free(ts);
+    free(l.v);
+    const loupe__region_hdr *rh = c.rg;
+    if (!failed && rh->unregistered != 0) {
+        /* events of threads that found no descriptor: counted on a track of their own */
+        size_t ti = loupe__mb_thread_add(c.mb, 0);
+        if (ti == SIZE_MAX) {
+            failed = 1;
+        } else {
+            loupe__mb_thread_name(c.mb, ti, "(threads over loupe's limit)");
+            loupe__mb_thread_at(c.mb, ti)->events_dropped = rh->unregistered;
+            loupe__mb_thread_at(c.mb, ti)->capacity_needed = rh->unregistered;
+        }
+    }
+    if (c.foreign) {
+        m->duration_ns = c.last_ns;
+    }
+    if (!failed && c.reentered != 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)c.reentered);
+        failed = loupe__mb_metadata(c.mb, "loupe_events_reentered", v) != 0;
+    }
+    if (!failed && c.cut != 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)c.cut);
+        failed = loupe__mb_metadata(c.mb, "loupe_strings_cut", v) != 0;
+    }
     if (!failed) {
         failed = pair_flows(&c) != 0;
     }

@@ -4,15 +4,16 @@
 #define LOUPE_MODEL_COLLECT_H
 
 #include <loupe/model.h>
-
-struct loupe__mb;
 #include <stddef.h>
 #include <stdint.h>
+
+struct loupe__mb;
 
 typedef struct loupe__collect_params {
     uint64_t state;       /* the session's state word: buffers recorded under it are collected */
     uint64_t start_ticks; /* clock ticks at the session start (ts 0) */
     uint64_t stop_ns;     /* the stop, in ns after the start */
+    uint64_t stop_ticks;  /* clock ticks at the stop: later events are not the session's */
     double ticks_per_ns;
     int use_tsc;
     uint64_t origin_unix_ns;
@@ -21,6 +22,12 @@ typedef struct loupe__collect_params {
     const char *host;
     const loupe_kv *metadata;
     size_t metadata_count;
+    /* The region to read: NULL = this process's own. Set with foreign = 1 for a region mapped
+     * from outside after its program died (recover.c): its pointers are the dead program's
+     * (rebased by the header's base_addr), names come from its name table, zones still open end
+     * at their thread's last event, and the trace ends at the last event of any thread. */
+    void *region;
+    int foreign;
 } loupe__collect_params;
 
 /* Adds the session's host threads (slices, instants, counters, flows, loss counts) and the

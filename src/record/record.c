@@ -1,27 +1,50 @@
-/* record.c: the recorder's slow paths: a thread's first event, joining a new session, a full
- * buffer (drop and count, or wrap the ring), dynamic names, two-slot records (arguments, instants,
- * counters, flows) and the -finstrument-functions hooks. The fast path is inline in annotate.h.
+/* record.c: the recorder's slow paths: registering a thread (its first event), joining a new
+ * session, taking chunks from the session's pool, a full segment (drop and count, wrap the ring
+ * or recycle the oldest chunk), dynamic names, two-slot records (arguments, instants, counters,
+ * flows), the -finstrument-functions hooks, thread exit and the gate. The fast path is inline in
+ * loupe/detail/hot.h; the memory layout is in record.h.
+ *
+ * Everything reachable from a recording call is async-signal-safe and allocates nothing from
+ * malloc: descriptors and chunks come from the region (lock-free tagged stacks and atomic bump
+ * cursors), the thread id is a raw gettid, nothing reads with stdio. Each call raises the
+ * thread's busy count first: a call that finds it raised (a signal handler, or the program's
+ * allocator, re-entering on the same thread) drops its event and counts it.
  *
  * Two-slot (EXT) records: slot 1 = {ts, sub << 8 | flags << 4 | K_EXT}, slot 2 = {value,
  * ref << 4 | K_EXT_DATA} where ref is a pointer to a static string. The second slot has its own
  * kind so that a ring reader can tell it from a first slot.
  * Copied strings (dynamic zone names, string arguments) follow their record inline, 15 bytes per
- * K_STR slot, so the buffer's capacity is the only limit and a ring recycles them with the rest.
+ * K_STR slot. A record never straddles two segments.
  */
 #include "record/record.h"
 
+#include "base/error.h"
+#include "record/region.h"
+
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 uint64_t loupe__state;
 __thread loupe__tbuf *loupe__tls __attribute__((tls_model("initial-exec")));
-loupe__session_params loupe__params;
-loupe__thread *loupe__threads;
+void *loupe__region;
+
+static loupe__session_params params; /* written under the session lock, before the gate opens */
+
+/* A thread registering: whatever registration calls that records again (an instrumented
+ * function, the program's allocator) must not register a second time. */
+static __thread int registering __attribute__((tls_model("initial-exec")));
+/* A name given by loupe_set_thread_name() before the thread had a descriptor. */
+static __thread char pending_name[LOUPE__NAME_MAX] __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The holder of registry_lock, named by the address of its registry_me (a pthread_t is opaque and
@@ -30,6 +53,10 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread char registry_me __attribute__((tls_model("initial-exec")));
 static uintptr_t registry_owner;
 static int gate_open_flag; /* atomic: see loupe__gate_is_open() */
+static pthread_mutex_t tail_lock = PTHREAD_MUTEX_INITIALIZER; /* packing exited threads' tails */
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
 void loupe__registry_lock_take(void) {
     pthread_mutex_lock(&registry_lock);
@@ -46,98 +73,166 @@ int loupe__registry_held(void) {
     return __atomic_load_n(&registry_owner, __ATOMIC_RELAXED) == (uintptr_t)&registry_me;
 }
 
-static pthread_key_t exit_key;
-/* The buffer of a thread whose buffer could not be mapped: zero slots (base = cur = limit). */
-static loupe__ev no_buffer;
-static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-
 uint64_t loupe__gettid(void) {
     return (uint64_t)syscall(SYS_gettid);
 }
 
-static void thread_exit(void *p) {
-    loupe__thread *t = p;
-    /* Zones the thread left open end when it exited (pthread_exit inside a zone), not at the
-     * stop. */
-    __atomic_store_n(&t->exit_ticks, loupe__now(), __ATOMIC_RELAXED);
-    /* Give back the part of the buffer it never wrote (keep-first: [cur, end) holds nothing;
-     * a ring that wrapped holds events everywhere). The collector reads only below cur. */
-    if (t->cap != 0 && !(t->ring && t->wraps != 0)) {
-        uintptr_t from = ((uintptr_t)t->hot.cur + 4095) & ~(uintptr_t)4095;
-        uintptr_t to = (uintptr_t)(t->base + t->cap) & ~(uintptr_t)4095;
-        if (to > from) {
-            (void)madvise((void *)from, (size_t)(to - from), MADV_DONTNEED);
-            /* those pages read as zeros again: not populated any more */
-            uint64_t kept = (uint64_t)((loupe__ev *)from - t->base);
-            if (kept < t->populated) {
-                t->populated = kept;
-            }
-        }
+/* Decimal digits of v into buf (no stdio: async-signal-safe). Returns the length. */
+static size_t put_dec(char *buf, uint64_t v) {
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = tmp[n - 1 - i];
     }
-    loupe__tls = NULL;
-    __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
+    return n;
 }
 
 void loupe__read_comm(uint64_t tid, char *buf, size_t size) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%llu/comm", (unsigned long long)tid);
+    char path[64] = "/proc/self/task/";
+    size_t n = strlen(path);
+    n += put_dec(path + n, tid);
+    memcpy(path + n, "/comm", 6);
     buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (f != NULL) {
-        if (fgets(buf, (int)size, f) != NULL) {
-            buf[strcspn(buf, "\n")] = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    ssize_t got = read(fd, buf, size - 1);
+    close(fd);
+    if (got <= 0) {
+        buf[0] = 0;
+        return;
+    }
+    buf[got] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+}
+
+/* ---- lock-free stacks of indices (chunks, descriptors): tag << 32 | (index + 1) ---- */
+
+static void stack_push(uint64_t *head, uint32_t *link_of_item, uint32_t item) {
+    uint64_t old = __atomic_load_n(head, __ATOMIC_ACQUIRE), nw;
+    do {
+        __atomic_store_n(link_of_item, (uint32_t)old, __ATOMIC_RELAXED);
+        nw = ((old >> 32) + 1) << 32 | (uint64_t)(item + 1);
+    } while (!__atomic_compare_exchange_n(head, &old, nw, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
+}
+
+/* Pops an index; UINT32_MAX when empty. link(i) returns the address of item i's link. */
+static uint32_t stack_pop(uint64_t *head, uint32_t *(*link)(void *region, uint32_t i)) {
+    uint64_t old = __atomic_load_n(head, __ATOMIC_ACQUIRE), nw;
+    do {
+        uint32_t top = (uint32_t)old;
+        if (top == 0) {
+            return UINT32_MAX;
         }
-        fclose(f);
+        uint32_t next = __atomic_load_n(link(loupe__region, top - 1), __ATOMIC_RELAXED);
+        nw = ((old >> 32) + 1) << 32 | (uint64_t)next;
+    } while (!__atomic_compare_exchange_n(head, &old, nw, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    return (uint32_t)old - 1;
+}
+
+static uint32_t *chunk_link(void *region, uint32_t c) {
+    return &loupe__meta(region, c)->next;
+}
+
+static uint32_t *desc_link(void *region, uint32_t i) {
+    return &loupe__desc(region, i)->free_next;
+}
+
+/* ---- the pool ---- */
+
+/* Takes a chunk for descriptor index owner within the session's capacity; LOUPE__NO_CHUNK when
+ * the session's capacity is used up or the region is full. Populated chunks are preferred: the
+ * free stack holds chunks used before, the bump cursor walks chunks the keeper populated. */
+static uint32_t chunk_take(uint32_t owner) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
+    if (__atomic_fetch_add(&h->chunks_in_use, 1, __ATOMIC_RELAXED) >= cap) {
+        __atomic_fetch_sub(&h->chunks_in_use, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&h->pool_empty, 1, __ATOMIC_RELAXED);
+        return LOUPE__NO_CHUNK;
     }
-}
-
-static void make_exit_key(void) {
-    (void)pthread_key_create(&exit_key, thread_exit);
-}
-
-static void free_thread(loupe__thread *t) {
-    if (t->map != NULL) {
-        munmap(t->map, t->map_len);
-    }
-    free(t);
-}
-
-void loupe__free_exited(void) {
-    assert(loupe__registry_held());
-    loupe__thread **pp = &loupe__threads;
-    while (*pp != NULL) {
-        loupe__thread *t = *pp;
-        if (__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE)) {
-            *pp = t->next;
-            free_thread(t);
-        } else {
-            pp = &t->next;
+    uint32_t c = stack_pop(&h->free_head, chunk_link);
+    if (c == UINT32_MAX) {
+        uint64_t b = __atomic_fetch_add(&h->bump, 1, __ATOMIC_RELAXED);
+        if (b >= h->nchunks) {
+            __atomic_fetch_sub(&h->chunks_in_use, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&h->pool_empty, 1, __ATOMIC_RELAXED);
+            return LOUPE__NO_CHUNK;
         }
+        c = (uint32_t)b;
     }
+    loupe__chunk_meta *m = loupe__meta(loupe__region, c);
+    m->next = LOUPE__NO_CHUNK;
+    m->used = 0;
+    m->tail = 0;
+    __atomic_store_n(&m->owner, owner + 1, __ATOMIC_RELEASE);
+    return c;
 }
 
+static void chunk_give(uint32_t c) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    loupe__chunk_meta *m = loupe__meta(loupe__region, c);
+    __atomic_store_n(&m->owner, 0, __ATOMIC_RELAXED);
+    m->used = 0;
+    m->tail = 0;
+    stack_push(&h->free_head, &m->next, c);
+    __atomic_fetch_sub(&h->chunks_in_use, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- registration ---- */
+
+static void exit_key_make(void);
+
+/* A descriptor for the calling thread, or NULL (every event then counted as unregistered).
+ * Async-signal-safe: no lock, no malloc (pthread_setspecific on a key below
+ * PTHREAD_KEY_2NDLEVEL_SIZE stores into the thread's own array; the key is made at the first
+ * start, in normal context). */
 static loupe__thread *thread_register(void) {
-    (void)pthread_once(&exit_key_once, make_exit_key);
-    loupe__thread *t = aligned_alloc(64, sizeof(loupe__thread));
-    if (t == NULL) {
+    if (registering || loupe__region == NULL) {
         return NULL;
     }
-    memset(t, 0, sizeof(*t));
+    registering = 1;
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint32_t i = stack_pop(&h->desc_free, desc_link);
+    int fresh = 0;
+    if (i == UINT32_MAX) {
+        uint64_t b = __atomic_fetch_add(&h->desc_bump, 1, __ATOMIC_RELAXED);
+        if (b >= h->max_threads) {
+            registering = 0;
+            return NULL;
+        }
+        i = (uint32_t)b;
+        fresh = 1;
+    }
+    loupe__thread *t = loupe__desc(loupe__region, i);
+    /* Everything but the links: a recycled descriptor keeps its place in the registry list, and
+     * free_next may still be read (atomically) by another thread's pop that will fail its CAS. */
+    memset(t, 0, offsetof(loupe__thread, next));
+    t->name_set = 0;
+    t->keeper_scanned = 0;
+    memset(t->name, 0, sizeof t->name);
+    t->id = __atomic_add_fetch(&h->next_id, 1, __ATOMIC_RELAXED);
     t->tid = loupe__gettid();
-    /* A name set with pthread_setname_np() before the first event (loupe_set_thread_name()
-     * replaces it). The main thread's comm is the program's: not a thread name. */
-    if ((pid_t)t->tid != getpid()) {
-        loupe__read_comm(t->tid, t->name, sizeof t->name);
+    t->first_chunk = t->cur_chunk = t->tail_chunk = LOUPE__NO_CHUNK;
+    if (pending_name[0] != 0) {
+        memcpy(t->name, pending_name, sizeof t->name);
+        t->name_set = 1;
     }
-    if (pthread_setspecific(exit_key, t) != 0) {
-        free(t);
-        return NULL;
+    if (fresh) { /* push-only list: the collector walks it from any thread */
+        uint64_t old = __atomic_load_n(&h->reg_head, __ATOMIC_ACQUIRE);
+        do {
+            t->next = (uint32_t)old;
+        } while (!__atomic_compare_exchange_n(&h->reg_head, &old, (uint64_t)(i + 1), 1,
+                                              __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
     }
-    loupe__registry_lock_take();
-    t->next = loupe__threads;
-    loupe__threads = t;
-    loupe__registry_lock_give();
+    (void)pthread_setspecific(exit_key, t);
     loupe__tls = &t->hot;
+    registering = 0;
     return t;
 }
 
@@ -146,143 +241,149 @@ static loupe__thread *self(void) {
     return b ? (loupe__thread *)(void *)b : thread_register();
 }
 
-/* Buffers are mapped whole. By default the whole buffer is populated when the thread joins a
- * session (its first event: MADV_POPULATE_WRITE, or touching each page where the kernel lacks
- * it), so the record path never takes a page fault: a first touch costs ~1.5 us per 4 KiB page on
- * the test VM, 6 ns per event or 12 ns per zone (measured with bench/run.sh). A thread that
- * exits gives the unused rest back (thread_exit), so thousands of short threads do not hold
- * capacity x threads until the stop. With lazy_buffers, pages are touched a chunk at a time
- * from the slow path as the fast path reaches the populated limit (page faults, no system
- * call). Pages stay populated while the buffer is reused by later sessions. */
-#define LOUPE__CHUNK_SLOTS ((uint64_t)65536) /* 1 MiB */
-
-static void touch(loupe__ev *from, loupe__ev *to) {
-    for (char *p = (char *)from; p < (char *)to; p += 4096) {
-        __atomic_store_n((uint64_t *)(void *)p, 0, __ATOMIC_RELAXED);
+void loupe__threads_each_in(void *region, void (*fn)(loupe__thread *t, void *arg), void *arg) {
+    if (region == NULL) {
+        return;
     }
-}
-
-/* Populates [from, to) at once: the kernel's MADV_POPULATE_WRITE (Linux 5.14+), else a touch. */
-static void populate(loupe__ev *from, loupe__ev *to) {
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-    uintptr_t a = (uintptr_t)from & ~(uintptr_t)4095;
-    if (to <= from || madvise((void *)a, (size_t)((uintptr_t)to - a), MADV_POPULATE_WRITE) != 0) {
-        touch(from, to);
-    }
-}
-
-/* Populates up to need more slots past the limit (at least one chunk); 0 when none are left. */
-static int extend(loupe__thread *t, uint64_t need) {
-    loupe__ev *end = t->base + t->cap;
-    if (t->hot.limit >= end) {
-        return 0;
-    }
-    uint64_t add = need > LOUPE__CHUNK_SLOTS ? need : LOUPE__CHUNK_SLOTS;
-    uint64_t left = (uint64_t)(end - t->hot.limit);
-    loupe__ev *nl = t->hot.limit + (add < left ? add : left);
-    touch(t->hot.limit, nl);
-    t->populated = (uint64_t)(nl - t->base);
-    t->hot.limit = nl;
-    return 1;
-}
-
-/* Joins session s: sizes the buffer for it (mapped once and reused while the capacity stays the
- * same) and empties it. */
-static int join_session(loupe__thread *t, uint64_t s) {
-    /* Relaxed atomics: a thread joining just as one session ends and the next starts may read
-     * the next session's parameters, which is harmless (its events are discarded anyway). */
-    uint64_t cap = __atomic_load_n(&loupe__params.cap, __ATOMIC_RELAXED);
-    if (t->cap != cap) {
-        if (t->map != NULL) {
-            __atomic_store_n(&t->hot.state, 0, __ATOMIC_RELEASE);
-            munmap(t->map, t->map_len);
-            t->base = NULL;
-            t->cap = 0;
+    loupe__region_hdr *h = region;
+    uint32_t i = (uint32_t)__atomic_load_n(&h->reg_head, __ATOMIC_ACQUIRE);
+    /* bounded: a region read after its program died may hold anything */
+    for (uint64_t n = 0; i != 0 && i <= h->max_threads && n < h->max_threads; n++) {
+        loupe__thread *t = loupe__desc(region, i - 1);
+        uint32_t next = t->next;
+        if (!__atomic_load_n(&t->free, __ATOMIC_ACQUIRE)) {
+            fn(t, arg);
         }
-        size_t len = cap * sizeof(loupe__ev);
-        void *mp = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (mp == MAP_FAILED) {
-            /* No memory for a buffer: join with none, so that every event of this thread is
-             * counted as dropped (reserve) instead of vanishing. */
-            t->map = NULL;
-            t->map_len = 0;
-            t->base = &no_buffer;
-            t->cap = 0;
-            t->populated = 0;
-            t->ring = 0;
-            t->hot.depth = 0;
-            t->hot.skip_exits = 0;
-            t->hot.limit = &no_buffer;
-            __atomic_store_n(&t->dropped, 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&t->wraps, 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&t->exit_ticks, 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&t->hot.cur, &no_buffer, __ATOMIC_RELAXED);
-            __atomic_store_n(&t->hot.state, s, __ATOMIC_RELEASE);
-            return 0;
-        }
-        t->map = mp;
-        t->map_len = len;
-        loupe__ev *m = mp;
-        t->base = m;
-        t->cap = cap;
-        t->populated = 0;
+        i = next;
     }
-    t->ring = __atomic_load_n(&loupe__params.ring, __ATOMIC_RELAXED);
+}
+
+void loupe__threads_each(void (*fn)(loupe__thread *t, void *arg), void *arg) {
+    loupe__threads_each_in(loupe__region, fn, arg);
+}
+
+/* ---- segments ---- */
+
+/* Points the thread at chunk c as its new current segment, with room for at most allow slots. */
+static void set_segment(loupe__thread *t, uint32_t c, uint64_t allow) {
+    loupe__ev *base = loupe__chunk(loupe__region, c);
+    t->cur_chunk = c;
+    t->seg = base;
+    t->hot.limit = base + (allow < LOUPE__CHUNK_SLOTS ? allow : LOUPE__CHUNK_SLOTS);
+    __atomic_store_n(&t->hot.cur, base, __ATOMIC_RELEASE);
+}
+
+/* Joins session s: the thread keeps its current chunk (or takes one) and empties it. The first
+ * event's timestamp was taken before this (the caller's). */
+static void join_session(loupe__thread *t, uint64_t s) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint32_t me = loupe__desc_index(loupe__region, t);
+    t->ring = __atomic_load_n(&params.ring, __ATOMIC_RELAXED);
+    t->limit_slots = __atomic_load_n(&params.thread_slots, __ATOMIC_RELAXED);
     t->hot.depth = 0;
     t->hot.skip_exits = 0;
-    t->hot.limit = t->base + t->populated;
-    if (!__atomic_load_n(&loupe__params.lazy, __ATOMIC_RELAXED)) {
-        populate(t->hot.limit, t->base + t->cap);
-        t->populated = t->cap;
-        t->hot.limit = t->base + t->cap;
-    } else if (t->populated == 0) {
-        (void)extend(t, 1);
-    }
+    t->used_slots = 0;
     __atomic_store_n(&t->dropped, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->reentered, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->wraps, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->recycled, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->exit_ticks, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&t->hot.cur, t->base, __ATOMIC_RELAXED);
+    t->tail_chunk = LOUPE__NO_CHUNK;
+    uint32_t c = t->cur_chunk;
+    if (c == LOUPE__NO_CHUNK || c >= h->nchunks) {
+        c = chunk_take(me);
+    } else {
+        loupe__chunk_meta *m = loupe__meta(loupe__region, c);
+        m->next = LOUPE__NO_CHUNK;
+        m->used = 0;
+    }
+    t->first_chunk = c;
+    if (c == LOUPE__NO_CHUNK) { /* the pool is empty: every event is a counted drop */
+        t->cur_chunk = LOUPE__NO_CHUNK;
+        t->seg = NULL;
+        t->hot.limit = NULL;
+        __atomic_store_n(&t->hot.cur, (loupe__ev *)NULL, __ATOMIC_RELEASE);
+    } else {
+        set_segment(t, c, t->limit_slots);
+    }
     __atomic_store_n(&t->hot.state, s, __ATOMIC_RELEASE);
+}
+
+/* Moves the thread to a new chunk (keep-first and keep-last while the pool and the thread's
+ * limit allow), or recycles its oldest chunk (keep-last), or wraps its one segment (keep-last
+ * with a limit below a chunk). Returns 0 when there is room for need slots now. */
+static int next_segment(loupe__thread *t, uint64_t need) {
+    uint32_t me = loupe__desc_index(loupe__region, t);
+    uint64_t used_here = t->seg ? (uint64_t)(t->hot.cur - t->seg) : 0;
+    if (need > LOUPE__CHUNK_SLOTS || t->cur_chunk == LOUPE__NO_CHUNK) {
+        return -1;
+    }
+    int wrapped = __atomic_load_n(&t->wraps, __ATOMIC_RELAXED) != 0;
+    uint64_t total = t->used_slots + used_here;
+    if (!wrapped && total < t->limit_slots && t->limit_slots - total >= need) {
+        uint32_t c = chunk_take(me);
+        if (c != LOUPE__NO_CHUNK) {
+            loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used_here;
+            loupe__meta(loupe__region, t->cur_chunk)->next = c;
+            t->used_slots = total;
+            set_segment(t, c, t->limit_slots - total);
+            return 0;
+        }
+    }
+    if (!t->ring) {
+        return -1;
+    }
+    if (t->first_chunk != t->cur_chunk && !wrapped) {
+        /* keep-last over chunks: the oldest chunk's events give way to the newest */
+        uint32_t old = t->first_chunk;
+        loupe__chunk_meta *om = loupe__meta(loupe__region, old);
+        t->first_chunk = om->next;
+        __atomic_store_n(&t->recycled, t->recycled + om->used, __ATOMIC_RELAXED);
+        t->used_slots -= om->used;
+        loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used_here;
+        loupe__meta(loupe__region, t->cur_chunk)->next = old;
+        om->next = LOUPE__NO_CHUNK;
+        om->used = 0;
+        t->used_slots += used_here;
+        uint64_t allow = t->limit_slots > t->used_slots ? t->limit_slots - t->used_slots : 0;
+        if (allow < need) {
+            allow = LOUPE__CHUNK_SLOTS;
+        }
+        set_segment(t, old, allow);
+        return 0;
+    }
+    /* keep-last in one segment: a ring. Pad the rest of the lap (stale slots of the previous lap
+     * must not be read as events) and start again at the segment's start. */
+    if ((uint64_t)(t->hot.limit - t->seg) < need) {
+        return -1;
+    }
+    for (loupe__ev *p = t->hot.cur; p < t->hot.limit; p++) {
+        __atomic_store_n(&p->a, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->b, (uint64_t)LOUPE__K_PAD, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&t->wraps, t->wraps + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->hot.cur, t->seg, __ATOMIC_RELEASE);
     return 0;
 }
 
-/* Makes room for n slots (1 or 2) for an event of the given role (1 begin, 0 other, -1 end)
- * under session s. Returns the first slot, or NULL when the event is dropped (counted) or the
- * session is gone. The caller writes the slots and then publishes cur = slot + n. */
-static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role, uint64_t *ts) {
+/* Makes room for n slots for an event of the given role (1 begin, 0 other, -1 end) under
+ * session s. Returns the first slot, or NULL when the event is dropped (counted). The caller
+ * writes the slots and then publishes cur = slot + n. Called inside the busy bracket. */
+static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role) {
     if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) != s) {
-        if (join_session(t, s) != 0) {
-            return NULL;
-        }
-        /* Joining maps and prefaults the buffer (milliseconds): the event happens after it. */
-        *ts = loupe__now();
+        join_session(t, s);
     }
-    loupe__ev *cur = t->hot.cur;
-    uint64_t need = n + (role > 0 ? t->hot.depth : 0);
-    if (t->cap == 0) { /* no buffer could be mapped: every event is a counted drop */
-        __atomic_store_n(&t->dropped, t->dropped + n + (role > 0 ? 1u : 0u), __ATOMIC_RELAXED);
-        return NULL;
+    /* A begin keeps room for its own end and those of the zones open; an end has its room.
+     * A ring keeps no room: it overwrites its oldest events instead of dropping new ones. */
+    uint64_t need = t->ring ? n : n + (role >= 0 ? t->hot.depth : 0) + (role > 0 ? 1u : 0u);
+    if (t->hot.cur != NULL && (uint64_t)(t->hot.limit - t->hot.cur) >= need) {
+        return t->hot.cur;
     }
-    while ((uint64_t)(t->hot.limit - cur) < need && extend(t, need)) {
+    if (t->hot.cur != NULL && role < 0 && t->hot.cur < t->hot.limit) {
+        return t->hot.cur;
     }
-    if (t->ring) {
-        if ((uint64_t)(t->hot.limit - cur) < n) {
-            /* A record never straddles the wrap: pad the rest of the lap (stale slots of the
-             * previous lap must not be read as events). */
-            for (loupe__ev *p = cur; p < t->hot.limit; p++) {
-                __atomic_store_n(&p->a, 0, __ATOMIC_RELAXED);
-                __atomic_store_n(&p->b, (uint64_t)LOUPE__K_PAD, __ATOMIC_RELAXED);
-            }
-            __atomic_store_n(&t->wraps, t->wraps + 1, __ATOMIC_RELAXED);
-            cur = t->base;
-        }
-        return cur;
-    }
-    if ((uint64_t)(t->hot.limit - cur) >= need || (role < 0 && cur < t->hot.limit)) {
-        return cur;
+    if (next_segment(t, need) == 0) {
+        return t->hot.cur;
     }
     /* A dropped begin also drops its end, which will not be written: count both. */
     __atomic_store_n(&t->dropped, t->dropped + n + (role > 0 ? 1u : 0u), __ATOMIC_RELAXED);
@@ -298,22 +399,62 @@ static void put(loupe__ev *e, uint64_t a, uint64_t b) {
     __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
 }
 
-uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
-    /* Record only under the session that is active now: an end whose begin belongs to an
-     * older session is dropped (that session was collected already). */
+/* Enters the slow path for session s: registers the thread when needed, raises busy and
+ * in_slow and re-checks the gate behind a full fence (the stop waits for in_slow: record.h).
+ * Returns the thread, or NULL when the event is not recorded: the session is over (not counted:
+ * it is after the stop), no descriptor (counted in the region), or a re-entered call (counted
+ * as reentered, n events). */
+static loupe__thread *slow_enter(uint64_t s, unsigned n) {
     if (LOUPE__STATE_LEVEL(s) == 0 || __atomic_load_n(&loupe__state, __ATOMIC_ACQUIRE) != s) {
-        return 0;
+        return NULL;
     }
     loupe__thread *t = self();
     if (t == NULL) {
+        if (loupe__region != NULL) { /* no descriptor left, or a signal during registration */
+            __atomic_fetch_add(&LOUPE__HDR->unregistered, n, __ATOMIC_RELAXED);
+        }
+        return NULL;
+    }
+    if (t->hot.busy != 0) {
+        if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s) {
+            __atomic_fetch_add(&t->reentered, n, __ATOMIC_RELAXED);
+        }
+        return NULL;
+    }
+    t->hot.busy = 1;
+    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) != s) {
+        __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->hot.busy = 0;
+        return NULL;
+    }
+    return t;
+}
+
+static void slow_leave(loupe__thread *t) {
+    __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->hot.busy = 0;
+}
+
+uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
+    /* Record only under the session that is active now: an end whose begin belongs to an
+     * older session is dropped (that session was collected already). A begin dropped for a
+     * re-entered call counts its end too (the zone's end is skipped: its state is 0); a
+     * function's enter and exit are each counted where they land. */
+    int fn = (b & 15u) == LOUPE__K_FUNC_ENTER || (b & 15u) == LOUPE__K_FUNC_EXIT;
+    loupe__thread *t = slow_enter(s, role > 0 && !fn ? 2u : 1u);
+    if (t == NULL) {
         return 0;
     }
-    loupe__ev *e = reserve(t, s, 1, role, &ts);
+    loupe__ev *e = reserve(t, s, 1, role);
     if (e == NULL) {
-        if (role > 0 && (b & 15u) == LOUPE__K_FUNC_ENTER &&
-            __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s) {
+        if (role > 0 && (b & 15u) == LOUPE__K_FUNC_ENTER) {
             t->hot.skip_exits++; /* its exit must not take the room kept for recorded ends */
         }
+        slow_leave(t);
         return 0;
     }
     put(e, ts, b);
@@ -323,6 +464,7 @@ uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
         t->hot.depth--;
     }
     publish(t, e, 1);
+    slow_leave(t);
     return s;
 }
 
@@ -344,16 +486,26 @@ static void put_str(loupe__ev *e, const char *str, size_t len) {
     }
 }
 
-/* A copied string's length: cut to LOUPE_MAX_DYN_NAME and to a quarter of the buffer. */
-static size_t str_len(const char *str, size_t len) {
+/* A copied string's length: cut to LOUPE_MAX_DYN_NAME bytes, and to what fits a segment beside
+ * the record's own slots and the ends kept for open zones (cut is set when it was cut: counted
+ * in the trace as a cut name, never silent). */
+static size_t str_len(const loupe__thread *t, const char *str, size_t len, unsigned head,
+                      int *cut) {
+    *cut = 0;
     if (str == NULL) {
         return 0;
     }
-    size_t max = (size_t)(__atomic_load_n(&loupe__params.cap, __ATOMIC_RELAXED) / 4) * 15;
-    if (len > LOUPE_MAX_DYN_NAME) {
-        len = LOUPE_MAX_DYN_NAME;
+    uint64_t room = t->limit_slots < LOUPE__CHUNK_SLOTS ? t->limit_slots : LOUPE__CHUNK_SLOTS;
+    uint64_t reserved = head + t->hot.depth + 1;
+    size_t max = room > reserved ? (size_t)(room - reserved) * 15 : 0;
+    if (max > LOUPE_MAX_DYN_NAME) {
+        max = LOUPE_MAX_DYN_NAME;
     }
-    return len < max ? len : max;
+    if (len > max) {
+        *cut = 1;
+        return max;
+    }
+    return len;
 }
 
 void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_out) {
@@ -362,22 +514,26 @@ void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_o
     if (LOUPE__STATE_LEVEL(s) < level) {
         return;
     }
-    loupe__thread *t = self();
+    uint64_t ts = loupe__now();
+    loupe__thread *t = slow_enter(s, 3);
     if (t == NULL) {
         return;
     }
-    uint64_t ts = loupe__now();
-    len = str_len(name, len);
-    unsigned n = 1 + str_slots(len);
-    loupe__ev *e = reserve(t, s, n, 1, &ts);
-    if (e == NULL) {
-        return;
+    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) != s) {
+        join_session(t, s); /* before sizing the name: the limit is the session's */
     }
-    put(e, ts, (uint64_t)len << 4 | LOUPE__K_BEGIN_DYN);
-    put_str(e + 1, name, len);
-    t->hot.depth++;
-    publish(t, e, n);
-    *state_out = s;
+    int cut;
+    len = str_len(t, name, len, 1, &cut);
+    unsigned n = 1 + str_slots(len);
+    loupe__ev *e = reserve(t, s, n, 1);
+    if (e != NULL) {
+        put(e, ts, (uint64_t)len << 4 | (uint64_t)cut << 63 | LOUPE__K_BEGIN_DYN);
+        put_str(e + 1, name, len);
+        t->hot.depth++;
+        publish(t, e, n);
+        *state_out = s;
+    }
+    slow_leave(t);
 }
 
 void loupe__end_dyn(uint64_t s) {
@@ -385,25 +541,37 @@ void loupe__end_dyn(uint64_t s) {
     if (b == NULL || __atomic_load_n(&b->state, __ATOMIC_RELAXED) != s) {
         return;
     }
-    (void)loupe__record_slow(s, loupe__now(), LOUPE__K_END, -1);
+    loupe__push_end(s, LOUPE__K_END);
 }
 
 /* Writes a two-slot record, followed by a copied string when str is not NULL (its length goes
  * in the value). Arguments and flows carry ts 0: the collector does not read it, and skipping
  * the TSC read halves an argument's cost. */
-static void ext_write(loupe__thread *t, uint64_t s, uint64_t ts, unsigned sub, unsigned flags,
-                      uint64_t value, uint64_t ref, const char *str, size_t len) {
-    unsigned n = 2 + (str ? str_slots(len) : 0);
-    loupe__ev *e = reserve(t, s, n, 0, &ts);
-    if (e == NULL) {
+static void ext_write(uint64_t s, uint64_t ts, unsigned sub, unsigned flags, uint64_t value,
+                      uint64_t ref, const char *str, size_t len) {
+    loupe__thread *t = slow_enter(s, 2);
+    if (t == NULL) {
         return;
     }
-    put(&e[0], ts, (uint64_t)sub << 8 | (uint64_t)flags << 4 | LOUPE__K_EXT);
-    put(&e[1], value, ref << 4 | LOUPE__K_EXT_DATA);
-    if (str != NULL) {
-        put_str(&e[2], str, len);
+    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) != s) {
+        join_session(t, s);
     }
-    publish(t, e, n);
+    int cut = 0;
+    if (str != NULL) {
+        len = str_len(t, str, len, 2, &cut);
+        value = len | (uint64_t)cut << 63;
+    }
+    unsigned n = 2 + (str ? str_slots(len) : 0);
+    loupe__ev *e = reserve(t, s, n, 0);
+    if (e != NULL) {
+        put(&e[0], ts, (uint64_t)sub << 8 | (uint64_t)flags << 4 | LOUPE__K_EXT);
+        put(&e[1], value, ref << 4 | LOUPE__K_EXT_DATA);
+        if (str != NULL) {
+            put_str(&e[2], str, len);
+        }
+        publish(t, e, n);
+    }
+    slow_leave(t);
 }
 
 void loupe__arg(int type, const char *key, uint64_t bits, const char *str) {
@@ -411,18 +579,13 @@ void loupe__arg(int type, const char *key, uint64_t bits, const char *str) {
     if (LOUPE__STATE_LEVEL(s) == 0) {
         return;
     }
-    loupe__thread *t = self();
-    if (t == NULL) {
-        return;
-    }
     size_t len = 0;
     if (type == LOUPE_ARG_STRING) { /* copied inline */
-        len = str_len(str, strlen(str));
-        bits = len;
+        len = strlen(str);
     } else {
         str = NULL;
     }
-    ext_write(t, s, 0, LOUPE__EXT_ARG, (unsigned)type, bits, (uint64_t)(uintptr_t)key, str, len);
+    ext_write(s, 0, LOUPE__EXT_ARG, (unsigned)type, bits, (uint64_t)(uintptr_t)key, str, len);
 }
 
 void loupe__ext(int sub, int level, const char *name, uint64_t value) {
@@ -430,29 +593,161 @@ void loupe__ext(int sub, int level, const char *name, uint64_t value) {
     if (LOUPE__STATE_LEVEL(s) < level || LOUPE__STATE_LEVEL(s) == 0) {
         return;
     }
-    loupe__thread *t = self();
-    if (t == NULL) {
-        return;
-    }
     uint64_t ts = sub == LOUPE__EXT_FLOW_OUT || sub == LOUPE__EXT_FLOW_IN ? 0 : loupe__now();
-    ext_write(t, s, ts, (unsigned)sub, 0, value, (uint64_t)(uintptr_t)name, NULL, 0);
+    ext_write(s, ts, (unsigned)sub, 0, value, (uint64_t)(uintptr_t)name, NULL, 0);
 }
 
 /* ---- thread names ---- */
 
 void loupe_set_thread_name(const char *name) {
-    loupe__thread *t = self();
-    if (t == NULL) {
+    size_t n = name ? strlen(name) : 0;
+    if (n >= LOUPE__NAME_MAX) {
+        n = LOUPE__NAME_MAX - 1;
+    }
+    memcpy(pending_name, name ? name : "", n);
+    pending_name[n] = 0;
+    loupe__tbuf *b = loupe__tls;
+    if (b == NULL) {
+        return; /* applied when the thread registers */
+    }
+    loupe__thread *t = (loupe__thread *)(void *)b;
+    loupe__registry_lock_take();
+    memcpy(t->name, pending_name, sizeof t->name);
+    __atomic_store_n(&t->name_set, 1, __ATOMIC_RELEASE);
+    loupe__registry_lock_give();
+}
+
+/* ---- thread exit ---- */
+
+/* Copies the thread's current segment into the tail chunk (exited threads' last events, packed)
+ * and gives its chunk back: an exited thread keeps only the events it recorded. 0 when packed. */
+static int pack_tail(loupe__thread *t, uint64_t used) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    if (used > LOUPE__CHUNK_SLOTS / 4 || __atomic_load_n(&t->wraps, __ATOMIC_RELAXED) != 0) {
+        return -1; /* mostly full, or a ring: kept as it is */
+    }
+    pthread_mutex_lock(&tail_lock);
+    uint32_t tc = (uint32_t)(__atomic_load_n(&h->tail_chunk, __ATOMIC_RELAXED) - 1);
+    if (tc == UINT32_MAX || loupe__meta(loupe__region, tc)->tail + used > LOUPE__CHUNK_SLOTS) {
+        uint32_t nc = chunk_take(UINT32_MAX - 1);
+        if (nc == LOUPE__NO_CHUNK) {
+            pthread_mutex_unlock(&tail_lock);
+            return -1;
+        }
+        loupe__meta(loupe__region, nc)->next = tc; /* tail chunks chain, newest first */
+        __atomic_store_n(&h->tail_chunk, (uint64_t)nc + 1, __ATOMIC_RELEASE);
+        tc = nc;
+    }
+    loupe__chunk_meta *m = loupe__meta(loupe__region, tc);
+    memcpy(loupe__chunk(loupe__region, tc) + m->tail, t->seg, used * sizeof(loupe__ev));
+    t->tail_off = m->tail;
+    t->tail_n = (uint32_t)used;
+    m->tail += (uint32_t)used;
+    __atomic_store_n(&t->tail_chunk, tc, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&tail_lock);
+    return 0;
+}
+
+static pid_t region_pid; /* the process the region's descriptors belong to */
+
+static void thread_exit(void *p) {
+    loupe__thread *t = p;
+    if (loupe__region == NULL || getpid() != region_pid || loupe__tls != &t->hot) {
+        return; /* a fork child's copy of another process's descriptor */
+    }
+    uint64_t now = loupe__now();
+    t->hot.busy = 1;
+    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    int in_session =
+        LOUPE__STATE_LEVEL(s) != 0 && __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s;
+    if (in_session) {
+        /* Zones the thread left open end when it exited (pthread_exit inside a zone). */
+        __atomic_store_n(&t->exit_ticks, now, __ATOMIC_RELAXED);
+        if (t->cur_chunk != LOUPE__NO_CHUNK) {
+            uint64_t used = (uint64_t)(t->hot.cur - t->seg);
+            loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used;
+            if (t->cur_chunk == t->first_chunk && pack_tail(t, used) == 0) {
+                t->first_chunk = LOUPE__NO_CHUNK;
+                uint32_t c = t->cur_chunk;
+                t->cur_chunk = LOUPE__NO_CHUNK;
+                chunk_give(c);
+            }
+        }
+        if (!__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) && (pid_t)t->tid != getpid()) {
+            loupe__read_comm(t->tid, t->name, sizeof t->name); /* its last name */
+        }
+    } else if (t->cur_chunk != LOUPE__NO_CHUNK) {
+        /* not in this session: nothing of it is needed */
+        uint32_t c = t->cur_chunk;
+        t->cur_chunk = t->first_chunk = LOUPE__NO_CHUNK;
+        __atomic_store_n(&t->hot.state, 0, __ATOMIC_RELAXED);
+        chunk_give(c);
+    }
+    loupe__tls = NULL;
+    __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
+}
+
+static void exit_key_make(void) {
+    (void)pthread_key_create(&exit_key, thread_exit);
+}
+
+void loupe__rec_tail_lock(int take) {
+    if (take) {
+        pthread_mutex_lock(&tail_lock);
+    } else {
+        pthread_mutex_unlock(&tail_lock);
+    }
+}
+
+/* ---- recycling (after a collection) ---- */
+
+static void recycle_one(loupe__thread *t, void *arg) {
+    (void)arg;
+    uint32_t me = loupe__desc_index(loupe__region, t);
+    int exited = __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE);
+    /* every chunk of its chain except the current one of a live thread goes back */
+    uint32_t c = t->first_chunk;
+    while (c != LOUPE__NO_CHUNK && c < LOUPE__HDR->nchunks) {
+        loupe__chunk_meta *m = loupe__meta(loupe__region, c);
+        uint32_t next = m->next;
+        if (exited || c != t->cur_chunk) {
+            if (m->owner == me + 1) {
+                chunk_give(c);
+            }
+        }
+        c = next;
+    }
+    t->first_chunk = LOUPE__NO_CHUNK;
+    if (exited) {
+        if (t->cur_chunk != LOUPE__NO_CHUNK &&
+            loupe__meta(loupe__region, t->cur_chunk)->owner == me + 1) {
+            chunk_give(t->cur_chunk);
+        }
+        t->cur_chunk = LOUPE__NO_CHUNK;
+        t->tail_chunk = LOUPE__NO_CHUNK;
+        __atomic_store_n(&t->free, 1, __ATOMIC_RELEASE);
+        stack_push(&LOUPE__HDR->desc_free, &t->free_next, me);
+    }
+}
+
+void loupe__rec_recycle(void) {
+    assert(loupe__registry_held());
+    if (loupe__region == NULL) {
         return;
     }
-    loupe__registry_lock_take();
-    size_t n = name ? strlen(name) : 0;
-    if (n >= sizeof(t->name)) {
-        n = sizeof(t->name) - 1;
+    loupe__threads_each(recycle_one, NULL);
+    pthread_mutex_lock(&tail_lock);
+    uint32_t tc = (uint32_t)(__atomic_load_n(&LOUPE__HDR->tail_chunk, __ATOMIC_RELAXED) - 1);
+    __atomic_store_n(&LOUPE__HDR->tail_chunk, 0, __ATOMIC_RELEASE);
+    while (tc != UINT32_MAX && tc != LOUPE__NO_CHUNK) {
+        uint32_t next = loupe__meta(loupe__region, tc)->next;
+        chunk_give(tc);
+        tc = next;
     }
-    memcpy(t->name, name ? name : "", n);
-    t->name[n] = 0;
-    loupe__registry_lock_give();
+    pthread_mutex_unlock(&tail_lock);
 }
 
 /* ---- -finstrument-functions ----
@@ -478,29 +773,67 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
         return;
     }
     loupe__tbuf *t = loupe__tls;
-    if (t != NULL && t->skip_exits != 0 && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s) {
+    if (t != NULL && t->skip_exits != 0 && t->busy == 0 &&
+        __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s) {
         t->skip_exits--; /* its enter was dropped (and counted with it) */
         return;
     }
-    uint64_t b = (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_EXIT;
-    uint64_t ts = loupe__now();
-    if (t != NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s && t->cur < t->limit) {
-        loupe__ev *e = t->cur;
-        __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
-        __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
-        t->depth -= t->depth ? 1u : 0u;
-        __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
-    } else {
-        (void)loupe__record_slow(s, ts, b, -1);
-    }
+    loupe__push_end(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_EXIT);
 }
 
-/* ---- the gate ---- */
+/* ---- the session's side ---- */
+
+int loupe__rec_prepare(const loupe__session_params *p) {
+    (void)pthread_once(&exit_key_once, exit_key_make);
+    int r = loupe__region_ensure(p->session_slots);
+    if (r != 0) {
+        return r;
+    }
+    region_pid = getpid();
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint64_t chunks = (p->session_slots + LOUPE__CHUNK_SLOTS - 1) / LOUPE__CHUNK_SLOTS;
+    if (chunks > h->nchunks) {
+        chunks = h->nchunks;
+    }
+    __atomic_store_n(&params.session_slots, p->session_slots, __ATOMIC_RELAXED);
+    __atomic_store_n(&params.thread_slots,
+                     p->thread_slots < p->session_slots ? p->thread_slots : p->session_slots,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&params.ring, p->ring, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->session_chunks, chunks, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->session_slots, p->session_slots, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->unregistered, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->pool_empty, 0, __ATOMIC_RELAXED);
+    loupe__region_populate(chunks < 64 ? chunks : 64); /* the first threads' chunks, now */
+    loupe__keeper_start();
+    return 0;
+}
+
+static void wait_slow(loupe__thread *t, void *arg) {
+    (void)arg;
+    /* Dekker: the gate was closed with a full fence; a slow path raises in_slow, fences, then
+     * re-reads the gate. Bounded: a thread stopped inside the slow path (SIGSTOP, a debugger)
+     * costs at most 100 ms, and its last event may then be read half-written (the collector
+     * checks every record's kind). */
+    for (int i = 0; i < 100000 && __atomic_load_n(&t->hot.in_slow, __ATOMIC_ACQUIRE); i++) {
+        if (i > 100) {
+            struct timespec d = {0, 1000};
+            nanosleep(&d, NULL);
+        } else {
+            sched_yield();
+        }
+    }
+}
 
 void loupe__gate_close(void) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     __atomic_store_n(&loupe__state, s & ~(uint64_t)0xffff, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&gate_open_flag, 0, __ATOMIC_RELAXED);
+    if (loupe__region != NULL) {
+        __atomic_store_n(&LOUPE__HDR->active, 0, __ATOMIC_RELEASE);
+        loupe__threads_each(wait_slow, NULL);
+    }
 }
 
 int loupe__gate_is_open(void) {
@@ -514,8 +847,20 @@ uint64_t loupe__gate_open(int level, int function_tracing) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     uint64_t gen = (s >> 16) + 1;
     /* Function zones are INFO-level annotations: a CRITICAL-only session records none. */
-    int func = function_tracing && level >= LOUPE_LEVEL_INFO;
+    int func = function_tracing && level >= LOUPE_LEVEL_FUNCTION;
     uint64_t n = gen << 16 | (func ? LOUPE__STATE_FUNC : 0) | (uint64_t)level;
+    if (loupe__region != NULL) {
+        __atomic_store_n(&LOUPE__HDR->state, n, __ATOMIC_RELAXED);
+        __atomic_store_n(&LOUPE__HDR->active, 1, __ATOMIC_RELEASE);
+    }
     __atomic_store_n(&loupe__state, n, __ATOMIC_SEQ_CST);
     return n;
+}
+
+void loupe__rec_forget_in_child(void) {
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    __atomic_store_n(&loupe__state, s & ~(uint64_t)0xffff, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&gate_open_flag, 0, __ATOMIC_RELAXED);
+    loupe__tls = NULL;
+    loupe__region_forget();
 }

@@ -1,15 +1,31 @@
-/* record.h: per-thread recording state shared by the recorder, the session and the collector.
+/* record.h: the recording layer shared by the recorder (record.c), the region (region.c), the
+ * keeper (keeper.c), the collector (collect.c) and the session.
  *
- * Concurrency (the design that keeps the hot path lock-free):
- * - Only the owning thread writes its buffer's slots, cur, depth, and (when it joins a new
- *   session) state/base/limit. It publishes cur with a release store after each event.
- * - The collector (inside loupe_stop_trace, after closing the gate) reads [base, cur) with
- *   an acquire load of cur. A thread that passed the gate just before it closed may still write
- *   a few events past that cur: they are never read (keep-first) or are detected and discarded
- *   (keep-last: cur and wraps are re-read after the copy, a seqlock-style check).
- * - Slots are written and read as relaxed atomics so that such a straggler is not a data race.
- * - Buffers live until their thread exits; an exited thread's buffer is freed by the next stop
- *   (after its events were collected) or start, under the registry lock.
+ * Memory: one region per process (region.c), mapped at the first start and kept: a header, a
+ * chunk table, an array of thread descriptors and the chunks (64 KiB each, LOUPE__CHUNK_SLOTS
+ * 16-byte slots). Under `loupe record` the region is a memfd the parent maps too, so that it can
+ * collect what a program recorded after the program died (recover.c). Chunks are handed to
+ * threads lock-free from a session-wide pool (a tagged free stack, then a bump cursor);
+ * the keeper thread populates chunks ahead of the cursor, so a thread's first event takes a
+ * ready chunk instead of faulting in a buffer.
+ *
+ * Concurrency (the design that keeps the hot path lock-free and async-signal-safe):
+ * - Only the owning thread writes its descriptor's hot line, its chunks' slots and its chain.
+ *   It publishes cur with a release store after each event.
+ * - Registration takes a descriptor from the region (lock-free), reads nothing with stdio and
+ *   calls no malloc: a signal handler or the program's own allocator may be the first to record.
+ * - A per-thread `busy` count brackets every recording call (fast path too): a call that finds
+ *   it set was entered from a signal handler or an allocator that interrupted another call on
+ *   the same thread; it drops its event and counts it (reentered), so nesting never corrupts
+ *   the slots.
+ * - The collector (inside loupe_stop_trace, after closing the gate) reads each chain up to the
+ *   published cur. A thread that passed the gate just before it closed may still write a few
+ *   slots past that cur: they are never read. The slow path (chunk changes) is bracketed by
+ *   in_slow and re-checks the gate after a full fence; the stop waits for in_slow to clear
+ *   (Dekker's handshake) before it reads chains.
+ * - A live thread keeps its current chunk across sessions (so a straggler only ever writes into
+ *   a chunk it owns); everything else goes back to the pool after collection, and exited threads'
+ *   descriptors are recycled then.
  */
 #ifndef LOUPE_RECORD_RECORD_H
 #define LOUPE_RECORD_RECORD_H
@@ -21,70 +37,170 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define LOUPE__CHUNK_SLOTS 4096u /* 64 KiB: 16 pages, a few µs to populate */
+#define LOUPE__NO_CHUNK UINT32_MAX
+#define LOUPE__NAME_MAX 64
+
+/* One thread's descriptor, in the region (so a parent process can read it after a death). */
 typedef struct loupe__thread {
-    loupe__tbuf hot; /* cur, limit, state, depth: the fast path's cache line */
-    char pad_hot[64 - sizeof(loupe__tbuf)];
-    loupe__ev *base; /* the mapping's start (map) */
-    void *map;
-    size_t map_len;
-    uint64_t cap;        /* slots */
-    uint64_t dropped;    /* events dropped this session (atomic) */
-    uint64_t wraps;      /* keep-last: times the ring wrapped this session (atomic) */
-    int ring;            /* keep-last policy for this session */
-    uint64_t populated;  /* slots whose pages were touched (they stay so across sessions) */
-    uint64_t exit_ticks; /* atomic: clock ticks when the thread exited, 0 while it runs */
-    uint64_t tid;
-    char name[64];
-    int exited; /* atomic: the thread is gone; its buffer is freed after collection */
-    struct loupe__thread *next;
+    loupe__tbuf hot; /* cur, limit, state, depth, skip_exits, busy, in_slow: the fast path's
+                        cache line */
+    loupe__ev *seg;  /* the first slot of the current segment (chunk) */
+    char pad_hot[64 - sizeof(loupe__tbuf) - sizeof(loupe__ev *)];
+    /* --- written by the owner in the slow path, read by the collector --- */
+    uint64_t id;          /* registry id: unique for the process's life, never reused */
+    uint64_t tid;         /* OS thread id (gettid) */
+    uint32_t first_chunk; /* chain of this session's chunks (LOUPE__NO_CHUNK: none) */
+    uint32_t cur_chunk;   /* the chunk cur points into (kept across sessions) */
+    uint64_t dropped;     /* events dropped this session: full pool / limit (atomic) */
+    uint64_t reentered;   /* events dropped: the call re-entered a recording call (atomic) */
+    uint64_t wraps;       /* keep-last: times a single-segment ring wrapped (atomic) */
+    uint64_t recycled;    /* keep-last: events in chunks recycled for newer ones (atomic) */
+    uint64_t limit_slots; /* this thread's limit for the session (per-thread capacity) */
+    uint64_t used_slots;  /* slots in the session's chunks before the current one */
+    uint64_t exit_ticks;  /* clock ticks when the thread exited, 0 while it runs (atomic) */
+    uint32_t tail_chunk;  /* an exited thread's last events, packed (LOUPE__NO_CHUNK: none) */
+    uint32_t tail_off, tail_n;
+    int32_t ring;            /* keep-last this session */
+    int32_t exited;          /* the thread is gone (atomic) */
+    int32_t free;            /* the descriptor is on the free stack */
+    uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
+    uint32_t free_next;      /* free stack link (descriptor index + 1) */
+    uint32_t name_set;       /* loupe_set_thread_name() named it (atomic) */
+    uint64_t keeper_scanned; /* slots of this session the keeper scanned for names (keeper.c) */
+    char name[LOUPE__NAME_MAX];
 } __attribute__((aligned(64))) loupe__thread;
 
-_Static_assert(sizeof(loupe__tbuf) <= 64, "the hot fields fit one cache line");
+_Static_assert(sizeof(loupe__tbuf) <= 56, "the hot fields fit one cache line");
 _Static_assert(sizeof(loupe__ev) == 16, "16 bytes per event");
-_Static_assert(sizeof(loupe__thread) % 64 == 0, "per-thread state is padded to cache lines");
+_Static_assert(sizeof(loupe__thread) % 64 == 0, "descriptors are padded to cache lines");
+_Static_assert(offsetof(loupe__thread, id) == 64, "the hot line is the first line");
 
-/* Session parameters the recorder needs (set by the session under its lock before the gate
- * opens; read by threads when they join the session). */
+/* Per-chunk bookkeeping, in the region's chunk table. */
+typedef struct loupe__chunk_meta {
+    uint32_t next;  /* next chunk of the owner's chain, LOUPE__NO_CHUNK at its end */
+    uint32_t used;  /* slots written before the owner moved on (the current chunk: see cur) */
+    uint32_t owner; /* descriptor index + 1, 0 when in the pool */
+    uint32_t tail;  /* a tail chunk (exited threads' packed last events), bump offset */
+} loupe__chunk_meta;
+
+/* The region's header (the first page). Offsets are from the region's start. */
+typedef struct loupe__region_hdr {
+    char magic[8]; /* "LOUPERGN" */
+    uint32_t version, header_size;
+    uint64_t total_size, nchunks, max_threads;
+    uint64_t meta_off, desc_off, chunk_off, names_off, names_size;
+    uint64_t base_addr; /* the address the recording process mapped the region at */
+    uint64_t pid;
+    /* the session (written by the session under its lock) */
+    uint64_t state;                   /* the session's state word (0: none yet) */
+    uint64_t start_ticks, start_mono; /* ts 0 */
+    uint64_t origin_unix_ns;
+    int32_t use_tsc, active;
+    uint64_t rate_ticks, rate_mono; /* the keeper's latest (ticks, mono ns) pair */
+    uint64_t session_chunks;        /* the session's capacity, in chunks */
+    uint64_t session_slots;         /* the session's capacity in slots (may be < chunks) */
+    uint64_t level_flags;
+    /* the pool (atomics) */
+    uint64_t chunks_in_use; /* chunks owned by threads (the session's capacity bounds it) */
+    uint64_t bump;          /* next never-used chunk */
+    uint64_t free_head;     /* tagged free stack: tag << 32 | (index + 1) */
+    uint64_t populated;     /* chunks [0, populated) are populated */
+    uint64_t ahead;         /* the keeper keeps this many chunks populated past bump */
+    uint64_t desc_bump;     /* next never-used descriptor */
+    uint64_t desc_free;     /* tagged free stack of descriptors */
+    uint64_t reg_head;      /* registry list head, descriptor index + 1 (push-only) */
+    uint64_t next_id;       /* registry ids */
+    uint64_t unregistered;  /* events dropped: no descriptor left (max_threads) */
+    uint64_t pool_empty;    /* times a thread found the pool empty */
+    uint64_t tail_chunk;    /* the chunk exited threads' tails are packed into (+1; 0 none) */
+    /* the name table (written by the keeper only; read at recovery) */
+    uint64_t names_count, names_used; /* entries; bytes of the string heap used */
+    int32_t stopped;                  /* the session stopped normally (nothing to recover) */
+    int32_t pad0;
+    char log_dir[1024];
+} loupe__region_hdr;
+
+/* The process's region (NULL before the first start). */
+extern void *loupe__region;
+#define LOUPE__HDR ((loupe__region_hdr *)loupe__region)
+
+static inline loupe__chunk_meta *loupe__meta(void *region, uint32_t c) {
+    loupe__region_hdr *h = region;
+    return (loupe__chunk_meta *)(void *)((char *)region + h->meta_off) + c;
+}
+static inline loupe__thread *loupe__desc(void *region, uint32_t i) {
+    loupe__region_hdr *h = region;
+    return (loupe__thread *)(void *)((char *)region + h->desc_off) + i;
+}
+static inline loupe__ev *loupe__chunk(void *region, uint32_t c) {
+    loupe__region_hdr *h = region;
+    return (loupe__ev *)(void *)((char *)region + h->chunk_off) + (size_t)c * LOUPE__CHUNK_SLOTS;
+}
+static inline uint32_t loupe__desc_index(void *region, const loupe__thread *t) {
+    return (uint32_t)(t - loupe__desc(region, 0));
+}
+
+/* Session parameters the recorder needs (set by the session before the gate opens). */
 typedef struct loupe__session_params {
-    uint64_t cap; /* slots per thread */
-    int ring;     /* keep-last */
-    int lazy;     /* populate buffers as they fill instead of at the first event */
+    uint64_t session_slots; /* the session's capacity, in slots */
+    uint64_t thread_slots;  /* each thread's limit, in slots (<= session_slots) */
+    int ring;               /* keep-last */
 } loupe__session_params;
 
-extern loupe__session_params loupe__params; /* written under the session lock, before the gate */
+/* Prepares the region for a session (maps it at the first call, or when shm_fd >= 0 maps that
+ * memfd instead: `loupe record`), populates the first chunks and starts the keeper. Called by
+ * the session under its lock, before the gate opens. 0, or LOUPE_ENOMEM with the detail naming
+ * the size that could not be mapped, errno and the capacity that would fit. */
+int loupe__rec_prepare(const loupe__session_params *p);
+/* Opens the gate for a new session: returns the new state word. */
+uint64_t loupe__gate_open(int level, int function_tracing);
+/* Closes the hot path (sets loupe__state to its "not tracing" value, keeping the generation) and
+ * waits until no thread is inside the slow path of the closed session. */
+void loupe__gate_close(void);
+/* After collection: gives the chunks of the session back to the pool (live threads keep their
+ * current chunk), recycles the descriptors of exited threads. Call with loupe__registry_lock. */
+void loupe__rec_recycle(void);
 
-/* The registry of thread buffers, under the registry lock: take it with
- * loupe__registry_lock_take() / loupe__registry_lock_give(), which record the holder so that
- * loupe__registry_held() can assert the "call with the registry lock held" preconditions
- * (two relaxed atomic stores per lock: never on the hot path, only at a thread's first event,
- * a thread name, a start and a stop). */
-extern loupe__thread *loupe__threads;
+/* The registry lock serialises the collector, recycling and loupe_set_thread_name; it is never
+ * taken by registration or recording. Take it with loupe__registry_lock_take() /
+ * loupe__registry_lock_give(), which record the holder so that loupe__registry_held() can assert
+ * the "call with the registry lock held" preconditions. */
 void loupe__registry_lock_take(void);
 void loupe__registry_lock_give(void);
 /* Non-zero when the calling thread holds the registry lock (a fork child's forking thread
  * included: it is the same thread there). */
 int loupe__registry_held(void);
-
-/* Frees the buffers of exited threads. Call with the registry lock held (asserted). */
-void loupe__free_exited(void);
-
-/* Closes the hot path (sets loupe__state to its "not tracing" value, keeping the generation).
- * Called by the session with its lock held (and by a fork child). */
-void loupe__gate_close(void);
-/* Opens it for a new session: returns the new state word. The gate must be closed (asserted):
- * two sessions never share one. */
-uint64_t loupe__gate_open(int level, int function_tracing);
 /* Non-zero between loupe__gate_open() and loupe__gate_close(). The state word cannot tell (a
  * level-0 session's low bits are 0, as a closed gate's): this is a separate flag, for asserts. */
 int loupe__gate_is_open(void);
+/* Takes (1) or releases (0) the lock that packs exited threads' tails: fork's handlers. */
+void loupe__rec_tail_lock(int take);
+/* A fork child: closes the gate and forgets the region (it is the parent's, maybe shared):
+ * a session the child starts maps a region of its own. */
+void loupe__rec_forget_in_child(void);
 
-/* The calling thread's OS id. */
+/* Iterates the registry: calls fn for each descriptor that is not free (of the process's region,
+ * or of a region mapped from outside: recover.c). */
+void loupe__threads_each(void (*fn)(loupe__thread *t, void *arg), void *arg);
+void loupe__threads_each_in(void *region, void (*fn)(loupe__thread *t, void *arg), void *arg);
+
+/* The calling thread's OS id. Async-signal-safe. */
 uint64_t loupe__gettid(void);
-/* The kernel's name of a thread of this process (/proc/self/task/<tid>/comm); "" when gone. */
+/* The kernel's name of a thread of this process (/proc/self/task/<tid>/comm, read with raw
+ * open/read); "" when gone. Async-signal-safe. */
 void loupe__read_comm(uint64_t tid, char *buf, size_t size);
 
 /* Symbol name for a code address (ELF .symtab/.dynsym lookup; "0x..." when unknown). */
 void loupe__symbolize(uintptr_t addr, char *buf, size_t size);
 void loupe__symbols_reset(void);
+
+/* The keeper thread (keeper.c): populates chunks ahead of demand while a session runs. */
+void loupe__keeper_start(void);
+/* Wakes it for a session that just started. */
+void loupe__keeper_kick(void);
+/* Holds it between two passes (while a stop collects and recycles) and lets it go again. */
+void loupe__keeper_pause(void);
+void loupe__keeper_resume(void);
 
 #endif

@@ -16,6 +16,7 @@
 #include "record/record.h"
 #include "session/capture.h"
 #include "session/link.h"
+#include "session/session.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -45,34 +46,35 @@ static size_t meta_count;
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
+/* fork(): every lock a child could need is taken first (in the order the stop takes them:
+ * session, keeper, registry, tails), so that no other thread holds one across the fork. */
 static void fork_prepare(void) {
     pthread_mutex_lock(&session_lock);
+    loupe__keeper_pause();
     loupe__registry_lock_take();
+    loupe__rec_tail_lock(1);
 }
 
 static void fork_parent(void) {
+    loupe__rec_tail_lock(0);
     loupe__registry_lock_give();
+    loupe__keeper_resume();
     pthread_mutex_unlock(&session_lock);
 }
 
-/* The child is not tracing: the gate is closed and the session is over for it. Its copies of
- * the other threads' buffers belong to threads that do not exist in it: they are marked exited
- * and freed by its next start. Its own buffer rejoins whatever session it starts. */
+/* The child is not tracing: the gate is closed and the session is over for it. The region is
+ * the parent's (under `loupe record` even shared with the recorder): the child forgets it, and
+ * a session it starts maps a region of its own. */
 static void fork_child(void) {
-    loupe__gate_close();
+    loupe__rec_forget_in_child();
     active = 0;
     capturing = 0;
-    loupe__thread *me = (loupe__thread *)(void *)loupe__tls;
-    for (loupe__thread *t = loupe__threads; t != NULL; t = t->next) {
-        if (t != me) {
-            t->exited = 1;
-        } else {
-            t->tid = loupe__gettid(); /* the child's own id */
-        }
-    }
-    /* The forking thread took both locks in fork_prepare: it is this thread, so it unlocks them
-     * (re-initialising a held mutex would be undefined, and confuses TSan). */
+    /* The forking thread took the locks in fork_prepare: it is this thread, so it unlocks them
+     * (re-initialising a held mutex would be undefined, and confuses TSan). The child has no
+     * keeper: a session it starts makes one. */
+    loupe__rec_tail_lock(0);
     loupe__registry_lock_give();
+    loupe__keeper_resume();
     pthread_mutex_unlock(&session_lock);
 }
 
@@ -114,15 +116,31 @@ static int valid_run_name(const char *n) {
  * session_lock held and the session IDLE. */
 static void open_session(int level, int function_tracing) {
     assert(!active && !loupe__gate_is_open()); /* IDLE: the last stop closed the gate */
-    loupe__registry_lock_take();
-    loupe__free_exited();
-    loupe__registry_lock_give();
     loupe__clock_init();
     loupe__clock_pair(&start_ticks, &start_mono_ns);
     start_real_ns = loupe__realtime_ns();
+    loupe__region_hdr *h = LOUPE__HDR; /* what a recovery after a death needs (recover.c) */
+    h->start_ticks = start_ticks;
+    h->start_mono = start_mono_ns;
+    h->origin_unix_ns = start_real_ns;
+    h->use_tsc = loupe__use_tsc;
+    h->rate_ticks = start_ticks;
+    h->rate_mono = start_mono_ns;
+    h->stopped = 0;
     loupe__gpu_session_open();
     session_state = loupe__gate_open(level, function_tracing);
     __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
+    loupe__keeper_kick();
+}
+
+/* The recorder's parameters for a session: its capacity and each thread's limit, in slots. */
+static int prepare_recorder(uint64_t session_events, uint32_t buffer_events, int ring) {
+    loupe__session_params p = {
+        .session_slots = session_events ? session_events : LOUPE_DEFAULT_SESSION_EVENTS,
+        .thread_slots = buffer_events ? buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS,
+        .ring = ring,
+    };
+    return loupe__rec_prepare(&p);
 }
 
 int loupe_start_trace(const loupe_trace_options *o) {
@@ -193,13 +211,22 @@ int loupe_start_trace(const loupe_trace_options *o) {
         pthread_mutex_unlock(&session_lock);
         return loupe__err_prefix(r, "loupe_start_trace: log_dir"); /* the path and errno */
     }
-    char *ld = strdup(o->log_dir);
+    /* Absolute now: a chdir() during the session must not move the trace. */
+    char *ld = realpath(o->log_dir, NULL);
     char *rn = o->run_name ? strdup(o->run_name) : NULL;
     if (ld == NULL || (o->run_name != NULL && rn == NULL)) {
         free(ld);
         free(rn);
         pthread_mutex_unlock(&session_lock);
         return loupe__err(LOUPE_ENOMEM, "loupe_start_trace: out of memory");
+    }
+    r = prepare_recorder(o->session_events, o->buffer_events,
+                         o->overflow == LOUPE_OVERFLOW_KEEP_LAST);
+    if (r != 0) {
+        free(ld);
+        free(rn);
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err_prefix(r, "loupe_start_trace");
     }
     drop_kept();
     free(opt_log_dir);
@@ -210,28 +237,24 @@ int loupe_start_trace(const loupe_trace_options *o) {
     opt_link = o->create_perfetto_link != 0;
     opt_link_ms = o->perfetto_link_timeout_ms;
     opt_formats = o->formats;
-    uint64_t cap = o->buffer_events ? o->buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS;
-    __atomic_store_n(&loupe__params.cap, cap, __ATOMIC_RELAXED);
-    __atomic_store_n(&loupe__params.ring, o->overflow == LOUPE_OVERFLOW_KEEP_LAST,
-                     __ATOMIC_RELAXED);
-    __atomic_store_n(&loupe__params.lazy, o->lazy_buffers != 0, __ATOMIC_RELAXED);
     open_session(level, o->function_tracing != 0);
+    loupe__crash_arm(opt_log_dir, o->crash_dump != LOUPE_CRASH_DUMP_OFF);
     loupe__cupti_start(o->device_tracer_level); /* never fails the start: see its note */
     pthread_mutex_unlock(&session_lock);
     return 0;
 }
 
-/* The per-thread figures of the kept trace, in a new array the result owns (trace.h): a later
- * session on any thread does not touch it. -1 when out of memory (then none). */
-static int make_stats(loupe_trace_result *res) {
-    size_t n = kept->thread_count;
+/* The per-thread figures of m, in a new array the result owns (trace.h): a later session on
+ * any thread does not touch it. -1 when out of memory (then none). */
+static int make_stats(loupe_trace_result *res, const loupe_model *m) {
+    size_t n = m->thread_count;
     res->threads = n ? calloc(n, sizeof(*res->threads)) : NULL;
     if (n != 0 && res->threads == NULL) {
         return -1;
     }
     res->thread_count = n;
     for (size_t i = 0; i < n; i++) {
-        const loupe_model_thread *th = &kept->threads[i];
+        const loupe_model_thread *th = &m->threads[i];
         loupe_thread_stats *st = &res->threads[i];
         st->tid = th->tid;
         snprintf(st->name, sizeof st->name, "%s", th->name);
@@ -242,20 +265,24 @@ static int make_stats(loupe_trace_result *res) {
     return 0;
 }
 
-/* Fills res's counts and per-thread figures from the kept trace. -1 when out of memory. */
-static int fill_result(loupe_trace_result *res) {
-    if (res == NULL || kept == NULL) {
+int loupe__result_fill(loupe_trace_result *res, const loupe_model *m) {
+    if (res == NULL || m == NULL) {
         return 0;
     }
-    res->events_recorded = loupe_model_events_recorded(kept);
-    res->events_dropped = loupe_model_events_dropped(kept);
-    res->unmatched_ends = kept->unmatched_ends;
-    res->truncated_zones = kept->truncated_zones;
-    return make_stats(res);
+    res->events_recorded = loupe_model_events_recorded(m);
+    res->events_dropped = loupe_model_events_dropped(m);
+    res->unmatched_ends = m->unmatched_ends;
+    res->truncated_zones = m->truncated_zones;
+    return make_stats(res, m);
+}
+
+/* Fills res's counts and per-thread figures from the kept trace. -1 when out of memory. */
+static int fill_result(loupe_trace_result *res) {
+    return loupe__result_fill(res, kept);
 }
 
 /* The program's name: the basename of /proc/self/exe (comm is cut at 15 characters). */
-static const char *process_name(char *buf, size_t size) {
+const char *loupe__process_name(char *buf, size_t size) {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     buf[0] = 0;
@@ -274,12 +301,13 @@ static const char *process_name(char *buf, size_t size) {
  * collects every thread's events. Called with session_lock held. NULL when out of memory. */
 static loupe_model *collect_session(void) {
     assert(active && loupe__gate_is_open()); /* TRACING or CAPTURING: the start opened it */
-    loupe__gate_close();
+    loupe__crash_disarm();
+    uint64_t stop_ticks, stop_mono;
+    loupe__clock_pair(&stop_ticks, &stop_mono);     /* events after this are not the session's */
+    loupe__gate_close();                            /* and waits for the slow paths under way */
     __atomic_store_n(&active, 0, __ATOMIC_RELAXED); /* ended, whatever happens below */
     loupe__gpu_session_close(); /* a later loupe_gpu_session_add fails: nothing is left behind */
     loupe__cupti_stop();        /* flushes its records: they join at loupe__gpu_collect() */
-    uint64_t stop_ticks, stop_mono;
-    loupe__clock_pair(&stop_ticks, &stop_mono);
     double tpn = loupe__ticks_per_ns();
     char host[256], pname[256];
     loupe__hostname(host, sizeof host);
@@ -288,23 +316,27 @@ static loupe_model *collect_session(void) {
         .state = session_state,
         .start_ticks = start_ticks,
         .stop_ns = (uint64_t)((double)(stop_ticks - start_ticks) / tpn + 0.5),
+        .stop_ticks = stop_ticks,
         .ticks_per_ns = tpn,
         .use_tsc = loupe__use_tsc,
         .origin_unix_ns = start_real_ns,
         .pid = (uint64_t)getpid(),
-        .process_name = process_name(pname, sizeof pname),
+        .process_name = loupe__process_name(pname, sizeof pname),
         .host = host,
         .metadata = meta,
         .metadata_count = meta_count,
     };
     loupe__mb *mb = loupe__mb_new();
     int failed = mb == NULL;
+    loupe__keeper_pause(); /* the chains change under recycling */
     loupe__registry_lock_take();
     if (!failed) {
         failed = loupe__collect(mb, &p) != 0;
     }
-    loupe__free_exited();
+    loupe__rec_recycle();
+    LOUPE__HDR->stopped = 1; /* nothing for a recovery to do */
     loupe__registry_lock_give();
+    loupe__keeper_resume();
     pthread_mutex_unlock(&meta_lock);
     /* The session's GPU tracks: decoded launches and CUPTI records (taken even when the host
      * part failed, so that nothing of this session is left for the next). */
@@ -402,10 +434,12 @@ int loupe__capture_start(int level) {
         return e;
     }
     /* The kept trace stays: it belongs to the last local session. Captures use the default
-     * buffer capacity, keeping the first events. */
-    __atomic_store_n(&loupe__params.cap, (uint64_t)LOUPE_DEFAULT_BUFFER_EVENTS, __ATOMIC_RELAXED);
-    __atomic_store_n(&loupe__params.ring, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&loupe__params.lazy, 0, __ATOMIC_RELAXED);
+     * capacities, keeping the first events. */
+    int r = prepare_recorder(0, 0, 0);
+    if (r != 0) {
+        pthread_mutex_unlock(&session_lock);
+        return r;
+    }
     capturing = 1;
     open_session(level, 0);
     pthread_mutex_unlock(&session_lock);

@@ -75,6 +75,10 @@ typedef struct loupe__tbuf {
     uint64_t state;      /* the session state word this buffer is recording for */
     uint64_t depth;      /* zones open on this thread (keep-first reserves room for their ends) */
     uint64_t skip_exits; /* function enters dropped while open: their exits are not written */
+    uint32_t busy;       /* recording calls in progress on this thread: one that finds it set was
+                            entered from a signal handler (or an allocator) inside another, and
+                            drops its event and counts it */
+    uint32_t in_slow;    /* in the slow path: a stop waits for it to clear */
 } loupe__tbuf;
 
 /* Session state word: generation << 16 | flags << 8 | level (0 = not tracing). */
@@ -108,21 +112,61 @@ LOUPE__INLINE uint64_t loupe__state_now(void) {
     return __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
 }
 
-/* Appends one slot for session state s; returns s when recorded, 0 when dropped. */
+/* Appends one slot for session state s; returns s when recorded, 0 when dropped.
+ * Signal safety: busy is raised before cur and depth are read and lowered after cur is
+ * published (compiler fences order them against a signal handler on this thread, which is all
+ * that can interleave). A handler that interrupts this sequence finds busy set and drops its
+ * event, counted, in the slow path; one that runs before the raise or after the lowering records
+ * normally, nested inside whatever zone is open. A begin needs room for its own end and the
+ * ends of the zones open (keep-first keeps recorded zones whole). */
 LOUPE__INLINE uint64_t loupe__push(uint64_t s, uint64_t b, int is_begin) {
     loupe__tbuf *t = loupe__tls;
     uint64_t ts = loupe__now();
-    if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s &&
-                             t->cur + t->depth < t->limit,
+    if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s,
                          1)) {
+        uint32_t busy = t->busy;
+        t->busy = busy + 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
         loupe__ev *e = t->cur;
-        __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED); /* a plain store on x86-64 */
-        __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
-        t->depth += is_begin ? 1u : 0u;
-        __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
-        return s;
+        if (__builtin_expect(busy == 0 && e + t->depth + (is_begin ? 1u : 0u) < t->limit, 1)) {
+            __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED); /* a plain store on x86-64 */
+            __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
+            t->depth += is_begin ? 1u : 0u;
+            __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            t->busy = busy;
+            return s;
+        }
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->busy = busy;
     }
     return loupe__record_slow(s, ts, b, is_begin);
+}
+
+/* Appends an end (of a zone or a function) for session state s: as loupe__push, with the room
+ * its begin reserved. */
+LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
+    loupe__tbuf *t = loupe__tls;
+    uint64_t ts = loupe__now();
+    if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s,
+                         1)) {
+        uint32_t busy = t->busy;
+        t->busy = busy + 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        loupe__ev *e = t->cur;
+        if (__builtin_expect(busy == 0 && e < t->limit, 1)) {
+            __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
+            __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
+            t->depth -= t->depth ? 1u : 0u;
+            __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            t->busy = busy;
+            return;
+        }
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->busy = busy;
+    }
+    (void)loupe__record_slow(s, ts, b, -1);
 }
 
 #ifdef __cplusplus

@@ -1,0 +1,197 @@
+/* names.c: the region's name table. Layout at names_off: NAME_SLOTS entries {key, off, len},
+ * then a string heap. key = addr << 2 | kind (0: empty); open addressing, linear probing. The
+ * keeper is the only writer; a reader (recover.c) reads it after the recording process died, so
+ * no reader ever races the writer. Strings are read from the program's own memory with
+ * process_vm_readv, which fails with EFAULT instead of crashing when a pointer is stale (a
+ * chunk being rewritten under the keeper's scan, a library unloaded). */
+#include "record/names.h"
+
+#include "record/record.h"
+
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define NAME_SLOTS ((uint64_t)1 << 16)
+#define NAME_MAX_LEN 512u
+
+typedef struct name_slot {
+    uint64_t key;
+    uint32_t off, len;
+} name_slot;
+
+static name_slot *slots_of(const void *r) {
+    const loupe__region_hdr *h = r;
+    return (name_slot *)(void *)((char *)(uintptr_t)r + h->names_off);
+}
+
+static char *heap_of(const void *r) {
+    return (char *)slots_of(r) + NAME_SLOTS * sizeof(name_slot);
+}
+
+static uint64_t heap_size(const void *r) {
+    const loupe__region_hdr *h = r;
+    return h->names_size - NAME_SLOTS * sizeof(name_slot);
+}
+
+static uint64_t slot_of(uint64_t key) {
+    return (key * 0x9E3779B97F4A7C15ull) >> 48; /* 16 bits */
+}
+
+const char *loupe__names_find(const void *r, int kind, uint64_t addr) {
+    uint64_t key = addr << 2 | (uint64_t)kind;
+    const name_slot *s = slots_of(r);
+    for (uint64_t i = slot_of(key), n = 0; n < NAME_SLOTS; i = (i + 1) & (NAME_SLOTS - 1), n++) {
+        if (s[i].key == 0) {
+            return NULL;
+        }
+        if (s[i].key == key) {
+            const char *str = heap_of(r) + s[i].off;
+            return (uint64_t)s[i].off + s[i].len < heap_size(r) ? str : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Copies up to size-1 bytes of a string at addr in this process, NUL-terminated; its length, or
+ * -1 when addr cannot be read. */
+static ssize_t read_str(uint64_t addr, char *buf, size_t size) {
+    struct iovec local = {buf, size - 1}, remote = {(void *)(uintptr_t)addr, size - 1};
+    ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+        /* the string may end before a page that is not mapped: read up to the page's end */
+        size_t to_page = 4096 - (size_t)(addr & 4095);
+        if (to_page >= size) {
+            return -1;
+        }
+        local.iov_len = remote.iov_len = to_page;
+        n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (n <= 0) {
+            return -1;
+        }
+    }
+    buf[n] = 0;
+    return (ssize_t)strlen(buf);
+}
+
+static int with_funcs = 1; /* symbolising allocates: not from a signal handler */
+
+static void add(int kind, uint64_t addr) {
+    if (kind == LOUPE__NAME_FUNC && !with_funcs) {
+        return;
+    }
+    void *r = loupe__region;
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint64_t key = addr << 2 | (uint64_t)kind;
+    name_slot *s = slots_of(r);
+    uint64_t i = slot_of(key);
+    for (uint64_t n = 0; s[i].key != 0; i = (i + 1) & (NAME_SLOTS - 1), n++) {
+        if (s[i].key == key || n >= NAME_SLOTS / 2) {
+            return; /* known, or the table is half full: no more names (they read "?") */
+        }
+    }
+    char buf[NAME_MAX_LEN];
+    ssize_t len;
+    if (kind == LOUPE__NAME_SRCLOC) {
+        loupe_srcloc sl;
+        struct iovec local = {&sl, sizeof sl}, remote = {(void *)(uintptr_t)addr, sizeof sl};
+        if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof sl) {
+            return;
+        }
+        len = read_str((uint64_t)(uintptr_t)sl.name, buf, sizeof buf);
+    } else if (kind == LOUPE__NAME_STR) {
+        len = read_str(addr, buf, sizeof buf);
+    } else {
+        loupe__symbolize((uintptr_t)addr, buf, sizeof buf);
+        len = (ssize_t)strlen(buf);
+    }
+    if (len < 0 || h->names_used + (uint64_t)len + 1 > heap_size(r)) {
+        return;
+    }
+    memcpy(heap_of(r) + h->names_used, buf, (size_t)len + 1);
+    s[i].off = (uint32_t)h->names_used;
+    s[i].len = (uint32_t)len;
+    __atomic_store_n(&s[i].key, key, __ATOMIC_RELEASE);
+    h->names_used += (uint64_t)len + 1;
+    h->names_count++;
+}
+
+static void scan_slots(const loupe__ev *e, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t b = __atomic_load_n(&e[i].b, __ATOMIC_RELAXED);
+        switch ((unsigned)(b & 15u)) {
+        case LOUPE__K_BEGIN:
+            add(LOUPE__NAME_SRCLOC, b);
+            break;
+        case LOUPE__K_FUNC_ENTER:
+            add(LOUPE__NAME_FUNC, b >> 4);
+            break;
+        case LOUPE__K_EXT_DATA:
+            if ((b >> 4) != 0) {
+                add(LOUPE__NAME_STR, b >> 4);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static void scan_thread(loupe__thread *t, void *arg) {
+    uint64_t state = *(const uint64_t *)arg;
+    void *r = loupe__region;
+    if (__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) != state) {
+        return;
+    }
+    if (__atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE) != 0 ||
+        __atomic_load_n(&t->recycled, __ATOMIC_ACQUIRE) != 0) {
+        /* a ring: scan what it holds now (it is at most a chunk, or chunks rewritten) */
+        t->keeper_scanned = 0;
+    }
+    uint64_t done = 0, from = t->keeper_scanned;
+    uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
+    if (tail != LOUPE__NO_CHUNK && tail < LOUPE__HDR->nchunks) {
+        /* an exited thread's packed tail: the same slots its first chunk held */
+        if (t->tail_n > from && t->tail_off + t->tail_n <= LOUPE__CHUNK_SLOTS) {
+            scan_slots(loupe__chunk(r, tail) + t->tail_off + from, t->tail_n - from);
+            t->keeper_scanned = t->tail_n;
+        }
+        return;
+    }
+    uint32_t c = __atomic_load_n(&t->first_chunk, __ATOMIC_ACQUIRE);
+    for (uint64_t guard = 0; c != LOUPE__NO_CHUNK && c < LOUPE__HDR->nchunks && guard < 1u << 20;
+         guard++) {
+        const loupe__ev *base = loupe__chunk(r, c);
+        uint64_t used;
+        int last = c == __atomic_load_n(&t->cur_chunk, __ATOMIC_ACQUIRE);
+        if (last) {
+            const loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+            used = cur >= base && cur <= base + LOUPE__CHUNK_SLOTS ? (uint64_t)(cur - base) : 0;
+        } else {
+            used = loupe__meta(r, c)->used;
+            used = used > LOUPE__CHUNK_SLOTS ? LOUPE__CHUNK_SLOTS : used;
+        }
+        if (done + used > from) {
+            uint64_t skip = from > done ? from - done : 0;
+            scan_slots(base + skip, used - skip);
+        }
+        done += used;
+        if (last) {
+            break;
+        }
+        c = loupe__meta(r, c)->next;
+    }
+    t->keeper_scanned = done > from ? done : from;
+}
+
+void loupe__names_scan(void) {
+    uint64_t state = __atomic_load_n(&LOUPE__HDR->state, __ATOMIC_ACQUIRE);
+    with_funcs = 1;
+    loupe__threads_each(scan_thread, &state);
+}
+
+void loupe__names_scan_signal_safe(void) {
+    uint64_t state = __atomic_load_n(&LOUPE__HDR->state, __ATOMIC_ACQUIRE);
+    with_funcs = 0;
+    loupe__threads_each(scan_thread, &state);
+}

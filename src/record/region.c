@@ -1,0 +1,188 @@
+/* region.c: the recording region: one mapping per process with the header, the chunk table,
+ * the thread descriptors and the chunks (record.h). Anonymous memory by default; under
+ * `loupe record`, the memfd the recorder passed in LOUPE_RECORD_SHM_FD, so that the recorder
+ * still has every event after the program dies (recover.c reads it from the outside).
+ *
+ * The mapping reserves address space for the whole capacity (MAP_NORESERVE: no swap is
+ * committed) and is populated chunk by chunk: the first chunks at the session's start, the rest
+ * by the keeper ahead of the threads' demand. Memory therefore grows with the events recorded,
+ * plus one chunk per live thread that records, plus a descriptor per thread.
+ */
+#include "record/region.h"
+
+#include "base/error.h"
+#include "record/record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14, include/uapi/asm-generic/mman-common.h */
+#endif
+
+/* Descriptors: threads alive or exited within one session (exited ones are recycled at the
+ * stop). 262,144 x 320 bytes = 80 MiB of address space, touched as threads register. */
+#define MAX_THREADS ((uint64_t)1 << 18)
+
+static size_t region_size;
+static int region_shared;
+
+static uint64_t align_up(uint64_t v, uint64_t a) {
+    return (v + a - 1) / a * a;
+}
+
+void loupe__region_layout(loupe__region_hdr *h, uint64_t nchunks, uint64_t max_threads) {
+    h->header_size = (uint32_t)sizeof(loupe__region_hdr);
+    h->nchunks = nchunks;
+    h->max_threads = max_threads;
+    h->meta_off = align_up(sizeof(loupe__region_hdr), 4096);
+    h->desc_off = align_up(h->meta_off + nchunks * sizeof(loupe__chunk_meta), 4096);
+    h->names_off = align_up(h->desc_off + max_threads * sizeof(loupe__thread), 4096);
+    h->names_size = (uint64_t)8 << 20; /* the keeper's name table: 8 MiB */
+    h->chunk_off = align_up(h->names_off + h->names_size, 65536);
+    h->total_size = h->chunk_off + nchunks * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+}
+
+static void init_header(void *r, uint64_t nchunks) {
+    loupe__region_hdr *h = r;
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, "LOUPERGN", 8);
+    h->version = 1;
+    loupe__region_layout(h, nchunks, MAX_THREADS);
+    h->base_addr = (uint64_t)(uintptr_t)r;
+    h->pid = (uint64_t)getpid();
+    for (uint64_t c = 0; c < nchunks; c++) {
+        loupe__meta(r, (uint32_t)c)->next = LOUPE__NO_CHUNK;
+    }
+}
+
+/* The memfd `loupe record` passed, or -1. Taken once: LOUPE_RECORD_SHM_FD is removed, the fd
+ * made close-on-exec, so that programs this one starts record into regions of their own. */
+static int take_shm_fd(void) {
+    const char *v = getenv("LOUPE_RECORD_SHM_FD");
+    if (v == NULL || v[0] == 0) {
+        return -1;
+    }
+    char *end;
+    long fd = strtol(v, &end, 10);
+    const char *pid = getenv("LOUPE_RECORD_SHM_PID");
+    unsetenv("LOUPE_RECORD_SHM_FD");
+    if (*end != 0 || fd < 0 || fd > 65535 || (pid != NULL && atol(pid) != (long)getpid())) {
+        return -1;
+    }
+    struct stat st;
+    if (fstat((int)fd, &st) != 0) {
+        return -1;
+    }
+    (void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    return (int)fd;
+}
+
+int loupe__region_ensure(uint64_t session_slots) {
+    uint64_t chunks = (session_slots + LOUPE__CHUNK_SLOTS - 1) / LOUPE__CHUNK_SLOTS;
+    if (loupe__region != NULL && chunks <= LOUPE__HDR->nchunks) {
+        return 0;
+    }
+    if (chunks > LOUPE__NO_CHUNK - 1) {
+        return loupe__err(LOUPE_EINVALID, "a session of %llu events is above loupe's limit",
+                          (unsigned long long)session_slots);
+    }
+    loupe__region_hdr probe;
+    memset(&probe, 0, sizeof probe);
+    loupe__region_layout(&probe, chunks, MAX_THREADS);
+    size_t size = (size_t)probe.total_size;
+    int fd = loupe__region == NULL ? take_shm_fd() : -1;
+    void *r = MAP_FAILED;
+    int e = 0;
+    if (fd >= 0) {
+        if (ftruncate(fd, (off_t)size) == 0) {
+            r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        }
+        e = errno;
+        close(fd); /* the mapping keeps the memfd; `loupe record` holds its own descriptor */
+    }
+    int shared = r != MAP_FAILED;
+    if (r == MAP_FAILED) {
+        r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+        e = errno;
+    }
+    if (r == MAP_FAILED) {
+        /* Say what would fit: the largest mapping the process can make now. */
+        uint64_t lo = 0, hi = chunks;
+        while (lo + 1 < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            loupe__region_layout(&probe, mid, MAX_THREADS);
+            void *t = mmap(NULL, (size_t)probe.total_size, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (t == MAP_FAILED) {
+                hi = mid;
+            } else {
+                munmap(t, (size_t)probe.total_size);
+                lo = mid;
+            }
+        }
+        return loupe__err(LOUPE_ENOMEM,
+                          "cannot map %zu bytes for a session of %llu events: %s (errno %d); "
+                          "the process can map %llu events now (a limit such as ulimit -v): set "
+                          "session_events (loupe record --session-events) to that or less",
+                          size, (unsigned long long)session_slots, strerror(e), e,
+                          (unsigned long long)(lo > 4 ? (lo - 4) * LOUPE__CHUNK_SLOTS : 0));
+    }
+    init_header(r, chunks);
+    /* An older, smaller region stays mapped: a thread that was interrupted inside a recording
+     * call may still write into its chunk. Live threads register again in the new one. */
+    loupe__region = r;
+    region_size = size;
+    region_shared = shared;
+    return 0;
+}
+
+void loupe__region_populate(uint64_t upto) {
+    if (loupe__region == NULL) {
+        return;
+    }
+    loupe__region_hdr *h = LOUPE__HDR;
+    if (upto > h->nchunks) {
+        upto = h->nchunks;
+    }
+    uint64_t from = __atomic_load_n(&h->populated, __ATOMIC_ACQUIRE);
+    if (from >= upto) {
+        return;
+    }
+    char *a = (char *)loupe__chunk(loupe__region, (uint32_t)from);
+    size_t len = (size_t)(upto - from) * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+    if (madvise(a, len, MADV_POPULATE_WRITE) != 0) {
+        /* Older kernels: fault each page in by writing it. The chunks may be in use already
+         * (the pool's cursor can pass the keeper): an atomic add of 0 keeps what a thread
+         * wrote. */
+        for (size_t off = 0; off < len; off += 4096) {
+            (void)__atomic_fetch_add((uint64_t *)(void *)(a + off), 0, __ATOMIC_RELAXED);
+        }
+    }
+    uint64_t cur = from;
+    while (cur < upto && !__atomic_compare_exchange_n(&h->populated, &cur, upto, 0,
+                                                      __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+}
+
+void loupe__region_forget(void) {
+    /* Only the forking thread exists in the child, and it is not inside a recording call (it
+     * called fork): nothing can write the mapping any more. */
+    if (loupe__region != NULL) {
+        munmap(loupe__region, region_size);
+    }
+    loupe__region = NULL;
+    region_size = 0;
+    region_shared = 0;
+}
+
+int loupe__region_shared(void) {
+    return region_shared;
+}

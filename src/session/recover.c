@@ -1,0 +1,142 @@
+/* recover.c: loupe_recover_trace() (loupe/trace.h): the trace of a program that died while it
+ * recorded, read from outside it. Under `loupe record` the program's recording region is a memfd
+ * that the recorder holds too (src/record/region.c), so that after a SIGKILL, a crash, _exit()
+ * or an exec every event written up to the death is still there: the collector reads the region
+ * in its foreign mode (pointers rebased, names from the region's name table, open zones ended at
+ * their thread's last event) and the run directory is written as a stop would write it.
+ *
+ * The region is hostile input: the program may have died of a wild write. Every offset, index
+ * and count read from it is checked against the mapping (collect.c does so for the chains).
+ */
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/fs.h"
+#include "export/writers.h"
+#include "model/builder.h"
+#include "record/collect.h"
+#include "record/region.h"
+#include "record/record.h"
+#include "session/session.h"
+
+#include <loupe/trace.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The header is what the region's own layout says for its sizes, and fits the mapping. */
+static int header_ok(const loupe__region_hdr *h, size_t size) {
+    if (size < sizeof *h || memcmp(h->magic, "LOUPERGN", 8) != 0 || h->version != 1) {
+        return 0;
+    }
+    if (h->nchunks == 0 || h->nchunks >= LOUPE__NO_CHUNK || h->max_threads == 0 ||
+        h->max_threads > (1u << 24)) {
+        return 0;
+    }
+    loupe__region_hdr want;
+    memset(&want, 0, sizeof want);
+    loupe__region_layout(&want, h->nchunks, h->max_threads);
+    return want.meta_off == h->meta_off && want.desc_off == h->desc_off &&
+           want.names_off == h->names_off && want.names_size == h->names_size &&
+           want.chunk_off == h->chunk_off && want.total_size == h->total_size &&
+           h->total_size <= size;
+}
+
+int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_result *res) {
+    if (res != NULL) {
+        if (loupe__result_check(res, "loupe_recover_trace") != 0) {
+            return LOUPE_EINVALID;
+        }
+        loupe__result_reset(res);
+    }
+    if (o == NULL || o->log_dir == NULL || o->log_dir[0] == 0 || fd < 0) {
+        return loupe__err(LOUPE_EINVALID, "loupe_recover_trace: %s",
+                          fd < 0 ? "fd is negative" : "options with a log_dir are required");
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        return loupe__err(LOUPE_EINVALID, "loupe_recover_trace: fd %d: %s", fd, strerror(errno));
+    }
+    size_t size = (size_t)st.st_size;
+    if (size < sizeof(loupe__region_hdr)) {
+        return loupe__err(LOUPE_ENO_TRACE,
+                          "loupe_recover_trace: the program never started a session (its "
+                          "recording region is empty)");
+    }
+    void *r = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (r == MAP_FAILED) {
+        return loupe__err(LOUPE_EIO, "loupe_recover_trace: cannot map %zu bytes: %s (errno %d)",
+                          size, strerror(errno), errno);
+    }
+    const loupe__region_hdr *h = r;
+    int rc = 0;
+    loupe_model *m = NULL;
+    if (!header_ok(h, size)) {
+        rc = loupe__err(LOUPE_EFORMAT,
+                        "loupe_recover_trace: not a loupe recording region, or its header is "
+                        "damaged (%zu bytes)",
+                        size);
+        goto out;
+    }
+    if (h->state == 0 || (h->stopped && !h->active)) {
+        rc = loupe__err(LOUPE_ENO_TRACE, "loupe_recover_trace: %s",
+                        h->state == 0 ? "the program never started a session"
+                                      : "the program stopped its session and wrote its trace");
+        goto out;
+    }
+    /* Ticks to ns: the program's own latest (ticks, ns) pair against its start (the keeper
+     * refreshes it every millisecond), else this process's rate (the same machine's TSC). */
+    double tpn = 1.0;
+    if (h->use_tsc) {
+        if (h->rate_mono > h->start_mono + 1000000 && h->rate_ticks > h->start_ticks) {
+            tpn = (double)(h->rate_ticks - h->start_ticks) / (double)(h->rate_mono - h->start_mono);
+        } else {
+            loupe__clock_init();
+            tpn = loupe__ticks_per_ns();
+        }
+    }
+    char host[256], cause[600];
+    loupe__hostname(host, sizeof host);
+    snprintf(cause, sizeof cause, "%s", o->cause != NULL ? o->cause : "the program died");
+    loupe_kv meta[1] = {{"loupe_recovered", cause}};
+    loupe__collect_params p = {
+        .state = h->state,
+        .start_ticks = h->start_ticks,
+        .stop_ns = UINT64_MAX / 4,
+        .stop_ticks = UINT64_MAX,
+        .ticks_per_ns = tpn,
+        .use_tsc = h->use_tsc,
+        .origin_unix_ns = h->origin_unix_ns,
+        .pid = h->pid,
+        .process_name = o->process_name != NULL ? o->process_name : "",
+        .host = host,
+        .metadata = meta,
+        .metadata_count = 1,
+        .region = r,
+        .foreign = 1,
+    };
+    loupe__mb *mb = loupe__mb_new();
+    if (mb == NULL || loupe__collect(mb, &p) != 0) {
+        loupe__mb_abort(mb);
+        rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory while collecting");
+        goto out;
+    }
+    m = loupe__mb_finish(mb);
+    if (m == NULL) {
+        rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory while collecting");
+        goto out;
+    }
+    rc = loupe__write_run(m, o->log_dir, o->run_name, loupe__formats(o->formats, 0), res);
+    if (rc == 0 && loupe__result_fill(res, m) != 0) {
+        rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory (the trace was "
+                                      "written)");
+    }
+out:
+    loupe_model_free(m);
+    munmap(r, size);
+    return rc;
+}

@@ -1,0 +1,22 @@
+/* session.h: what the session's files share (session.c, recover.c). */
+#ifndef LOUPE_SESSION_SESSION_H
+#define LOUPE_SESSION_SESSION_H
+
+#include <loupe/model.h>
+#include <loupe/trace.h>
+#include <stddef.h>
+
+/* Fills a result's counts and per-thread figures from m (the figures in a new array the result
+ * owns). 0, or -1 when out of memory (then no figures). res may be NULL. */
+int loupe__result_fill(loupe_trace_result *res, const loupe_model *m);
+
+/* The program's name: the basename of /proc/self/exe, in buf. */
+const char *loupe__process_name(char *buf, size_t size);
+
+/* Fatal-signal handlers that dump the recording region to <log_dir>/loupe-crash-<pid>.region
+ * (crash.c): armed by a start when on is non-zero and the region is not shared with
+ * `loupe record`, disarmed by the stop. Only default actions are taken over. */
+void loupe__crash_arm(const char *log_dir, int on);
+void loupe__crash_disarm(void);
+
+#endif
