@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# record_death.sh: nothing is lost when the traced program dies. Under `loupe record` a program
+# killed by SIGKILL, a SIGSEGV, abort(), _exit() or an exec has every event it recorded written
+# to a run directory by loupe record (from the memfd the program recorded into), with the open
+# zone truncated at the death and the cause said; alone, a fatal signal dumps the region and
+# `loupe recover` writes its run directory. Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+build=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
+[ -n "$sanitize" ] && { echo "record_death: skipped: sanitizer build (the probe dies on purpose, and a preloaded sanitizer runtime reports it)"; exit 77; }
+probe=$build/tests/die_probe
+summary() { # run dir -> "slices truncated" from loupe summary --json
+  "$build/loupe" summary "$1" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+z = {r["name"]: r for r in d["zones"]}
+print(z["worker_zone"]["count"], z["main_zone"]["count"], z["open_at_death"]["count"], d["truncated_zones"])'
+}
+for how in kill segv abort _exit exec; do
+  out=$("$build/loupe" record -o "$tmp/log-$how" -- "$probe" "$how" 2>"$tmp/err-$how"); st=$?
+  case $how in
+    kill) want_st=137; cause="killed by signal 9 (Killed)" ;;
+    segv) want_st=139; cause="killed by signal 11 (Segmentation fault)" ;;
+    abort) want_st=134; cause="killed by signal 6 (Aborted)" ;;
+    _exit) want_st=7; cause="exited with status 7 without stopping its session (_exit() or exec())" ;;
+    exec) want_st=0; cause="exited with status 0 without stopping its session (_exit() or exec())" ;;
+  esac
+  [ "$st" = "$want_st" ] || fail "$how: exit status $st, want $want_st"
+  grep -qF "loupe record: $probe $cause; 40,001 events recovered, 0 dropped" "$tmp/err-$how" ||
+    fail "$how: message: $(cat "$tmp/err-$how")"
+  [ -d "$out" ] || fail "$how: no run directory printed ($out)"
+  got=$(summary "$out") || fail "$how: summary failed"
+  [ "$got" = "5000 10000 1 1" ] || fail "$how: zones/truncated: $got"
+  echo "record_death: $how: exit $st, 40,001 events recovered, the open zone truncated"
+done
+# alone: a SIGSEGV dumps the region, loupe recover writes the run directory
+"$probe" segv "$tmp/alone" 2>"$tmp/err-alone"; st=$?
+[ "$st" = 139 ] || fail "alone: exit status $st, want 139"
+dump=$(ls "$tmp/alone"/loupe-crash-*.region 2>/dev/null)
+[ -n "$dump" ] || fail "alone: no dump: $(cat "$tmp/err-alone")"
+grep -qF "what it recorded is in $dump" "$tmp/err-alone" || fail "alone: message: $(cat "$tmp/err-alone")"
+run=$("$build/loupe" recover "$dump" 2>"$tmp/err-recover") || fail "recover: $(cat "$tmp/err-recover")"
+grep -qF "loupe recover: 40,001 events recovered, 0 dropped" "$tmp/err-recover" || fail "recover message: $(cat "$tmp/err-recover")"
+[ ! -e "$dump" ] || fail "recover left the dump"
+got=$(summary "$run") || fail "alone: summary failed"
+[ "$got" = "5000 10000 1 1" ] || fail "alone: zones/truncated: $got"
+echo "record_death: alone: SIGSEGV dump recovered, 40,001 events"
+# a dump that is not a region is refused clearly
+head -c 5000 /dev/urandom >"$tmp/junk.region"
+"$build/loupe" recover "$tmp/junk.region" 2>"$tmp/err-junk"; st=$?
+[ "$st" = 1 ] || fail "junk: exit $st"
+grep -qF "not a loupe recording region, or its header is damaged (5000 bytes)" "$tmp/err-junk" || fail "junk: $(cat "$tmp/err-junk")"
+echo "record_death: all checks passed"
