@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include "gpu/cupti_api.h"
+#include "session/capture.h"
 
 #include <loupe/loupe.h>
 #include <stdio.h>
@@ -391,6 +392,23 @@ static void test_cupti_no_gpu_and_level0(void **state) {
     assert_int_equal(loupe_start_trace(&o), LOUPE_EINVALID);
     assert_string_equal(loupe_last_error(),
                         "loupe_start_trace: device_tracer_level 2 is out of range (0 off, 1 on)");
+    /* A profiler-server capture asking for the device tracer (jax's default, level 1) gets it
+     * as a session does: the same note here; level 0 leaves CUPTI alone. */
+    int before = n_subscribe;
+    loupe_model *m = NULL;
+    assert_int_equal(loupe__capture_start(2, 1), 0);
+    assert_int_equal(n_subscribe, before + 1);
+    assert_string_equal(loupe_gpu_device_tracer_note(),
+                        "device tracer: no GPU activity can be recorded "
+                        "(CUPTI_ERROR_INVALID_DEVICE, CUPTI error 2); the session goes on "
+                        "host-only");
+    assert_int_equal(loupe__capture_stop(&m), 0);
+    loupe_model_free(m);
+    assert_int_equal(loupe__capture_start(2, 0), 0);
+    assert_int_equal(n_subscribe, before + 1);
+    assert_int_equal(loupe__capture_stop(&m), 0);
+    loupe_model_free(m);
+    assert_int_equal(loupe__capture_start(2, 3), LOUPE_EINVALID);
 }
 
 static void test_cupti_records(void **state) {

@@ -370,7 +370,7 @@ static void profile_begin(gcall *c) {
         reply_error(c, GRPC_STATUS_INVALID_ARGUMENT,
                     "host_name: \"%.200s\" is not a file name (with '/', '.' or '..')", hostname);
     } else {
-        int r = loupe__capture_start((int)level);
+        int r = loupe__capture_start((int)level, (int)dlevel);
         if (r == LOUPE_EALREADY_STARTED) {
             /* A local trace needs its owner to stop it: FAILED_PRECONDITION (do not retry as it
              * is). Another capture ends by itself: ABORTED (retry later). */

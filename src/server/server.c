@@ -514,7 +514,7 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const conn *k, const
     }
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
-    int r = loupe__capture_start(q.level);
+    int r = loupe__capture_start(q.level, 0);
     if (r == LOUPE_EALREADY_STARTED) {
         return send_error(c, MHD_HTTP_CONFLICT, loupe_strerror(r), loupe_last_error());
     }

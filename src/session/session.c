@@ -415,10 +415,14 @@ int loupe_stop_trace(loupe_trace_result *res) {
     return r;
 }
 
-int loupe__capture_start(int level) {
+int loupe__capture_start(int level, int device_level) {
     (void)pthread_once(&fork_once, install_fork_handlers);
     if (level < 0 || level > 3) {
         return loupe__err(LOUPE_EINVALID, "host_tracer_level %d is out of range (0..3)", level);
+    }
+    if (device_level < 0 || device_level > 2) {
+        return loupe__err(LOUPE_EINVALID, "device_tracer_level %d is out of range (0..2)",
+                          device_level);
     }
     pthread_mutex_lock(&session_lock);
     if (active) {
@@ -442,6 +446,7 @@ int loupe__capture_start(int level) {
     }
     capturing = 1;
     open_session(level, 0);
+    loupe__cupti_start(device_level != 0); /* never fails the capture: see its note */
     pthread_mutex_unlock(&session_lock);
     return 0;
 }
