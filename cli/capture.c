@@ -509,8 +509,9 @@ static void *grpc_main(void *arg) {
     gcall *gs = calloc(job->n, sizeof *gs);
     size_t pending = 0;
     /* the XSpace comes in one message: allow it up to --max-mb */
+    static char max_key[] = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH; /* gRPC never writes it */
     grpc_arg args[1] = {{.type = GRPC_ARG_INTEGER,
-                         .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+                         .key = max_key,
                          .value.integer = o->max_bytes > INT_MAX ? INT_MAX : (int)o->max_bytes}};
     grpc_channel_args ca = {1, args};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
@@ -534,14 +535,16 @@ static void *grpc_main(void *arg) {
         po.device_tracer_level = 1;
         po.duration_ms = o->duration_ms;
         Tensorflow__ProfileRequest rq = TENSORFLOW__PROFILE_REQUEST__INIT;
-        char *tools[] = {(char *)"xplane.pb"};
+        /* protobuf-c's strings are char * it does not write when it packs: our own arrays */
+        static char tool[] = "xplane.pb";
+        char *tools[] = {tool};
         rq.duration_ms = o->duration_ms;
         rq.max_events = 1000000;
         rq.n_tools = 1;
         rq.tools = tools;
         rq.opts = &po;
-        rq.repository_root = (char *)o->run_dir;
-        rq.session_id = (char *)o->run_name;
+        rq.repository_root = (char *)(uintptr_t)o->run_dir;
+        rq.session_id = (char *)(uintptr_t)o->run_name;
         rq.host_name = t->addr;
         rq.emit_xspace = 1;
         size_t len = tensorflow__profile_request__get_packed_size(&rq);

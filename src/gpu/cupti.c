@@ -137,7 +137,8 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
             x.corr = rd32(r, 92);
             const char *nm;
             memcpy(&nm, r + 104, sizeof nm);
-            x.name = (char *)(nm != NULL ? nm : "kernel");
+            /* keep() copies it: the record only lends the name */
+            x.name = (char *)(uintptr_t)(nm != NULL ? nm : "kernel");
             keep(&x);
         } else if (kind == LOUPE__CUPTI_KIND_MEMCPY || kind == LOUPE__CUPTI_KIND_MEMSET) {
             x.what = kind == LOUPE__CUPTI_KIND_MEMCPY ? REC_MEMCPY : REC_MEMSET;

@@ -732,7 +732,9 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         free(c.maps);
         return loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events");
     }
-    qsort(l.v, l.n, sizeof(*l.v), cmp_id);
+    if (l.n > 1) {
+        qsort(l.v, l.n, sizeof(*l.v), cmp_id);
+    }
     for (size_t i = 0; i < l.n && !failed; i++) {
         loupe__thread *t = l.v[i];
         /* one track per registered thread: a reused tid keeps its own counts and name */

@@ -611,11 +611,12 @@ int loupe__grpc_start(const char *address, int port, const char *tok, uint32_t l
     grpc_init();
     /* No SO_REUSEPORT (gRPC sets it by default): with it a second server on a busy port binds
      * without an error and the two share the connections. */
+    /* grpc_arg's key is a char * that gRPC never writes: arrays of our own, not literals */
+    static char reuse_key[] = GRPC_ARG_ALLOW_REUSEPORT;
+    static char max_key[] = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     grpc_arg args[2] = {
-        {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
-        {.type = GRPC_ARG_INTEGER,
-         .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-         .value.integer = REQUEST_MAX},
+        {.type = GRPC_ARG_INTEGER, .key = reuse_key, .value.integer = 0},
+        {.type = GRPC_ARG_INTEGER, .key = max_key, .value.integer = REQUEST_MAX},
     };
     grpc_channel_args ca = {2, args};
     server = grpc_server_create(&ca, NULL);

@@ -535,6 +535,11 @@ static int reserved_key(const char *k) {
     return strncmp(k, "loupe_", 6) == 0;
 }
 
+/* The metadata table holds strdup()'d strings behind loupe_kv's const pointers. */
+static void free_meta_str(const char *s) {
+    free((void *)(uintptr_t)s);
+}
+
 int loupe_set_metadata(const char *key, const char *value) {
     if (key == NULL || value == NULL) {
         return loupe__err(LOUPE_EINVALID, "loupe_set_metadata: key and value are required");
@@ -554,7 +559,7 @@ int loupe_set_metadata(const char *key, const char *value) {
                 pthread_mutex_unlock(&meta_lock);
                 return loupe__err(LOUPE_ENOMEM, "loupe_set_metadata: out of memory");
             }
-            free((char *)meta[i].value);
+            free_meta_str(meta[i].value);
             meta[i].value = v;
             pthread_mutex_unlock(&meta_lock);
             return 0;
@@ -582,8 +587,8 @@ int loupe_set_metadata(const char *key, const char *value) {
 void loupe_clear_metadata(void) {
     pthread_mutex_lock(&meta_lock);
     for (size_t i = 0; i < meta_count; i++) {
-        free((char *)meta[i].key);
-        free((char *)meta[i].value);
+        free_meta_str(meta[i].key);
+        free_meta_str(meta[i].value);
     }
     meta_count = 0;
     pthread_mutex_unlock(&meta_lock);
