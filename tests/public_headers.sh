@@ -43,6 +43,11 @@ typedef int loupe_headers_tu;"
     "$src/tests/probes/headers_use.cpp"
   check "examples/cpp_zones.cpp, $cxx" "$cxx" "${cxxflags[@]}" "${extra[@]}" -I"$inc" -fsyntax-only \
     "$src/examples/cpp_zones.cpp"
+  # README.md's C++ example, as a user pastes it (with the function it calls declared)
+  readme_cpp=$( { echo 'void compute(); void train();'; \
+    sed -n '/^```cpp$/,/^```$/p' "$src/README.md" | sed '1d;$d'; } )
+  check "README.md's C++ example, $cxx" "$cxx" "${cxxflags[@]}" "${extra[@]}" -I"$inc" \
+    -fsyntax-only -x c++ - <<<"$readme_cpp"
 done
 if [ "$ran" = 0 ]; then
   echo "public_headers: SKIPPED: neither gcc nor clang is installed"
