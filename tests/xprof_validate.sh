@@ -16,49 +16,8 @@
 set -uo pipefail
 build=$1
 src=$2
-if [ -n "${LOUPE_XPROF_VENV:-}" ]; then
-  venv=$LOUPE_XPROF_VENV
-elif [ -w "$build/.." ]; then
-  venv=$(cd "$build/.." && pwd)/.venv-xprof
-else
-  venv=$build/xprof-venv
-fi
-py=$venv/bin/python
-if [ ! -f "$venv/.loupe-ready" ]; then
-  mkdir -p "$(dirname "$venv")"
-  exec 9>"$venv.lock"
-  if command -v flock >/dev/null; then
-    # the holder is bounded by the pip timeout; wait a little longer than that
-    if ! flock -w $(( ${LOUPE_PIP_TIMEOUT:-420} + 120 )) 9; then
-      echo "xprof_validate: FAIL: $venv.lock is still held after the pip timeout"
-      exit 1
-    fi
-  fi
-  # checked again under the lock: another build may have filled it while this one waited
-  if [ -f "$venv/.loupe-ready" ]; then
-    :
-  elif [ -n "${LOUPE_XPROF_VENV:-}" ] && "$py" -c 'import xprof, jax' 2>/dev/null; then
-    touch "$venv/.loupe-ready" # a venv made by hand that has them
-  else
-    rm -rf "$venv"
-    echo "xprof_validate: installing xprof and jax into $venv (pip, once)"
-    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
-      rm -rf "$venv"
-      echo "xprof_validate: SKIPPED: python3 -m venv failed (Debian: apt-get install python3-venv)"
-      exit 77
-    fi
-    if ! timeout "${LOUPE_PIP_TIMEOUT:-420}" "$py" -m pip install -q --disable-pip-version-check \
-        xprof jax >"$venv.pip.log" 2>&1; then
-      echo "xprof_validate: SKIPPED: pip could not install xprof and jax (offline or timed out;"
-      echo "  see $venv.pip.log); set LOUPE_XPROF_VENV to a venv that has them"
-      tail -3 "$venv.pip.log"
-      rm -rf "$venv"
-      exit 77
-    fi
-    touch "$venv/.loupe-ready"
-  fi
-  exec 9>&-
-fi
+name=xprof_validate
+. "$src/tests/probes/xprof_venv.sh" # finds or fills the shared venv; sets $venv and $py
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/loupe-xprof.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 if ! LOUPE_XPLANE_DUMP=$tmp "$build/tests/test_xplane" >"$tmp/dump.log" 2>&1; then

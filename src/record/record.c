@@ -422,9 +422,10 @@ static loupe__thread *slow_enter(uint64_t s, unsigned n) {
         return NULL;
     }
     t->hot.busy = 1;
-    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&loupe__state, __ATOMIC_RELAXED) != s) {
+    /* Dekker with loupe__gate_close(): both sides store then load with seq_cst, so one of them
+     * sees the other (a seq_cst store is a full barrier on x86-64: xchg) */
+    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&loupe__state, __ATOMIC_SEQ_CST) != s) {
         __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t->hot.busy = 0;
@@ -657,9 +658,8 @@ static void thread_exit(void *p) {
     }
     uint64_t now = loupe__now();
     t->hot.busy = 1;
-    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_SEQ_CST);
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_SEQ_CST);
     int in_session =
         LOUPE__STATE_LEVEL(s) != 0 && __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s;
     if (in_session) {
@@ -811,11 +811,11 @@ int loupe__rec_prepare(const loupe__session_params *p) {
 
 static void wait_slow(loupe__thread *t, void *arg) {
     (void)arg;
-    /* Dekker: the gate was closed with a full fence; a slow path raises in_slow, fences, then
-     * re-reads the gate. Bounded: a thread stopped inside the slow path (SIGSTOP, a debugger)
-     * costs at most 100 ms, and its last event may then be read half-written (the collector
-     * checks every record's kind). */
-    for (int i = 0; i < 100000 && __atomic_load_n(&t->hot.in_slow, __ATOMIC_ACQUIRE); i++) {
+    /* Dekker: the gate was closed with a seq_cst store; a slow path raises in_slow with a
+     * seq_cst store, then re-reads the gate with a seq_cst load. Bounded: a thread stopped inside
+     * the slow path (SIGSTOP, a debugger) costs at most 100 ms, and its last event may then be read
+     * half-written (the collector checks every record's kind). */
+    for (int i = 0; i < 100000 && __atomic_load_n(&t->hot.in_slow, __ATOMIC_SEQ_CST); i++) {
         if (i > 100) {
             struct timespec d = {0, 1000};
             nanosleep(&d, NULL);
@@ -828,7 +828,6 @@ static void wait_slow(loupe__thread *t, void *arg) {
 void loupe__gate_close(void) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     __atomic_store_n(&loupe__state, s & ~(uint64_t)0xffff, __ATOMIC_SEQ_CST);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&gate_open_flag, 0, __ATOMIC_RELAXED);
     if (loupe__region != NULL) {
         __atomic_store_n(&LOUPE__HDR->active, 0, __ATOMIC_RELEASE);
