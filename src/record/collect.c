@@ -656,7 +656,7 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
             if (ch == t->cur_chunk) {
                 break;
             }
-            ch = loupe__meta(rg, ch)->next;
+            ch = __atomic_load_n(&loupe__meta(rg, ch)->next, __ATOMIC_RELAXED);
         }
         total = n;
     }

@@ -179,7 +179,7 @@ static void scan_thread(loupe__thread *t, void *arg) {
         if (last) {
             break;
         }
-        c = loupe__meta(r, c)->next;
+        c = __atomic_load_n(&loupe__meta(r, c)->next, __ATOMIC_RELAXED);
     }
     t->keeper_scanned = done > from ? done : from;
 }

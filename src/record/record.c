@@ -167,7 +167,7 @@ static uint32_t chunk_take(uint32_t owner) {
         c = (uint32_t)b;
     }
     loupe__chunk_meta *m = loupe__meta(loupe__region, c);
-    m->next = LOUPE__NO_CHUNK;
+    __atomic_store_n(&m->next, LOUPE__NO_CHUNK, __ATOMIC_RELAXED);
     m->used = 0;
     m->tail = 0;
     __atomic_store_n(&m->owner, owner + 1, __ATOMIC_RELEASE);
@@ -216,6 +216,8 @@ static loupe__thread *thread_register(void) {
     t->name_set = 0;
     t->keeper_scanned = 0;
     memset(t->name, 0, sizeof t->name);
+    /* `free` (not cleared above) is still 1 for a recycled descriptor: walkers of the registry
+     * skip it until it is ready, below */
     t->id = __atomic_add_fetch(&h->next_id, 1, __ATOMIC_RELAXED);
     t->tid = loupe__gettid();
     t->first_chunk = t->cur_chunk = t->tail_chunk = LOUPE__NO_CHUNK;
@@ -230,6 +232,7 @@ static loupe__thread *thread_register(void) {
         } while (!__atomic_compare_exchange_n(&h->reg_head, &old, (uint64_t)(i + 1), 1,
                                               __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
     }
+    __atomic_store_n(&t->free, 0, __ATOMIC_RELEASE); /* ready: the registry's walkers see it */
     (void)pthread_setspecific(exit_key, t);
     loupe__tls = &t->hot;
     registering = 0;
@@ -294,7 +297,7 @@ static void join_session(loupe__thread *t, uint64_t s) {
         c = chunk_take(me);
     } else {
         loupe__chunk_meta *m = loupe__meta(loupe__region, c);
-        m->next = LOUPE__NO_CHUNK;
+        __atomic_store_n(&m->next, LOUPE__NO_CHUNK, __ATOMIC_RELAXED);
         m->used = 0;
     }
     t->first_chunk = c;
@@ -324,7 +327,7 @@ static int next_segment(loupe__thread *t, uint64_t need) {
         uint32_t c = chunk_take(me);
         if (c != LOUPE__NO_CHUNK) {
             loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used_here;
-            loupe__meta(loupe__region, t->cur_chunk)->next = c;
+            __atomic_store_n(&loupe__meta(loupe__region, t->cur_chunk)->next, c, __ATOMIC_RELAXED);
             t->used_slots = total;
             set_segment(t, c, t->limit_slots - total);
             return 0;
@@ -337,12 +340,12 @@ static int next_segment(loupe__thread *t, uint64_t need) {
         /* keep-last over chunks: the oldest chunk's events give way to the newest */
         uint32_t old = t->first_chunk;
         loupe__chunk_meta *om = loupe__meta(loupe__region, old);
-        t->first_chunk = om->next;
+        t->first_chunk = __atomic_load_n(&om->next, __ATOMIC_RELAXED);
         __atomic_store_n(&t->recycled, t->recycled + om->used, __ATOMIC_RELAXED);
         t->used_slots -= om->used;
         loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used_here;
-        loupe__meta(loupe__region, t->cur_chunk)->next = old;
-        om->next = LOUPE__NO_CHUNK;
+        __atomic_store_n(&loupe__meta(loupe__region, t->cur_chunk)->next, old, __ATOMIC_RELAXED);
+        __atomic_store_n(&om->next, LOUPE__NO_CHUNK, __ATOMIC_RELAXED);
         om->used = 0;
         t->used_slots += used_here;
         uint64_t allow = t->limit_slots > t->used_slots ? t->limit_slots - t->used_slots : 0;
@@ -635,7 +638,8 @@ static int pack_tail(loupe__thread *t, uint64_t used) {
             pthread_mutex_unlock(&tail_lock);
             return -1;
         }
-        loupe__meta(loupe__region, nc)->next = tc; /* tail chunks chain, newest first */
+        __atomic_store_n(&loupe__meta(loupe__region, nc)->next, tc,
+                         __ATOMIC_RELAXED); /* tail chunks chain, newest first */
         __atomic_store_n(&h->tail_chunk, (uint64_t)nc + 1, __ATOMIC_RELEASE);
         tc = nc;
     }
@@ -653,15 +657,20 @@ static pid_t region_pid; /* the process the region's descriptors belong to */
 
 static void thread_exit(void *p) {
     loupe__thread *t = p;
-    if (loupe__region == NULL || getpid() != region_pid || loupe__tls != &t->hot) {
+    if (loupe__region == NULL || getpid() != __atomic_load_n(&region_pid, __ATOMIC_RELAXED) ||
+        loupe__tls != &t->hot) {
         return; /* a fork child's copy of another process's descriptor */
     }
     uint64_t now = loupe__now();
-    t->hot.busy = 1;
-    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_SEQ_CST);
-    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_SEQ_CST);
-    int in_session =
-        LOUPE__STATE_LEVEL(s) != 0 && __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s;
+    t->hot.busy = 1; /* a signal handler recording from here on is counted, not written */
+    /* Serialised with the collector and recycling (which walk this chain): the thread belongs
+     * to a session until that session was collected, even after its gate closed. Thread exit is
+     * never a signal handler's context, so the lock is allowed here. */
+    loupe__registry_lock_take();
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint64_t st = __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED);
+    int in_session = st != 0 && st == __atomic_load_n(&h->state, __ATOMIC_ACQUIRE) &&
+                     !__atomic_load_n(&h->stopped, __ATOMIC_ACQUIRE);
     if (in_session) {
         /* Zones the thread left open end when it exited (pthread_exit inside a zone). */
         __atomic_store_n(&t->exit_ticks, now, __ATOMIC_RELAXED);
@@ -687,7 +696,7 @@ static void thread_exit(void *p) {
     }
     loupe__tls = NULL;
     __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
+    loupe__registry_lock_give();
 }
 
 static void exit_key_make(void) {
@@ -712,7 +721,7 @@ static void recycle_one(loupe__thread *t, void *arg) {
     uint32_t c = t->first_chunk;
     while (c != LOUPE__NO_CHUNK && c < LOUPE__HDR->nchunks) {
         loupe__chunk_meta *m = loupe__meta(loupe__region, c);
-        uint32_t next = m->next;
+        uint32_t next = __atomic_load_n(&m->next, __ATOMIC_RELAXED);
         if (exited || c != t->cur_chunk) {
             if (m->owner == me + 1) {
                 chunk_give(c);
@@ -743,7 +752,7 @@ void loupe__rec_recycle(void) {
     uint32_t tc = (uint32_t)(__atomic_load_n(&LOUPE__HDR->tail_chunk, __ATOMIC_RELAXED) - 1);
     __atomic_store_n(&LOUPE__HDR->tail_chunk, 0, __ATOMIC_RELEASE);
     while (tc != UINT32_MAX && tc != LOUPE__NO_CHUNK) {
-        uint32_t next = loupe__meta(loupe__region, tc)->next;
+        uint32_t next = __atomic_load_n(&loupe__meta(loupe__region, tc)->next, __ATOMIC_RELAXED);
         chunk_give(tc);
         tc = next;
     }
@@ -789,7 +798,7 @@ int loupe__rec_prepare(const loupe__session_params *p) {
     if (r != 0) {
         return r;
     }
-    region_pid = getpid();
+    __atomic_store_n(&region_pid, getpid(), __ATOMIC_RELAXED);
     loupe__region_hdr *h = LOUPE__HDR;
     uint64_t chunks = (p->session_slots + LOUPE__CHUNK_SLOTS - 1) / LOUPE__CHUNK_SLOTS;
     if (chunks > h->nchunks) {

@@ -61,11 +61,12 @@ typedef struct loupe__thread {
     uint64_t exit_ticks;  /* clock ticks when the thread exited, 0 while it runs (atomic) */
     uint32_t tail_chunk;  /* an exited thread's last events, packed (LOUPE__NO_CHUNK: none) */
     uint32_t tail_off, tail_n;
-    int32_t ring;            /* keep-last this session */
-    int32_t exited;          /* the thread is gone (atomic) */
-    int32_t free;            /* the descriptor is on the free stack */
+    int32_t ring;   /* keep-last this session */
+    int32_t exited; /* the thread is gone (atomic) */
+    /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
     uint32_t free_next;      /* free stack link (descriptor index + 1) */
+    int32_t free;            /* on the free stack; set to 0 last when it is reused (atomic) */
     uint32_t name_set;       /* loupe_set_thread_name() named it (atomic) */
     uint64_t keeper_scanned; /* slots of this session the keeper scanned for names (keeper.c) */
     char name[LOUPE__NAME_MAX];

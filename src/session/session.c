@@ -126,7 +126,7 @@ static void open_session(int level, int function_tracing) {
     h->use_tsc = loupe__use_tsc;
     h->rate_ticks = start_ticks;
     h->rate_mono = start_mono_ns;
-    h->stopped = 0;
+    __atomic_store_n(&h->stopped, 0, __ATOMIC_RELEASE);
     loupe__gpu_session_open();
     session_state = loupe__gate_open(level, function_tracing);
     __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
@@ -334,7 +334,8 @@ static loupe_model *collect_session(void) {
         failed = loupe__collect(mb, &p) != 0;
     }
     loupe__rec_recycle();
-    LOUPE__HDR->stopped = 1; /* nothing for a recovery to do */
+    /* collected: nothing for a recovery to do, and exiting threads let go of everything */
+    __atomic_store_n(&LOUPE__HDR->stopped, 1, __ATOMIC_RELEASE);
     loupe__registry_lock_give();
     loupe__keeper_resume();
     pthread_mutex_unlock(&meta_lock);
