@@ -372,9 +372,12 @@ static int next_segment(loupe__thread *t, uint64_t need) {
 /* Makes room for n slots for an event of the given role (1 begin, 0 other, -1 end) under
  * session s. Returns the first slot, or NULL when the event is dropped (counted). The caller
  * writes the slots and then publishes cur = slot + n. Called inside the busy bracket. */
+static int slow_heavy(loupe__thread *t, uint64_t s);
+static int joined(loupe__thread *t, uint64_t s);
+
 static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role) {
-    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) != s) {
-        join_session(t, s);
+    if (joined(t, s) != 0) {
+        return NULL; /* the session ended meanwhile: after the stop, not counted */
     }
     /* A begin keeps room for its own end and those of the zones open; an end has its room.
      * A ring keeps no room: it overwrites its oldest events instead of dropping new ones. */
@@ -384,6 +387,9 @@ static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role) {
     }
     if (t->hot.cur != NULL && role < 0 && t->hot.cur < t->hot.limit) {
         return t->hot.cur;
+    }
+    if (slow_heavy(t, s) != 0) {
+        return NULL;
     }
     if (next_segment(t, need) == 0) {
         return t->hot.cur;
@@ -402,8 +408,8 @@ static void put(loupe__ev *e, uint64_t a, uint64_t b) {
     __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
 }
 
-/* Enters the slow path for session s: registers the thread when needed, raises busy and
- * in_slow and re-checks the gate behind a full fence (the stop waits for in_slow: record.h).
+/* Enters the slow path for session s: registers the thread when needed and raises busy (the
+ * heavy half, slow_heavy, raises in_slow where the thread leaves its chunk: record.h).
  * Returns the thread, or NULL when the event is not recorded: the session is over (not counted:
  * it is after the stop), no descriptor (counted in the region), or a re-entered call (counted
  * as reentered, n events). */
@@ -425,22 +431,43 @@ static loupe__thread *slow_enter(uint64_t s, unsigned n) {
         return NULL;
     }
     t->hot.busy = 1;
-    /* Dekker with loupe__gate_close(): both sides store then load with seq_cst, so one of them
-     * sees the other (a seq_cst store is a full barrier on x86-64: xchg) */
-    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&loupe__state, __ATOMIC_SEQ_CST) != s) {
-        __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        t->hot.busy = 0;
-        return NULL;
-    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     return t;
 }
 
+/* The heavy half of the slow path, before a thread joins the session or changes chunks (the
+ * only writes outside its current chunk): in_slow is raised and the gate read again, Dekker
+ * with loupe__gate_close(): both sides store then load with seq_cst, so one of them sees the
+ * other (a seq_cst store is a full barrier on x86-64: xchg, ~20 cycles, paid only here).
+ * An append into the current chunk needs none of it, as the inline fast path: a straggler's
+ * slot past the published cur is never read. 0, or -1 when the session is over (the event is
+ * after the stop: not recorded, not counted). */
+static int slow_heavy(loupe__thread *t, uint64_t s) {
+    if (__atomic_load_n(&t->hot.in_slow, __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    __atomic_store_n(&t->hot.in_slow, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&loupe__state, __ATOMIC_SEQ_CST) == s ? 0 : -1;
+}
+
 static void slow_leave(loupe__thread *t) {
-    __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&t->hot.in_slow, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&t->hot.in_slow, 0, __ATOMIC_RELEASE);
+    }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->hot.busy = 0;
+}
+
+/* Joins session s when the thread has not yet (heavy). 0, or -1 when the session is over. */
+static int joined(loupe__thread *t, uint64_t s) {
+    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s) {
+        return 0;
+    }
+    if (slow_heavy(t, s) != 0) {
+        return -1;
+    }
+    join_session(t, s);
+    return 0;
 }
 
 uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
@@ -523,8 +550,9 @@ void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_o
     if (t == NULL) {
         return;
     }
-    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) != s) {
-        join_session(t, s); /* before sizing the name: the limit is the session's */
+    if (joined(t, s) != 0) { /* before sizing the name: the limit is the session's */
+        slow_leave(t);
+        return;
     }
     int cut;
     len = str_len(t, name, len, 1, &cut);
@@ -557,8 +585,9 @@ static void ext_write(uint64_t s, uint64_t ts, unsigned sub, unsigned flags, uin
     if (t == NULL) {
         return;
     }
-    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) != s) {
-        join_session(t, s);
+    if (joined(t, s) != 0) {
+        slow_leave(t);
+        return;
     }
     int cut = 0;
     if (str != NULL) {
