@@ -12,22 +12,8 @@ loupe="$build/loupe"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# Under ASan the preloaded libloupe_preload.so needs the sanitizer runtime loaded first:
-# preload it into loupe (loupe record passes LD_PRELOAD on to the traced program, after its own
-# library, hence verify_asan_link_order=0). TSan cannot be preloaded into a program (its runtime
-# must start with the process): skipped there.
-sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
-case "$sanitize" in
-  *thread*) echo "perfetto_protoc: skipped: TSan build (a preloaded TSan runtime cannot start late)"; exit 77 ;;
-  *address*)
-    asan_rt=$(gcc -print-file-name=libasan.so)
-    [ -f "$asan_rt" ] || { echo "perfetto_protoc: skipped: ASan build and no gcc libasan.so to preload"; exit 77; }
-    run_loupe() {
-      LD_PRELOAD="$asan_rt${LD_PRELOAD:+:$LD_PRELOAD}" \
-        ASAN_OPTIONS="verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$build/loupe" "$@"
-    }
-    loupe=run_loupe ;;
-esac
+name=perfetto_protoc
+. "$2/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
 command -v protoc >/dev/null || fail "protoc not found: install protobuf-compiler (tools/setup.sh)"
 
 # 1. --format picks the files: here the .pftrace and the JSON, not perfetto_trace.json.gz

@@ -8,22 +8,8 @@ loupe="$build/loupe"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-# Under ASan the preloaded libloupe_preload.so needs the sanitizer runtime loaded first:
-# preload it into loupe (loupe record passes LD_PRELOAD on to the traced program, after its own
-# library, hence verify_asan_link_order=0). TSan cannot be preloaded into a program (its runtime
-# must start with the process): skipped there.
-sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
-case "$sanitize" in
-  *thread*) echo "record_cli: skipped: TSan build (a preloaded TSan runtime cannot start late)"; exit 77 ;;
-  *address*)
-    asan_rt=$(gcc -print-file-name=libasan.so)
-    [ -f "$asan_rt" ] || { echo "record_cli: skipped: ASan build and no gcc libasan.so to preload"; exit 77; }
-    run_loupe() {
-      LD_PRELOAD="$asan_rt${LD_PRELOAD:+:$LD_PRELOAD}" \
-        ASAN_OPTIONS="verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$build/loupe" "$@"
-    }
-    loupe=run_loupe ;;
-esac
+name=record_cli
+. "$2/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
 count() { # file, exact JSON text to count
   python3 - "$1" "$2" <<'PY'
 import gzip, json, sys

@@ -245,16 +245,10 @@ size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
         }
         j = (j + 1) & (mb->tcap_slots - 1);
     }
-    size_t cap = mb->thread_cap;
-    if (loupe__grow((void **)&mb->m.threads, &mb->thread_cap, mb->m.thread_count + 1,
-                    sizeof(loupe_model_thread)) != 0 ||
-        loupe__grow((void **)&mb->tcaps, &cap, mb->m.thread_count + 1, sizeof(tcap)) != 0) {
-        mb->failed = 1;
+    size_t i = loupe__mb_thread_add(mb, tid);
+    if (i == SIZE_MAX) {
         return SIZE_MAX;
     }
-    size_t i = mb->m.thread_count++;
-    mb->m.threads[i].tid = tid;
-    mb->m.threads[i].name = mb->empty;
     mb->tkey[j] = tid;
     mb->tval[j] = i + 1;
     mb->tcount++;
