@@ -153,27 +153,30 @@ LOUPE__INLINE int loupe__on(int level) {
 /** Attaches a typed argument to the innermost recorded zone open on this thread.
  * key: static lifetime; a string value is copied (cut at LOUPE_MAX_DYN_NAME bytes).
  * Level: LOUPE_LEVEL_ARG (recorded whenever the session records anything). */
-LOUPE__INLINE void loupe_arg_i64(const char *key, int64_t v) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
-        loupe__arg(LOUPE_ARG_INT64, key, LOUPE__CONV(uint64_t, v), LOUPE__NULL);
+/* The inline path of the typed arguments: the slot when the thread has room, else the slow
+ * path (the same record, or a counted drop). */
+LOUPE__INLINE void loupe__arg_fast(int type, const char *key, uint64_t bits) {
+    uint64_t s = loupe__state_now();
+    if (__builtin_expect(LOUPE__STATE_LEVEL(s) >= LOUPE_LEVEL_ARG, 0)) {
+        if (!loupe__push_ext(s, 0, LOUPE__EXT_ARG, LOUPE__CONV(unsigned, type), bits,
+                             LOUPE__ADDR(key))) {
+            loupe__arg(type, key, bits, LOUPE__NULL);
+        }
     }
+}
+LOUPE__INLINE void loupe_arg_i64(const char *key, int64_t v) {
+    loupe__arg_fast(LOUPE_ARG_INT64, key, LOUPE__CONV(uint64_t, v));
 }
 LOUPE__INLINE void loupe_arg_u64(const char *key, uint64_t v) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
-        loupe__arg(LOUPE_ARG_UINT64, key, v, LOUPE__NULL);
-    }
+    loupe__arg_fast(LOUPE_ARG_UINT64, key, v);
 }
 LOUPE__INLINE void loupe_arg_f64(const char *key, double v) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
-        uint64_t bits;
-        memcpy(&bits, &v, sizeof bits);
-        loupe__arg(LOUPE_ARG_DOUBLE, key, bits, LOUPE__NULL);
-    }
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    loupe__arg_fast(LOUPE_ARG_DOUBLE, key, bits);
 }
 LOUPE__INLINE void loupe_arg_bool(const char *key, int v) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
-        loupe__arg(LOUPE_ARG_BOOL, key, v ? 1u : 0u, LOUPE__NULL);
-    }
+    loupe__arg_fast(LOUPE_ARG_BOOL, key, v ? 1u : 0u);
 }
 LOUPE__INLINE void loupe_arg_str(const char *key, const char *v) {
     if (__builtin_expect(loupe__on(LOUPE_LEVEL_ARG), 0)) {
@@ -187,32 +190,35 @@ LOUPE__INLINE void loupe_instant_record(const char *name, int level) {
         loupe__ext(LOUPE__EXT_INSTANT, level, name, 0);
     }
 }
+/* The inline path of counters and flows (ts 0 for a flow: it attaches to the open zone). */
+LOUPE__INLINE void loupe__ext_fast(unsigned sub, int level, const char *name, uint64_t value,
+                                   int timed) {
+    uint64_t s = loupe__state_now();
+    if (__builtin_expect(LOUPE__STATE_LEVEL(s) >= level, 0)) {
+        uint64_t ts = timed ? loupe__now() : 0;
+        if (!loupe__push_ext(s, ts, sub, 0, value, LOUPE__ADDR(name))) {
+            loupe__ext(LOUPE__CONV(int, sub), level, name, value);
+        }
+    }
+}
 /** A sample of a process-wide counter track (name: static lifetime). Level: LOUPE_LEVEL_COUNTER.
  */
 LOUPE__INLINE void loupe_counter_i64(const char *name, int64_t v) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_COUNTER), 0)) {
-        loupe__ext(LOUPE__EXT_COUNTER_I64, LOUPE_LEVEL_COUNTER, name, LOUPE__CONV(uint64_t, v));
-    }
+    loupe__ext_fast(LOUPE__EXT_COUNTER_I64, LOUPE_LEVEL_COUNTER, name, LOUPE__CONV(uint64_t, v), 1);
 }
 LOUPE__INLINE void loupe_counter_f64(const char *name, double v) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_COUNTER), 0)) {
-        uint64_t bits;
-        memcpy(&bits, &v, sizeof bits);
-        loupe__ext(LOUPE__EXT_COUNTER_F64, LOUPE_LEVEL_COUNTER, name, bits);
-    }
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    loupe__ext_fast(LOUPE__EXT_COUNTER_F64, LOUPE_LEVEL_COUNTER, name, bits, 1);
 }
 /** Flow ends: id links the innermost zone on the producing thread (out) to the innermost zone
  * on the consuming thread (in). Ids are the caller's; use each once per trace.
  * Level: LOUPE_LEVEL_FLOW. */
 LOUPE__INLINE void loupe_flow_out(uint64_t id) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_FLOW), 0)) {
-        loupe__ext(LOUPE__EXT_FLOW_OUT, LOUPE_LEVEL_FLOW, LOUPE__NULL, id);
-    }
+    loupe__ext_fast(LOUPE__EXT_FLOW_OUT, LOUPE_LEVEL_FLOW, LOUPE__NULL, id, 0);
 }
 LOUPE__INLINE void loupe_flow_in(uint64_t id) {
-    if (__builtin_expect(loupe__on(LOUPE_LEVEL_FLOW), 0)) {
-        loupe__ext(LOUPE__EXT_FLOW_IN, LOUPE_LEVEL_FLOW, LOUPE__NULL, id);
-    }
+    loupe__ext_fast(LOUPE__EXT_FLOW_IN, LOUPE_LEVEL_FLOW, LOUPE__NULL, id, 0);
 }
 
 #ifdef __cplusplus

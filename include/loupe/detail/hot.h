@@ -143,6 +143,38 @@ LOUPE__INLINE uint64_t loupe__push(uint64_t s, uint64_t b, int is_begin) {
     return loupe__record_slow(s, ts, b, is_begin);
 }
 
+/* Appends a two-slot (EXT) record for session state s inline: {ts, sub << 8 | flags << 4 |
+ * K_EXT}, {value, ref << 4 | K_EXT_DATA} (the layout src/record/record.c writes too), when the
+ * thread's current segment has room beside the ends of its open zones. Returns 0 when it did not
+ * append (the thread's first event, a full segment, a re-entered call): the caller then takes
+ * the slow path, which records the event or counts it. */
+LOUPE__INLINE int loupe__push_ext(uint64_t s, uint64_t ts, unsigned sub, unsigned flags,
+                                  uint64_t value, uint64_t ref) {
+    loupe__tbuf *t = loupe__tls;
+    if (__builtin_expect(t == LOUPE__NULL || __atomic_load_n(&t->state, __ATOMIC_RELAXED) != s,
+                         0)) {
+        return 0;
+    }
+    uint32_t busy = t->busy;
+    t->busy = busy + 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    loupe__ev *e = t->cur;
+    int ok = busy == 0 && e + 2 + t->depth <= t->limit;
+    if (__builtin_expect(ok, 1)) {
+        __atomic_store_n(&e[0].a, ts, __ATOMIC_RELAXED);
+        __atomic_store_n(&e[0].b,
+                         LOUPE__CONV(uint64_t, sub) << 8 | LOUPE__CONV(uint64_t, flags) << 4 |
+                             LOUPE__K_EXT,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&e[1].a, value, __ATOMIC_RELAXED);
+        __atomic_store_n(&e[1].b, ref << 4 | LOUPE__K_EXT_DATA, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->cur, e + 2, __ATOMIC_RELEASE);
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = busy;
+    return ok;
+}
+
 /* Appends an end (of a zone or a function) for session state s: as loupe__push, with the room
  * its begin reserved. */
 LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
