@@ -279,7 +279,8 @@ static void test_sigprof_zones_threads(void **state) {
         loupe_model *m = read_run(r.run_dir);
         uint64_t sig_slices = slices_named(m, "sig");
         uint64_t reentered = meta_u64(m, "loupe_events_reentered");
-        const loupe_thread_stats *over = stats_named(&r, "(threads over loupe's limit)");
+        const loupe_thread_stats *over =
+            stats_named(&r, "(events of threads loupe could not register)");
         uint64_t unregistered = over ? over->events_dropped : 0;
         if (sig_slices + (reentered + unregistered) / 2 != signals ||
             (reentered + unregistered) % 2 != 0 || r.events_dropped != reentered + unregistered) {

@@ -685,14 +685,16 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED) +
                        __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
     loupe_model_thread *th = loupe__mb_thread_at(c->mb, ti);
-    th->events_recorded = n;
+    /* added: a thread that recorded during its own teardown has a second descriptor (the same
+     * registry id), folded into this track */
+    th->events_recorded += n;
     if (t->ring) {
         uint64_t lost = (wraps > 0 ? total - n : 0) + recycled;
-        th->events_dropped = dropped + lost;
-        th->capacity_needed = total + recycled + dropped;
+        th->events_dropped += dropped + lost;
+        th->capacity_needed += total + recycled + dropped;
     } else {
-        th->events_dropped = dropped;
-        th->capacity_needed = n + dropped;
+        th->events_dropped += dropped;
+        th->capacity_needed += n + dropped;
     }
     c->reentered += __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
     c->cut += ws.cut;
@@ -735,10 +737,16 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     if (l.n > 1) {
         qsort(l.v, l.n, sizeof(*l.v), cmp_id);
     }
+    size_t ti = SIZE_MAX;
     for (size_t i = 0; i < l.n && !failed; i++) {
         loupe__thread *t = l.v[i];
-        /* one track per registered thread: a reused tid keeps its own counts and name */
-        size_t ti = loupe__mb_thread_add(c.mb, t->tid);
+        /* one track per registered thread: a reused tid keeps its own counts and name; the
+         * descriptors of one thread (the same id: it recorded during its own exit) share one */
+        if (i > 0 && l.v[i - 1]->id == t->id && ti != SIZE_MAX) {
+            failed = collect_thread(&c, t, ti) != 0;
+            continue;
+        }
+        ti = loupe__mb_thread_add(c.mb, t->tid);
         if (ti == SIZE_MAX) {
             failed = 1;
             break;
@@ -757,13 +765,13 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     const loupe__region_hdr *rh = c.rg;
     if (!failed && rh->unregistered != 0) {
         /* events of threads that found no descriptor: counted on a track of their own */
-        size_t ti = loupe__mb_thread_add(c.mb, 0);
-        if (ti == SIZE_MAX) {
+        size_t ui = loupe__mb_thread_add(c.mb, 0);
+        if (ui == SIZE_MAX) {
             failed = 1;
         } else {
-            loupe__mb_thread_name(c.mb, ti, "(threads over loupe's limit)");
-            loupe__mb_thread_at(c.mb, ti)->events_dropped = rh->unregistered;
-            loupe__mb_thread_at(c.mb, ti)->capacity_needed = rh->unregistered;
+            loupe__mb_thread_name(c.mb, ui, "(events of threads loupe could not register)");
+            loupe__mb_thread_at(c.mb, ui)->events_dropped = rh->unregistered;
+            loupe__mb_thread_at(c.mb, ui)->capacity_needed = rh->unregistered;
         }
     }
     if (c.foreign) {

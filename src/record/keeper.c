@@ -28,15 +28,14 @@ static pthread_mutex_t keeper_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t keeper_cond = PTHREAD_COND_INITIALIZER;
 static pid_t keeper_pid; /* the process the keeper runs in (a fork child has none) */
 
+/* Chunks populated in one pass at most (2 MiB, about a millisecond of page faults): a pass
+ * that populated 16 MiB of shared memory at once took several milliseconds on a loaded machine,
+ * and the names and the heartbeat waited behind it. */
+#define POPULATE_STEP 32u
+
 static void keep(void) {
     loupe__region_hdr *h = LOUPE__HDR;
-    uint64_t bump = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
-    uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
-    uint64_t want = bump + AHEAD_CHUNKS;
-    if (want > cap + 1) {
-        want = cap + 1; /* the pool never hands out more than the session's capacity (+ tails) */
-    }
-    loupe__region_populate(want);
+    /* The heartbeat and the names first: they are what a recovery after a death needs. */
     uint64_t t, ns;
     loupe__clock_pair(&t, &ns);
     __atomic_store_n(&h->rate_ticks, t, __ATOMIC_RELAXED);
@@ -44,6 +43,17 @@ static void keep(void) {
     if (loupe__region_shared()) {
         loupe__names_scan();
     }
+    uint64_t bump = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
+    uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
+    uint64_t want = bump + AHEAD_CHUNKS;
+    if (want > cap + 1) {
+        want = cap + 1; /* the pool never hands out more than the session's capacity (+ tails) */
+    }
+    uint64_t have = __atomic_load_n(&h->populated, __ATOMIC_ACQUIRE);
+    if (want > have + POPULATE_STEP) {
+        want = have + POPULATE_STEP;
+    }
+    loupe__region_populate(want);
 }
 
 static void *keeper_main(void *arg) {

@@ -43,6 +43,10 @@ static loupe__session_params params; /* written under the session lock, before t
 /* A thread registering: whatever registration calls that records again (an instrumented
  * function, the program's allocator) must not register a second time. */
 static __thread int registering __attribute__((tls_model("initial-exec")));
+/* The thread's registry id, kept after its exit ran (thread_exit): what it records while glibc
+ * tears it down (its allocator's zones, say) registers a descriptor with the same id, which the
+ * collector folds into the same thread. */
+static __thread uint64_t my_id __attribute__((tls_model("initial-exec")));
 /* A name given by loupe_set_thread_name() before the thread had a descriptor. */
 static __thread char pending_name[LOUPE__NAME_MAX] __attribute__((tls_model("initial-exec")));
 
@@ -218,7 +222,10 @@ static loupe__thread *thread_register(void) {
     memset(t->name, 0, sizeof t->name);
     /* `free` (not cleared above) is still 1 for a recycled descriptor: walkers of the registry
      * skip it until it is ready, below */
-    t->id = __atomic_add_fetch(&h->next_id, 1, __ATOMIC_RELAXED);
+    if (my_id == 0) {
+        my_id = __atomic_add_fetch(&h->next_id, 1, __ATOMIC_RELAXED);
+    }
+    t->id = my_id;
     t->tid = loupe__gettid();
     t->first_chunk = t->cur_chunk = t->tail_chunk = LOUPE__NO_CHUNK;
     if (pending_name[0] != 0) {

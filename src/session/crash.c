@@ -4,7 +4,8 @@
  * <log_dir>/loupe-crash-<pid>.region with async-signal-safe calls only (open, pwrite, ftruncate,
  * write), then let the signal take its default action. `loupe recover FILE` (or
  * loupe_recover_trace() on the file) turns it into a run directory. Under `loupe record` the
- * recorder reads the shared region itself, so no handler is installed.
+ * recorder reads the shared region itself: the handlers only copy the names the events point
+ * at into the region's name table (the keeper may not have yet) before the default action.
  *
  * The dump is sparse: the header, the chunk table, the descriptors and the name table in use,
  * and the chunks handed out so far (everything recorded), at their offsets in the region.
@@ -52,10 +53,14 @@ static void dump_range(int fd, uint64_t off, uint64_t len) {
     }
 }
 
+static int names_only; /* under `loupe record`: the recorder reads the region; copy the names */
+
 static void on_fatal(int sig) {
     int saved_errno = errno;
     loupe__region_hdr *h = LOUPE__HDR;
-    if (h != NULL && __atomic_load_n(&h->active, __ATOMIC_ACQUIRE) && dump_path[0] != 0) {
+    if (h != NULL && names_only && __atomic_load_n(&h->active, __ATOMIC_ACQUIRE)) {
+        loupe__names_scan_signal_safe(); /* the names the events point at, while they exist */
+    } else if (h != NULL && __atomic_load_n(&h->active, __ATOMIC_ACQUIRE) && dump_path[0] != 0) {
         loupe__names_scan_signal_safe(); /* the names the events point at, while they exist */
         int fd = open(dump_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd >= 0) {
@@ -90,15 +95,18 @@ static void on_fatal(int sig) {
 }
 
 void loupe__crash_arm(const char *log_dir, int on) {
-    if (!on || loupe__region == NULL || loupe__region_shared()) {
-        dump_path[0] = 0;
+    dump_path[0] = 0;
+    if (!on || loupe__region == NULL) {
         return;
     }
-    int n =
-        snprintf(dump_path, sizeof dump_path, "%s/loupe-crash-%ld.region", log_dir, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof dump_path) {
-        dump_path[0] = 0;
-        return;
+    names_only = loupe__region_shared();
+    if (!names_only) {
+        int n = snprintf(dump_path, sizeof dump_path, "%s/loupe-crash-%ld.region", log_dir,
+                         (long)getpid());
+        if (n < 0 || (size_t)n >= sizeof dump_path) {
+            dump_path[0] = 0;
+            return;
+        }
     }
     for (size_t i = 0; i < NFATAL; i++) {
         if (installed[i]) {
