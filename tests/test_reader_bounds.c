@@ -322,14 +322,19 @@ static void test_long_first_plane(void **state) {
         sl->name = loupe__mb_str(mb, k % 2 ? "odd" : "even");
     }
     loupe_model *m = loupe__mb_finish(mb);
-    const char *p = path_in(".part-127.0.0.1_9999");
-    assert_int_equal(loupe_trace_write(m, p, LOUPE_FILE_XPLANE), 0);
-    size_t len;
-    free(tu_read_file(p, &len));
-    assert_true(len > 65536 * 2);
-    loupe_model *b = tu_read_back(p);
-    assert_int_equal(slices(b), 20000);
-    loupe_model_free(b);
+    /* the same for a Perfetto protobuf trace: a packet crosses the end of the sniffed bytes */
+    static const loupe_file_format fs[2] = {LOUPE_FILE_XPLANE, LOUPE_FILE_PERFETTO_PROTO};
+    static const char *names[2] = {".part-127.0.0.1_9999", "capture-no-suffix"};
+    for (int k = 0; k < 2; k++) {
+        const char *p = path_in(names[k]);
+        assert_int_equal(loupe_trace_write(m, p, fs[k]), 0);
+        size_t len;
+        free(tu_read_file(p, &len));
+        assert_true(len > 65536 * 2);
+        loupe_model *b = tu_read_back(p);
+        assert_int_equal(slices(b), 20000);
+        loupe_model_free(b);
+    }
     loupe_model_free(m);
 }
 

@@ -1178,8 +1178,13 @@ int loupe__perfetto_proto_sniff(const char *text, size_t n) {
         loupe__pbf f = {0};
         size_t off;
         const char *what;
-        if (*p.p != 0x0A || loupe__pbr_next(&p, &f, &off, &what) != 1) {
+        if (*p.p != 0x0A) {
             return 0;
+        }
+        if (loupe__pbr_next(&p, &f, &off, &what) != 1) {
+            /* a packet that runs past the bytes sniffed: the file goes on (the reader checks
+             * the rest), unless it is the first and the file is no longer than what was read */
+            return packets > 0 || n >= 65536;
         }
         if (f.data + f.len <= buf + window) {
             loupe__pbr q = {f.data, f.data + f.len, buf};
