@@ -85,6 +85,9 @@ cc -std=c11 -I"$src/include" "$tmp/selfstop.c" -o "$tmp/selfstop" -L"$build" -ll
   -Wl,-rpath,"$build"
 run5=$("$loupe" record -q -o "$tmp/log5" -- "$tmp/selfstop" | tail -n 1) || fail "self-stopping program: exit $?"
 [ "$(count "$(ls "$run5"/*.trace.json.gz)" self_zone)" = 1 ] || fail "self_zone missing"
+# the counts reported are that stop's, not zeros
+"$loupe" record -o "$tmp/log5c" -- "$tmp/selfstop" >/dev/null 2>"$tmp/err5" || fail "self-stopping program (counts): exit $?"
+grep -qF "loupe record: 2 events recorded, 0 dropped" "$tmp/err5" || fail "self-stop counts: $(cat "$tmp/err5")"
 
 # 5b. C++ function names come out demangled
 if command -v g++ >/dev/null; then

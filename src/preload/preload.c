@@ -120,6 +120,8 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
 
 /* In libloupe (src/export/rundir.c): the last run directory written in this process. */
 const char *loupe__last_run_dir(char *buf, size_t size);
+/* In libloupe (src/session/session.c): the kept trace's counts. */
+int loupe__kept_counts(loupe_trace_result *res);
 
 /* Registered with atexit() right after the start, so it runs before libloupe's own exit check
  * (which warns about sessions nobody stopped). */
@@ -138,6 +140,9 @@ static void loupe_preload_stop(void) {
          * its stop wrote the run directory. */
         loupe__last_run_dir(run_dir, sizeof run_dir);
         r = run_dir[0] ? 0 : r;
+        if (r == 0) {
+            (void)loupe__kept_counts(&res); /* that stop's figures, not zeros */
+        }
     } else if (res.run_dir != NULL) {
         snprintf(run_dir, sizeof run_dir, "%s", res.run_dir);
     }

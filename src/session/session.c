@@ -281,6 +281,13 @@ static int fill_result(loupe_trace_result *res) {
     return loupe__result_fill(res, kept);
 }
 
+int loupe__kept_counts(loupe_trace_result *res) {
+    pthread_mutex_lock(&session_lock);
+    int r = kept == NULL ? LOUPE_ENO_TRACE : (fill_result(res) == 0 ? 0 : LOUPE_ENOMEM);
+    pthread_mutex_unlock(&session_lock);
+    return r;
+}
+
 /* The program's name: the basename of /proc/self/exe (comm is cut at 15 characters). */
 const char *loupe__process_name(char *buf, size_t size) {
     char exe[4096];

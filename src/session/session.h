@@ -10,6 +10,11 @@
  * owns). 0, or -1 when out of memory (then no figures). res may be NULL. */
 int loupe__result_fill(loupe_trace_result *res, const loupe_model *m);
 
+/* The counts and per-thread figures of the trace kept from the last stop, into res (the
+ * preload's report when the program stopped its own session). 0, LOUPE_ENO_TRACE, LOUPE_ENOMEM.
+ * Exported for libloupe_preload.so; not API. */
+LOUPE_API int loupe__kept_counts(loupe_trace_result *res);
+
 /* The program's name: the basename of /proc/self/exe, in buf. */
 const char *loupe__process_name(char *buf, size_t size);
 
