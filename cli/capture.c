@@ -1102,6 +1102,15 @@ int loupe_cmd_capture(int argc, char **argv) {
             free(list);
             return 2;
         }
+        for (size_t k = 0; k < n; k++) {
+            if (strcmp(ts[k].host, ts[n].host) == 0 && ts[k].port == ts[n].port) {
+                /* one process can run one capture at a time, and both would write one file */
+                fprintf(stderr, "loupe capture: %s is given twice: capture each address once\n",
+                        tok);
+                free(list);
+                return 2;
+            }
+        }
         n++;
     }
     free(list);

@@ -49,21 +49,22 @@ static void usage(FILE *f) {
                     d->host_prefixed ? "<host>" : "", d->suffix);
         }
     }
-    fprintf(f,
-            "                         default: jax.profiler's set (json,xplane)\n"
-            "  -q, --quiet            print only the run directory\n"
-            "  -h, --help             this help\n"
-            "\n"
-            "Only PROGRAM itself is traced, not the programs it runs (a wrapper script gets\n"
-            "nothing: record the real program). A program killed by a signal, or one that\n"
-            "calls _exit(), writes no trace. Statically linked programs (or ones linked with\n"
-            "libloupe.a) cannot be recorded this way: call loupe_start_trace(). A program that\n"
-            "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
-            "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
-            "\n"
-            "example:\n"
-            "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
-            "  loupe summary /tmp/prof\n");
+    fprintf(
+        f, "                         default: jax.profiler's set (json,xplane)\n"
+           "  -q, --quiet            print only the run directory\n"
+           "  -h, --help             this help\n"
+           "\n"
+           "Only PROGRAM itself is traced, not the programs it runs (a wrapper script gets\n"
+           "nothing: record the real program). A program killed by a signal, or one that\n"
+           "calls _exit() or execs, has its trace written by loupe record from the memory\n"
+           "it recorded into (the cause is said). Statically linked programs (or ones linked with\n"
+           "libloupe.a) cannot be recorded this way: call loupe_start_trace(). A program that\n"
+           "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
+           "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
+           "\n"
+           "example:\n"
+           "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
+           "  loupe summary /tmp/prof\n");
 }
 
 /* The preload library: beside this executable (build tree), else in the install libdir. */

@@ -107,4 +107,10 @@ read -r g1 g2 <<<"$gaps"
   fail "409: gaps between attempts $gaps ms, want about 500 and 1000"
 left "409"
 echo "409 three times: retried after ${g1} ms and ${g2} ms, nothing kept"
+# the same address twice is a usage error before any request (one file per address)
+out=$("$loupe" capture 127.0.0.1:9,127.0.0.1:9 --duration-ms 10 --log-dir "$tmp/twice" 2>&1); rc=$?
+[ $rc = 2 ] || fail "twice: exit $rc"
+[ "$out" = "loupe capture: 127.0.0.1:9 is given twice: capture each address once" ] ||
+  fail "twice: $out"
+echo "an address given twice: refused"
 echo "capture_limits: OK"

@@ -235,7 +235,8 @@ typedef struct loupe_recover_options {
  * as by loupe_stop_trace() and must be freed with loupe_trace_result_free().
  * Errors: LOUPE_EINVALID (NULL options or log_dir, a bad fd or result size), LOUPE_ENO_TRACE
  * (the program never started a session, or stopped it and wrote its trace itself: the detail
- * says which), LOUPE_EFORMAT (not a loupe region, or its header is damaged), LOUPE_EIO,
+ * says which), LOUPE_EFORMAT (not a loupe region, too short, cut short, or its header is
+ * damaged: the detail says which), LOUPE_EIO,
  * LOUPE_ENOMEM. Thread-safety: any thread; does not touch this process's own session. */
 LOUPE_API int loupe_recover_trace(int fd, const loupe_recover_options *options,
                                   loupe_trace_result *result);

@@ -62,10 +62,19 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
         return loupe__err(LOUPE_EINVALID, "loupe_recover_trace: fd %d: %s", fd, strerror(errno));
     }
     size_t size = (size_t)st.st_size;
-    if (size < sizeof(loupe__region_hdr)) {
+    if (S_ISDIR(st.st_mode)) {
+        return loupe__err(LOUPE_EINVALID, "loupe_recover_trace: fd %d is a directory", fd);
+    }
+    if (size == 0) {
         return loupe__err(LOUPE_ENO_TRACE,
                           "loupe_recover_trace: the program never started a session (its "
                           "recording region is empty)");
+    }
+    if (size < sizeof(loupe__region_hdr)) {
+        return loupe__err(LOUPE_EFORMAT,
+                          "loupe_recover_trace: %zu bytes: too short to be a loupe recording "
+                          "region (its header alone is %zu bytes)",
+                          size, sizeof(loupe__region_hdr));
     }
     void *r = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     if (r == MAP_FAILED) {
@@ -75,6 +84,15 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
     const loupe__region_hdr *h = r;
     int rc = 0;
     loupe_model *m = NULL;
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == 1 && h->total_size > size &&
+        h->total_size < ((uint64_t)1 << 44)) {
+        rc = loupe__err(LOUPE_EFORMAT,
+                        "loupe_recover_trace: the region is cut short: its header says %llu "
+                        "bytes, the file holds %zu (a dump copied without its sparse end? copy "
+                        "it with cp --sparse=always, or tar -S)",
+                        (unsigned long long)h->total_size, size);
+        goto out;
+    }
     if (!header_ok(h, size)) {
         rc = loupe__err(LOUPE_EFORMAT,
                         "loupe_recover_trace: not a loupe recording region, or its header is "
