@@ -1,6 +1,7 @@
 /* json.c: loupe's pull JSON parser (see json.h). Recursive descent over RFC 8259's grammar, one
  * value at a time, into a reusable array of nodes. */
 #include "import/json.h"
+#include "base/ascii.h"
 
 #include "base/array.h"
 
@@ -83,26 +84,13 @@ static int new_node(loupe__jp *p, uint32_t *out) {
     return 0;
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 static int hex4(const char *s, size_t avail, unsigned *out) {
     if (avail < 4) {
         return -1;
     }
     unsigned v = 0;
     for (int k = 0; k < 4; k++) {
-        int h = hexval(s[k]);
+        int h = loupe__hexval(s[k]);
         if (h < 0) {
             return -1;
         }

@@ -1,6 +1,7 @@
 /* query.c: see query.h. A small hand-written parser: split on '&', then on the first '=',
  * percent-decode both halves into fixed buffers, and check each known parameter strictly. */
 #include "server/query.h"
+#include "base/ascii.h"
 
 #include "base/error.h"
 
@@ -8,19 +9,6 @@
 #include <string.h>
 
 #define PART_MAX 64 /* decoded key or value, bytes (with the NUL) */
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
 
 /* Decodes p[0..n) into out (PART_MAX bytes). 0, -1 when too long, -2 on a bad %XX or a NUL. */
 static int decode(const char *p, size_t n, char out[PART_MAX]) {
@@ -33,7 +21,7 @@ static int decode(const char *p, size_t n, char out[PART_MAX]) {
             if (i + 2 >= n) {
                 return -2;
             }
-            int h = hexval(p[i + 1]), l = hexval(p[i + 2]);
+            int h = loupe__hexval(p[i + 1]), l = loupe__hexval(p[i + 2]);
             if (h < 0 || l < 0) {
                 return -2;
             }
