@@ -386,8 +386,31 @@ static size_t self_inflated(const loupe_model_thread *th, const char **out, size
 
 #define MAX_INFLATED 8
 
+/* The trace's count of events dropped because a recording call was re-entered on its thread (a
+ * signal handler, the program's allocator): "loupe_events_reentered", 0 when none. */
+static uint64_t reentered_drops(const loupe_model *m) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, "loupe_events_reentered") == 0) {
+            return strtoull(m->metadata[i].value, NULL, 10);
+        }
+    }
+    return 0;
+}
+
 /* The warnings that come first: the events each thread dropped, and their effect. */
 static void print_warnings(const loupe_model *m) {
+    uint64_t reentered = reentered_drops(m), total = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        total += m->threads[t].events_dropped;
+    }
+    if (reentered > 0 && reentered >= total) {
+        /* no buffer filled: only the interrupted calls' own events are missing */
+        printf("warning: %llu events were dropped where a signal handler (or the program's own "
+               "allocator) interrupted a recording call on the same thread: they are counted, "
+               "and nothing else is missing\n",
+               (unsigned long long)reentered);
+        return;
+    }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         if (th->events_dropped == 0) {

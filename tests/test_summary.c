@@ -279,6 +279,31 @@ static void test_loss_and_log_dir(void **state) {
     json_decref(j);
 }
 
+/* Drops that are all re-entered calls (a signal handler inside a recording call) are said to
+ * be just that: no buffer filled, nothing else is missing. */
+static void test_reentered_drops(void **state) {
+    (void)state;
+    char p[4300];
+    snprintf(p, sizeof p, "%s/reentered.trace.json", g_dir);
+    static const char text[] =
+        "{\"metadata\":{\"loupe_version\":\"0.2.0\",\"clock\":\"monotonic\",\"duration_ns\":"
+        "\"1000000\",\"loupe_events_reentered\":\"2\",\"loupe_thread_5_recorded\":\"2\","
+        "\"loupe_thread_5_dropped\":\"2\",\"loupe_thread_5_capacity_needed\":\"4\"},"
+        "\"traceEvents\":[{\"ph\":\"X\",\"pid\":5,\"tid\":5,\"ts\":1,\"dur\":2,"
+        "\"name\":\"z\"}]}";
+    tu_write_file(p, text);
+    char args[4400], *out;
+    snprintf(args, sizeof args, "'%s'", p);
+    assert_int_equal(summary(args, &out), 0);
+    static const char want[] =
+        "warning: 2 events were dropped where a signal handler (or the program's own allocator) "
+        "interrupted a recording call on the same thread: they are counted, and nothing else is "
+        "missing\n";
+    assert_true(strncmp(out, want, strlen(want)) == 0);
+    assert_null(strstr(out, "inflated"));
+    free(out);
+}
+
 static void test_real_file(void **state) {
     (void)state;
     json_t *j =
@@ -358,9 +383,13 @@ static void test_help(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json),      cmocka_unit_test(test_by_thread),
-        cmocka_unit_test(test_table),     cmocka_unit_test(test_loss_and_log_dir),
-        cmocka_unit_test(test_real_file), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_by_thread),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_loss_and_log_dir),
+        cmocka_unit_test(test_real_file),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reentered_drops),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
