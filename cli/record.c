@@ -103,6 +103,16 @@ static void forward_signal(int sig) {
     }
 }
 
+/* SIGINT and SIGQUIT: a terminal sends them to the whole foreground group, the program
+ * included, so those are not passed on again (the program would get two); one sent to loupe's
+ * own pid by a process (kill -INT) is passed on. */
+static void forward_if_sent(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    if (si != NULL && (si->si_code == SI_USER || si->si_code == SI_QUEUE)) {
+        forward_signal(sig);
+    }
+}
+
 /* mkdir -p, then a writability check: 0 or an errno. */
 static int make_dirs(const char *path) {
     char buf[PATH_MAX];
@@ -354,15 +364,20 @@ int loupe_cmd_record(int argc, char **argv) {
         _exit(127);
     }
     /* The program gets terminal signals itself (same process group); loupe waits for it.
-     * SIGTERM and SIGHUP sent to loupe alone are passed on, so that the program is not orphaned. */
+     * SIGTERM and SIGHUP sent to loupe alone are passed on, so that the program is not orphaned;
+     * SIGINT and SIGQUIT only when a process sent them to loupe (forward_if_sent). */
     child_pid = pid;
-    signal(SIGINT, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = forward_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    struct sigaction si;
+    memset(&si, 0, sizeof si);
+    si.sa_sigaction = forward_if_sent;
+    si.sa_flags = SA_SIGINFO;
+    sigaction(SIGINT, &si, NULL);
+    sigaction(SIGQUIT, &si, NULL);
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }

@@ -72,6 +72,21 @@ set -e
   >/dev/null 2>"$tmp/err4"
 grep -qE "dropped \(to keep them all: the busiest thread needed [0-9]+ events, the session [0-9]+: rerun with --buffer-events and --session-events at least that\)" "$tmp/err4" ||
   fail "drop hint: $(cat "$tmp/err4")"
+# 4b. SIGINT sent to loupe's own pid (not from a terminal) is passed on to the program (the
+#     plain binary only: under ASan $loupe is a shell function, whose $! is a subshell)
+if [ -x "$loupe" ]; then
+printf '#include <signal.h>\n#include <unistd.h>\nint main(void) { signal(SIGINT, SIG_DFL); sleep(20); return 0; }\n' >"$tmp/intwait.c"
+cc "$tmp/intwait.c" -o "$tmp/intwait"
+set +e
+"$loupe" record -o "$tmp/log4b" -- "$tmp/intwait" >/dev/null 2>"$tmp/err4b" &
+lp=$!
+sleep 1
+kill -INT "$lp"
+wait "$lp"; st=$?
+set -e
+[ "$st" = 130 ] || fail "SIGINT to loupe: exit $st, want 130 ($(cat "$tmp/err4b"))"
+grep -qF "killed by signal 2 (Interrupt)" "$tmp/err4b" || fail "SIGINT message: $(cat "$tmp/err4b")"
+fi
 # 5. a program that stops the session itself (its cleanup path): status 0, the run dir printed
 src=$2
 cat >"$tmp/selfstop.c" <<'C'
