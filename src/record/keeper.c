@@ -106,3 +106,10 @@ void loupe__keeper_pause(void) {
 void loupe__keeper_resume(void) {
     pthread_mutex_unlock(&keeper_lock);
 }
+
+void loupe__keeper_forget_in_child(void) {
+    /* The parent's keeper may have been waiting on keeper_cond at the fork: a broadcast in the
+     * child would wait for that waiter, which does not exist here, forever (glibc's condition
+     * variables). Called with keeper_lock held (fork_prepare took it). */
+    pthread_cond_init(&keeper_cond, NULL);
+}

@@ -203,5 +203,8 @@ void loupe__keeper_kick(void);
 /* Holds it between two passes (while a stop collects and recycles) and lets it go again. */
 void loupe__keeper_pause(void);
 void loupe__keeper_resume(void);
+/* A fork child (the keeper lock held): the child has no keeper; its condition variable is made
+ * anew (a waiter of the parent's would block a broadcast in the child). */
+void loupe__keeper_forget_in_child(void);
 
 #endif

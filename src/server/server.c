@@ -131,6 +131,14 @@ static void atfork_child(void) {
     pthread_mutex_init(&srv_lock, NULL);
     pthread_mutex_init(&wait_lock, NULL);
     pthread_mutex_init(&conn_lock, NULL);
+    /* The condition variable too: a parent's thread (the reaper, a capture) may have been
+     * waiting on it at the fork, and glibc's broadcast in the child would wait for that waiter,
+     * which does not exist here, forever. */
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&wait_cond, &a);
+    pthread_condattr_destroy(&a);
 }
 
 static void init_once(void) {

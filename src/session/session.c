@@ -74,6 +74,7 @@ static void fork_child(void) {
      * keeper: a session it starts makes one. */
     loupe__rec_tail_lock(0);
     loupe__registry_lock_give();
+    loupe__keeper_forget_in_child();
     loupe__keeper_resume();
     pthread_mutex_unlock(&session_lock);
 }
