@@ -434,6 +434,10 @@ static loupe__thread *slow_enter(uint64_t s, unsigned n) {
     if (t->hot.busy != 0) {
         if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s) {
             __atomic_fetch_add(&t->reentered, n, __ATOMIC_RELAXED);
+        } else {
+            /* the interrupted call is this thread's first of the session, before it joined
+             * (joining resets the thread's counts): counted with the region's unplaced events */
+            __atomic_fetch_add(&LOUPE__HDR->unregistered, n, __ATOMIC_RELAXED);
         }
         return NULL;
     }
