@@ -70,10 +70,22 @@ typedef struct loupe_instant {
 /** What a track stands for. */
 typedef enum loupe_track_kind {
     LOUPE_TRACK_THREAD = 0, /* a host thread (tid = OS thread id) */
-    LOUPE_TRACK_GPU = 1     /* a GPU track (device = GPU index; tid = a per-device track id) */
+    LOUPE_TRACK_GPU = 1,    /* a GPU track (device = GPU index; tid = a per-device track id) */
+    /* Slices that may overlap (Perfetto's async tracks, Chrome JSON's b/e events; loupe's async
+     * slices, begun and ended by id on any threads): depth is the lane a slice was put in (the
+     * lowest free one, in start order), not a nesting level. tid = the track's own id. */
+    LOUPE_TRACK_ASYNC = 2
 } loupe_track_kind;
 
-/** One track (a host thread, or a GPU track): properly nested slices. */
+/** A time interval on a track (ns from the origin). */
+typedef struct loupe_interval {
+    uint64_t start_ns;
+    uint64_t dur_ns;
+} loupe_interval;
+
+/** One track (a host thread, a GPU track or an async track): slices nested properly, except on
+ * an async track. A track belongs to the process processes[process]; (process, tid, kind) is
+ * its key: two processes' tracks never merge. */
 typedef struct loupe_model_thread {
     uint64_t tid;
     loupe_track_kind kind;
@@ -86,6 +98,12 @@ typedef struct loupe_model_thread {
     uint64_t events_recorded;
     uint64_t events_dropped;
     uint64_t capacity_needed; /* 0 when unknown (a trace loupe did not write) */
+    size_t process;           /* index into loupe_model.processes */
+    /* When the thread was off the CPU (switched out: blocked, sleeping, preempted), from the
+     * kernel's context-switch records when sampling saw them; by start_ns, never overlapping.
+     * 0 / NULL when unknown (then nothing is known about on- vs. off-CPU time). */
+    size_t off_cpu_count;
+    loupe_interval *off_cpu;
 } loupe_model_thread;
 
 /** A sample of a process-scoped counter track. */
@@ -95,7 +113,46 @@ typedef struct loupe_counter_sample {
     int is_double; /* value in d when non-zero, in i otherwise */
     int64_t i;
     double d;
+    size_t process; /* index into loupe_model.processes */
 } loupe_counter_sample;
+
+/** A process of the trace. processes[0] is the model's own (the one loupe_model.pid,
+ * process_name and host describe); a run of several processes (a process tree, MPI ranks) read
+ * as one model has one entry per process. */
+typedef struct loupe_model_process {
+    uint64_t pid;        /* the OS pid; 0 when unknown */
+    const char *name;    /* "" when unknown */
+    const char *host;    /* "" when unknown */
+    const char *label;   /* how to show it beside its name ("rank 3"); "" when none */
+    const char *cmdline; /* the command line, arguments separated by spaces; "" when unknown */
+    uint64_t parent_pid; /* 0 when unknown */
+    int64_t rank;        /* the MPI rank; -1 when not an MPI process */
+} loupe_model_process;
+
+/** A code location of a sampled call stack (interned: every distinct location once). */
+typedef struct loupe_frame {
+    const char *function;   /* symbol (demangled when C++); "" when unknown */
+    const char *file;       /* source file; "" when unknown */
+    uint32_t line;          /* source line; 0 when unknown */
+    uint32_t inlined;       /* non-zero: inlined into the function of its parent stack node */
+    const char *module;     /* the ELF file (path) or "[kernel]"; "" when unknown */
+    uint64_t module_offset; /* the address relative to the module's load base; 0 when unknown */
+} loupe_frame;
+
+/** A node of the call-stack tree (Perfetto's interned callstacks): a frame and its caller. A
+ * sample's stack is its leaf node; the parents lead to the outermost frame. */
+typedef struct loupe_stack_node {
+    uint32_t parent; /* index into stack_nodes; UINT32_MAX at the outermost frame */
+    uint32_t frame;  /* index into frames */
+} loupe_stack_node;
+
+/** A CPU sample: where a thread was when the sampling clock fired. */
+typedef struct loupe_sample {
+    uint64_t ts_ns;
+    size_t thread;  /* index into threads */
+    uint32_t stack; /* leaf index into stack_nodes; UINT32_MAX when no stack was taken */
+    uint32_t cpu;   /* the CPU it ran on; UINT32_MAX when unknown */
+} loupe_sample;
 
 /** A flow arrow from a slice to a slice (on any threads). Indices into threads[] and their
  * slices[]. */
@@ -134,6 +191,17 @@ typedef struct loupe_model {
      * loupe_stop_trace() or a clean file. Owned by the model (strings in its storage). */
     size_t warning_count;
     const char **warnings;
+    size_t process_count; /* >= 1 in a finished model */
+    loupe_model_process *processes;
+    /* CPU samples (by ts_ns) and the interned frames and stack tree they point into. */
+    size_t sample_count;
+    loupe_sample *samples;
+    size_t frame_count;
+    loupe_frame *frames;
+    size_t stack_node_count;
+    loupe_stack_node *stack_nodes;
+    uint64_t sample_period_ns; /* the sampling period; 0 when unknown or no samples */
+    uint64_t samples_lost;     /* samples the kernel or loupe lost (counted, not in samples) */
     void *loupe__arena; /* private: the storage every pointer above points into */
 } loupe_model;
 

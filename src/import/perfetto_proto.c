@@ -914,7 +914,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
     }
     if (type == 4) { /* COUNTER */
         if (t->kind == TK_COUNTER && has_cval) {
-            loupe_counter_sample c = {ts, t->name, cdouble, (int64_t)cval, 0.0};
+            loupe_counter_sample c = {ts, t->name, cdouble, (int64_t)cval, 0.0, 0};
             if (cdouble) {
                 memcpy(&c.d, &cval, sizeof(double));
                 c.i = 0;

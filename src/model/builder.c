@@ -30,8 +30,14 @@ typedef struct arena {
 } arena;
 
 typedef struct tcap {
-    size_t slice_cap, instant_cap;
+    size_t slice_cap, instant_cap, off_cpu_cap;
 } tcap;
+
+/* An open-addressed table of uint32 indices + 1 (0 = empty) over a caller's hash. */
+typedef struct itable {
+    uint32_t *slot;
+    size_t cap, count;
+} itable;
 
 typedef struct pending_flow {
     uint64_t id;
@@ -52,8 +58,11 @@ struct loupe__mb {
     /* tid -> thread index + 1 (0 = empty slot), open addressing: a trace with 1e5 threads must
      * not cost 1e10 comparisons */
     uint64_t *tkey;
+    size_t *tproc;
     size_t *tval;
     size_t tcap_slots, tcount;
+    size_t process_cap, sample_cap, frame_cap, node_cap;
+    itable frame_tab, node_tab;
     /* interned metadata key -> index + 1, open addressing on the key's pointer */
     size_t *mslot;
     size_t mslot_cap;
@@ -198,6 +207,11 @@ const char *loupe__mb_str(loupe__mb *mb, const char *s) {
     return loupe__mb_strn(mb, s ? s : "", s ? strlen(s) : 0);
 }
 
+/* The code and detail of the int calls below once the builder failed. */
+static int mb_oom(void) {
+    return loupe__err(LOUPE_ENOMEM, "out of memory building the trace model");
+}
+
 static size_t mix64(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
@@ -206,41 +220,50 @@ static size_t mix64(uint64_t x) {
 }
 
 /* Rehashes the tid table to twice the threads (at least 64 slots); -1 on out-of-memory. */
+static size_t thread_hash(size_t process, uint64_t tid) {
+    return mix64(tid ^ ((uint64_t)process * 0x9e3779b97f4a7c15ull));
+}
+
 static int thread_table_grow(loupe__mb *mb) {
     size_t nc = mb->tcap_slots ? mb->tcap_slots * 2 : 64;
     uint64_t *nk = calloc(nc, sizeof(*nk));
+    size_t *np = calloc(nc, sizeof(*np));
     size_t *nv = calloc(nc, sizeof(*nv));
-    if (nk == NULL || nv == NULL) {
+    if (nk == NULL || np == NULL || nv == NULL) {
         free(nk);
+        free(np);
         free(nv);
         return -1;
     }
     for (size_t i = 0; i < mb->tcap_slots; i++) {
         if (mb->tval[i] != 0) {
-            size_t j = mix64(mb->tkey[i]) & (nc - 1);
+            size_t j = thread_hash(mb->tproc[i], mb->tkey[i]) & (nc - 1);
             while (nv[j] != 0) {
                 j = (j + 1) & (nc - 1);
             }
             nk[j] = mb->tkey[i];
+            np[j] = mb->tproc[i];
             nv[j] = mb->tval[i];
         }
     }
     free(mb->tkey);
+    free(mb->tproc);
     free(mb->tval);
     mb->tkey = nk;
+    mb->tproc = np;
     mb->tval = nv;
     mb->tcap_slots = nc;
     return 0;
 }
 
-size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
+size_t loupe__mb_thread_in(loupe__mb *mb, size_t process, uint64_t tid) {
     if ((mb->tcount + 1) * 2 > mb->tcap_slots && thread_table_grow(mb) != 0) {
         mb->failed = 1;
         return SIZE_MAX;
     }
-    size_t j = mix64(tid) & (mb->tcap_slots - 1);
+    size_t j = thread_hash(process, tid) & (mb->tcap_slots - 1);
     while (mb->tval[j] != 0) {
-        if (mb->tkey[j] == tid) {
+        if (mb->tkey[j] == tid && mb->tproc[j] == process) {
             return mb->tval[j] - 1;
         }
         j = (j + 1) & (mb->tcap_slots - 1);
@@ -249,10 +272,182 @@ size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
     if (i == SIZE_MAX) {
         return SIZE_MAX;
     }
+    mb->m.threads[i].process = process;
     mb->tkey[j] = tid;
+    mb->tproc[j] = process;
     mb->tval[j] = i + 1;
     mb->tcount++;
     return i;
+}
+
+size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid) {
+    return loupe__mb_thread_in(mb, 0, tid);
+}
+
+size_t loupe__mb_process_add(loupe__mb *mb, uint64_t pid) {
+    if (loupe__grow((void **)&mb->m.processes, &mb->process_cap, mb->m.process_count + 1,
+                    sizeof(loupe_model_process)) != 0) {
+        mb->failed = 1;
+        return SIZE_MAX;
+    }
+    loupe_model_process *p = &mb->m.processes[mb->m.process_count];
+    *p = (loupe_model_process){pid, mb->empty, mb->empty, mb->empty, mb->empty, 0, -1};
+    return mb->m.process_count++;
+}
+
+size_t loupe__mb_process(loupe__mb *mb, uint64_t pid) {
+    /* Linear: runs have a few processes (a 1,000-rank job is read once per file). */
+    for (size_t i = mb->m.process_count; i-- > 0;) {
+        if (mb->m.processes[i].pid == pid) {
+            return i;
+        }
+    }
+    return loupe__mb_process_add(mb, pid);
+}
+
+loupe_model_process *loupe__mb_process_at(loupe__mb *mb, size_t process) {
+    return &mb->m.processes[process];
+}
+
+/* itable: finds the entry whose index eq() accepts, or the empty slot for it. */
+static int itable_reserve(itable *t) {
+    if ((t->count + 1) * 2 <= t->cap) {
+        return 0;
+    }
+    return -1; /* the caller rehashes */
+}
+
+static uint64_t frame_hash(const loupe_frame *f) {
+    uint64_t h = loupe__hash_bytes(f->function, strlen(f->function));
+    h = h * 31 + loupe__hash_bytes(f->file, strlen(f->file));
+    h = h * 31 + loupe__hash_bytes(f->module, strlen(f->module));
+    return h ^ mix64(f->module_offset ^ ((uint64_t)f->line << 32 | f->inlined));
+}
+
+static uint64_t node_hash(const loupe_stack_node *n) {
+    return mix64((uint64_t)n->parent << 32 | n->frame);
+}
+
+static int frame_eq(const loupe_frame *a, const loupe_frame *b) {
+    /* strings are interned: pointers compare */
+    return a->function == b->function && a->file == b->file && a->module == b->module &&
+           a->line == b->line && a->inlined == b->inlined && a->module_offset == b->module_offset;
+}
+
+static int rehash(loupe__mb *mb, itable *t, int frames) {
+    size_t nc = t->cap ? t->cap * 2 : 256;
+    uint32_t *ns = calloc(nc, sizeof(*ns));
+    if (ns == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        uint32_t v = t->slot[i];
+        if (v != 0) {
+            uint64_t h =
+                frames ? frame_hash(&mb->m.frames[v - 1]) : node_hash(&mb->m.stack_nodes[v - 1]);
+            size_t j = (size_t)h & (nc - 1);
+            while (ns[j] != 0) {
+                j = (j + 1) & (nc - 1);
+            }
+            ns[j] = v;
+        }
+    }
+    free(t->slot);
+    t->slot = ns;
+    t->cap = nc;
+    return 0;
+}
+
+uint32_t loupe__mb_frame(loupe__mb *mb, const loupe_frame *frame) {
+    loupe_frame f = *frame;
+    f.function = loupe__mb_str(mb, frame->function);
+    f.file = loupe__mb_str(mb, frame->file);
+    f.module = loupe__mb_str(mb, frame->module);
+    itable *t = &mb->frame_tab;
+    if (mb->failed || (itable_reserve(t) != 0 && rehash(mb, t, 1) != 0) ||
+        mb->m.frame_count >= UINT32_MAX - 1) {
+        mb->failed = 1;
+        return UINT32_MAX;
+    }
+    size_t j = (size_t)frame_hash(&f) & (t->cap - 1);
+    while (t->slot[j] != 0) {
+        if (frame_eq(&mb->m.frames[t->slot[j] - 1], &f)) {
+            return t->slot[j] - 1;
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    if (loupe__grow((void **)&mb->m.frames, &mb->frame_cap, mb->m.frame_count + 1,
+                    sizeof(loupe_frame)) != 0) {
+        mb->failed = 1;
+        return UINT32_MAX;
+    }
+    mb->m.frames[mb->m.frame_count] = f;
+    t->slot[j] = (uint32_t)++mb->m.frame_count;
+    t->count++;
+    return (uint32_t)(mb->m.frame_count - 1);
+}
+
+uint32_t loupe__mb_stack(loupe__mb *mb, uint32_t parent, uint32_t frame) {
+    loupe_stack_node n = {parent, frame};
+    itable *t = &mb->node_tab;
+    if (mb->failed || frame >= mb->m.frame_count ||
+        (parent != UINT32_MAX && parent >= mb->m.stack_node_count)) {
+        return UINT32_MAX; /* a reader's bad index: not a failure of the builder */
+    }
+    if ((itable_reserve(t) != 0 && rehash(mb, t, 0) != 0) ||
+        mb->m.stack_node_count >= UINT32_MAX - 1) {
+        mb->failed = 1;
+        return UINT32_MAX;
+    }
+    size_t j = (size_t)node_hash(&n) & (t->cap - 1);
+    while (t->slot[j] != 0) {
+        const loupe_stack_node *e = &mb->m.stack_nodes[t->slot[j] - 1];
+        if (e->parent == parent && e->frame == frame) {
+            return t->slot[j] - 1;
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    if (loupe__grow((void **)&mb->m.stack_nodes, &mb->node_cap, mb->m.stack_node_count + 1,
+                    sizeof(loupe_stack_node)) != 0) {
+        mb->failed = 1;
+        return UINT32_MAX;
+    }
+    mb->m.stack_nodes[mb->m.stack_node_count] = n;
+    t->slot[j] = (uint32_t)++mb->m.stack_node_count;
+    t->count++;
+    return (uint32_t)(mb->m.stack_node_count - 1);
+}
+
+uint32_t loupe__mb_stack_of(loupe__mb *mb, const uint32_t *frames, size_t n) {
+    uint32_t node = UINT32_MAX;
+    for (size_t i = n; i-- > 0;) {
+        node = loupe__mb_stack(mb, node, frames[i]);
+        if (node == UINT32_MAX) {
+            return UINT32_MAX;
+        }
+    }
+    return node;
+}
+
+int loupe__mb_sample(loupe__mb *mb, size_t thread, uint64_t ts_ns, uint32_t stack, uint32_t cpu) {
+    if (loupe__grow((void **)&mb->m.samples, &mb->sample_cap, mb->m.sample_count + 1,
+                    sizeof(loupe_sample)) != 0) {
+        mb->failed = 1;
+        return mb_oom();
+    }
+    mb->m.samples[mb->m.sample_count++] = (loupe_sample){ts_ns, thread, stack, cpu};
+    return 0;
+}
+
+int loupe__mb_off_cpu(loupe__mb *mb, size_t thread, uint64_t start_ns, uint64_t dur_ns) {
+    loupe_model_thread *th = &mb->m.threads[thread];
+    if (loupe__grow((void **)&th->off_cpu, &mb->tcaps[thread].off_cpu_cap, th->off_cpu_count + 1,
+                    sizeof(loupe_interval)) != 0) {
+        mb->failed = 1;
+        return mb_oom();
+    }
+    th->off_cpu[th->off_cpu_count++] = (loupe_interval){start_ns, dur_ns};
+    return 0;
 }
 
 size_t loupe__mb_thread_add(loupe__mb *mb, uint64_t tid) {
@@ -319,11 +514,6 @@ static loupe_arg *copy_args(loupe__mb *mb, const loupe_arg *args, uint32_t n) {
         }
     }
     return a;
-}
-
-/* The code and detail of the int calls below once the builder failed. */
-static int mb_oom(void) {
-    return loupe__err(LOUPE_ENOMEM, "out of memory building the trace model");
 }
 
 int loupe__mb_slice_args(loupe__mb *mb, size_t t, size_t i, const loupe_arg *args, uint32_t n) {
@@ -481,6 +671,67 @@ static int cmp_counter(const void *pa, const void *pb) {
     return a->ts_ns < b->ts_ns ? -1 : (a->ts_ns > b->ts_ns);
 }
 
+static int cmp_sample(const void *pa, const void *pb) {
+    const loupe_sample *a = pa, *b = pb;
+    if (a->ts_ns != b->ts_ns) {
+        return a->ts_ns < b->ts_ns ? -1 : 1;
+    }
+    return a->thread < b->thread ? -1 : (a->thread > b->thread);
+}
+
+static int cmp_interval(const void *pa, const void *pb) {
+    const loupe_interval *a = pa, *b = pb;
+    return a->start_ns < b->start_ns ? -1 : (a->start_ns > b->start_ns);
+}
+
+/* Sorts a thread's off-CPU intervals and joins those that overlap or touch. */
+static void finish_off_cpu(loupe_model_thread *th) {
+    if (th->off_cpu_count < 2) {
+        return;
+    }
+    qsort(th->off_cpu, th->off_cpu_count, sizeof(loupe_interval), cmp_interval);
+    size_t w = 0;
+    for (size_t i = 1; i < th->off_cpu_count; i++) {
+        loupe_interval *last = &th->off_cpu[w];
+        const loupe_interval *c = &th->off_cpu[i];
+        uint64_t end = last->start_ns + last->dur_ns;
+        if (c->start_ns <= end) {
+            if (c->start_ns + c->dur_ns > end) {
+                last->dur_ns = c->start_ns + c->dur_ns - last->start_ns;
+            }
+        } else {
+            th->off_cpu[++w] = *c;
+        }
+    }
+    th->off_cpu_count = w + 1;
+}
+
+/* processes[0] and the model's pid / process_name / host describe one process: fill each side
+ * from the other. */
+static int finish_processes(loupe__mb *mb) {
+    loupe_model *m = &mb->m;
+    if (m->process_count == 0 && loupe__mb_process_add(mb, m->pid) == SIZE_MAX) {
+        return -1;
+    }
+    loupe_model_process *p = &m->processes[0];
+    if (p->pid == 0) {
+        p->pid = m->pid;
+    } else if (m->pid == 0) {
+        m->pid = p->pid;
+    }
+    if (!p->name[0]) {
+        p->name = m->process_name;
+    } else if (!m->process_name[0]) {
+        m->process_name = p->name;
+    }
+    if (!p->host[0]) {
+        p->host = m->host;
+    } else if (!m->host[0]) {
+        m->host = p->host;
+    }
+    return 0;
+}
+
 static int cmp_instant(const void *pa, const void *pb) {
     const loupe_instant *a = pa, *b = pb;
     return a->ts_ns < b->ts_ns ? -1 : (a->ts_ns > b->ts_ns);
@@ -526,6 +777,24 @@ static int finish_thread(loupe_model_thread *th, size_t *perm) {
     if (ends == NULL) {
         return -1;
     }
+    if (th->kind == LOUPE_TRACK_ASYNC) {
+        /* Lanes: each slice takes the lowest lane free at its start (ends[l] = lane l's end). */
+        size_t lanes = 0;
+        for (size_t i = 0; i < n; i++) {
+            loupe_slice *s = &th->slices[i];
+            size_t l = 0;
+            while (l < lanes && ends[l] > s->start_ns) {
+                l++;
+            }
+            if (l == lanes) {
+                lanes++;
+            }
+            ends[l] = s->start_ns + s->dur_ns;
+            s->depth = (uint32_t)l;
+        }
+        free(ends);
+        return 0;
+    }
     size_t top = 0;
     for (size_t i = 0; i < n; i++) {
         loupe_slice *s = &th->slices[i];
@@ -541,6 +810,16 @@ static int finish_thread(loupe_model_thread *th, size_t *perm) {
     return 0;
 }
 
+/* The builder's lookup tables (not the model's arrays). */
+static void free_tables(loupe__mb *mb) {
+    free(mb->tkey);
+    free(mb->tproc);
+    free(mb->tval);
+    free(mb->mslot);
+    free(mb->frame_tab.slot);
+    free(mb->node_tab.slot);
+}
+
 loupe_model *loupe__mb_finish(loupe__mb *mb) {
     loupe_model *m = NULL;
     size_t **perms = NULL;
@@ -553,8 +832,15 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
             goto fail;
         }
     }
+    if (finish_processes(mb) != 0) {
+        goto fail;
+    }
+    if (mb->m.sample_count > 1) {
+        qsort(mb->m.samples, mb->m.sample_count, sizeof(loupe_sample), cmp_sample);
+    }
     for (size_t t = 0; t < mb->m.thread_count; t++) {
         loupe_model_thread *th = &mb->m.threads[t];
+        finish_off_cpu(th);
         if (perms != NULL && th->slice_count > 0) {
             perms[t] = malloc(th->slice_count * sizeof(size_t));
             if (perms[t] == NULL) {
@@ -601,7 +887,7 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     }
     m = malloc(sizeof(*m));
     arena *a = mb->ar;
-    size_t need = a->owned_count + 5 + 2 * mb->m.thread_count;
+    size_t need = a->owned_count + 9 + 3 * mb->m.thread_count;
     if (m == NULL || loupe__grow((void **)&a->owned, &a->owned_cap, need, sizeof(void *)) != 0) {
         free(m);
         m = NULL;
@@ -610,9 +896,12 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     /* cannot fail now: room was reserved */
     int own = arena_own(a, mb->m.threads) | arena_own(a, mb->m.counters) |
               arena_own(a, mb->m.flows) | arena_own(a, mb->m.metadata) |
-              arena_own(a, (void *)mb->m.warnings);
+              arena_own(a, (void *)mb->m.warnings) | arena_own(a, mb->m.processes) |
+              arena_own(a, mb->m.samples) | arena_own(a, mb->m.frames) |
+              arena_own(a, mb->m.stack_nodes);
     for (size_t t = 0; t < mb->m.thread_count; t++) {
-        own |= arena_own(a, mb->m.threads[t].slices) | arena_own(a, mb->m.threads[t].instants);
+        own |= arena_own(a, mb->m.threads[t].slices) | arena_own(a, mb->m.threads[t].instants) |
+               arena_own(a, mb->m.threads[t].off_cpu);
     }
     (void)own;
     *m = mb->m;
@@ -626,9 +915,7 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     free(mb->tcaps);
     free(mb->itab);
     free(mb->flows);
-    free(mb->tkey);
-    free(mb->tval);
-    free(mb->mslot);
+    free_tables(mb);
     free(mb);
     return m;
 fail:
@@ -650,19 +937,22 @@ void loupe__mb_abort(loupe__mb *mb) {
     for (size_t t = 0; t < mb->m.thread_count; t++) {
         free(mb->m.threads[t].slices);
         free(mb->m.threads[t].instants);
+        free(mb->m.threads[t].off_cpu);
     }
     free(mb->m.threads);
     free(mb->m.counters);
     free(mb->m.flows);
     free(mb->m.metadata);
     free((void *)mb->m.warnings);
+    free(mb->m.processes);
+    free(mb->m.samples);
+    free(mb->m.frames);
+    free(mb->m.stack_nodes);
     arena_free(mb->ar);
     free(mb->tcaps);
     free(mb->itab);
     free(mb->flows);
-    free(mb->tkey);
-    free(mb->tval);
-    free(mb->mslot);
+    free_tables(mb);
     free(mb);
 }
 

@@ -35,9 +35,22 @@ void *loupe__mb_alloc(loupe__mb *mb, size_t n);
  * counter, flow and metadata arrays are managed by the calls below. */
 loupe_model *loupe__mb_model(loupe__mb *mb);
 
-/* The index of the thread with this tid, added (name "") when missing (a hash: O(1) per
- * call). SIZE_MAX on OOM. */
+/* The index of the process with this pid, added (name "", rank -1) when missing. The first
+ * process added is processes[0], the model's own; finish adds one from the model's pid,
+ * process_name and host when none was, and fills whichever of the two sides is unset from the
+ * other. SIZE_MAX on OOM. */
+size_t loupe__mb_process(loupe__mb *mb, uint64_t pid);
+/* Appends a process that loupe__mb_process() will not find (a second process with a pid
+ * already seen: two hosts' pid 1234). SIZE_MAX on OOM. */
+size_t loupe__mb_process_add(loupe__mb *mb, uint64_t pid);
+/* Valid until the next process is added. Set its strings with loupe__mb_str(). */
+loupe_model_process *loupe__mb_process_at(loupe__mb *mb, size_t process);
+
+/* The index of the thread with this tid in process 0, added (name "") when missing (a hash: O(1)
+ * per call). SIZE_MAX on OOM. */
 size_t loupe__mb_thread(loupe__mb *mb, uint64_t tid);
+/* The same in any process: the key is (process, tid). */
+size_t loupe__mb_thread_in(loupe__mb *mb, size_t process, uint64_t tid);
 /* Appends a thread with this tid, which loupe__mb_thread() will not find (and whose tid the
  * caller may change): for readers that key tracks themselves, where a GPU track and a host
  * thread may share a tid, and for the collector, whose threads are registry entries (a tid the
@@ -63,6 +76,18 @@ int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *sample);
 /* Flows are recorded by (thread, slice) before sorting; finish remaps the indices. */
 int loupe__mb_flow(loupe__mb *mb, uint64_t id, size_t from_thread, size_t from_slice,
                    size_t to_thread, size_t to_slice);
+/* Samples. A frame is interned (equal frames: one index), so is a stack node (parent, frame);
+ * parent UINT32_MAX for the outermost frame. UINT32_MAX on OOM or past 2^32 - 1 entries. */
+uint32_t loupe__mb_frame(loupe__mb *mb, const loupe_frame *frame);
+/* An unknown frame or parent index gives UINT32_MAX without failing the builder. */
+uint32_t loupe__mb_stack(loupe__mb *mb, uint32_t parent, uint32_t frame);
+/* A stack from frames given innermost first (frames[0] = where the sample hit): the leaf node,
+ * UINT32_MAX when n == 0 or on OOM. */
+uint32_t loupe__mb_stack_of(loupe__mb *mb, const uint32_t *frames, size_t n);
+int loupe__mb_sample(loupe__mb *mb, size_t thread, uint64_t ts_ns, uint32_t stack, uint32_t cpu);
+/* An off-CPU interval of a thread (finish sorts them and joins overlapping ones). */
+int loupe__mb_off_cpu(loupe__mb *mb, size_t thread, uint64_t start_ns, uint64_t dur_ns);
+
 /* Sets (or replaces) a metadata pair (a hash on the interned key: O(1) per call). */
 int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value);
 

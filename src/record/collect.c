@@ -466,8 +466,8 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                     return -1;
                 }
             } else if (sub == LOUPE__EXT_COUNTER_I64 || sub == LOUPE__EXT_COUNTER_F64) {
-                loupe_counter_sample cs = {ns, intern_ptr(c, ref), sub == LOUPE__EXT_COUNTER_F64,
-                                           (int64_t)va, 0};
+                loupe_counter_sample cs = {
+                    ns, intern_ptr(c, ref), sub == LOUPE__EXT_COUNTER_F64, (int64_t)va, 0, 0};
                 if (cs.is_double) {
                     memcpy(&cs.d, &va, sizeof cs.d);
                     cs.i = 0;
