@@ -34,12 +34,6 @@ static size_t count_named(const loupe_model *m, const char *name) {
 
 static void test_plugin_unloaded_before_stop(void **state) {
     (void)state;
-#if defined(__SANITIZE_THREAD__)
-    /* TSan's allocator maps its own memory where the unloaded plugin was (seen once in a CI
-     * run): the srcloc's address reads again, and "(unloaded)" cannot be told. Copying a
-     * library's names when it is unloaded (the open reader issue) makes this deterministic. */
-    skip();
-#endif
     loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
@@ -56,10 +50,13 @@ static void test_plugin_unloaded_before_stop(void **state) {
     { LOUPE_ZONE("host_zone"); }
     assert_int_equal(loupe_stop_trace(&r), 0); /* no crash: the srcloc is gone */
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
-    assert_int_equal(count_named(m, "(unloaded)"), 1);
+    /* dlclose() copied the plugin's names before it went (even when something else is mapped
+     * where it was by the stop, as TSan's allocator does) */
+    assert_int_equal(count_named(m, "plugin_zone"), 1);
+    assert_int_equal(count_named(m, "(unloaded)"), 0);
     assert_int_equal(count_named(m, "host_zone"), 1);
     assert_int_equal(m->counter_count, 1);
-    assert_string_equal(m->counters[0].name, "(unloaded)");
+    assert_string_equal(m->counters[0].name, "plugin_counter");
     loupe_model_free(m);
     loupe_trace_result_free(&r);
 }

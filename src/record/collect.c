@@ -206,6 +206,14 @@ static uintptr_t readable_end(const collector *c, uintptr_t p) {
     return 0;
 }
 
+/* A name copied into the region's table during this session (the keeper's scans under `loupe
+ * record`, a dlclose()): what the pointer held then, which is right even when its library is gone
+ * and something else is mapped there now. NULL when none was copied. */
+static const char *kept_name(collector *c, int kind, uint64_t addr) {
+    const char *n = loupe__names_find(c->rg, kind, addr);
+    return n != NULL ? loupe__mb_str(c->mb, n) : NULL;
+}
+
 static const char *intern_ptr(collector *c, const char *s) {
     if (s == NULL) {
         return loupe__mb_str(c->mb, "");
@@ -214,7 +222,9 @@ static const char *intern_ptr(collector *c, const char *s) {
         return foreign_name(c, LOUPE__NAME_STR, (uint64_t)(uintptr_t)s);
     }
     const char *v = pc_get(&c->names, (uintptr_t)s);
-    if (v == NULL) {
+    if (v == NULL && (v = kept_name(c, LOUPE__NAME_STR, (uint64_t)(uintptr_t)s)) != NULL) {
+        (void)pc_put(&c->names, (uintptr_t)s, v);
+    } else if (v == NULL) {
         uintptr_t end = readable_end(c, (uintptr_t)s);
         size_t max = end > (uintptr_t)s ? (size_t)(end - (uintptr_t)s) : 0;
         if (max == 0 || memchr(s, 0, max) == NULL) {
@@ -234,6 +244,10 @@ static const char *srcloc_name(collector *c, const loupe_srcloc *sl) {
     if (c->foreign) {
         return foreign_name(c, LOUPE__NAME_SRCLOC, (uint64_t)(uintptr_t)sl);
     }
+    const char *kept = kept_name(c, LOUPE__NAME_SRCLOC, (uint64_t)(uintptr_t)sl);
+    if (kept != NULL) {
+        return kept;
+    }
     uintptr_t end = readable_end(c, (uintptr_t)sl);
     if (end < (uintptr_t)sl + sizeof(*sl)) {
         return loupe__mb_str(c->mb, "(unloaded)");
@@ -246,7 +260,9 @@ static const char *intern_func(collector *c, uint64_t addr) {
         return foreign_name(c, LOUPE__NAME_FUNC, addr);
     }
     const char *v = pc_get(&c->funcs, (uintptr_t)addr);
-    if (v == NULL) {
+    if (v == NULL && (v = kept_name(c, LOUPE__NAME_FUNC, addr)) != NULL) {
+        (void)pc_put(&c->funcs, (uintptr_t)addr, v);
+    } else if (v == NULL) {
         char buf[512];
         loupe__symbolize((uintptr_t)addr, buf, sizeof buf);
         v = loupe__mb_str(c->mb, buf);

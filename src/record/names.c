@@ -195,3 +195,24 @@ void loupe__names_scan_signal_safe(void) {
     with_funcs = 0;
     loupe__threads_each(scan_thread, &state);
 }
+
+void loupe__names_reset(void) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    if (h->names_count == 0 && h->names_used == 0) {
+        return;
+    }
+    memset(slots_of(loupe__region), 0, NAME_SLOTS * sizeof(name_slot));
+    h->names_used = 0;
+    h->names_count = 0;
+}
+
+void loupe__names_before_unload(void) {
+    if (loupe__region == NULL || !__atomic_load_n(&LOUPE__HDR->active, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    /* Holding the keeper's lock makes this thread the table's one writer (the keeper scans
+     * under it too); the scan is incremental (each thread's keeper_scanned cursor). */
+    loupe__keeper_pause();
+    loupe__names_scan();
+    loupe__keeper_resume();
+}

@@ -17,6 +17,7 @@
  * K_STR slot. A record never straddles two segments.
  */
 #include "record/record.h"
+#include "record/names.h"
 
 #include "base/error.h"
 #include "record/region.h"
@@ -839,6 +840,7 @@ int loupe__rec_prepare(const loupe__session_params *p) {
         return r;
     }
     __atomic_store_n(&region_pid, getpid(), __ATOMIC_RELAXED);
+    loupe__names_reset(); /* an earlier session's addresses may hold other names now */
     loupe__region_hdr *h = LOUPE__HDR;
     uint64_t chunks = (p->session_slots + LOUPE__CHUNK_SLOTS - 1) / LOUPE__CHUNK_SLOTS;
     if (chunks > h->nchunks) {
