@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,75 @@ unsigned loupe__formats(unsigned formats, int create_perfetto_trace) {
     return create_perfetto_trace ? f | LOUPE_FORMAT_PERFETTO_JSON : f;
 }
 
+/* One file of a run directory, written by whichever worker takes it. */
+typedef struct write_job {
+    const loupe_model *m;
+    const loupe__format *f;
+    const char *path;
+    int r;
+    char *detail; /* the worker's error detail (details are per thread), malloc'd; NULL if none */
+} write_job;
+
+typedef struct write_pool {
+    write_job *jobs;
+    size_t n;
+    size_t next; /* atomic: the next job to take */
+} write_pool;
+
+static void run_jobs(write_pool *p) {
+    for (;;) {
+        size_t i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+        if (i >= p->n) {
+            return;
+        }
+        write_job *j = &p->jobs[i];
+        j->r = loupe__write_file(j->m, j->path, j->f->d.gzip, j->f->write);
+        if (j->r != 0) {
+            j->detail = strdup(loupe_last_error());
+        }
+    }
+}
+
+static void *write_worker(void *arg) {
+    run_jobs(arg);
+    return NULL;
+}
+
+/* Writes the files on up to as many threads as there are CPUs (at most 4): the model is read
+ * only, the writers share nothing, and the stop's wall time becomes that of its slowest file
+ * (the gzipped JSON) instead of their sum. LOUPE_STOP_THREADS=1..4 sets the number of threads. The
+ * helpers block every signal (the traced program's handlers run on its own threads); when a thread
+ * cannot be made, this thread writes alone. */
+static void write_all(write_job *jobs, size_t n) {
+    write_pool p = {jobs, n, 0};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *env = getenv("LOUPE_STOP_THREADS"); /* 1 = the calling thread only */
+    if (env != NULL && env[0] >= '1' && env[0] <= '4' && env[1] == 0) {
+        cpus = env[0] - '0';
+    }
+    size_t helpers = n > 1 && cpus > 1 ? (size_t)(cpus < 4 ? cpus : 4) - 1 : 0;
+    if (helpers > n - 1) {
+        helpers = n > 0 ? n - 1 : 0;
+    }
+    pthread_t th[3];
+    size_t started = 0;
+    if (helpers > 0) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        for (; started < helpers; started++) {
+            if (pthread_create(&th[started], NULL, write_worker, &p) != 0) {
+                break;
+            }
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    run_jobs(&p);
+    for (size_t i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+    }
+}
+
 int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
                      unsigned formats, loupe_trace_result *res) {
     if (formats == 0) {
@@ -146,43 +216,65 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         rmdir(run);
         return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
     }
-    size_t nwritten = 0;
-    int r = 0;
-    /* A format's own limit (XPlane's 2 GiB protobuf ceiling: LOUPE_EUNSUPPORTED) skips that file
-     * only: the other files are still written and kept, and the call returns the limit error.
-     * Any other failure (I/O, memory) undoes the whole run directory. The registry's order is
-     * the order written. */
-    int limit_err = 0;
-    char limit_detail[1024] = "";
-    for (size_t i = 0; i < nformats && r == 0; i++) {
+    /* The files to write, in the registry's order. */
+    write_job *jobs = calloc(nformats, sizeof *jobs);
+    if (jobs == NULL) {
+        free(written);
+        free(files);
+        free(run_copy);
+        rmdir(run);
+        return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
+    }
+    size_t njobs = 0;
+    for (size_t i = 0; i < nformats; i++) {
         const loupe__format *o = loupe__format_row(loupe_format_info(i));
         if (o->d.run_dir_bit == 0 || !(formats & o->d.run_dir_bit) || o->write == NULL) {
             continue;
         }
-        char *path = written[nwritten];
+        char *path = written[njobs];
         if (o->d.host_prefixed) {
             snprintf(path, sizeof written[0], "%s/%.200s%s", run, host, o->d.suffix);
         } else {
             snprintf(path, sizeof written[0], "%s/%s", run, o->d.suffix);
         }
-        r = loupe__write_file(m, path, o->d.gzip, o->write);
-        if (r == LOUPE_EUNSUPPORTED) {
-            limit_err = r;
-            snprintf(limit_detail, sizeof limit_detail, "%s", loupe_last_error());
-            r = 0;
-            continue;
-        }
-        if (r == 0) {
-            if (files != NULL) {
-                files[nwritten].format = o->d.run_dir_bit;
-                files[nwritten].path = strdup(path);
+        jobs[njobs++] = (write_job){m, o, path, 0, NULL};
+    }
+    write_all(jobs, njobs);
+    /* A format's own limit (XPlane's 2 GiB protobuf ceiling: LOUPE_EUNSUPPORTED) skips that file
+     * only: the other files are still written and kept, and the call returns the limit error.
+     * Any other failure (I/O, memory) undoes the whole run directory; the first such failure in
+     * the registry's order is the one returned. */
+    int limit_err = 0;
+    char limit_detail[1024] = "";
+    size_t nwritten = 0;
+    int r = 0;
+    for (size_t i = 0; i < njobs; i++) {
+        write_job *j = &jobs[i];
+        if (j->r == LOUPE_EUNSUPPORTED) {
+            if (limit_err == 0) {
+                limit_err = j->r;
+                snprintf(limit_detail, sizeof limit_detail, "%s", j->detail ? j->detail : "");
+            }
+        } else if (j->r != 0) {
+            if (r == 0) {
+                r = loupe__err(j->r, "%s", j->detail ? j->detail : "");
+            }
+        } else {
+            if (i != nwritten) {
+                memcpy(written[nwritten], written[i], sizeof written[0]);
+            }
+            if (files != NULL && r == 0) {
+                files[nwritten].format = j->f->d.run_dir_bit;
+                files[nwritten].path = strdup(written[nwritten]);
                 if (files[nwritten].path == NULL) {
                     r = loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
                 }
             }
             nwritten++;
         }
+        free(j->detail);
     }
+    free(jobs);
     if (r == 0 && limit_err != 0 && nwritten == 0) {
         r = limit_err; /* nothing at all could be written */
     }
