@@ -118,7 +118,9 @@ typedef struct loupe__region_hdr {
     /* the name table (written by the keeper only; read at recovery) */
     uint64_t names_count, names_used; /* entries; bytes of the string heap used */
     int32_t stopped;                  /* the session stopped normally (nothing to recover) */
-    int32_t pad0;
+    /* A crash dump holds the region up to its last used chunk only: this is that chunk count + 1
+     * (0: the file is the whole region). Written by the fatal-signal handler before the dump. */
+    uint32_t dumped;
     char log_dir[1024];
 } loupe__region_hdr;
 

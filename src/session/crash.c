@@ -68,7 +68,11 @@ static void on_fatal(int sig) {
             uint64_t chunks = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
             desc = desc > h->max_threads ? h->max_threads : desc;
             chunks = chunks > h->nchunks ? h->nchunks : chunks;
-            if (ftruncate(fd, (off_t)h->total_size) == 0) {
+            /* The file ends after the last chunk ever handed out: a 1 GiB pool with 2 MiB of
+             * events makes a 12 MiB dump, not a sparse 1 GiB one a plain cp would fill in. */
+            h->dumped = (uint32_t)chunks + 1;
+            uint64_t end = h->chunk_off + chunks * LOUPE__CHUNK_SLOTS * (uint64_t)sizeof(loupe__ev);
+            if (ftruncate(fd, (off_t)end) == 0) {
                 dump_range(fd, 0, h->desc_off); /* header and chunk table */
                 dump_range(fd, h->desc_off, desc * sizeof(loupe__thread));
                 dump_range(fd, h->names_off, h->names_size);

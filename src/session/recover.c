@@ -46,6 +46,15 @@ static int header_ok(const loupe__region_hdr *h, size_t size) {
            h->total_size <= size;
 }
 
+/* The bytes a region file must hold: the whole region, or for a crash dump its chunks up to the
+ * last one used (the rest read as empty). */
+static uint64_t file_needs(const loupe__region_hdr *h) {
+    if (h->dumped != 0 && h->dumped - 1 <= h->nchunks && h->chunk_off < h->total_size) {
+        return h->chunk_off + (uint64_t)(h->dumped - 1) * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+    }
+    return h->total_size;
+}
+
 int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_result *res) {
     if (res != NULL) {
         if (loupe__result_check(res, "loupe_recover_trace") != 0) {
@@ -84,14 +93,34 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
     const loupe__region_hdr *h = r;
     int rc = 0;
     loupe_model *m = NULL;
-    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == 1 && h->total_size > size &&
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == 1 && file_needs(h) > size &&
         h->total_size < ((uint64_t)1 << 44)) {
         rc = loupe__err(LOUPE_EFORMAT,
                         "loupe_recover_trace: the region is cut short: its header says %llu "
-                        "bytes, the file holds %zu (a dump copied without its sparse end? copy "
-                        "it with cp --sparse=always, or tar -S)",
-                        (unsigned long long)h->total_size, size);
+                        "bytes, the file holds %zu (a copy that stopped early, or a region "
+                        "copied without its sparse end: copy it with cp --sparse=always)",
+                        (unsigned long long)file_needs(h), size);
         goto out;
+    }
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == 1 && h->total_size > size &&
+        h->total_size < ((uint64_t)1 << 44)) {
+        /* A compact crash dump: the file over an empty (zero) mapping of the whole region. */
+        void *big = mmap(NULL, (size_t)h->total_size, PROT_READ,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (big == MAP_FAILED ||
+            mmap(big, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+            int e = errno;
+            if (big != MAP_FAILED) {
+                munmap(big, (size_t)h->total_size);
+            }
+            rc = loupe__err(LOUPE_EIO, "loupe_recover_trace: cannot map %llu bytes: %s (errno %d)",
+                            (unsigned long long)h->total_size, strerror(e), e);
+            goto out;
+        }
+        munmap(r, size);
+        r = big;
+        size = (size_t)((const loupe__region_hdr *)big)->total_size;
+        h = r;
     }
     if (!header_ok(h, size)) {
         rc = loupe__err(LOUPE_EFORMAT,
