@@ -806,13 +806,53 @@ void loupe__rec_recycle(void) {
 void __cyg_profile_func_enter(void *fn, void *site) __attribute__((no_instrument_function));
 void __cyg_profile_func_exit(void *fn, void *site) __attribute__((no_instrument_function));
 
+/* --depth (uftrace -D): each thread counts its open instrumented calls in its descriptor's hot
+ * line (owner only, so no atomics: a signal handler's calls are balanced, so an interrupted
+ * increment still stores the right value) and records none deeper than func_depth; those are
+ * counted as filtered (func_filtered), before they reach the buffer. The counter belongs to one
+ * session generation (fgen): a call stack left open by an earlier session starts again at 0. */
+static uint32_t func_depth; /* 0 = no limit; written under the session lock before the gate */
+
+static inline __attribute__((always_inline, no_instrument_function)) loupe__thread *
+func_self(uint64_t s) {
+    loupe__tbuf *b = loupe__tls;
+    if (b == NULL) {
+        return NULL;
+    }
+    loupe__thread *t = (loupe__thread *)(void *)b; /* hot is the descriptor's first member */
+    uint32_t gen = (uint32_t)(s >> 16);
+    if (t->fgen != gen) {
+        t->fgen = gen;
+        t->fdepth = 0;
+        t->func_filtered = 0;
+    }
+    return t;
+}
+
 LOUPE_API void __cyg_profile_func_enter(void *fn, void *site) {
     (void)site;
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
         return;
     }
+    uint32_t max = __atomic_load_n(&func_depth, __ATOMIC_RELAXED);
+    if (max == 0) {
+        (void)loupe__push(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER, 1);
+        return;
+    }
+    loupe__thread *t = func_self(s);
+    if (t != NULL && t->fdepth >= max) {
+        t->fdepth++;
+        t->func_filtered++;
+        return;
+    }
     (void)loupe__push(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER, 1);
+    if (t == NULL) {
+        t = func_self(s); /* the push registered the thread (NULL when it could not) */
+    }
+    if (t != NULL) {
+        t->fdepth++;
+    }
 }
 
 LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
@@ -820,6 +860,15 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
         return;
+    }
+    uint32_t max = __atomic_load_n(&func_depth, __ATOMIC_RELAXED);
+    if (max != 0) {
+        loupe__thread *ft = func_self(s);
+        if (ft != NULL && ft->fdepth > 0) {
+            if (ft->fdepth-- > max) {
+                return; /* its enter was filtered (counted there) */
+            }
+        }
     }
     loupe__tbuf *t = loupe__tls;
     if (t != NULL && t->skip_exits != 0 && t->busy == 0 &&
@@ -849,6 +898,7 @@ int loupe__rec_prepare(const loupe__session_params *p) {
                      p->thread_slots < p->session_slots ? p->thread_slots : p->session_slots,
                      __ATOMIC_RELAXED);
     __atomic_store_n(&params.ring, p->ring, __ATOMIC_RELAXED);
+    __atomic_store_n(&func_depth, p->func_depth, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_chunks, chunks, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_slots, p->session_slots, __ATOMIC_RELAXED);
     __atomic_store_n(&h->unregistered, 0, __ATOMIC_RELAXED);

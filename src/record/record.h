@@ -46,7 +46,10 @@ typedef struct loupe__thread {
     loupe__tbuf hot; /* cur, limit, state, depth, skip_exits, busy, in_slow: the fast path's
                         cache line */
     loupe__ev *seg;  /* the first slot of the current segment (chunk) */
-    char pad_hot[64 - sizeof(loupe__tbuf) - sizeof(loupe__ev *)];
+    /* --- function tracing's --depth (the -finstrument-functions hooks, owner only) --- */
+    uint32_t fdepth; /* instrumented calls open on this thread, while fgen is the session's */
+    uint32_t fgen;   /* the low 32 bits of the session generation fdepth counts for */
+    /* the hot line is full: 48 + 8 + 8 bytes (asserted below) */
     /* --- written by the owner in the slow path, read by the collector --- */
     uint64_t id;          /* registry id: unique for the process's life, never reused */
     uint64_t tid;         /* OS thread id (gettid) */
@@ -61,8 +64,10 @@ typedef struct loupe__thread {
     uint64_t exit_ticks;  /* clock ticks when the thread exited, 0 while it runs (atomic) */
     uint32_t tail_chunk;  /* an exited thread's last events, packed (LOUPE__NO_CHUNK: none) */
     uint32_t tail_off, tail_n;
-    int32_t ring;   /* keep-last this session */
-    int32_t exited; /* the thread is gone (atomic) */
+    int32_t ring;           /* keep-last this session */
+    int32_t exited;         /* the thread is gone (atomic) */
+    uint64_t func_filtered; /* calls deeper than the session's function depth, not recorded
+                               (owner only; valid while fgen is the session's generation) */
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
     uint32_t free_next;      /* free stack link (descriptor index + 1) */
@@ -72,7 +77,7 @@ typedef struct loupe__thread {
     char name[LOUPE__NAME_MAX];
 } __attribute__((aligned(64))) loupe__thread;
 
-_Static_assert(sizeof(loupe__tbuf) <= 56, "the hot fields fit one cache line");
+_Static_assert(sizeof(loupe__tbuf) <= 48, "the hot fields fit one cache line");
 _Static_assert(sizeof(loupe__ev) == 16, "16 bytes per event");
 _Static_assert(sizeof(loupe__thread) % 64 == 0, "descriptors are padded to cache lines");
 _Static_assert(offsetof(loupe__thread, id) == 64, "the hot line is the first line");
@@ -147,6 +152,7 @@ typedef struct loupe__session_params {
     uint64_t session_slots; /* the session's capacity, in slots */
     uint64_t thread_slots;  /* each thread's limit, in slots (<= session_slots) */
     int ring;               /* keep-last */
+    uint32_t func_depth;    /* function tracing: deepest call recorded per thread, 0 = all */
 } loupe__session_params;
 
 /* Prepares the region for a session (maps it at the first call, or when shm_fd >= 0 maps that
