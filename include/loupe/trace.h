@@ -124,8 +124,8 @@ typedef struct loupe_trace_options {
      * itself are left alone. LOUPE_CRASH_DUMP_OFF (-1): no handlers. */
     int crash_dump;
     /** Function tracing filters (with function_tracing; uftrace's -F, -N, -D and -t). Globs are
-     * fnmatch(3) patterns matched against the symbol name loupe shows ("main", "_ZN3foo3barEv"
-     * for C++: mangled), in NULL-terminated arrays, copied at the start; NULL = none.
+     * fnmatch(3) patterns matched against the name loupe shows for the function ("main";
+     * C++ names demangled: "ns::Box::get() const"), in NULL-terminated arrays, copied at the start; NULL = none.
      * function_filter: only calls to a matching function, and the calls made inside one, are
      * kept. function_exclude: calls to a matching function are not kept (the calls they make
      * are, unless filtered otherwise). Both are decided at the stop, once per address: the calls

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# record_filters.sh: `loupe record`'s function-tracing filters give exact counts on a program
+# with known calls (--filter, --exclude, --depth, --min-duration, each counted as filtered in the
+# final line and in the trace's loupe_functions_filtered), and stdout is the program's: what it
+# prints under `loupe record -q` is byte-identical to its untraced run. Args: BUILD_DIR SOURCE_DIR.
+set -euo pipefail
+build=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+name=record_filters
+. "$2/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
+
+# main 1 call, mid 10, leaf 40 (4 in each mid), slow 3 (each spins 20 ms): 54 calls.
+cat >"$tmp/calls.c" <<'C'
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <time.h>
+static volatile int sink;
+static int leaf(int x) { return x + 1; }
+static int mid(int x) {
+    int s = 0;
+    for (int i = 0; i < 4; i++) {
+        s += leaf(x);
+    }
+    return s;
+}
+static void slow(void) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        sink++;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 20000000L);
+}
+int main(void) {
+    int s = 0;
+    for (int i = 0; i < 10; i++) {
+        s += mid(i);
+    }
+    for (int i = 0; i < 3; i++) {
+        slow();
+    }
+    printf("sum %d\nbytes \x01\x02 end", s);
+    return 0;
+}
+C
+cc -std=c11 -O0 -finstrument-functions "$tmp/calls.c" -o "$tmp/calls"
+
+# counts RUN_DIR: "main mid leaf slow filtered" from the JSON trace
+counts() {
+  python3 - "$(ls "$1"/*.trace.json.gz)" <<'PY'
+import gzip, json, sys
+d = json.load(gzip.open(sys.argv[1]))
+n = {}
+for e in d["traceEvents"]:
+    if e.get("ph") == "X":
+        n[e["name"]] = n.get(e["name"], 0) + 1
+print(n.get("main", 0), n.get("mid", 0), n.get("leaf", 0), n.get("slow", 0),
+      d["metadata"].get("loupe_functions_filtered", "-"))
+PY
+}
+k=0
+check() { # want_counts want_line options...
+  local want=$1 line=$2
+  shift 2
+  k=$((k + 1))
+  "$loupe" record -o "$tmp/log$k" --print-run-dir "$tmp/run$k" "$@" -- "$tmp/calls" \
+    >"$tmp/out$k" 2>"$tmp/err$k" || fail "$*: exit $?: $(cat "$tmp/err$k")"
+  local run got
+  run=$(cat "$tmp/run$k")
+  got=$(counts "$run")
+  [ "$got" = "$want" ] || fail "$*: main mid leaf slow filtered = '$got', want '$want'"
+  grep -qxF "loupe record: $line" "$tmp/err$k" || fail "$*: final line: $(cat "$tmp/err$k")"
+  [ "$(tail -n 1 "$tmp/err$k")" = "$run" ] || fail "$*: the run directory is not stderr's last line"
+  echo "record_filters: ${*:-no filter}: $got"
+}
+check "1 10 40 3 -" "108 events recorded, 0 dropped"
+check "1 10 0 3 40" "108 events recorded, 0 dropped, 40 calls filtered (--exclude leaf)" \
+  --exclude leaf
+check "0 10 40 0 4" "108 events recorded, 0 dropped, 4 calls filtered (--filter mid)" --filter mid
+check "0 10 0 0 44" "108 events recorded, 0 dropped, 44 calls filtered (--filter m?d --exclude l*)" \
+  --filter 'm?d' --exclude 'l*'
+check "0 10 0 3 41" "108 events recorded, 0 dropped, 41 calls filtered (--filter mid --filter slow --exclude leaf --exclude main)" \
+  --filter mid --filter slow --exclude leaf --exclude main
+# --depth works before the buffer: the calls deeper than N are not recorded at all
+check "1 10 0 3 40" "28 events recorded, 0 dropped, 40 calls filtered (--depth 2)" --depth 2
+check "1 0 0 0 53" "2 events recorded, 0 dropped, 53 calls filtered (--depth 1)" --depth 1
+# --min-duration drops at the stop: mid and leaf take microseconds, slow 20 ms
+check "1 0 0 3 50" "108 events recorded, 0 dropped, 50 calls filtered (--min-duration 5ms)" \
+  --min-duration 5ms
+check "1 10 0 0 43" "28 events recorded, 0 dropped, 43 calls filtered (--depth 2 --exclude slow)" \
+  --depth 2 --exclude slow
+
+# bad values are loupe record's own errors (125), before the program runs
+set +e
+"$loupe" record --min-duration 5 -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--min-duration 5: exit $st"
+grep -qxF "loupe record: --min-duration must be a whole number and a unit (ns, us, ms or s), e.g. 5us, not '5'" "$tmp/e" ||
+  fail "--min-duration message: $(cat "$tmp/e")"
+"$loupe" record --depth 0 -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--depth 0: exit $st"
+grep -qxF "loupe record: --depth must be a number from 1 to 1000000, not '0'" "$tmp/e" ||
+  fail "--depth message: $(cat "$tmp/e")"
+"$loupe" record --filter '' -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--filter '': exit $st"
+[ -s "$tmp/o" ] && fail "the program ran despite a bad option"
+set -e
+
+# stdout belongs to the program: byte-identical with and without loupe record (-q or not)
+"$tmp/calls" >"$tmp/plain"
+"$loupe" record -q -o "$tmp/logq" -- "$tmp/calls" >"$tmp/traced" 2>"$tmp/errq"
+cmp "$tmp/plain" "$tmp/traced" || fail "stdout differs under loupe record -q"
+[ "$(wc -l <"$tmp/errq")" = 1 ] || fail "-q: stderr holds more than the run directory: $(cat "$tmp/errq")"
+[ -d "$(cat "$tmp/errq")" ] || fail "-q: stderr's line is not the run directory"
+cmp "$tmp/plain" "$tmp/out1" || fail "stdout differs under loupe record"
+echo "record_filters: stdout byte-identical ($(wc -c <"$tmp/plain") bytes)"
+echo "record_filters: all checks passed"
