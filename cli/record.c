@@ -220,18 +220,20 @@ static int make_dirs(const char *path, size_t *created) {
         return ENAMETOOLONG;
     }
     memcpy(buf, path, n + 1);
+    size_t prev = 0; /* where the component being made starts (its '/') */
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] == '/' || buf[i] == 0) {
             char c = buf[i];
             buf[i] = 0;
             if (mkdir(buf, 0777) == 0) {
                 if (*created == n) {
-                    *created = i;
+                    *created = prev;
                 }
             } else if (errno != EEXIST) {
                 return errno;
             }
             buf[i] = c;
+            prev = i;
         }
     }
     struct stat st;
