@@ -546,6 +546,15 @@ static int filter_option(rec_filters *f, int argc, char **argv, int *i) {
     return 1;
 }
 
+/* The globs of one option, split into a NULL-terminated array in arr (lines is modified). */
+static void filter_split(char *lines, const char **arr, size_t max) {
+    size_t k = 0;
+    for (char *tok = strtok(lines, "\n"); tok != NULL && k + 1 < max; tok = strtok(NULL, "\n")) {
+        arr[k++] = tok;
+    }
+    arr[k] = NULL;
+}
+
 /* In the child, before the exec: the filters for the preload (src/preload/preload.c). */
 static void filter_env(const rec_filters *f) {
     if (f->include[0]) {
@@ -973,10 +982,19 @@ int loupe_cmd_record(int argc, char **argv) {
                      code);
         }
         const char *slash = strrchr(argv[i], '/');
+        /* the recovered trace is filtered as the program's stop would have done */
+        const char *inc[1024], *exc[1024];
+        filter_split(filt.include, inc, sizeof inc / sizeof inc[0]);
+        filter_split(filt.exclude, exc, sizeof exc / sizeof exc[0]);
         loupe_recover_options ro = {.log_dir = abs_log,
                                     .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
                                     .process_name = slash ? slash + 1 : argv[i],
-                                    .cause = cause};
+                                    .cause = cause,
+                                    .function_filter = inc,
+                                    .function_exclude = exc,
+                                    .function_depth =
+                                        filt.depth ? (uint32_t)strtoul(filt.depth, NULL, 10) : 0,
+                                    .function_min_duration_ns = filt.min_ns};
         loupe_trace_result rr = {.size = sizeof rr};
         int rc = loupe_recover_trace(shm, &ro, &rr);
         close(shm);

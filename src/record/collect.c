@@ -671,6 +671,15 @@ static loupe__ev *ring_copy(const collector *c, const loupe__thread *t, size_t *
     return copy;
 }
 
+/* The calls the hooks filtered (--depth, the table), on every descriptor of the session's
+ * generation: a thread whose every call was filtered never joined the session. */
+static void count_filtered(loupe__thread *t, void *arg) {
+    collector *c = arg;
+    if (t->fgen == (uint32_t)(c->p->state >> 16)) {
+        c->filtered += t->func_filtered;
+    }
+}
+
 /* The descriptors of the session, oldest registration first (stable thread order). */
 typedef struct desc_list {
     loupe__thread **v;
@@ -791,9 +800,6 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     }
     c->reentered += __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
     c->cut += ws.cut;
-    if (t->fgen == (uint32_t)(p->state >> 16)) {
-        c->filtered += t->func_filtered; /* --depth, on the hot path */
-    }
     return 0;
 }
 
@@ -884,6 +890,7 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         failed = loupe__mb_metadata(c.mb, "loupe_strings_cut", v) != 0;
     }
     if (!failed && p->func_filtering) {
+        loupe__threads_each_in(c.rg, count_filtered, &c);
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)c.filtered);
         failed = loupe__mb_metadata(c.mb, "loupe_functions_filtered", v) != 0;

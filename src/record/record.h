@@ -64,9 +64,11 @@ typedef struct loupe__thread {
     uint64_t exit_ticks;  /* clock ticks when the thread exited, 0 while it runs (atomic) */
     uint32_t tail_chunk;  /* an exited thread's last events, packed (LOUPE__NO_CHUNK: none) */
     uint32_t tail_off, tail_n;
-    int32_t ring;           /* keep-last this session */
-    int32_t exited;         /* the thread is gone (atomic) */
-    uint64_t func_filtered; /* calls deeper than the session's function depth, not recorded
+    int32_t ring;   /* keep-last this session */
+    int32_t exited; /* the thread is gone (atomic) */
+    uint32_t finc;  /* open calls to functions that match function_filter (owner only) */
+    uint32_t pad_f;
+    uint64_t func_filtered; /* calls the hooks filtered (--depth, the table), not recorded
                                (owner only; valid while fgen is the session's generation) */
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
@@ -201,6 +203,27 @@ void loupe__read_comm(uint64_t tid, char *buf, size_t size);
 /* Symbol name for a code address (ELF .symtab/.dynsym lookup; "0x..." when unknown). */
 void loupe__symbolize(uintptr_t addr, char *buf, size_t size);
 void loupe__symbols_reset(void);
+/* Calls fn for every function symbol of the objects loaded now (its address, its name as
+ * loupe__symbolize gives it) and range for each object's address range. Not on the hot path
+ * (libelf, malloc, a lock): the session's start. */
+void loupe__symbols_each(void (*fn)(uintptr_t addr, const char *name, void *arg),
+                         void (*range)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
+
+/* The function filters' table for the -finstrument-functions hooks (record.c): decisions made
+ * at the start (session.c) for every function of the objects loaded then, so that filtered calls
+ * never reach the buffer; a function of an object loaded later is recorded and decided at the
+ * stop (collect.c). Written only while the gate is closed. */
+#define LOUPE__FTAB_SLOTS 65536u /* open addressing: at most half of them used */
+#define LOUPE__FTAB_RANGES 512u
+enum { LOUPE__FD_INCLUDE = 1, LOUPE__FD_EXCLUDE = 2 }; /* a function's decision bits */
+/* Empties it and turns it off (every call recorded, the filters applied at the stop). */
+void loupe__ftab_clear(void);
+/* Adds a function with a non-zero decision, or an object's address range. 0, or -1 when the
+ * table is full (then leave it off). */
+int loupe__ftab_add(uintptr_t addr, unsigned decision);
+int loupe__ftab_add_range(uintptr_t lo, uintptr_t hi);
+/* Turns it on for the next session: include_mode when there is a function_filter. */
+void loupe__ftab_enable(int include_mode);
 
 /* The keeper thread (keeper.c): populates chunks ahead of demand while a session runs. */
 void loupe__keeper_start(void);

@@ -136,6 +136,15 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
         .metadata_count = 1,
         .region = r,
         .foreign = 1,
+        .func_include =
+            o->function_filter != NULL && o->function_filter[0] != NULL ? o->function_filter : NULL,
+        .func_exclude = o->function_exclude != NULL && o->function_exclude[0] != NULL
+                            ? o->function_exclude
+                            : NULL,
+        .func_min_ns = o->function_min_duration_ns,
+        .func_filtering = (o->function_filter != NULL && o->function_filter[0] != NULL) ||
+                          (o->function_exclude != NULL && o->function_exclude[0] != NULL) ||
+                          o->function_depth != 0 || o->function_min_duration_ns != 0,
     };
     loupe__mb *mb = loupe__mb_new();
     if (mb == NULL || loupe__collect(mb, &p) != 0) {

@@ -20,6 +20,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,53 @@ static unsigned opt_formats;
 static char **opt_func_include, **opt_func_exclude;
 static uint64_t opt_func_min_ns;
 static int opt_func_filtering;
+
+/* The hooks' filter table (record.c): every function of the objects loaded now, decided once. */
+typedef struct ftab_build {
+    char **inc, **exc;
+    int full;
+} ftab_build;
+
+static int any_glob(char **globs, const char *name) {
+    for (size_t i = 0; globs != NULL && globs[i] != NULL; i++) {
+        if (fnmatch(globs[i], name, 0) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void ftab_fn(uintptr_t addr, const char *name, void *arg) {
+    ftab_build *b = arg;
+    unsigned d = (any_glob(b->inc, name) ? LOUPE__FD_INCLUDE : 0u) |
+                 (any_glob(b->exc, name) ? LOUPE__FD_EXCLUDE : 0u);
+    if (d != 0 && loupe__ftab_add(addr, d) != 0) {
+        b->full = 1;
+    }
+}
+
+static void ftab_range(uintptr_t lo, uintptr_t hi, void *arg) {
+    ftab_build *b = arg;
+    if (loupe__ftab_add_range(lo, hi) != 0) {
+        b->full = 1;
+    }
+}
+
+/* With the gate closed: the table for the session's globs, or none (all decided at the stop)
+ * when there are none or more matches than it holds. */
+static void ftab_prepare(char **inc, char **exc) {
+    loupe__ftab_clear();
+    if (inc == NULL && exc == NULL) {
+        return;
+    }
+    ftab_build b = {inc, exc, 0};
+    loupe__symbols_each(ftab_fn, ftab_range, &b);
+    if (!b.full) {
+        loupe__ftab_enable(inc != NULL);
+    } else {
+        loupe__ftab_clear();
+    }
+}
 
 static void globs_free(char **v) {
     for (size_t i = 0; v != NULL && v[i] != NULL; i++) {
@@ -285,6 +333,7 @@ int loupe_start_trace(const loupe_trace_options *o) {
     opt_func_min_ns = o->function_min_duration_ns;
     opt_func_filtering =
         fi != NULL || fe != NULL || o->function_depth != 0 || o->function_min_duration_ns != 0;
+    ftab_prepare(o->function_tracing ? fi : NULL, o->function_tracing ? fe : NULL);
     drop_kept();
     free(opt_log_dir);
     free(opt_run_name);
