@@ -618,11 +618,16 @@ static void hottest_hint(const loupe_model *m) {
         }
         i = j;
     }
+    for (int r = 1; r < 3; r++) {
+        if (top[r] != NULL && topn[r] * 10 < topn[0]) {
+            top[r] = NULL; /* not hot beside the first: main, say */
+        }
+    }
     if (top[0] != NULL) {
         char g[3][32];
         fprintf(stderr, "loupe record: the hottest functions were %s (%s calls)", top[0],
                 loupe_cli_group(topn[0], g[0], sizeof g[0]));
-        for (int r = 1; r < 3 && top[r] != NULL; r++) {
+        for (int r = 1; r < 3 && top[r] != NULL; r++) { /* top[2] only when top[1] */
             fprintf(stderr, ", %s (%s)", top[r], loupe_cli_group(topn[r], g[r], sizeof g[r]));
         }
         fprintf(stderr,

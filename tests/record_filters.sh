@@ -110,6 +110,18 @@ grep -qxF "loupe record: $tmp/calls exited with status 0 without stopping its se
   fail "_exit: message: $(cat "$tmp/errx")"
 echo "record_filters: _exit, recovered: $got"
 
+# a run that drops events names its hottest functions and the options that keep them out
+printf 'static int leaf(int x) { return x + 1; }\nint main(void) { int s = 0; for (int i = 0; i < 1000; i++) s += leaf(i); return s == 0; }\n' >"$tmp/hot.c"
+cc -std=c11 -O0 -finstrument-functions "$tmp/hot.c" -o "$tmp/hot"
+"$loupe" record -o "$tmp/logh" --buffer-events 64 -- "$tmp/hot" 2>"$tmp/errh" || fail "hot: exit $?"
+grep -qxF "loupe record: the hottest functions were leaf (31 calls): try --exclude 'leaf', --depth N or --min-duration 5us, or build without their hooks: -finstrument-functions-exclude-function-list=leaf or -finstrument-functions-exclude-file-list=HEADER (docs/record.md)" "$tmp/errh" ||
+  fail "hot: hint: $(cat "$tmp/errh")"
+"$loupe" record -o "$tmp/logh2" --buffer-events 64 --exclude leaf -- "$tmp/hot" 2>"$tmp/errh2" ||
+  fail "hot --exclude: exit $?"
+grep -qxF "loupe record: 2 events recorded, 0 dropped, 1,000 calls filtered (--exclude leaf)" "$tmp/errh2" ||
+  fail "hot --exclude: $(cat "$tmp/errh2")"
+echo "record_filters: drops: the hint names leaf; --exclude leaf drops nothing"
+
 # bad values are loupe record's own errors (125), before the program runs
 set +e
 "$loupe" record --min-duration 5 -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
