@@ -82,8 +82,9 @@ static void usage(FILE *f) {
             "stdout is PROGRAM's: loupe record writes its messages and the run directory's\n"
             "path (the last line) to stderr.\n"
             "\n"
-            "Only PROGRAM itself is traced, not the programs it runs (a script: the\n"
-            "interpreter is what runs, and what is traced; record the real program). A program\n"
+            "Only PROGRAM itself is traced (a script: its interpreter), not the programs it\n"
+            "runs, unless a shell passes loupe's environment on (bash does: each then writes a\n"
+            "run directory of its own); record the real program. A program\n"
             "killed by a signal, or one that calls _exit() or execs, has its trace written by\n"
             "loupe record from the memory it recorded into (the cause is said). Before running\n"
             "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
@@ -414,11 +415,12 @@ static rec_kind record_detect_depth(const char *prog, char *path, size_t psize, 
                      ik == REC_NOT_FOUND || ik == REC_NOT_EXECUTABLE ? "cannot run: " : "", iwhy);
             return ik;
         }
-        snprintf(why, wsize,
-                 "a script run by %.256s: %.256s is what runs and what is traced, not the script "
-                 "nor the "
-                 "programs it starts (record those themselves)",
-                 interp, interp);
+        snprintf(
+            why, wsize,
+            "a script run by %.256s: %.256s is what runs and what is traced, not the script (a "
+            "program it starts is traced, into a run directory of its own, only when the "
+            "shell passes loupe's environment on, as bash does): record the real program",
+            interp, interp);
         return REC_SCRIPT;
     }
     if (n < EI_NIDENT + 4 || memcmp(h, ELFMAG, SELFMAG) != 0) {

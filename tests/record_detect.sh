@@ -117,7 +117,7 @@ set +e
 set -e
 [ "$st" = 5 ] || fail "script: exit $st, want 5 ($(cat "$tmp/err"))"
 [ "$(cat "$tmp/out")" = SCRIPT ] || fail "script: stdout: $(cat "$tmp/out")"
-[ "$(head -n 1 "$tmp/err")" = "loupe record: note: $tmp/script.sh is a script run by /bin/sh: /bin/sh is what runs and what is traced, not the script nor the programs it starts (record those themselves)" ] ||
+[ "$(head -n 1 "$tmp/err")" = "loupe record: note: $tmp/script.sh is a script run by /bin/sh: /bin/sh is what runs and what is traced, not the script (a program it starts is traced, into a run directory of its own, only when the shell passes loupe's environment on, as bash does): record the real program" ] ||
   fail "script: note: $(cat "$tmp/err")"
 [ -d "$(cat "$tmp/run-sh")" ] || fail "script: no run directory"
 echo "record_detect: script: ran, exit 5, noted"
