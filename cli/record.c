@@ -412,7 +412,7 @@ static rec_kind record_detect_depth(const char *prog, char *path, size_t psize, 
                           : REC_TRACEABLE;
         if (ik >= REC_NOT_FOUND) {
             snprintf(why, wsize, "a script run by %.256s, which %s%.512s", interp,
-                     ik == REC_NOT_FOUND || ik == REC_NOT_EXECUTABLE ? "cannot run: " : "", iwhy);
+                     ik == REC_NOT_FOUND || ik == REC_NOT_EXECUTABLE ? "cannot run: " : "is ", iwhy);
             return ik;
         }
         snprintf(
@@ -465,7 +465,7 @@ static rec_kind record_detect_depth(const char *prog, char *path, size_t psize, 
     } else if (getuid() != 0 && fgetxattr(fd, "security.capability", NULL, 0) > 0) {
         /* capabilities(7): file capabilities make the exec secure for a user other than root */
         snprintf(why, wsize,
-                 "has file capabilities (security.capability, see getcap(8)): the loader runs it "
+                 "given file capabilities (security.capability, see getcap(8)): the loader runs it "
                  "in secure-execution mode and ignores LD_PRELOAD (ld.so(8))");
         k = REC_CAPABILITIES;
     }

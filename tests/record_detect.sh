@@ -54,6 +54,10 @@ if cc -static "$tmp/p.c" -o "$tmp/static" 2>/dev/null; then
   [ "$st" = 124 ] || fail "--no-check static (existing log dir): exit $st"
   [ -d "$tmp/keep" ] && [ -z "$(ls -A "$tmp/keep")" ] || fail "existing log dir: $(ls -R "$tmp/keep")"
   echo "record_detect: static --no-check: ran, exit 124, no run directory left"
+  # a script whose interpreter cannot be traced is refused with the interpreter's reason
+  printf '#!%s\n' "$tmp/static" >"$tmp/sscript"
+  chmod +x "$tmp/sscript"
+  refused "$tmp/sscript" "a script run by $tmp/static, which is $static_msg"
 else
   skipped "static binary (no libc.a for cc -static)"
 fi
@@ -97,7 +101,7 @@ if [ "$(id -u)" = 0 ] && command -v setcap >/dev/null && command -v setpriv >/de
       -- "$tmp/caps" >"$tmp/out" 2>"$tmp/err"; st=$?
     set -e
     [ "$st" = 124 ] || fail "caps: exit $st ($(cat "$tmp/err"))"
-    [ "$(cat "$tmp/err")" = "loupe record: cannot trace $tmp/caps: it is has file capabilities (security.capability, see getcap(8)): the loader runs it in secure-execution mode and ignores LD_PRELOAD (ld.so(8)); $no_check" ] ||
+    [ "$(cat "$tmp/err")" = "loupe record: cannot trace $tmp/caps: it is given file capabilities (security.capability, see getcap(8)): the loader runs it in secure-execution mode and ignores LD_PRELOAD (ld.so(8)); $no_check" ] ||
       fail "caps: message: $(cat "$tmp/err")"
     [ -s "$tmp/out" ] && fail "caps: it ran"
     echo "record_detect: caps: refused, exit 124"
