@@ -71,8 +71,12 @@ static void strip_preload(void) {
 
 static void loupe_preload_stop(void);
 
+/* The globs of LOUPE_RECORD_FILTER / _EXCLUDE, kept for the process's life (small; the session
+ * copies them): reachable from here, so that a leak checker does not count them. */
+static const char *const *filter_globs, *const *exclude_globs;
+
 /* A NULL-terminated array of the lines of an environment variable (globs), or NULL when it is
- * unset or empty. Kept for the process's life: the session copies it, but it is small. */
+ * unset or empty. */
 static const char *const *env_lines(const char *name) {
     const char *v = getenv(name);
     if (v == NULL || v[0] == 0) {
@@ -144,8 +148,10 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
                 loupe_last_error());
     }
     o.function_tracing = 1;
-    o.function_filter = env_lines("LOUPE_RECORD_FILTER");
-    o.function_exclude = env_lines("LOUPE_RECORD_EXCLUDE");
+    filter_globs = env_lines("LOUPE_RECORD_FILTER");
+    exclude_globs = env_lines("LOUPE_RECORD_EXCLUDE");
+    o.function_filter = filter_globs;
+    o.function_exclude = exclude_globs;
     const char *dp = getenv("LOUPE_RECORD_DEPTH");
     if (dp != NULL && dp[0]) {
         o.function_depth = (uint32_t)strtoul(dp, NULL, 10);

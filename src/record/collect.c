@@ -345,7 +345,6 @@ static uint64_t to_ns(const loupe__collect_params *p, uint64_t ticks) {
     return (uint64_t)((double)(ticks - p->start_ticks) / p->ticks_per_ns + 0.5);
 }
 
-/* A thread's walk, carried across its segments (chunks, a packed tail). */
 /* --min-duration: removes slice si of thread ti when it is the thread's last (its callees were
  * shorter still and went first; a call that holds an annotation zone or a flow end stays).
  * 1 when removed. */
@@ -362,6 +361,7 @@ static int drop_last(collector *c, size_t ti, size_t si) {
     return 1;
 }
 
+/* A thread's walk, carried across its segments (chunks, a packed tail). */
 typedef struct walk_state {
     size_t depth;
     uint64_t prev;

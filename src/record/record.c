@@ -846,9 +846,12 @@ int loupe__ftab_add(uintptr_t addr, unsigned decision) {
     while (ftab_keys[i] != 0 && ftab_keys[i] != addr) {
         i = (i + 1) & (LOUPE__FTAB_SLOTS - 1);
     }
-    ftab_used += ftab_keys[i] == 0;
-    ftab_keys[i] = addr;
-    ftab_dec[i] = (uint8_t)decision;
+    if (ftab_keys[i] == 0) {
+        ftab_used++;
+        ftab_keys[i] = addr;
+        ftab_dec[i] = 0;
+    }
+    ftab_dec[i] |= (uint8_t)decision; /* aliases: any of the function's names decides */
     return 0;
 }
 
