@@ -129,6 +129,10 @@ typedef struct loupe__region_hdr {
     char log_dir[1024];
 } loupe__region_hdr;
 
+/* The region layout's version (the header's version field): 2 since the descriptors hold the
+ * function filters' counters. A region of another version is not read (recover.c). */
+#define LOUPE__REGION_VERSION 2u
+
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;
 #define LOUPE__HDR ((loupe__region_hdr *)loupe__region)

@@ -30,7 +30,8 @@
 
 /* The header is what the region's own layout says for its sizes, and fits the mapping. */
 static int header_ok(const loupe__region_hdr *h, size_t size) {
-    if (size < sizeof *h || memcmp(h->magic, "LOUPERGN", 8) != 0 || h->version != 1) {
+    if (size < sizeof *h || memcmp(h->magic, "LOUPERGN", 8) != 0 ||
+        h->version != LOUPE__REGION_VERSION) {
         return 0;
     }
     if (h->nchunks == 0 || h->nchunks >= LOUPE__NO_CHUNK || h->max_threads == 0 ||
@@ -84,8 +85,8 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
     const loupe__region_hdr *h = r;
     int rc = 0;
     loupe_model *m = NULL;
-    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == 1 && h->total_size > size &&
-        h->total_size < ((uint64_t)1 << 44)) {
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == LOUPE__REGION_VERSION &&
+        h->total_size > size && h->total_size < ((uint64_t)1 << 44)) {
         rc = loupe__err(LOUPE_EFORMAT,
                         "loupe_recover_trace: the region is cut short: its header says %llu "
                         "bytes, the file holds %zu (a dump copied without its sparse end? copy "
