@@ -675,8 +675,8 @@ static loupe__ev *ring_copy(const collector *c, const loupe__thread *t, size_t *
  * generation: a thread whose every call was filtered never joined the session. */
 static void count_filtered(loupe__thread *t, void *arg) {
     collector *c = arg;
-    if (t->fgen == (uint32_t)(c->p->state >> 16)) {
-        c->filtered += t->func_filtered;
+    if (__atomic_load_n(&t->fgen, __ATOMIC_RELAXED) == (uint32_t)(c->p->state >> 16)) {
+        c->filtered += __atomic_load_n(&t->func_filtered, __ATOMIC_RELAXED);
     }
 }
 

@@ -916,11 +916,11 @@ func_self(uint64_t s) {
         return NULL; /* no descriptor left (counted by the push) */
     }
     uint32_t gen = (uint32_t)(s >> 16);
-    if (t->fgen != gen) {
-        t->fgen = gen;
+    if (t->fgen != gen) { /* fgen and func_filtered: atomic, the collector reads them */
+        __atomic_store_n(&t->fgen, gen, __ATOMIC_RELAXED);
         t->fdepth = 0;
         t->finc = 0;
-        t->func_filtered = 0;
+        __atomic_store_n(&t->func_filtered, 0, __ATOMIC_RELAXED);
     }
     return t;
 }
@@ -939,7 +939,7 @@ LOUPE_API void __cyg_profile_func_enter(void *fn, void *site) {
             uint32_t depth = ++t->fdepth;
             int skip = ft && ftab_skip(t, fn, 1);
             if (skip || (max != 0 && depth > max)) {
-                t->func_filtered++;
+                __atomic_store_n(&t->func_filtered, t->func_filtered + 1, __ATOMIC_RELAXED);
                 return;
             }
         }
