@@ -110,6 +110,35 @@ grep -qxF "loupe record: $tmp/calls exited with status 0 without stopping its se
   fail "_exit: message: $(cat "$tmp/errx")"
 echo "record_filters: _exit, recovered: $got"
 
+# a library loaded after the start: its functions are recorded and decided at the stop (the
+# same globs): plug_fn's 5 calls reach the buffer (10 events beside main's 2), then are dropped
+printf 'int plug_fn(int x) { return x + 1; }\n' >"$tmp/plug.c"
+cc -std=c11 -O0 -fPIC -shared -finstrument-functions "$tmp/plug.c" -o "$tmp/libplug.so"
+cat >"$tmp/dl.c" <<'C'
+#include <dlfcn.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    int (*f)(int) = h ? (int (*)(int))dlsym(h, "plug_fn") : 0;
+    int s = 0;
+    for (int i = 0; f && i < 5; i++) {
+        s += f(i);
+    }
+    return s == 15 ? 0 : 1;
+}
+C
+cc -std=c11 -O0 -finstrument-functions "$tmp/dl.c" -o "$tmp/dl" -ldl
+"$loupe" record -o "$tmp/logd" --print-run-dir "$tmp/rund" --exclude 'plug_*' \
+  -- "$tmp/dl" "$tmp/libplug.so" 2>"$tmp/errd" || fail "dlopen: exit $?: $(cat "$tmp/errd")"
+grep -qxF "loupe record: 12 events recorded, 0 dropped, 5 calls filtered (--exclude plug_*)" "$tmp/errd" ||
+  fail "dlopen: $(cat "$tmp/errd")"
+python3 - "$(ls "$(cat "$tmp/rund")"/*.trace.json.gz)" <<'PY' || fail "dlopen: plug_fn in the trace"
+import gzip, json, sys
+d = json.load(gzip.open(sys.argv[1]))
+names = [e["name"] for e in d["traceEvents"] if e.get("ph") == "X"]
+sys.exit(0 if names == ["main"] else 1)
+PY
+echo "record_filters: a library loaded later: plug_fn decided at the stop"
+
 # a run that drops events names its hottest functions and the options that keep them out
 printf 'static int leaf(int x) { return x + 1; }\nint main(void) { int s = 0; for (int i = 0; i < 1000; i++) s += leaf(i); return s == 0; }\n' >"$tmp/hot.c"
 cc -std=c11 -O0 -finstrument-functions "$tmp/hot.c" -o "$tmp/hot"
