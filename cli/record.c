@@ -412,7 +412,8 @@ static rec_kind record_detect_depth(const char *prog, char *path, size_t psize, 
                           : REC_TRACEABLE;
         if (ik >= REC_NOT_FOUND) {
             snprintf(why, wsize, "a script run by %.256s, which %s%.512s", interp,
-                     ik == REC_NOT_FOUND || ik == REC_NOT_EXECUTABLE ? "cannot run: " : "is ", iwhy);
+                     ik == REC_NOT_FOUND || ik == REC_NOT_EXECUTABLE ? "cannot run: " : "is ",
+                     iwhy);
             return ik;
         }
         snprintf(
@@ -642,7 +643,8 @@ static void hottest_hint(const loupe_model *m) {
 }
 
 /* The counts line, read back from the trace in run_dir (what the files hold, also when the
- * program stopped its own session). 0, or -1 when the trace cannot be read (said). */
+ * program stopped its own session). 0, or -1 when the trace cannot be read back (said; e.g.
+ * beyond LOUPE_READ_MAX_BYTES). */
 static int report_counts(const char *run_dir, const rec_filters *f) {
     char file[PATH_MAX];
     loupe_model *m = NULL;
@@ -1045,7 +1047,11 @@ int loupe_cmd_record(int argc, char **argv) {
     if (!quiet) {
         fprintf(stderr, "loupe record: %s exited with status %d\n", argv[i], code);
         if (report_counts(run_dir, &filt) != 0) {
-            return REC_EXIT_FAILED;
+            /* the trace is written (a size limit of the reader, say): the stop's own counts */
+            char n1[64], n2[64];
+            fprintf(stderr, "loupe record: the stop's counts: %s events recorded, %s dropped\n",
+                    field(lines, "events_recorded", n1, sizeof n1),
+                    field(lines, "events_dropped", n2, sizeof n2));
         }
     }
     return say_run_dir(run_dir, print_to) == 0 ? code : REC_EXIT_FAILED;

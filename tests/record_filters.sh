@@ -151,6 +151,13 @@ grep -qxF "loupe record: 2 events recorded, 0 dropped, 1,000 calls filtered (--e
   fail "hot --exclude: $(cat "$tmp/errh2")"
 echo "record_filters: drops: the hint names leaf; --exclude leaf drops nothing"
 
+# a trace that cannot be read back (beyond the reader's limit): the stop's counts, and the
+# program's status
+LOUPE_READ_MAX_BYTES=10 "$loupe" record -o "$tmp/logm" -- "$tmp/hot" 2>"$tmp/errm" ||
+  fail "read-back limit: exit $?"
+grep -qxF "loupe record: the stop's counts: 2002 events recorded, 0 dropped" "$tmp/errm" ||
+  fail "read-back limit: $(cat "$tmp/errm")"
+
 # bad values are loupe record's own errors (125), before the program runs
 set +e
 "$loupe" record --min-duration 5 -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
