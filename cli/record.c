@@ -1,8 +1,11 @@
 /* record.c: `loupe record`: runs a program with libloupe_preload.so preloaded, which traces it
- * from start to exit (see src/preload/preload.c), then prints the run directory and the counts.
- * Returns the program's exit status (128 + N when a signal N killed it). */
+ * from start to exit (see src/preload/preload.c), then reports the run directory and the counts
+ * read back from the files written, on stderr: stdout is the program's.
+ * Returns the program's exit status (128 + N when a signal N killed it), or one of loupe
+ * record's own statuses (REC_EXIT_*, like env(1)'s and timeout(1)'s 125/126/127). */
 #include "cli.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,7 +17,17 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+
+/* loupe record's own exit statuses; any other is the program's. */
+enum {
+    REC_EXIT_NO_TRACE = 124,   /* PROGRAM cannot be traced (found before running it), or the
+                                  preload never started in it: nothing was recorded */
+    REC_EXIT_FAILED = 125,     /* loupe record failed: usage, log directory, writing the trace */
+    REC_EXIT_CANNOT_RUN = 126, /* PROGRAM was found but could not be executed */
+    REC_EXIT_NOT_FOUND = 127,  /* PROGRAM was not found */
+};
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -38,6 +51,18 @@ static void usage(FILE *f) {
             "                         reached, the thread's oldest events give way (default:\n"
             "                         keep the first, drop and count the rest)\n"
             "  --lazy-buffers         accepted for scripts; memory is pooled since 0.2\n"
+            "  --filter GLOB          function tracing: keep only calls to functions whose name\n"
+            "                         matches GLOB (fnmatch(3), e.g. 'parse_*'), and the calls\n"
+            "                         made inside them; repeatable\n"
+            "  --exclude GLOB         function tracing: drop calls to functions matching GLOB\n"
+            "                         (the calls they make stay); repeatable\n"
+            "  --depth N              function tracing: keep calls at most N deep on each thread\n"
+            "                         (main is 1); deeper ones are not recorded at all\n"
+            "  --min-duration TIME    function tracing: drop calls shorter than TIME (a number\n"
+            "                         and ns, us, ms or s: 5us), at the stop\n"
+            "                         (dropped calls are counted as filtered, not lost)\n"
+            "  --print-run-dir FILE   write the run directory's path to FILE (for scripts)\n"
+            "  --no-check             run PROGRAM even when loupe finds it cannot be traced\n"
             "  --perfetto             also write the perfetto-json file (below)\n"
             "  --format LIST          the files to write, a comma list of:\n",
             (unsigned long long)LOUPE_DEFAULT_SESSION_EVENTS, LOUPE_DEFAULT_BUFFER_EVENTS);
@@ -49,22 +74,37 @@ static void usage(FILE *f) {
                     d->host_prefixed ? "<host>" : "", d->suffix);
         }
     }
-    fprintf(
-        f, "                         default: jax.profiler's set (json,xplane)\n"
-           "  -q, --quiet            print only the run directory\n"
-           "  -h, --help             this help\n"
-           "\n"
-           "Only PROGRAM itself is traced, not the programs it runs (a wrapper script gets\n"
-           "nothing: record the real program). A program killed by a signal, or one that\n"
-           "calls _exit() or execs, has its trace written by loupe record from the memory\n"
-           "it recorded into (the cause is said). Statically linked programs (or ones linked with\n"
-           "libloupe.a) cannot be recorded this way: call loupe_start_trace(). A program that\n"
-           "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
-           "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
-           "\n"
-           "example:\n"
-           "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
-           "  loupe summary /tmp/prof\n");
+    fprintf(f,
+            "                         default: jax.profiler's set (json,xplane)\n"
+            "  -q, --quiet            report only the run directory (on stderr)\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "stdout is PROGRAM's: loupe record writes its messages and the run directory's\n"
+            "path (the last line) to stderr.\n"
+            "\n"
+            "Only PROGRAM itself is traced (a script: its interpreter), not the programs it\n"
+            "runs, unless a shell passes loupe's environment on (bash does: each then writes a\n"
+            "run directory of its own); record the real program. A program\n"
+            "killed by a signal, or one that calls _exit() or execs, has its trace written by\n"
+            "loupe record from the memory it recorded into (the cause is said). Before running\n"
+            "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
+            "statically linked program, a set-user-ID or set-group-ID one, one with file\n"
+            "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
+            "says which; call loupe_start_trace() in the program instead). A program that\n"
+            "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
+            "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
+            "\n"
+            "exit status: PROGRAM's (128 + N when signal N killed it), or loupe record's own:\n"
+            "  124  PROGRAM cannot be traced (found before running it), or loupe's preload\n"
+            "       never started in it: nothing recorded, no run directory left\n"
+            "  125  loupe record failed (usage, log directory, writing the trace)\n"
+            "  126  PROGRAM was found but cannot be executed\n"
+            "  127  PROGRAM was not found\n"
+            "\n"
+            "example:\n"
+            "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
+            "  loupe record --exclude 'std::*' --min-duration 5us -- ./my_program\n"
+            "  loupe summary /tmp/prof\n");
 }
 
 /* The preload library: beside this executable (build tree), else in the install libdir. */
@@ -111,34 +151,6 @@ static void forward_if_sent(int sig, siginfo_t *si, void *uc) {
     if (si != NULL && (si->si_code == SI_USER || si->si_code == SI_QUEUE)) {
         forward_signal(sig);
     }
-}
-
-/* mkdir -p, then a writability check: 0 or an errno. */
-static int make_dirs(const char *path) {
-    char buf[PATH_MAX];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        return ENAMETOOLONG;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == 0) {
-            char c = buf[i];
-            buf[i] = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-                return errno;
-            }
-            buf[i] = c;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        return errno;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        return ENOTDIR;
-    }
-    return access(path, W_OK | X_OK) == 0 ? 0 : errno;
 }
 
 static int parse_u(const char *s, unsigned long max, unsigned long *out) {
@@ -199,10 +211,515 @@ static const char *field(const char *lines, const char *key, char *buf, size_t s
     return buf;
 }
 
+/* mkdir -p, then a writability check: 0 or an errno. *created gets the length of the part of
+ * path that existed before (path itself when it did: strlen(path)), for remove_created(). */
+static int make_dirs(const char *path, size_t *created) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    *created = n;
+    if (n == 0 || n >= sizeof buf) {
+        return ENAMETOOLONG;
+    }
+    memcpy(buf, path, n + 1);
+    size_t prev = 0; /* where the component being made starts (its '/') */
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) == 0) {
+                if (*created == n) {
+                    *created = prev;
+                }
+            } else if (errno != EEXIST) {
+                return errno;
+            }
+            buf[i] = c;
+            prev = i;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        return errno;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return ENOTDIR;
+    }
+    return access(path, W_OK | X_OK) == 0 ? 0 : errno;
+}
+
+/* Removes the directories make_dirs() created, deepest first, as long as they are empty: a run
+ * that recorded nothing leaves nothing that looks like a trace. */
+static void remove_created(const char *path, size_t created) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (created >= n || n >= sizeof buf) {
+        return;
+    }
+    memcpy(buf, path, n + 1);
+    while (n > created) {
+        if (rmdir(buf) != 0) {
+            return;
+        }
+        char *slash = strrchr(buf, '/');
+        if (slash == NULL || slash == buf) {
+            return;
+        }
+        *slash = 0;
+        n = (size_t)(slash - buf);
+    }
+}
+
+/* ---- what PROGRAM is (before it runs) ----
+ * The dynamic loader is what preloads loupe (LD_PRELOAD, ld.so(8)), so a program it does not
+ * load, or loads in secure-execution mode, cannot be traced this way. record_detect() says
+ * which, from the file alone: the ELF header and program headers (elf(5): PT_INTERP names the
+ * loader; none means statically linked), the mode bits, the security.capability attribute
+ * (capabilities(7)) and a "#!" line (execve(2)). It is the hook a sampling recorder takes for
+ * the kinds the preload cannot reach. */
+typedef enum rec_kind {
+    REC_TRACEABLE,      /* a dynamically linked ELF of loupe's class and machine */
+    REC_SCRIPT,         /* "#!": the interpreter runs (and is what gets traced) */
+    REC_OTHER,          /* neither ELF nor "#!": execvp(3) hands it to /bin/sh */
+    REC_NOT_FOUND,      /* no such file (or not in PATH) */
+    REC_NOT_EXECUTABLE, /* found, but not an executable file */
+    REC_STATIC,         /* no PT_INTERP: statically linked, no loader runs */
+    REC_SETUID,         /* set-user-ID to another user: secure-execution mode */
+    REC_SETGID,         /* set-group-ID to another group: secure-execution mode */
+    REC_CAPABILITIES,   /* file capabilities, for a user other than root: secure-execution */
+    REC_ELF_CLASS,      /* a 32-bit ELF for a 64-bit loupe, or the reverse */
+    REC_ELF_MACHINE,    /* an ELF for another machine */
+} rec_kind;
+
+/* PROGRAM as execvp(3) finds it: a name with a '/' as is, else the first executable in PATH. */
+static int find_program(const char *prog, char *path, size_t size) {
+    if (strchr(prog, '/') != NULL) {
+        snprintf(path, size, "%s", prog);
+        return access(path, F_OK) == 0 ? 0 : -1;
+    }
+    const char *pv = getenv("PATH");
+    if (pv == NULL) {
+        pv = "/usr/local/bin:/usr/bin:/bin";
+    }
+    for (const char *p = pv;; p++) {
+        size_t len = strcspn(p, ":");
+        int n = snprintf(path, size, "%.*s%s%s", (int)len, p, len ? "/" : "", prog);
+        struct stat st;
+        if (n > 0 && (size_t)n < size && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(path, X_OK) == 0) {
+            return 0;
+        }
+        p += len;
+        if (*p == 0) {
+            break;
+        }
+    }
+    snprintf(path, size, "%s", prog);
+    return -1;
+}
+
+/* The ELF header's class and machine of loupe itself (this executable). */
+static void own_elf(unsigned char *cls, unsigned *machine) {
+    *cls = sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32;
+    *machine = 0;
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    unsigned char h[EI_NIDENT + 4];
+    if (fd >= 0 && read(fd, h, sizeof h) == (ssize_t)sizeof h) {
+        *machine =
+            h[EI_DATA] == ELFDATA2MSB ? (unsigned)h[18] << 8 | h[19] : (unsigned)h[19] << 8 | h[18];
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
+/* PT_INTERP among an ELF's program headers: 1 yes, 0 no, -1 unreadable. The file is in the
+ * machine's byte order (own_elf checked the class and machine first). */
+static int has_interp(int fd, unsigned char cls) {
+    uint64_t phoff;
+    unsigned phnum, phentsize;
+    if (cls == ELFCLASS64) {
+        Elf64_Ehdr e;
+        if (pread(fd, &e, sizeof e, 0) != (ssize_t)sizeof e) {
+            return -1;
+        }
+        phoff = e.e_phoff;
+        phnum = e.e_phnum;
+        phentsize = e.e_phentsize;
+    } else {
+        Elf32_Ehdr e;
+        if (pread(fd, &e, sizeof e, 0) != (ssize_t)sizeof e) {
+            return -1;
+        }
+        phoff = e.e_phoff;
+        phnum = e.e_phnum;
+        phentsize = e.e_phentsize;
+    }
+    for (unsigned i = 0; i < phnum && i < 4096; i++) {
+        uint32_t type;
+        if (pread(fd, &type, sizeof type, (off_t)(phoff + (uint64_t)i * phentsize)) !=
+            (ssize_t)sizeof type) {
+            return -1;
+        }
+        if (type == PT_INTERP) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static rec_kind record_detect_depth(const char *prog, char *path, size_t psize, char *why,
+                                    size_t wsize, int depth);
+
+/* What PROGRAM is (rec_kind); path gets the file execvp(3) would run, why a sentence for the
+ * kinds other than REC_TRACEABLE and REC_OTHER ("" for those). */
+static rec_kind record_detect(const char *prog, char *path, size_t psize, char *why, size_t wsize) {
+    return record_detect_depth(prog, path, psize, why, wsize, 0);
+}
+
+static rec_kind record_detect_depth(const char *prog, char *path, size_t psize, char *why,
+                                    size_t wsize, int depth) {
+    why[0] = 0;
+    if (find_program(prog, path, psize) != 0) {
+        snprintf(why, wsize, "%s", strchr(prog, '/') ? strerror(ENOENT) : "not found in PATH");
+        return REC_NOT_FOUND;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || access(path, X_OK) != 0) {
+        snprintf(why, wsize, "%s", S_ISDIR(st.st_mode) ? strerror(EISDIR) : strerror(EACCES));
+        return REC_NOT_EXECUTABLE;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    unsigned char h[256];
+    ssize_t n = fd >= 0 ? pread(fd, h, sizeof h - 1, 0) : -1;
+    if (n < 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return REC_OTHER; /* executable but not readable: execve decides */
+    }
+    h[n] = 0;
+    if (n >= 2 && h[0] == '#' && h[1] == '!') {
+        close(fd);
+        /* execve(2): "#!interpreter [optional-arg]" */
+        char interp[PATH_MAX];
+        const char *p = (const char *)h + 2;
+        p += strspn(p, " \t");
+        size_t len = strcspn(p, " \t\n");
+        snprintf(interp, sizeof interp, "%.*s", (int)len, p);
+        char ipath[PATH_MAX], iwhy[512];
+        rec_kind ik = depth == 0
+                          ? record_detect_depth(interp, ipath, sizeof ipath, iwhy, sizeof iwhy, 1)
+                          : REC_TRACEABLE;
+        if (ik >= REC_NOT_FOUND) {
+            snprintf(why, wsize, "a script run by %.256s, which %s%.512s", interp,
+                     ik == REC_NOT_FOUND || ik == REC_NOT_EXECUTABLE ? "cannot run: " : "is ",
+                     iwhy);
+            return ik;
+        }
+        snprintf(
+            why, wsize,
+            "a script run by %.256s: %.256s is what runs and what is traced, not the script (a "
+            "program it starts is traced, into a run directory of its own, only when the "
+            "shell passes loupe's environment on, as bash does): record the real program",
+            interp, interp);
+        return REC_SCRIPT;
+    }
+    if (n < EI_NIDENT + 4 || memcmp(h, ELFMAG, SELFMAG) != 0) {
+        close(fd);
+        return REC_OTHER;
+    }
+    unsigned char cls;
+    unsigned machine;
+    own_elf(&cls, &machine);
+    unsigned their =
+        h[EI_DATA] == ELFDATA2MSB ? (unsigned)h[18] << 8 | h[19] : (unsigned)h[19] << 8 | h[18];
+    rec_kind k = REC_TRACEABLE;
+    if (h[EI_CLASS] != cls) {
+        snprintf(why, wsize,
+                 "a %s ELF executable: loupe's preload library is %s, so the loader would skip it",
+                 h[EI_CLASS] == ELFCLASS32 ? "32-bit" : "64-bit",
+                 cls == ELFCLASS64 ? "64-bit" : "32-bit");
+        k = REC_ELF_CLASS;
+    } else if (machine != 0 && their != machine) {
+        snprintf(why, wsize,
+                 "an ELF executable for another machine (e_machine %u, loupe's is %u): the "
+                 "loader would skip loupe's preload library",
+                 their, machine);
+        k = REC_ELF_MACHINE;
+    } else if (has_interp(fd, cls) == 0) {
+        snprintf(why, wsize,
+                 "statically linked: no dynamic loader runs in it, so nothing preloads loupe "
+                 "(link it dynamically, or call loupe_start_trace() in it)");
+        k = REC_STATIC;
+    } else if ((st.st_mode & S_ISUID) && st.st_uid != geteuid()) {
+        snprintf(why, wsize,
+                 "set-user-ID (owner uid %u, you are uid %u): the loader runs it in "
+                 "secure-execution mode and ignores LD_PRELOAD (ld.so(8))",
+                 (unsigned)st.st_uid, (unsigned)geteuid());
+        k = REC_SETUID;
+    } else if ((st.st_mode & S_ISGID) && st.st_gid != getegid()) {
+        snprintf(why, wsize,
+                 "set-group-ID (group gid %u, yours is %u): the loader runs it in "
+                 "secure-execution mode and ignores LD_PRELOAD (ld.so(8))",
+                 (unsigned)st.st_gid, (unsigned)getegid());
+        k = REC_SETGID;
+    } else if (getuid() != 0 && fgetxattr(fd, "security.capability", NULL, 0) > 0) {
+        /* capabilities(7): file capabilities make the exec secure for a user other than root */
+        snprintf(why, wsize,
+                 "given file capabilities (security.capability, see getcap(8)): the loader runs it "
+                 "in secure-execution mode and ignores LD_PRELOAD (ld.so(8))");
+        k = REC_CAPABILITIES;
+    }
+    close(fd);
+    return k;
+}
+
+/* ---- function-tracing filters (--filter, --exclude, --depth, --min-duration) ---- */
+typedef struct rec_filters {
+    char include[8192], exclude[8192]; /* globs, one a line (LOUPE_RECORD_FILTER / _EXCLUDE) */
+    const char *depth, *min_duration;  /* as given */
+    unsigned long long min_ns;
+    char said[1024]; /* the options, as the final line repeats them */
+} rec_filters;
+
+static int add_line(char *buf, size_t size, const char *v) {
+    size_t used = strlen(buf);
+    int n = snprintf(buf + used, size - used, "%s%s", used ? "\n" : "", v);
+    return n > 0 && (size_t)n < size - used && strchr(v, '\n') == NULL && v[0] ? 0 : -1;
+}
+
+/* A --min-duration: a whole number and ns, us, ms or s (uftrace's -t units). */
+static int parse_duration(const char *s, unsigned long long *ns) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || s[0] == '-') {
+        return -1;
+    }
+    unsigned long long mul = strcmp(end, "ns") == 0   ? 1ull
+                             : strcmp(end, "us") == 0 ? 1000ull
+                             : strcmp(end, "ms") == 0 ? 1000000ull
+                             : strcmp(end, "s") == 0  ? 1000000000ull
+                                                      : 0;
+    if (mul == 0 || v > UINT64_MAX / mul) {
+        return -1;
+    }
+    *ns = v * mul;
+    return 0;
+}
+
+/* Takes argv[*i] (and its value) when it is a filter option: 1 taken, 0 not one, -1 a bad value
+ * (the message printed). */
+static int filter_option(rec_filters *f, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    int is_f = strcmp(a, "--filter") == 0, is_e = strcmp(a, "--exclude") == 0;
+    int is_d = strcmp(a, "--depth") == 0, is_m = strcmp(a, "--min-duration") == 0;
+    if (!(is_f || is_e || is_d || is_m) || *i + 1 >= argc) {
+        return 0;
+    }
+    const char *v = argv[++*i];
+    size_t used = strlen(f->said);
+    snprintf(f->said + used, sizeof f->said - used, "%s%s %s", used ? " " : "", a, v);
+    if (is_f || is_e) {
+        if (add_line(is_f ? f->include : f->exclude, sizeof f->include, v) != 0) {
+            fprintf(stderr,
+                    "loupe record: %s '%s': a glob must be non-empty, without a newline "
+                    "(and all of them fit 8 KiB)\n",
+                    a, v);
+            return -1;
+        }
+    } else if (is_d) {
+        unsigned long d;
+        if (parse_u(v, 1000000, &d) != 0 || d == 0) {
+            fprintf(stderr, "loupe record: --depth must be a number from 1 to 1000000, not '%s'\n",
+                    v);
+            return -1;
+        }
+        f->depth = v;
+    } else {
+        if (parse_duration(v, &f->min_ns) != 0) {
+            fprintf(stderr,
+                    "loupe record: --min-duration must be a whole number and a unit (ns, us, ms "
+                    "or s), e.g. 5us, not '%s'\n",
+                    v);
+            return -1;
+        }
+        f->min_duration = v;
+    }
+    return 1;
+}
+
+/* The globs of one option, split into a NULL-terminated array in arr (lines is modified). */
+static void filter_split(char *lines, const char **arr, size_t max) {
+    size_t k = 0;
+    for (char *tok = strtok(lines, "\n"); tok != NULL && k + 1 < max; tok = strtok(NULL, "\n")) {
+        arr[k++] = tok;
+    }
+    arr[k] = NULL;
+}
+
+/* In the child, before the exec: the filters for the preload (src/preload/preload.c). */
+static void filter_env(const rec_filters *f) {
+    if (f->include[0]) {
+        setenv("LOUPE_RECORD_FILTER", f->include, 1);
+    }
+    if (f->exclude[0]) {
+        setenv("LOUPE_RECORD_EXCLUDE", f->exclude, 1);
+    }
+    if (f->depth != NULL) {
+        setenv("LOUPE_RECORD_DEPTH", f->depth, 1);
+    }
+    if (f->min_duration != NULL) {
+        char num[32];
+        snprintf(num, sizeof num, "%llu", f->min_ns);
+        setenv("LOUPE_RECORD_MIN_DURATION_NS", num, 1);
+    }
+}
+
+/* ---- the report, from the files written ---- */
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The hint for a run that dropped events: its most-called functions (from the trace). */
+static void hottest_hint(const loupe_model *m) {
+    size_t n = 0, k = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        n += m->threads[t].slice_count;
+    }
+    const char **names = n ? malloc(n * sizeof(*names)) : NULL;
+    if (names == NULL) {
+        return;
+    }
+    for (size_t t = 0; t < m->thread_count; t++) {
+        for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+            const loupe_slice *s = &m->threads[t].slices[i];
+            if (s->flags & LOUPE_SLICE_FUNCTION) {
+                names[k++] = s->name;
+            }
+        }
+    }
+    qsort(names, k, sizeof(*names), cmp_str);
+    const char *top[3] = {NULL, NULL, NULL};
+    size_t topn[3] = {0, 0, 0};
+    for (size_t i = 0; i < k;) {
+        size_t j = i;
+        while (j < k && strcmp(names[j], names[i]) == 0) {
+            j++;
+        }
+        size_t c = j - i;
+        for (int r = 0; r < 3; r++) {
+            if (c > topn[r]) {
+                for (int q = 2; q > r; q--) {
+                    top[q] = top[q - 1];
+                    topn[q] = topn[q - 1];
+                }
+                top[r] = names[i];
+                topn[r] = c;
+                break;
+            }
+        }
+        i = j;
+    }
+    for (int r = 1; r < 3; r++) {
+        if (top[r] != NULL && topn[r] * 10 < topn[0]) {
+            top[r] = NULL; /* not hot beside the first: main, say */
+        }
+    }
+    if (top[0] != NULL) {
+        char g[3][32];
+        fprintf(stderr, "loupe record: the hottest functions were %s (%s calls)", top[0],
+                loupe_cli_group(topn[0], g[0], sizeof g[0]));
+        for (int r = 1; r < 3 && top[r] != NULL; r++) { /* top[2] only when top[1] */
+            fprintf(stderr, ", %s (%s)", top[r], loupe_cli_group(topn[r], g[r], sizeof g[r]));
+        }
+        fprintf(stderr,
+                ": try --exclude '%s', --depth N or --min-duration 5us, or build without their "
+                "hooks: -finstrument-functions-exclude-function-list=%s%s%s or "
+                "-finstrument-functions-exclude-file-list=HEADER (docs/record.md)\n",
+                top[0], top[0], top[1] ? "," : "", top[1] ? top[1] : "");
+    }
+    free(names);
+}
+
+/* The counts line, read back from the trace in run_dir (what the files hold, also when the
+ * program stopped its own session). 0, or -1 when the trace cannot be read back (said; e.g.
+ * beyond LOUPE_READ_MAX_BYTES). */
+static int report_counts(const char *run_dir, const rec_filters *f) {
+    char file[PATH_MAX];
+    loupe_model *m = NULL;
+    int r = loupe_trace_find(run_dir, file, sizeof file);
+    if (r == 0) {
+        r = loupe_trace_read(file, &m);
+    }
+    if (r != 0) {
+        fprintf(stderr, "loupe record: cannot read back the trace in %s: %s\n", run_dir,
+                loupe_last_error());
+        return -1;
+    }
+    char b1[32], b2[32], b3[32], b4[32];
+    uint64_t dropped = loupe_model_events_dropped(m);
+    fprintf(stderr, "loupe record: %s events recorded, %s dropped",
+            loupe_cli_group(loupe_model_events_recorded(m), b1, sizeof b1),
+            loupe_cli_group(dropped, b2, sizeof b2));
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, "loupe_functions_filtered") == 0) {
+            fprintf(stderr, ", %s calls filtered",
+                    loupe_cli_group(strtoull(m->metadata[i].value, NULL, 10), b3, sizeof b3));
+            if (f->said[0]) {
+                fprintf(stderr, " (%s)", f->said);
+            }
+        }
+    }
+    if (dropped != 0) {
+        uint64_t need = 0, total = 0;
+        for (size_t i = 0; i < m->thread_count; i++) {
+            uint64_t c = m->threads[i].capacity_needed;
+            need = c > need ? c : need;
+            /* each thread holds whole chunks of the session's capacity */
+            total += (c + LOUPE_CHUNK_EVENTS - 1) / LOUPE_CHUNK_EVENTS * LOUPE_CHUNK_EVENTS;
+        }
+        snprintf(b3, sizeof b3, "%llu", (unsigned long long)need);
+        snprintf(b4, sizeof b4, "%llu", (unsigned long long)total);
+        fprintf(stderr,
+                " (to keep them all: the busiest thread needed %s events, the session %s: rerun "
+                "with --buffer-events and --session-events at least that)",
+                b3, b4);
+    }
+    fprintf(stderr, "\n");
+    if (dropped != 0) {
+        hottest_hint(m);
+    }
+    loupe_model_free(m);
+    return 0;
+}
+
+/* The run directory: the last line on stderr, and into --print-run-dir's FILE. */
+static int say_run_dir(const char *run_dir, const char *print_to) {
+    fprintf(stderr, "%s\n", run_dir);
+    if (print_to == NULL) {
+        return 0;
+    }
+    FILE *f = fopen(print_to, "w");
+    int bad = f == NULL;
+    if (f != NULL) {
+        bad = fprintf(f, "%s\n", run_dir) < 0;
+        bad |= fclose(f) != 0;
+    }
+    if (bad) {
+        fprintf(stderr, "loupe record: --print-run-dir %s: %s\n", print_to, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
-    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0;
+    const char *print_to = NULL;
+    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0;
+    rec_filters filt;
+    memset(&filt, 0, sizeof filt);
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -213,6 +730,13 @@ int loupe_cmd_record(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
+        }
+        int fo = filter_option(&filt, argc, argv, &i);
+        if (fo < 0) {
+            return REC_EXIT_FAILED;
+        }
+        if (fo > 0) {
+            continue;
         }
         if ((strcmp(a, "-o") == 0 || strcmp(a, "--log-dir") == 0) && i + 1 < argc) {
             log_dir = argv[++i];
@@ -226,10 +750,14 @@ int loupe_cmd_record(int argc, char **argv) {
             perfetto = 1;
         } else if (strcmp(a, "--format") == 0 && i + 1 < argc) {
             formats = argv[++i];
+        } else if (strcmp(a, "--print-run-dir") == 0 && i + 1 < argc) {
+            print_to = argv[++i];
         } else if (strcmp(a, "--keep-last") == 0) {
             keep_last = 1;
         } else if (strcmp(a, "--lazy-buffers") == 0) {
             lazy = 1;
+        } else if (strcmp(a, "--no-check") == 0) {
+            no_check = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -237,7 +765,7 @@ int loupe_cmd_record(int argc, char **argv) {
                     "loupe record: unknown or incomplete option '%s'\n"
                     "Run 'loupe record --help' for usage.\n",
                     a);
-            return 2;
+            return REC_EXIT_FAILED;
         } else {
             break; /* the program, without a "--" */
         }
@@ -245,34 +773,51 @@ int loupe_cmd_record(int argc, char **argv) {
     if (i >= argc) {
         fprintf(stderr, "loupe record: no program to run\n"
                         "usage: loupe record [options] -- PROGRAM [ARGS...]\n");
-        return 2;
+        return REC_EXIT_FAILED;
     }
     unsigned long v;
     if (level != NULL && parse_u(level, 3, &v) != 0) {
         fprintf(stderr, "loupe record: --level must be 0, 1, 2 or 3, not '%s'\n", level);
-        return 2;
+        return REC_EXIT_FAILED;
     }
     if (session != NULL && (parse_u(session, (unsigned long)1 << 40, &v) != 0 || v < 64)) {
         fprintf(stderr,
                 "loupe record: --session-events must be a number from 64 to 2^40, not '%s'\n",
                 session);
-        return 2;
+        return REC_EXIT_FAILED;
     }
     if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
         fprintf(stderr, "loupe record: --buffer-events must be a number from 64 to %u, not '%s'\n",
                 UINT32_MAX, buffer);
-        return 2;
+        return REC_EXIT_FAILED;
     }
     unsigned bits = 0;
     if (formats != NULL && loupe_format_parse_list(formats, &bits) != 0) {
         fprintf(stderr, "loupe record: --format '%s': %s\n", formats, loupe_last_error());
-        return 2;
+        return REC_EXIT_FAILED;
+    }
+    /* Before anything is made: can the loader put loupe into PROGRAM at all? */
+    char prog_path[PATH_MAX], why[1024];
+    rec_kind kind = record_detect(argv[i], prog_path, sizeof prog_path, why, sizeof why);
+    if (kind == REC_NOT_FOUND || kind == REC_NOT_EXECUTABLE) {
+        fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], why);
+        return kind == REC_NOT_FOUND ? REC_EXIT_NOT_FOUND : REC_EXIT_CANNOT_RUN;
+    }
+    if (kind >= REC_STATIC && !no_check) {
+        fprintf(stderr,
+                "loupe record: cannot trace %s: it is %s; nothing was run (--no-check runs it "
+                "anyway)\n",
+                argv[i], why);
+        return REC_EXIT_NO_TRACE;
+    }
+    if (kind == REC_SCRIPT || (kind >= REC_STATIC && no_check)) {
+        fprintf(stderr, "loupe record: note: %s is %s\n", argv[i], why);
     }
     char preload[PATH_MAX];
     if (find_preload(preload, sizeof preload) != 0) {
         fprintf(stderr, "loupe record: cannot find libloupe_preload.so next to the loupe "
                         "command or in its library directory; is loupe installed?\n");
-        return 1;
+        return REC_EXIT_FAILED;
     }
     char abs_log[PATH_MAX];
     if (log_dir[0] != '/') {
@@ -280,21 +825,22 @@ int loupe_cmd_record(int argc, char **argv) {
         if (getcwd(cwd, sizeof cwd) == NULL) {
             fprintf(stderr, "loupe record: cannot read the working directory: %s\n",
                     strerror(errno));
-            return 1;
+            return REC_EXIT_FAILED;
         }
         int n = snprintf(abs_log, sizeof abs_log, "%s/%s", cwd, log_dir);
         if (n < 0 || (size_t)n >= sizeof abs_log) {
             fprintf(stderr, "loupe record: the log directory path is too long\n");
-            return 2;
+            return REC_EXIT_FAILED;
         }
     } else {
         snprintf(abs_log, sizeof abs_log, "%s", log_dir);
     }
-    int md = make_dirs(abs_log);
+    size_t existed;
+    int md = make_dirs(abs_log, &existed);
     if (md != 0) {
         fprintf(stderr, "loupe record: cannot use the log directory %s: %s\n", abs_log,
                 strerror(md));
-        return 1;
+        return REC_EXIT_FAILED;
     }
     const char *tmpdir = getenv("TMPDIR");
     char result[PATH_MAX];
@@ -304,7 +850,8 @@ int loupe_cmd_record(int argc, char **argv) {
     if (rfd < 0) {
         fprintf(stderr, "loupe record: cannot create a temporary file (%s): %s\n", result,
                 strerror(errno));
-        return 1;
+        remove_created(abs_log, existed);
+        return REC_EXIT_FAILED;
     }
     close(rfd);
     /* libloupe.so goes first: its __cyg_profile_func_* must win over glibc's no-op ones, which
@@ -320,11 +867,18 @@ int loupe_cmd_record(int argc, char **argv) {
      * the program recorded survives its death (SIGKILL, a crash, _exit, exec). Without memfd
      * the program records in its own memory, as a linked program does. */
     int shm = memfd_create("loupe-record", MFD_CLOEXEC);
+    /* The exec's errno comes back on this pipe (closed by a successful exec): a program's own
+     * exit status 126 or 127 is then never taken for a failed exec. */
+    int ep[2] = {-1, -1};
+    if (pipe2(ep, O_CLOEXEC) != 0) {
+        ep[0] = ep[1] = -1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));
         unlink(result);
-        return 1;
+        remove_created(abs_log, existed);
+        return REC_EXIT_FAILED;
     }
     if (pid == 0) {
         if (shm >= 0) {
@@ -359,9 +913,20 @@ int loupe_cmd_record(int argc, char **argv) {
         if (lazy) {
             setenv("LOUPE_RECORD_LAZY", "1", 1);
         }
+        filter_env(&filt);
         execvp(argv[i], argv + i);
-        fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], strerror(errno));
-        _exit(127);
+        int e = errno;
+        if (ep[1] >= 0) {
+            (void)!write(ep[1], &e, sizeof e);
+        }
+        _exit(REC_EXIT_NOT_FOUND);
+    }
+    int exec_errno = 0;
+    if (ep[1] >= 0) {
+        close(ep[1]);
+        while (read(ep[0], &exec_errno, sizeof exec_errno) < 0 && errno == EINTR) {
+        }
+        close(ep[0]);
     }
     /* The program gets terminal signals itself (same process group); loupe waits for it.
      * SIGTERM and SIGHUP sent to loupe alone are passed on, so that the program is not orphaned;
@@ -384,11 +949,37 @@ int loupe_cmd_record(int argc, char **argv) {
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    char run_dir[PATH_MAX], lines[16384], lines_err[4096], b1[64], b2[64], b3[64];
+    char run_dir[PATH_MAX], lines[16384], lines_err[4096], b1[64];
     int status;
     read_result(result, run_dir, sizeof run_dir, lines, sizeof lines, &status);
     unlink(result);
-    if (status == -1000 && shm >= 0 && code != 127) {
+    int started = status != -1000 || strcmp(field(lines, "started", b1, sizeof b1), "1") == 0;
+    if (exec_errno != 0) {
+        if (shm >= 0) {
+            close(shm);
+        }
+        remove_created(abs_log, existed);
+        fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], strerror(exec_errno));
+        return exec_errno == ENOENT ? REC_EXIT_NOT_FOUND : REC_EXIT_CANNOT_RUN;
+    }
+    if (!started) {
+        /* The preload never ran in the program (static, secure-execution, or it replaced
+         * LD_PRELOAD before loading): nothing was recorded, and no run directory is left. */
+        if (shm >= 0) {
+            close(shm);
+        }
+        remove_created(abs_log, existed);
+        if (WIFSIGNALED(st)) {
+            fprintf(stderr, "loupe record: %s was killed by signal %d (%s); ", argv[i],
+                    WTERMSIG(st), strsignal(WTERMSIG(st)));
+        } else {
+            fprintf(stderr, "loupe record: %s exited with status %d; ", argv[i], code);
+        }
+        fprintf(stderr, "loupe's preload never started in it, so nothing was recorded%s%s\n",
+                kind >= REC_STATIC ? ": it is " : "", kind >= REC_STATIC ? why : "");
+        return REC_EXIT_NO_TRACE;
+    }
+    if (status == -1000 && shm >= 0) {
         /* The program ended without stopping its session: what it recorded is in the memfd. */
         char cause[256];
         if (WIFSIGNALED(st)) {
@@ -400,10 +991,19 @@ int loupe_cmd_record(int argc, char **argv) {
                      code);
         }
         const char *slash = strrchr(argv[i], '/');
+        /* the recovered trace is filtered as the program's stop would have done */
+        const char *inc[1024], *exc[1024];
+        filter_split(filt.include, inc, sizeof inc / sizeof inc[0]);
+        filter_split(filt.exclude, exc, sizeof exc / sizeof exc[0]);
         loupe_recover_options ro = {.log_dir = abs_log,
                                     .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
                                     .process_name = slash ? slash + 1 : argv[i],
-                                    .cause = cause};
+                                    .cause = cause,
+                                    .function_filter = inc,
+                                    .function_exclude = exc,
+                                    .function_depth =
+                                        filt.depth ? (uint32_t)strtoul(filt.depth, NULL, 10) : 0,
+                                    .function_min_duration_ns = filt.min_ns};
         loupe_trace_result rr = {.size = sizeof rr};
         int rc = loupe_recover_trace(shm, &ro, &rr);
         close(shm);
@@ -412,9 +1012,9 @@ int loupe_cmd_record(int argc, char **argv) {
             fprintf(stderr, "loupe record: %s %s; %s events recovered, %s dropped\n", argv[i],
                     cause, loupe_cli_group(rr.events_recorded, n1, sizeof n1),
                     loupe_cli_group(rr.events_dropped, n2, sizeof n2));
-            printf("%s\n", rr.run_dir);
+            int pr = say_run_dir(rr.run_dir, print_to);
             loupe_trace_result_free(&rr);
-            return code;
+            return pr == 0 ? code : REC_EXIT_FAILED;
         }
         if (rc != LOUPE_ENO_TRACE) {
             fprintf(stderr, "loupe record: %s %s, and its trace could not be recovered: %s\n",
@@ -432,36 +1032,27 @@ int loupe_cmd_record(int argc, char **argv) {
         return code;
     }
     if (status == -1000) {
-        if (code != 127) {
-            fprintf(stderr,
-                    "loupe record: %s exited (status %d) without writing a trace: it "
-                    "may have called _exit(), or be statically linked\n",
-                    argv[i], code);
-        }
+        fprintf(stderr,
+                "loupe record: %s exited (status %d) without writing a trace: it may have "
+                "called _exit() or exec()\n",
+                argv[i], code);
         return code;
     }
     if (status != 0) {
-        fprintf(stderr, "loupe record: writing the trace failed: %s\n",
-                field(lines, "error", lines_err, sizeof lines_err));
-        return code ? code : 1;
-    }
-    if (quiet) {
-        printf("%s\n", run_dir);
-        return code;
-    }
-    fprintf(stderr, "loupe record: %s exited with status %d\n", argv[i], code);
-    fprintf(stderr, "loupe record: %s events recorded, %s dropped",
-            field(lines, "events_recorded", b1, sizeof b1),
-            field(lines, "events_dropped", b2, sizeof b2));
-    if (strcmp(b2, "0") != 0) {
-        char b4[64];
         fprintf(stderr,
-                " (to keep them all: the busiest thread needed %s events, the session %s: rerun "
-                "with --buffer-events and --session-events at least that)",
-                field(lines, "capacity_needed", b3, sizeof b3),
-                field(lines, "session_needed", b4, sizeof b4));
+                "loupe record: %s exited with status %d, but writing the trace failed: %s\n",
+                argv[i], code, field(lines, "error", lines_err, sizeof lines_err));
+        return REC_EXIT_FAILED;
     }
-    fprintf(stderr, "\n");
-    printf("%s\n", run_dir);
-    return code;
+    if (!quiet) {
+        fprintf(stderr, "loupe record: %s exited with status %d\n", argv[i], code);
+        if (report_counts(run_dir, &filt) != 0) {
+            /* the trace is written (a size limit of the reader, say): the stop's own counts */
+            char n1[64], n2[64];
+            fprintf(stderr, "loupe record: the stop's counts: %s events recorded, %s dropped\n",
+                    field(lines, "events_recorded", n1, sizeof n1),
+                    field(lines, "events_dropped", n2, sizeof n2));
+        }
+    }
+    return say_run_dir(run_dir, print_to) == 0 ? code : REC_EXIT_FAILED;
 }

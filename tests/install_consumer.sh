@@ -60,6 +60,7 @@ ls "$tmp"/log2/plugins/profile/*/*.trace.json.gz >/dev/null
 rt "$prefix/bin/loupe" --version | grep -q '^loupe ' || { echo "FAIL: installed loupe does not run"; exit 1; }
 printf 'static int f(int x) { return x + 1; }\nint main(void) { return f(0) - 1; }\n' >"$tmp/fi.c"
 cc -std=c11 -O0 -finstrument-functions "$tmp/fi.c" -o "$tmp/fi"
-run=$(rt "$prefix/bin/loupe" record -q -o "$tmp/log3" -- "$tmp/fi" | tail -n 1)
+rt "$prefix/bin/loupe" record -q -o "$tmp/log3" --print-run-dir "$tmp/run3" -- "$tmp/fi"
+run=$(cat "$tmp/run3")
 [ -d "$run" ] || { echo "FAIL: installed loupe record gave '$run'"; exit 1; }
 echo "install_consumer: find_package and pkg-config consumers work"

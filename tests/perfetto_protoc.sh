@@ -17,8 +17,9 @@ name=perfetto_protoc
 command -v protoc >/dev/null || fail "protoc not found: install protobuf-compiler (tools/setup.sh)"
 
 # 1. --format picks the files: here the .pftrace and the JSON, not perfetto_trace.json.gz
-run_dir=$("$loupe" record -q -o "$tmp/log" --format perfetto,json -- "$build/examples/instrumented" \
-  | tail -n 1)
+"$loupe" record -q -o "$tmp/log" --format perfetto,json --print-run-dir "$tmp/run" \
+  -- "$build/examples/instrumented" >/dev/null
+run_dir=$(cat "$tmp/run")
 [ -d "$run_dir" ] || fail "no run directory printed: '$run_dir'"
 pf=$(ls "$run_dir"/*.pftrace)
 ls "$run_dir"/*.trace.json.gz >/dev/null || fail "json not written"
@@ -67,6 +68,6 @@ set +e
 "$loupe" record -o "$tmp/log2" --format perfetto,bogus -- true 2> "$tmp/err2.txt"
 rc=$?
 set -e
-[ "$rc" = 2 ] || fail "bad --format: exit $rc"
+[ "$rc" = 125 ] || fail "bad --format: exit $rc"
 grep -qxF "loupe record: --format 'perfetto,bogus': 'bogus': unknown format (known: json, xplane, perfetto and perfetto-json)" "$tmp/err2.txt" || fail "bad --format message: $(cat "$tmp/err2.txt")"
 echo "ok"

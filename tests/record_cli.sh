@@ -19,7 +19,9 @@ PY
 }
 
 # 1. function tracing of an uninstrumented-by-loupe program
-run_dir=$("$loupe" record -q -o "$tmp/log" -- "$build/examples/instrumented" | tail -n 1)
+"$loupe" record -q -o "$tmp/log" --print-run-dir "$tmp/run1" -- "$build/examples/instrumented" \
+  >/dev/null
+run_dir=$(cat "$tmp/run1")
 [ -d "$run_dir" ] || fail "no run directory printed: '$run_dir'"
 trace=$(ls "$run_dir"/*.trace.json.gz)
 for fn in main fib tree_insert tree_walk mix; do
@@ -36,9 +38,9 @@ sys.exit(1 if bad else 0)
 PY
 
 # 2. the annotated workload, through record, then summary
-"$loupe" record -q -o "$tmp/log2" -- "$build/examples/compress_workload" --max-files 40 >"$tmp/out" \
-  || fail "compress_workload failed"
-run2=$(tail -n 1 "$tmp/out")
+"$loupe" record -q -o "$tmp/log2" --print-run-dir "$tmp/run2" -- "$build/examples/compress_workload" \
+  --max-files 40 >"$tmp/out" || fail "compress_workload failed"
+run2=$(cat "$tmp/run2")
 trace2=$(ls "$run2"/*.trace.json.gz)
 [ "$(count "$trace2" deflate)" -ge 1 ] || fail "no deflate zones"
 [ "$(count "$trace2" batch)" -ge 1 ] || fail "no batch steps"
@@ -53,12 +55,12 @@ set +e
 [ $st = 127 ] || fail "127 expected for a missing program, got $st"
 grep -q "cannot run '/nonexistent/prog'" "$tmp/err" || fail "missing-program message"
 "$loupe" record --level 9 -- true 2>"$tmp/err"; st=$?
-[ $st = 2 ] || fail "bad --level should exit 2"
+[ $st = 125 ] || fail "bad --level should exit 125"
 grep -q "must be 0, 1, 2 or 3, not '9'" "$tmp/err" || fail "--level message: $(cat "$tmp/err")"
 "$loupe" record --buffer-events 10 -- true 2>"$tmp/err"; st=$?
-[ $st = 2 ] || fail "bad --buffer-events should exit 2"
+[ $st = 125 ] || fail "bad --buffer-events should exit 125"
 "$loupe" record 2>"$tmp/err"; st=$?
-[ $st = 2 ] || fail "no program should exit 2"
+[ $st = 125 ] || fail "no program should exit 125"
 grep -q "no program to run" "$tmp/err" || fail "no-program message"
 "$loupe" record --help >"$tmp/help"; st=$?
 [ $st = 0 ] || fail "--help should exit 0"
@@ -98,7 +100,9 @@ int main(void) {
 C
 cc -std=c11 -I"$src/include" "$tmp/selfstop.c" -o "$tmp/selfstop" -L"$build" -lloupe \
   -Wl,-rpath,"$build"
-run5=$("$loupe" record -q -o "$tmp/log5" -- "$tmp/selfstop" | tail -n 1) || fail "self-stopping program: exit $?"
+"$loupe" record -q -o "$tmp/log5" --print-run-dir "$tmp/run5" -- "$tmp/selfstop" ||
+  fail "self-stopping program: exit $?"
+run5=$(cat "$tmp/run5")
 [ "$(count "$(ls "$run5"/*.trace.json.gz)" self_zone)" = 1 ] || fail "self_zone missing"
 # the counts reported are that stop's, not zeros
 "$loupe" record -o "$tmp/log5c" -- "$tmp/selfstop" >/dev/null 2>"$tmp/err5" || fail "self-stopping program (counts): exit $?"
@@ -108,7 +112,8 @@ grep -qF "loupe record: 2 events recorded, 0 dropped" "$tmp/err5" || fail "self-
 if command -v g++ >/dev/null; then
   printf 'namespace ns { struct Box { int v; int get() const { return v; } }; }\nint overloaded(int x) { return x + 1; }\nint main() { ns::Box b{overloaded(1)}; return b.get() - 2; }\n' >"$tmp/cpp.cpp"
   g++ -O0 -finstrument-functions "$tmp/cpp.cpp" -o "$tmp/cppfi"
-  run5b=$("$loupe" record -q -o "$tmp/log5b" -- "$tmp/cppfi" | tail -n 1)
+  "$loupe" record -q -o "$tmp/log5b" --print-run-dir "$tmp/run5b" -- "$tmp/cppfi"
+  run5b=$(cat "$tmp/run5b")
   t5b=$(ls "$run5b"/*.trace.json.gz)
   [ "$(count "$t5b" 'overloaded(int)')" = 1 ] || fail "overloaded(int) not demangled"
   [ "$(count "$t5b" 'ns::Box::get() const')" = 1 ] || fail "ns::Box::get() const not demangled"
@@ -134,14 +139,16 @@ TMPDIR="$tmp/tmpdir" "$loupe" record -q -o "$tmp/log5c" -- "$tmp/forker" >"$tmp/
 sleep 0.4
 grep -q "could not write" "$tmp/err5c" && fail "false error from the forked child: $(cat "$tmp/err5c")"
 [ -z "$(ls -A "$tmp/tmpdir")" ] || fail "result file left behind: $(ls "$tmp/tmpdir")"
-run5l=$("$loupe" record -q --lazy-buffers -o "$tmp/log5l" -- "$build/examples/instrumented" | tail -n 1)
+"$loupe" record -q --lazy-buffers -o "$tmp/log5l" --print-run-dir "$tmp/run5l" \
+  -- "$build/examples/instrumented" >/dev/null
+run5l=$(cat "$tmp/run5l")
 [ "$(count "$(ls "$run5l"/*.trace.json.gz)" main)" = 1 ] || fail "--lazy-buffers lost main"
 
 # 6. an unusable log directory is refused before the program runs
 set +e
 "$loupe" record -o /proc/loupe-no -- sh -c 'echo RAN' >"$tmp/out6" 2>"$tmp/err6"; st=$?
 set -e
-[ $st = 1 ] || fail "unusable log dir should exit 1, got $st"
+[ $st = 125 ] || fail "unusable log dir should exit 125, got $st"
 grep -q "cannot use the log directory /proc/loupe-no" "$tmp/err6" || fail "log dir message: $(cat "$tmp/err6")"
 grep -q RAN "$tmp/out6" && fail "the program ran despite the unusable log dir"
 echo "record_cli: all checks passed"

@@ -20,7 +20,10 @@ z = {r["name"]: r for r in d["zones"]}
 print(z["worker_zone"]["count"], z["main_zone"]["count"], z["open_at_death"]["count"], d["truncated_zones"])'
 }
 for how in kill segv abort _exit exec; do
-  out=$("$build/loupe" record -o "$tmp/log-$how" -- "$probe" "$how" 2>"$tmp/err-$how"); st=$?
+  rm -f "$tmp/run-$how"
+  "$build/loupe" record -o "$tmp/log-$how" --print-run-dir "$tmp/run-$how" -- "$probe" "$how" \
+    >/dev/null 2>"$tmp/err-$how"; st=$?
+  out=$(cat "$tmp/run-$how" 2>/dev/null)
   case $how in
     kill) want_st=137; cause="killed by signal 9 (Killed)" ;;
     segv) want_st=139; cause="killed by signal 11 (Segmentation fault)" ;;

@@ -83,9 +83,67 @@ static void test_function_zones(void **state) {
     loupe_trace_result_free(&r);
 }
 
+/* The value of a metadata key, or "-" when absent. */
+static const char *meta(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return "-";
+}
+
+/* One session of top_fn() (1 top_fn, 10 mid_fn, 20 leaf_fn calls) with o's filters: checks the
+ * events recorded, the calls of each kept and loupe_functions_filtered. */
+static void filtered_run(loupe_trace_options *o, uint64_t events, size_t top, size_t mid,
+                         size_t leaf, const char *filtered) {
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_start_trace(o), 0);
+    top_fn();
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &m),
+                     0);
+    assert_int_equal(r.events_recorded, events);
+    assert_int_equal(m->thread_count, 1);
+    assert_int_equal(count(&m->threads[0], "top_fn"), top);
+    assert_int_equal(count(&m->threads[0], "mid_fn"), mid);
+    assert_int_equal(count(&m->threads[0], "leaf_fn"), leaf);
+    assert_string_equal(meta(m, "loupe_functions_filtered"), filtered);
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+}
+
+static void test_function_filters(void **state) {
+    (void)state;
+    dir = tu_tmpdir("functrace_filters");
+    const char *leaf[] = {"leaf_*", NULL}, *mid[] = {"mid_fn", NULL}, *none[] = {NULL};
+    /* the globs are decided at the start: filtered calls never reach the buffer */
+    loupe_trace_options o = {.log_dir = dir, .function_tracing = 1, .function_exclude = leaf};
+    filtered_run(&o, 22, 1, 10, 0, "20");
+    o = (loupe_trace_options){.log_dir = dir, .function_tracing = 1, .function_filter = mid};
+    filtered_run(&o, 60, 0, 10, 20, "1");
+    o = (loupe_trace_options){
+        .log_dir = dir, .function_tracing = 1, .function_filter = mid, .function_exclude = leaf};
+    filtered_run(&o, 20, 0, 10, 0, "21");
+    /* --depth: top_fn is 1 deep (the calls open before the start do not count) */
+    o = (loupe_trace_options){.log_dir = dir, .function_tracing = 1, .function_depth = 2};
+    filtered_run(&o, 22, 1, 10, 0, "20");
+    /* --min-duration: decided at the stop (the calls were recorded) */
+    o = (loupe_trace_options){
+        .log_dir = dir, .function_tracing = 1, .function_min_duration_ns = 1000000000};
+    filtered_run(&o, 62, 0, 0, 0, "31");
+    /* an empty glob array is no filter; a session without filters records every call */
+    o = (loupe_trace_options){.log_dir = dir, .function_tracing = 1, .function_filter = none};
+    filtered_run(&o, 62, 1, 10, 20, "-");
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_function_zones),
+        cmocka_unit_test(test_function_filters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,8 +200,9 @@ static void test_own_malloc_under_record(void **state) {
         skip();
     }
     char cmd[8192], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' record -q -o '%s/rec' -- '%s'", tu_cli(), tu_dir,
-             LOUPE_OWN_MALLOC_SHARED);
+    /* the run directory is the last line on stderr (stdout is the program's) */
+    snprintf(cmd, sizeof cmd, "'%s' record -q -o '%s/rec' -- '%s' 2>&1 >/dev/null", tu_cli(),
+             tu_dir, LOUPE_OWN_MALLOC_SHARED);
     int rc = tu_run(cmd, &out);
     if (rc != 0) {
         print_message("loupe record exited %d: %s\n", rc, out);

@@ -11,10 +11,11 @@ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 log_dir=${1:-"$PWD/loupe-log"}
 echo "== loupe record: examples/compress_workload on /usr/share =="
-# loupe prints the run directory last on stdout, after what the program printed.
-out=$("$build/loupe" record -o "$log_dir" -- "$build/examples/compress_workload")
-printf '%s\n' "$out" | sed '$d'
-run_dir=$(printf '%s\n' "$out" | tail -n 1)
+# stdout is the program's; loupe writes the run directory's path to --print-run-dir's file.
+last=$(mktemp)
+"$build/loupe" record -o "$log_dir" --print-run-dir "$last" -- "$build/examples/compress_workload"
+run_dir=$(cat "$last")
+rm -f "$last"
 echo
 echo "== loupe summary $run_dir =="
 "$build/loupe" summary "$run_dir" --top 15

@@ -42,8 +42,9 @@ py=$LOUPE_XPROF_VENV/bin/python
 work=$(mktemp -d "${TMPDIR:-/tmp}/loupe-shots.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "== loupe record: examples/compress_workload (tools/main.sh's workload)"
-out=$("$build/loupe" record -o "$work/log" -- "$build/examples/compress_workload")
-run_dir=$(printf '%s\n' "$out" | tail -n 1)
+"$build/loupe" record -o "$work/log" --print-run-dir "$work/run" \
+  -- "$build/examples/compress_workload" >/dev/null
+run_dir=$(cat "$work/run")
 run=$(basename "$run_dir")
 xplane=$(ls "$run_dir"/*.xplane.pb)
 host=$(basename "$xplane" .xplane.pb)

@@ -123,6 +123,25 @@ typedef struct loupe_trace_options {
      * action (`loupe recover FILE` writes the run directory); handlers the program installed
      * itself are left alone. LOUPE_CRASH_DUMP_OFF (-1): no handlers. */
     int crash_dump;
+    /** Function tracing filters (with function_tracing; uftrace's -F, -N, -D and -t). Globs are
+     * fnmatch(3) patterns matched against the name loupe shows for the function ("main";
+     * C++ names demangled: "ns::Box::get() const"), in NULL-terminated arrays, copied at the start;
+     * NULL = none. function_filter: only calls to a matching function, and the calls made inside
+     * one, are kept. function_exclude: calls to a matching function are not kept (the calls they
+     * make are, unless filtered otherwise). Both are decided at the stop, once per address: the
+     * calls take buffer space while the session runs. */
+    const char *const *function_filter;
+    const char *const *function_exclude;
+    /** The deepest call kept per thread, counting every instrumented call open on it (main()
+     * is 1); 0 = no limit. Applied before the events reach the buffer: deeper calls take no
+     * space. */
+    uint32_t function_depth;
+    /** Calls that took less than this many nanoseconds are dropped at the stop; 0 = keep all.
+     * A call that holds an annotation zone or a flow end is kept. */
+    uint64_t function_min_duration_ns;
+    /* Every call that function_filter, function_exclude, function_depth or
+     * function_min_duration_ns dropped is counted (not lost): the trace's metadata
+     * loupe_functions_filtered, written whenever one of them is set. */
 } loupe_trace_options;
 
 /** loupe_trace_options.crash_dump: install no fatal-signal handlers. */
@@ -224,6 +243,13 @@ typedef struct loupe_recover_options {
     /** Optional: what happened, e.g. "killed by signal 9 (Killed)"; written into the trace's
      * metadata as "loupe_recovered". Copied. */
     const char *cause;
+    /** Optional: the function-tracing filters the program's session was started with
+     * (loupe_trace_options' fields of the same names): the recovered trace is filtered and
+     * counted as that session's stop would have done. Read during the call only. */
+    const char *const *function_filter;
+    const char *const *function_exclude;
+    uint32_t function_depth;
+    uint64_t function_min_duration_ns;
 } loupe_recover_options;
 
 /** Writes the trace a program was recording when it died (SIGKILL, a crash, _exit(), exec)

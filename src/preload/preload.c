@@ -13,7 +13,13 @@
  *   LOUPE_RECORD_LAZY           "1": lazy_buffers (populate buffers as they fill)
  *   LOUPE_RECORD_FORMATS        the files to write: a comma list of format names
  *                               (loupe_format_parse_list()); unset = the default set
- *   LOUPE_RECORD_RESULT         path of the result file to write at exit
+ *   LOUPE_RECORD_FILTER         function_filter globs, one a line
+ *   LOUPE_RECORD_EXCLUDE        function_exclude globs, one a line
+ *   LOUPE_RECORD_DEPTH          function_depth
+ *   LOUPE_RECORD_MIN_DURATION_NS function_min_duration_ns
+ *   LOUPE_RECORD_RESULT         path of the result file: "started=1" once the session started
+ *                               (so loupe record can tell a program the preload never reached:
+ *                               a static or setuid one), the counts at exit
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
  * being recorded) and removes itself from LD_PRELOAD so that programs the traced one execs are
  * not traced into the same directory. A program linked with libloupe.so shares the same library
@@ -65,6 +71,44 @@ static void strip_preload(void) {
 
 static void loupe_preload_stop(void);
 
+/* The globs of LOUPE_RECORD_FILTER / _EXCLUDE, kept for the process's life (small; the session
+ * copies them): reachable from here, so that a leak checker does not count them. */
+static const char *const *filter_globs, *const *exclude_globs;
+
+/* A NULL-terminated array of the lines of an environment variable (globs), or NULL when it is
+ * unset or empty. */
+static const char *const *env_lines(const char *name) {
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == 0) {
+        return NULL;
+    }
+    size_t n = 1;
+    for (const char *p = v; *p; p++) {
+        n += *p == '\n';
+    }
+    char *copy = strdup(v);
+    const char **arr = calloc(n + 1, sizeof(*arr));
+    if (copy == NULL || arr == NULL) {
+        free(copy);
+        free(arr);
+        return NULL;
+    }
+    size_t k = 0;
+    for (char *tok = strtok(copy, "\n"); tok != NULL; tok = strtok(NULL, "\n")) {
+        arr[k++] = tok;
+    }
+    return arr;
+}
+
+/* The first line of the result file: the session started (truncates what a run left). */
+static void mark_started(void) {
+    FILE *f = result_path[0] ? fopen(result_path, "w") : NULL;
+    if (f != NULL) {
+        fputs("started=1\n", f);
+        fclose(f);
+    }
+}
+
 __attribute__((constructor)) static void loupe_preload_start(void) {
     const char *dir = getenv("LOUPE_RECORD_DIR");
     if (dir == NULL || dir[0] == 0) {
@@ -104,6 +148,18 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
                 loupe_last_error());
     }
     o.function_tracing = 1;
+    filter_globs = env_lines("LOUPE_RECORD_FILTER");
+    exclude_globs = env_lines("LOUPE_RECORD_EXCLUDE");
+    o.function_filter = filter_globs;
+    o.function_exclude = exclude_globs;
+    const char *dp = getenv("LOUPE_RECORD_DEPTH");
+    if (dp != NULL && dp[0]) {
+        o.function_depth = (uint32_t)strtoul(dp, NULL, 10);
+    }
+    const char *md = getenv("LOUPE_RECORD_MIN_DURATION_NS");
+    if (md != NULL && md[0]) {
+        o.function_min_duration_ns = strtoull(md, NULL, 10);
+    }
     unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
     setenv("LOUPE_RECORD", "1", 1);
     int r = loupe_start_trace(&o);
@@ -114,6 +170,7 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     }
     started = 1;
     started_pid = getpid();
+    mark_started();
     (void)atexit(loupe_preload_stop);
     loupe_set_thread_name("main");
 }

@@ -20,6 +20,7 @@
 #include "record/record.h"
 
 #include <assert.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,9 +94,10 @@ static void pc_free(pcache *c) {
 enum { Z_STATIC, Z_DYN, Z_FUNC };
 
 typedef struct open_zone {
-    size_t slice;
+    size_t slice; /* SIZE_MAX: a filtered call (no slice), open only to pair its exit */
     uint64_t key; /* srcloc pointer, or function address */
     int kind;
+    int match; /* a call whose symbol matches func_include: the calls inside it are kept */
 } open_zone;
 
 /* One end of a flow, waiting for its other end. */
@@ -112,8 +114,10 @@ typedef struct mapping {
 typedef struct collector {
     loupe__mb *mb;
     const loupe__collect_params *p;
-    pcache names; /* srcloc / string pointer → interned name */
-    pcache funcs; /* code address → interned symbol */
+    pcache names;      /* srcloc / string pointer → interned name */
+    pcache funcs;      /* code address → interned symbol */
+    pcache fdec;       /* code address → its filter decision (func_decision) */
+    uint64_t filtered; /* function calls the filters dropped */
     open_zone *stack;
     size_t stack_cap;
     flow_end *outs, *ins;
@@ -297,12 +301,49 @@ static size_t read_str(const loupe__ev *slots, size_t i, size_t n, uint64_t len,
     return need;
 }
 
-static int push_zone(collector *c, size_t depth, size_t slice, uint64_t key, int kind) {
+static int push_zone(collector *c, size_t depth, size_t slice, uint64_t key, int kind, int match) {
     if (loupe__grow((void **)&c->stack, &c->stack_cap, depth + 1, sizeof(open_zone)) != 0) {
         return -1;
     }
-    c->stack[depth] = (open_zone){slice, key, kind};
+    c->stack[depth] = (open_zone){slice, key, kind, match};
     return 0;
+}
+
+/* The innermost open zone at or above stack index lo that has a slice, as a stack index;
+ * SIZE_MAX when every one is a filtered call. */
+static size_t top_real(const collector *c, size_t lo, size_t depth) {
+    while (depth > lo) {
+        if (c->stack[depth - 1].slice != SIZE_MAX) {
+            return depth - 1;
+        }
+        depth--;
+    }
+    return SIZE_MAX;
+}
+
+static int any_glob(const char *const *globs, const char *name) {
+    for (size_t i = 0; globs != NULL && globs[i] != NULL; i++) {
+        if (fnmatch(globs[i], name, 0) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A function's filter decision, once per address: FD_INCLUDE when its symbol matches
+ * func_include, FD_EXCLUDE when it matches func_exclude. */
+enum { FD_INCLUDE = 1, FD_EXCLUDE = 2 };
+static unsigned func_decision(collector *c, uint64_t addr) {
+    static const char vals[4] = {0, 1, 2, 3}; /* the cache stores pointers: one per decision */
+    const char *v = pc_get(&c->fdec, (uintptr_t)addr);
+    if (v != NULL) {
+        return (unsigned)*v;
+    }
+    const char *name = intern_func(c, addr);
+    unsigned d = (any_glob(c->p->func_include, name) ? FD_INCLUDE : 0u) |
+                 (any_glob(c->p->func_exclude, name) ? FD_EXCLUDE : 0u);
+    (void)pc_put(&c->fdec, (uintptr_t)addr, &vals[d]);
+    return d;
 }
 
 static int add_flow_end(flow_end **arr, size_t *n, size_t *cap, uint64_t id, size_t th, size_t sl) {
@@ -320,13 +361,30 @@ static uint64_t to_ns(const loupe__collect_params *p, uint64_t ticks) {
     return (uint64_t)((double)(ticks - p->start_ticks) / p->ticks_per_ns + 0.5);
 }
 
+/* --min-duration: removes slice si of thread ti when it is the thread's last (its callees were
+ * shorter still and went first; a call that holds an annotation zone or a flow end stays).
+ * 1 when removed. */
+static int drop_last(collector *c, size_t ti, size_t si) {
+    loupe_model_thread *th = loupe__mb_thread_at(c->mb, ti);
+    if (th->slice_count == 0 || si != th->slice_count - 1) {
+        return 0;
+    }
+    if ((c->nouts > 0 && c->outs[c->nouts - 1].thread == ti && c->outs[c->nouts - 1].slice == si) ||
+        (c->nins > 0 && c->ins[c->nins - 1].thread == ti && c->ins[c->nins - 1].slice == si)) {
+        return 0;
+    }
+    th->slice_count--; /* the next loupe__mb_slice() reuses (and zeroes) its place */
+    return 1;
+}
+
 /* A thread's walk, carried across its segments (chunks, a packed tail). */
 typedef struct walk_state {
     size_t depth;
     uint64_t prev;
     uint64_t first_ns;
-    int done;     /* an event after the stop was met: the rest is not this session's */
-    uint64_t cut; /* copied strings cut to fit */
+    int done;       /* an event after the stop was met: the rest is not this session's */
+    uint64_t cut;   /* copied strings cut to fit */
+    size_t matched; /* open zones with match set: their callees pass func_include */
 } walk_state;
 
 /* Walks the slots [0, n) of one segment of a thread, in order. */
@@ -369,6 +427,21 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
         case LOUPE__K_BEGIN:
         case LOUPE__K_BEGIN_DYN:
         case LOUPE__K_FUNC_ENTER: {
+            int match = 0;
+            if (kind == LOUPE__K_FUNC_ENTER && c->p->func_filtering) {
+                unsigned d = func_decision(c, b >> 4);
+                match = (d & FD_INCLUDE) != 0;
+                int in = match || c->p->func_include == NULL || ws->matched > 0;
+                if (!in || (d & FD_EXCLUDE)) { /* open without a slice, to pair its exit */
+                    if (push_zone(c, depth, SIZE_MAX, b >> 4, Z_FUNC, match) != 0) {
+                        return -1;
+                    }
+                    ws->matched += (size_t)match;
+                    c->filtered++;
+                    depth++;
+                    break;
+                }
+            }
             size_t si = loupe__mb_slice(mb, ti);
             if (si == SIZE_MAX) {
                 return -1;
@@ -395,9 +468,10 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                 zk = Z_FUNC;
             }
             s->dur_ns = UINT64_MAX; /* open */
-            if (push_zone(c, depth, si, key, zk) != 0) {
+            if (push_zone(c, depth, si, key, zk, match) != 0) {
                 return -1;
             }
+            ws->matched += (size_t)match;
             depth++;
             break;
         }
@@ -430,22 +504,35 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
              * come after the innermost one's start, or that zone ([t, t]) would read as a
              * sibling of its parent in every format: when the per-thread clamp made them equal
              * (the TSC of another core behind after a migration), the end moves 1 ns later. */
-            if (depth > d) {
-                const loupe_slice *top = loupe__mb_slice_at(mb, ti, c->stack[depth - 1].slice);
+            size_t tr = top_real(c, d, depth);
+            if (tr != SIZE_MAX) {
+                const loupe_slice *top = loupe__mb_slice_at(mb, ti, c->stack[tr].slice);
                 if (ns <= top->start_ns && ns < c->p->stop_ns) {
                     ns = top->start_ns + 1;
                     prev = ns;
                 }
             }
             while (depth > d) {
-                loupe_slice *s = loupe__mb_slice_at(mb, ti, c->stack[depth - 1].slice);
-                s->dur_ns = ns - s->start_ns;
-                s->flags |= LOUPE_SLICE_TRUNCATED;
+                const open_zone *z = &c->stack[depth - 1];
+                if (z->slice != SIZE_MAX) {
+                    loupe_slice *s = loupe__mb_slice_at(mb, ti, z->slice);
+                    s->dur_ns = ns - s->start_ns;
+                    s->flags |= LOUPE_SLICE_TRUNCATED;
+                }
+                ws->matched -= (size_t)z->match;
                 depth--;
             }
-            loupe_slice *s = loupe__mb_slice_at(mb, ti, c->stack[d - 1].slice);
-            s->dur_ns = ns - s->start_ns;
+            const open_zone *z = &c->stack[d - 1];
+            ws->matched -= (size_t)z->match;
             depth = d - 1;
+            if (z->slice == SIZE_MAX) {
+                break; /* a filtered call: counted at its enter */
+            }
+            loupe_slice *s = loupe__mb_slice_at(mb, ti, z->slice);
+            s->dur_ns = ns - s->start_ns;
+            if (zk == Z_FUNC && s->dur_ns < c->p->func_min_ns && drop_last(c, ti, z->slice)) {
+                c->filtered++;
+            }
             break;
         }
         case LOUPE__K_EXT: {
@@ -467,14 +554,15 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                     va &= ~(1ull << 63);
                     i += read_str(slots, i + 1, n, va, str);
                 }
-                if (depth == 0) {
+                size_t tz = top_real(c, 0, depth);
+                if (tz == SIZE_MAX) {
                     break; /* no zone open: nothing to attach to */
                 }
                 loupe_arg arg = {intern_ptr(c, ref), (loupe_arg_type)flags, {.u = va}};
                 if (flags == LOUPE_ARG_STRING) {
                     arg.v.s = str;
                 }
-                if (loupe__mb_slice_add_arg(mb, ti, c->stack[depth - 1].slice, &arg) != 0) {
+                if (loupe__mb_slice_add_arg(mb, ti, c->stack[tz].slice, &arg) != 0) {
                     return -1;
                 }
             } else if (sub == LOUPE__EXT_INSTANT) {
@@ -492,10 +580,11 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                     return -1;
                 }
             } else if (sub == LOUPE__EXT_FLOW_OUT || sub == LOUPE__EXT_FLOW_IN) {
-                if (depth == 0) {
+                size_t tz = top_real(c, 0, depth);
+                if (tz == SIZE_MAX) {
                     break;
                 }
-                size_t sl = c->stack[depth - 1].slice;
+                size_t sl = c->stack[tz].slice;
                 int r = sub == LOUPE__EXT_FLOW_OUT
                             ? add_flow_end(&c->outs, &c->nouts, &c->outs_cap, va, ti, sl)
                             : add_flow_end(&c->ins, &c->nins, &c->ins_cap, va, ti, sl);
@@ -521,11 +610,15 @@ static void walk_close(collector *c, size_t ti, walk_state *ws, uint64_t close_n
         close_ns = ws->prev;
     }
     while (ws->depth > 0) {
-        loupe_slice *s = loupe__mb_slice_at(c->mb, ti, c->stack[ws->depth - 1].slice);
-        s->dur_ns = close_ns - s->start_ns;
-        s->flags |= LOUPE_SLICE_TRUNCATED;
+        const open_zone *z = &c->stack[ws->depth - 1];
+        if (z->slice != SIZE_MAX) {
+            loupe_slice *s = loupe__mb_slice_at(c->mb, ti, z->slice);
+            s->dur_ns = close_ns - s->start_ns;
+            s->flags |= LOUPE_SLICE_TRUNCATED;
+        }
         ws->depth--;
     }
+    ws->matched = 0;
 }
 
 static int cmp_flow(const void *pa, const void *pb) {
@@ -594,6 +687,15 @@ static loupe__ev *ring_copy(const collector *c, const loupe__thread *t, size_t *
     return copy;
 }
 
+/* The calls the hooks filtered (--depth, the table), on every descriptor of the session's
+ * generation: a thread whose every call was filtered never joined the session. */
+static void count_filtered(loupe__thread *t, void *arg) {
+    collector *c = arg;
+    if (__atomic_load_n(&t->fgen, __ATOMIC_RELAXED) == (uint32_t)(c->p->state >> 16)) {
+        c->filtered += __atomic_load_n(&t->func_filtered, __ATOMIC_RELAXED);
+    }
+}
+
 /* The descriptors of the session, oldest registration first (stable thread order). */
 typedef struct desc_list {
     loupe__thread **v;
@@ -625,7 +727,7 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     const loupe__collect_params *p = c->p;
     void *rg = c->rg;
     const loupe__region_hdr *h = rg;
-    walk_state ws = {0, 0, UINT64_MAX, 0, 0};
+    walk_state ws = {0, 0, UINT64_MAX, 0, 0, 0};
     uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
     uint64_t recycled = __atomic_load_n(&t->recycled, __ATOMIC_ACQUIRE);
     uint64_t n = 0, total = 0;
@@ -803,12 +905,19 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)c.cut);
         failed = loupe__mb_metadata(c.mb, "loupe_strings_cut", v) != 0;
     }
+    if (!failed && p->func_filtering) {
+        loupe__threads_each_in(c.rg, count_filtered, &c);
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)c.filtered);
+        failed = loupe__mb_metadata(c.mb, "loupe_functions_filtered", v) != 0;
+    }
     if (!failed) {
         failed = pair_flows(&c) != 0;
     }
     m->unmatched_ends = c.unmatched;
     pc_free(&c.names);
     pc_free(&c.funcs);
+    pc_free(&c.fdec);
     free(c.maps);
     free(c.stack);
     free(c.outs);

@@ -28,6 +28,16 @@ typedef struct loupe__collect_params {
      * at their thread's last event, and the trace ends at the last event of any thread. */
     void *region;
     int foreign;
+    /* Function tracing's filters (the session's copies; NULL / 0 = none): a call is kept when
+     * func_include is NULL or its symbol, or one of the calls it is inside, matches one of its
+     * fnmatch(3) globs, unless its own symbol matches one of func_exclude; a kept call shorter
+     * than func_min_ns is dropped too, unless it holds an annotation zone. Dropped calls are
+     * counted with the hot path's --depth ones in the metadata loupe_functions_filtered, written
+     * when func_filtering is set. */
+    const char *const *func_include; /* NULL-terminated */
+    const char *const *func_exclude; /* NULL-terminated */
+    uint64_t func_min_ns;
+    int func_filtering;
 } loupe__collect_params;
 
 /* Adds the session's host threads (slices, instants, counters, flows, loss counts) and the

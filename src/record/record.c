@@ -807,11 +807,143 @@ void loupe__rec_recycle(void) {
 void __cyg_profile_func_enter(void *fn, void *site) __attribute__((no_instrument_function));
 void __cyg_profile_func_exit(void *fn, void *site) __attribute__((no_instrument_function));
 
+/* The function filters on the hot path (uftrace -D, -F, -N). Each thread counts, in its
+ * descriptor (owner only, so no atomics: a signal handler's calls are balanced, so an interrupted
+ * increment still stores the right value), its open instrumented calls (fdepth: --depth) and its
+ * open calls to functions that match function_filter (finc); a call deeper than func_depth, or
+ * one the table (ftab) filters, is not recorded and is counted (func_filtered). The counters
+ * belong to one session generation (fgen): a call stack left open by an earlier session starts
+ * again at 0. The table is read-only while the gate is open: an address is looked up by
+ * open addressing, without a lock or a system call (async-signal-safe). */
+static uint32_t func_depth; /* 0 = no limit; written under the session lock before the gate */
+static int ftab_on;         /* the table decides (written while the gate is closed) */
+static int ftab_include;    /* there is a function_filter: only calls inside a match are kept */
+static uintptr_t ftab_keys[LOUPE__FTAB_SLOTS]; /* 0 = empty */
+static uint8_t ftab_dec[LOUPE__FTAB_SLOTS];
+static size_t ftab_used;
+static uintptr_t ftab_lo[LOUPE__FTAB_RANGES], ftab_hi[LOUPE__FTAB_RANGES];
+static size_t ftab_nranges;
+#define FTAB_UNKNOWN 4u /* outside the objects the table was made for: decided at the stop */
+
+static inline __attribute__((always_inline, no_instrument_function)) size_t ftab_slot(uintptr_t a) {
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing (Knuth 6.4) */
+    return (size_t)(h >> 48) & (LOUPE__FTAB_SLOTS - 1);
+}
+
+void loupe__ftab_clear(void) {
+    __atomic_store_n(&ftab_on, 0, __ATOMIC_RELAXED);
+    if (ftab_used != 0) {
+        memset(ftab_keys, 0, sizeof ftab_keys); /* 512 KiB: only once used */
+    }
+    ftab_used = 0;
+    ftab_nranges = 0;
+}
+
+int loupe__ftab_add(uintptr_t addr, unsigned decision) {
+    if (addr == 0 || ftab_used >= LOUPE__FTAB_SLOTS / 2) {
+        return -1;
+    }
+    size_t i = ftab_slot(addr);
+    while (ftab_keys[i] != 0 && ftab_keys[i] != addr) {
+        i = (i + 1) & (LOUPE__FTAB_SLOTS - 1);
+    }
+    if (ftab_keys[i] == 0) {
+        ftab_used++;
+        ftab_keys[i] = addr;
+        ftab_dec[i] = 0;
+    }
+    ftab_dec[i] |= (uint8_t)decision; /* aliases: any of the function's names decides */
+    return 0;
+}
+
+int loupe__ftab_add_range(uintptr_t lo, uintptr_t hi) {
+    if (ftab_nranges >= LOUPE__FTAB_RANGES) {
+        return -1;
+    }
+    ftab_lo[ftab_nranges] = lo;
+    ftab_hi[ftab_nranges] = hi;
+    ftab_nranges++;
+    return 0;
+}
+
+void loupe__ftab_enable(int include_mode) {
+    __atomic_store_n(&ftab_include, include_mode, __ATOMIC_RELAXED);
+    __atomic_store_n(&ftab_on, 1, __ATOMIC_RELAXED);
+}
+
+static inline __attribute__((always_inline, no_instrument_function)) unsigned
+ftab_lookup(uintptr_t a) {
+    for (size_t i = ftab_slot(a);; i = (i + 1) & (LOUPE__FTAB_SLOTS - 1)) {
+        uintptr_t k = ftab_keys[i];
+        if (k == a) {
+            return ftab_dec[i];
+        }
+        if (k == 0) {
+            break;
+        }
+    }
+    for (size_t r = 0; r < ftab_nranges; r++) {
+        if (a >= ftab_lo[r] && a < ftab_hi[r]) {
+            return 0; /* a function of a known object that matches nothing */
+        }
+    }
+    return FTAB_UNKNOWN;
+}
+
+/* Whether the table filters a call to fn, at its enter (finc counted up) or its exit (down):
+ * the same answer at both ends of a call, as long as calls nest. */
+static inline __attribute__((always_inline, no_instrument_function)) int
+ftab_skip(loupe__thread *t, void *fn, int enter) {
+    unsigned d = ftab_lookup((uintptr_t)fn);
+    if (d & FTAB_UNKNOWN) {
+        return 0;
+    }
+    if (d & LOUPE__FD_INCLUDE) {
+        if (enter) {
+            t->finc++;
+        } else if (t->finc > 0) {
+            t->finc--;
+        }
+    }
+    int in = (d & LOUPE__FD_INCLUDE) || !ftab_include || t->finc > 0;
+    return !in || (d & LOUPE__FD_EXCLUDE);
+}
+
+static inline __attribute__((always_inline, no_instrument_function)) loupe__thread *
+func_self(uint64_t s) {
+    loupe__tbuf *b = loupe__tls;
+    loupe__thread *t = b ? (loupe__thread *)(void *)b : self(); /* hot is the first member */
+    if (t == NULL) {
+        return NULL; /* no descriptor left (counted by the push) */
+    }
+    uint32_t gen = (uint32_t)(s >> 16);
+    if (t->fgen != gen) { /* fgen and func_filtered: atomic, the collector reads them */
+        __atomic_store_n(&t->fgen, gen, __ATOMIC_RELAXED);
+        t->fdepth = 0;
+        t->finc = 0;
+        __atomic_store_n(&t->func_filtered, 0, __ATOMIC_RELAXED);
+    }
+    return t;
+}
+
 LOUPE_API void __cyg_profile_func_enter(void *fn, void *site) {
     (void)site;
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
         return;
+    }
+    uint32_t max = __atomic_load_n(&func_depth, __ATOMIC_RELAXED);
+    int ft = __atomic_load_n(&ftab_on, __ATOMIC_RELAXED);
+    if (max != 0 || ft) {
+        loupe__thread *t = func_self(s);
+        if (t != NULL) {
+            uint32_t depth = ++t->fdepth;
+            int skip = ft && ftab_skip(t, fn, 1);
+            if (skip || (max != 0 && depth > max)) {
+                __atomic_store_n(&t->func_filtered, t->func_filtered + 1, __ATOMIC_RELAXED);
+                return;
+            }
+        }
     }
     (void)loupe__push(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER, 1);
 }
@@ -821,6 +953,19 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
         return;
+    }
+    uint32_t max = __atomic_load_n(&func_depth, __ATOMIC_RELAXED);
+    int ft = __atomic_load_n(&ftab_on, __ATOMIC_RELAXED);
+    if (max != 0 || ft) {
+        loupe__thread *ft_t = func_self(s);
+        if (ft_t != NULL) {
+            uint32_t depth = ft_t->fdepth;
+            ft_t->fdepth = depth > 0 ? depth - 1 : 0;
+            int skip = ft && ftab_skip(ft_t, fn, 0);
+            if (skip || (max != 0 && depth > max)) {
+                return; /* its enter was filtered (counted there) */
+            }
+        }
     }
     loupe__tbuf *t = loupe__tls;
     if (t != NULL && t->skip_exits != 0 && t->busy == 0 &&
@@ -851,6 +996,7 @@ int loupe__rec_prepare(const loupe__session_params *p) {
                      p->thread_slots < p->session_slots ? p->thread_slots : p->session_slots,
                      __ATOMIC_RELAXED);
     __atomic_store_n(&params.ring, p->ring, __ATOMIC_RELAXED);
+    __atomic_store_n(&func_depth, p->func_depth, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_chunks, chunks, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_slots, p->session_slots, __ATOMIC_RELAXED);
     __atomic_store_n(&h->unregistered, 0, __ATOMIC_RELAXED);

@@ -46,7 +46,10 @@ typedef struct loupe__thread {
     loupe__tbuf hot; /* cur, limit, state, depth, skip_exits, busy, in_slow: the fast path's
                         cache line */
     loupe__ev *seg;  /* the first slot of the current segment (chunk) */
-    char pad_hot[64 - sizeof(loupe__tbuf) - sizeof(loupe__ev *)];
+    /* --- function tracing's --depth (the -finstrument-functions hooks, owner only) --- */
+    uint32_t fdepth; /* instrumented calls open on this thread, while fgen is the session's */
+    uint32_t fgen;   /* the low 32 bits of the session generation fdepth counts for */
+    /* the hot line is full: 48 + 8 + 8 bytes (asserted below) */
     /* --- written by the owner in the slow path, read by the collector --- */
     uint64_t id;          /* registry id: unique for the process's life, never reused */
     uint64_t tid;         /* OS thread id (gettid) */
@@ -63,6 +66,10 @@ typedef struct loupe__thread {
     uint32_t tail_off, tail_n;
     int32_t ring;   /* keep-last this session */
     int32_t exited; /* the thread is gone (atomic) */
+    uint32_t finc;  /* open calls to functions that match function_filter (owner only) */
+    uint32_t pad_f;
+    uint64_t func_filtered; /* calls the hooks filtered (--depth, the table), not recorded
+                               (owner only; valid while fgen is the session's generation) */
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
     uint32_t free_next;      /* free stack link (descriptor index + 1) */
@@ -72,7 +79,7 @@ typedef struct loupe__thread {
     char name[LOUPE__NAME_MAX];
 } __attribute__((aligned(64))) loupe__thread;
 
-_Static_assert(sizeof(loupe__tbuf) <= 56, "the hot fields fit one cache line");
+_Static_assert(sizeof(loupe__tbuf) <= 48, "the hot fields fit one cache line");
 _Static_assert(sizeof(loupe__ev) == 16, "16 bytes per event");
 _Static_assert(sizeof(loupe__thread) % 64 == 0, "descriptors are padded to cache lines");
 _Static_assert(offsetof(loupe__thread, id) == 64, "the hot line is the first line");
@@ -124,6 +131,10 @@ typedef struct loupe__region_hdr {
     char log_dir[1024];
 } loupe__region_hdr;
 
+/* The region layout's version (the header's version field): 2 since the descriptors hold the
+ * function filters' counters. A region of another version is not read (recover.c). */
+#define LOUPE__REGION_VERSION 2u
+
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;
 #define LOUPE__HDR ((loupe__region_hdr *)loupe__region)
@@ -149,6 +160,7 @@ typedef struct loupe__session_params {
     uint64_t session_slots; /* the session's capacity, in slots */
     uint64_t thread_slots;  /* each thread's limit, in slots (<= session_slots) */
     int ring;               /* keep-last */
+    uint32_t func_depth;    /* function tracing: deepest call recorded per thread, 0 = all */
 } loupe__session_params;
 
 /* Prepares the region for a session (maps it at the first call, or when shm_fd >= 0 maps that
@@ -197,6 +209,27 @@ void loupe__read_comm(uint64_t tid, char *buf, size_t size);
 /* Symbol name for a code address (ELF .symtab/.dynsym lookup; "0x..." when unknown). */
 void loupe__symbolize(uintptr_t addr, char *buf, size_t size);
 void loupe__symbols_reset(void);
+/* Calls fn for every function symbol of the objects loaded now (its address, its name as
+ * loupe__symbolize gives it) and range for each object's address range. Not on the hot path
+ * (libelf, malloc, a lock): the session's start. */
+void loupe__symbols_each(void (*fn)(uintptr_t addr, const char *name, void *arg),
+                         void (*range)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
+
+/* The function filters' table for the -finstrument-functions hooks (record.c): decisions made
+ * at the start (session.c) for every function of the objects loaded then, so that filtered calls
+ * never reach the buffer; a function of an object loaded later is recorded and decided at the
+ * stop (collect.c). Written only while the gate is closed. */
+#define LOUPE__FTAB_SLOTS 65536u /* open addressing: at most half of them used */
+#define LOUPE__FTAB_RANGES 512u
+enum { LOUPE__FD_INCLUDE = 1, LOUPE__FD_EXCLUDE = 2 }; /* a function's decision bits */
+/* Empties it and turns it off (every call recorded, the filters applied at the stop). */
+void loupe__ftab_clear(void);
+/* Adds a function with a non-zero decision, or an object's address range. 0, or -1 when the
+ * table is full (then leave it off). */
+int loupe__ftab_add(uintptr_t addr, unsigned decision);
+int loupe__ftab_add_range(uintptr_t lo, uintptr_t hi);
+/* Turns it on for the next session: include_mode when there is a function_filter. */
+void loupe__ftab_enable(int include_mode);
 
 /* The keeper thread (keeper.c): populates chunks ahead of demand while a session runs. */
 void loupe__keeper_start(void);

@@ -53,7 +53,7 @@ static void init_header(void *r, uint64_t nchunks) {
     loupe__region_hdr *h = r;
     memset(h, 0, sizeof *h);
     memcpy(h->magic, "LOUPERGN", 8);
-    h->version = 1;
+    h->version = LOUPE__REGION_VERSION;
     loupe__region_layout(h, nchunks, MAX_THREADS);
     h->base_addr = (uint64_t)(uintptr_t)r;
     h->pid = (uint64_t)getpid();

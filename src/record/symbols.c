@@ -212,3 +212,22 @@ void loupe__symbols_reset(void) {
     }
     pthread_mutex_unlock(&sym_lock);
 }
+
+void loupe__symbols_each(void (*fn)(uintptr_t addr, const char *name, void *arg),
+                         void (*range)(uintptr_t lo, uintptr_t hi, void *arg), void *arg) {
+    pthread_mutex_lock(&sym_lock);
+    dl_iterate_phdr(add_object, NULL);
+    for (object *o = objects; o != NULL; o = o->next) {
+        if (!o->loaded) {
+            load_symbols(o);
+        }
+        range(o->lo, o->hi, arg);
+        for (size_t i = 0; i < o->nsyms; i++) {
+            const char *name = o->syms[i].name;
+            char *dm = demangle(name);
+            fn((uintptr_t)(o->bias + o->syms[i].lo), dm ? dm : name, arg);
+            free(dm);
+        }
+    }
+    pthread_mutex_unlock(&sym_lock);
+}

@@ -30,7 +30,8 @@
 
 /* The header is what the region's own layout says for its sizes, and fits the mapping. */
 static int header_ok(const loupe__region_hdr *h, size_t size) {
-    if (size < sizeof *h || memcmp(h->magic, "LOUPERGN", 8) != 0 || h->version != 1) {
+    if (size < sizeof *h || memcmp(h->magic, "LOUPERGN", 8) != 0 ||
+        h->version != LOUPE__REGION_VERSION) {
         return 0;
     }
     if (h->nchunks == 0 || h->nchunks >= LOUPE__NO_CHUNK || h->max_threads == 0 ||
@@ -93,8 +94,8 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
     const loupe__region_hdr *h = r;
     int rc = 0;
     loupe_model *m = NULL;
-    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == 1 && file_needs(h) > size &&
-        h->total_size < ((uint64_t)1 << 44)) {
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == LOUPE__REGION_VERSION &&
+        file_needs(h) > size && h->total_size < ((uint64_t)1 << 44)) {
         rc = loupe__err(LOUPE_EFORMAT,
                         "loupe_recover_trace: the region is cut short: its header says %llu "
                         "bytes, the file holds %zu (a copy that stopped early, or a region "
@@ -102,8 +103,8 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
                         (unsigned long long)file_needs(h), size);
         goto out;
     }
-    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == 1 && h->total_size > size &&
-        h->total_size < ((uint64_t)1 << 44)) {
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == LOUPE__REGION_VERSION &&
+        h->total_size > size && h->total_size < ((uint64_t)1 << 44)) {
         /* A compact crash dump: the file over an empty (zero) mapping of the whole region. */
         void *big = mmap(NULL, (size_t)h->total_size, PROT_READ,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -165,6 +166,15 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
         .metadata_count = 1,
         .region = r,
         .foreign = 1,
+        .func_include =
+            o->function_filter != NULL && o->function_filter[0] != NULL ? o->function_filter : NULL,
+        .func_exclude = o->function_exclude != NULL && o->function_exclude[0] != NULL
+                            ? o->function_exclude
+                            : NULL,
+        .func_min_ns = o->function_min_duration_ns,
+        .func_filtering = (o->function_filter != NULL && o->function_filter[0] != NULL) ||
+                          (o->function_exclude != NULL && o->function_exclude[0] != NULL) ||
+                          o->function_depth != 0 || o->function_min_duration_ns != 0,
     };
     loupe__mb *mb = loupe__mb_new();
     if (mb == NULL || loupe__collect(mb, &p) != 0) {

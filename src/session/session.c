@@ -20,6 +20,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,90 @@ static int opt_perfetto;
 static int opt_link; /* create_perfetto_link */
 static uint32_t opt_link_ms;
 static unsigned opt_formats;
+/* Function tracing's filters (options' function_filter ... function_min_duration_ns), copied. */
+static char **opt_func_include, **opt_func_exclude;
+static uint64_t opt_func_min_ns;
+static int opt_func_filtering;
+
+/* The hooks' filter table (record.c): every function of the objects loaded now, decided once. */
+typedef struct ftab_build {
+    char **inc, **exc;
+    int full;
+} ftab_build;
+
+static int any_glob(char **globs, const char *name) {
+    for (size_t i = 0; globs != NULL && globs[i] != NULL; i++) {
+        if (fnmatch(globs[i], name, 0) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void ftab_fn(uintptr_t addr, const char *name, void *arg) {
+    ftab_build *b = arg;
+    unsigned d = (any_glob(b->inc, name) ? LOUPE__FD_INCLUDE : 0u) |
+                 (any_glob(b->exc, name) ? LOUPE__FD_EXCLUDE : 0u);
+    if (d != 0 && loupe__ftab_add(addr, d) != 0) {
+        b->full = 1;
+    }
+}
+
+static void ftab_range(uintptr_t lo, uintptr_t hi, void *arg) {
+    ftab_build *b = arg;
+    if (loupe__ftab_add_range(lo, hi) != 0) {
+        b->full = 1;
+    }
+}
+
+/* With the gate closed: the table for the session's globs, or none (all decided at the stop)
+ * when there are none or more matches than it holds. */
+static void ftab_prepare(char **inc, char **exc) {
+    loupe__ftab_clear();
+    if (inc == NULL && exc == NULL) {
+        return;
+    }
+    ftab_build b = {inc, exc, 0};
+    loupe__symbols_each(ftab_fn, ftab_range, &b);
+    if (!b.full) {
+        loupe__ftab_enable(inc != NULL);
+    } else {
+        loupe__ftab_clear();
+    }
+}
+
+static void globs_free(char **v) {
+    for (size_t i = 0; v != NULL && v[i] != NULL; i++) {
+        free(v[i]);
+    }
+    free(v);
+}
+
+/* A copy of a NULL-terminated glob array (NULL for NULL or an empty one); 0, or -1 when out of
+ * memory (*out NULL then). */
+static int globs_dup(const char *const *v, char ***out) {
+    size_t n = 0;
+    *out = NULL;
+    while (v != NULL && v[n] != NULL) {
+        n++;
+    }
+    if (n == 0) {
+        return 0;
+    }
+    char **c = calloc(n + 1, sizeof(*c));
+    if (c == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        c[i] = strdup(v[i]);
+        if (c[i] == NULL) {
+            globs_free(c);
+            return -1;
+        }
+    }
+    *out = c;
+    return 0;
+}
 
 static loupe_model *kept;
 static int kept_perfetto;
@@ -135,11 +220,13 @@ static void open_session(int level, int function_tracing) {
 }
 
 /* The recorder's parameters for a session: its capacity and each thread's limit, in slots. */
-static int prepare_recorder(uint64_t session_events, uint32_t buffer_events, int ring) {
+static int prepare_recorder(uint64_t session_events, uint32_t buffer_events, int ring,
+                            uint32_t func_depth) {
     loupe__session_params p = {
         .session_slots = session_events ? session_events : LOUPE_DEFAULT_SESSION_EVENTS,
         .thread_slots = buffer_events ? buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS,
         .ring = ring,
+        .func_depth = func_depth,
     };
     return loupe__rec_prepare(&p);
 }
@@ -221,14 +308,32 @@ int loupe_start_trace(const loupe_trace_options *o) {
         pthread_mutex_unlock(&session_lock);
         return loupe__err(LOUPE_ENOMEM, "loupe_start_trace: out of memory");
     }
+    char **fi = NULL, **fe = NULL;
+    if (globs_dup(o->function_filter, &fi) != 0 || globs_dup(o->function_exclude, &fe) != 0) {
+        globs_free(fi);
+        free(ld);
+        free(rn);
+        pthread_mutex_unlock(&session_lock);
+        return loupe__err(LOUPE_ENOMEM, "loupe_start_trace: out of memory");
+    }
     r = prepare_recorder(o->session_events, o->buffer_events,
-                         o->overflow == LOUPE_OVERFLOW_KEEP_LAST);
+                         o->overflow == LOUPE_OVERFLOW_KEEP_LAST, o->function_depth);
     if (r != 0) {
+        globs_free(fi);
+        globs_free(fe);
         free(ld);
         free(rn);
         pthread_mutex_unlock(&session_lock);
         return loupe__err_prefix(r, "loupe_start_trace");
     }
+    globs_free(opt_func_include);
+    globs_free(opt_func_exclude);
+    opt_func_include = fi;
+    opt_func_exclude = fe;
+    opt_func_min_ns = o->function_min_duration_ns;
+    opt_func_filtering =
+        fi != NULL || fe != NULL || o->function_depth != 0 || o->function_min_duration_ns != 0;
+    ftab_prepare(o->function_tracing ? fi : NULL, o->function_tracing ? fe : NULL);
     drop_kept();
     free(opt_log_dir);
     free(opt_run_name);
@@ -333,6 +438,10 @@ static loupe_model *collect_session(void) {
         .host = host,
         .metadata = meta,
         .metadata_count = meta_count,
+        .func_include = (const char *const *)opt_func_include,
+        .func_exclude = (const char *const *)opt_func_exclude,
+        .func_min_ns = opt_func_filtering ? opt_func_min_ns : 0,
+        .func_filtering = opt_func_filtering,
     };
     loupe__mb *mb = loupe__mb_new();
     int failed = mb == NULL;
@@ -448,12 +557,13 @@ int loupe__capture_start(int level, int device_level) {
     }
     /* The kept trace stays: it belongs to the last local session. Captures use the default
      * capacities, keeping the first events. */
-    int r = prepare_recorder(0, 0, 0);
+    int r = prepare_recorder(0, 0, 0, 0);
     if (r != 0) {
         pthread_mutex_unlock(&session_lock);
         return r;
     }
     capturing = 1;
+    opt_func_filtering = 0; /* no function tracing in a capture: no filters either */
     open_session(level, 0);
     loupe__cupti_start(device_level != 0); /* never fails the capture: see its note */
     pthread_mutex_unlock(&session_lock);

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# record_filters.sh: `loupe record`'s function-tracing filters give exact counts on a program
+# with known calls (--filter, --exclude, --depth, --min-duration, each counted as filtered in the
+# final line and in the trace's loupe_functions_filtered), and stdout is the program's: what it
+# prints under `loupe record -q` is byte-identical to its untraced run. Args: BUILD_DIR SOURCE_DIR.
+set -euo pipefail
+build=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+name=record_filters
+. "$2/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
+
+# main 1 call, mid 10, leaf 40 (4 in each mid), slow 3 (each spins 20 ms): 54 calls.
+cat >"$tmp/calls.c" <<'C'
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static volatile int sink;
+static int leaf(int x) { return x + 1; }
+static int mid(int x) {
+    int s = 0;
+    for (int i = 0; i < 4; i++) {
+        s += leaf(x);
+    }
+    return s;
+}
+static void slow(void) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        sink++;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 20000000L);
+}
+int main(int argc, char **argv) {
+    int s = 0;
+    for (int i = 0; i < 10; i++) {
+        s += mid(i);
+    }
+    for (int i = 0; i < 3; i++) {
+        slow();
+    }
+    printf("sum %d\nbytes \x01\x02 end", s);
+    if (argc > 1 && strcmp(argv[1], "_exit") == 0) {
+        fflush(stdout);
+        _exit(0); /* no stop: loupe record recovers the trace from the memfd */
+    }
+    return 0;
+}
+C
+cc -std=c11 -O0 -finstrument-functions "$tmp/calls.c" -o "$tmp/calls"
+
+# counts RUN_DIR: "main mid leaf slow filtered" from the JSON trace
+counts() {
+  python3 - "$(ls "$1"/*.trace.json.gz)" <<'PY'
+import gzip, json, sys
+d = json.load(gzip.open(sys.argv[1]))
+n = {}
+for e in d["traceEvents"]:
+    if e.get("ph") == "X":
+        n[e["name"]] = n.get(e["name"], 0) + 1
+print(n.get("main", 0), n.get("mid", 0), n.get("leaf", 0), n.get("slow", 0),
+      d["metadata"].get("loupe_functions_filtered", "-"))
+PY
+}
+k=0
+check() { # want_counts want_line options...
+  local want=$1 line=$2
+  shift 2
+  k=$((k + 1))
+  "$loupe" record -o "$tmp/log$k" --print-run-dir "$tmp/run$k" "$@" -- "$tmp/calls" \
+    >"$tmp/out$k" 2>"$tmp/err$k" || fail "$*: exit $?: $(cat "$tmp/err$k")"
+  local run got
+  run=$(cat "$tmp/run$k")
+  got=$(counts "$run")
+  [ "$got" = "$want" ] || fail "$*: main mid leaf slow filtered = '$got', want '$want'"
+  grep -qxF "loupe record: $line" "$tmp/err$k" || fail "$*: final line: $(cat "$tmp/err$k")"
+  [ "$(tail -n 1 "$tmp/err$k")" = "$run" ] || fail "$*: the run directory is not stderr's last line"
+  echo "record_filters: ${*:-no filter}: $got"
+}
+check "1 10 40 3 -" "108 events recorded, 0 dropped"
+# the globs are decided at the start for every function loaded then: the calls they filter
+# never reach the buffer (28 events: main, 10 mid, 3 slow)
+check "1 10 0 3 40" "28 events recorded, 0 dropped, 40 calls filtered (--exclude leaf)" \
+  --exclude leaf
+check "0 10 40 0 4" "100 events recorded, 0 dropped, 4 calls filtered (--filter mid)" --filter mid
+check "0 10 0 0 44" "20 events recorded, 0 dropped, 44 calls filtered (--filter m?d --exclude l*)" \
+  --filter 'm?d' --exclude 'l*'
+check "0 10 0 3 41" "26 events recorded, 0 dropped, 41 calls filtered (--filter mid --filter slow --exclude leaf --exclude main)" \
+  --filter mid --filter slow --exclude leaf --exclude main
+# --depth works before the buffer: the calls deeper than N are not recorded at all
+check "1 10 0 3 40" "28 events recorded, 0 dropped, 40 calls filtered (--depth 2)" --depth 2
+check "1 0 0 0 53" "2 events recorded, 0 dropped, 53 calls filtered (--depth 1)" --depth 1
+# --min-duration drops at the stop: mid and leaf take microseconds, slow 20 ms
+check "1 0 0 3 50" "108 events recorded, 0 dropped, 50 calls filtered (--min-duration 5ms)" \
+  --min-duration 5ms
+check "1 10 0 0 43" "22 events recorded, 0 dropped, 43 calls filtered (--depth 2 --exclude slow)" \
+  --depth 2 --exclude slow
+
+# a program that _exit()s: loupe record recovers its trace, filtered the same way (main is
+# still open: truncated at its last event)
+"$loupe" record -o "$tmp/logx" --print-run-dir "$tmp/runx" --exclude leaf --depth 2 \
+  -- "$tmp/calls" _exit >/dev/null 2>"$tmp/errx" || fail "_exit: exit $?: $(cat "$tmp/errx")"
+got=$(counts "$(cat "$tmp/runx")")
+[ "$got" = "1 10 0 3 40" ] || fail "_exit: main mid leaf slow filtered = '$got'"
+grep -qxF "loupe record: $tmp/calls exited with status 0 without stopping its session (_exit() or exec()); 27 events recovered, 0 dropped" "$tmp/errx" ||
+  fail "_exit: message: $(cat "$tmp/errx")"
+echo "record_filters: _exit, recovered: $got"
+
+# a library loaded after the start: its functions are recorded and decided at the stop (the
+# same globs): plug_fn's 5 calls reach the buffer (10 events beside main's 2), then are dropped
+printf 'int plug_fn(int x) { return x + 1; }\n' >"$tmp/plug.c"
+cc -std=c11 -O0 -fPIC -shared -finstrument-functions "$tmp/plug.c" -o "$tmp/libplug.so"
+cat >"$tmp/dl.c" <<'C'
+#include <dlfcn.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    int (*f)(int) = h ? (int (*)(int))dlsym(h, "plug_fn") : 0;
+    int s = 0;
+    for (int i = 0; f && i < 5; i++) {
+        s += f(i);
+    }
+    return s == 15 ? 0 : 1;
+}
+C
+cc -std=c11 -O0 -finstrument-functions "$tmp/dl.c" -o "$tmp/dl" -ldl
+"$loupe" record -o "$tmp/logd" --print-run-dir "$tmp/rund" --exclude 'plug_*' \
+  -- "$tmp/dl" "$tmp/libplug.so" 2>"$tmp/errd" || fail "dlopen: exit $?: $(cat "$tmp/errd")"
+grep -qxF "loupe record: 12 events recorded, 0 dropped, 5 calls filtered (--exclude plug_*)" "$tmp/errd" ||
+  fail "dlopen: $(cat "$tmp/errd")"
+python3 - "$(ls "$(cat "$tmp/rund")"/*.trace.json.gz)" <<'PY' || fail "dlopen: plug_fn in the trace"
+import gzip, json, sys
+d = json.load(gzip.open(sys.argv[1]))
+names = [e["name"] for e in d["traceEvents"] if e.get("ph") == "X"]
+sys.exit(0 if names == ["main"] else 1)
+PY
+echo "record_filters: a library loaded later: plug_fn decided at the stop"
+
+# a run that drops events names its hottest functions and the options that keep them out
+printf 'static int leaf(int x) { return x + 1; }\nint main(void) { int s = 0; for (int i = 0; i < 1000; i++) s += leaf(i); return s == 0; }\n' >"$tmp/hot.c"
+cc -std=c11 -O0 -finstrument-functions "$tmp/hot.c" -o "$tmp/hot"
+"$loupe" record -o "$tmp/logh" --buffer-events 64 -- "$tmp/hot" 2>"$tmp/errh" || fail "hot: exit $?"
+grep -qxF "loupe record: the hottest functions were leaf (31 calls): try --exclude 'leaf', --depth N or --min-duration 5us, or build without their hooks: -finstrument-functions-exclude-function-list=leaf or -finstrument-functions-exclude-file-list=HEADER (docs/record.md)" "$tmp/errh" ||
+  fail "hot: hint: $(cat "$tmp/errh")"
+"$loupe" record -o "$tmp/logh2" --buffer-events 64 --exclude leaf -- "$tmp/hot" 2>"$tmp/errh2" ||
+  fail "hot --exclude: exit $?"
+grep -qxF "loupe record: 2 events recorded, 0 dropped, 1,000 calls filtered (--exclude leaf)" "$tmp/errh2" ||
+  fail "hot --exclude: $(cat "$tmp/errh2")"
+echo "record_filters: drops: the hint names leaf; --exclude leaf drops nothing"
+
+# a trace that cannot be read back (beyond the reader's limit): the stop's counts, and the
+# program's status
+LOUPE_READ_MAX_BYTES=10 "$loupe" record -o "$tmp/logm" -- "$tmp/hot" 2>"$tmp/errm" ||
+  fail "read-back limit: exit $?"
+grep -qxF "loupe record: the stop's counts: 2002 events recorded, 0 dropped" "$tmp/errm" ||
+  fail "read-back limit: $(cat "$tmp/errm")"
+
+# bad values are loupe record's own errors (125), before the program runs
+set +e
+"$loupe" record --min-duration 5 -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--min-duration 5: exit $st"
+grep -qxF "loupe record: --min-duration must be a whole number and a unit (ns, us, ms or s), e.g. 5us, not '5'" "$tmp/e" ||
+  fail "--min-duration message: $(cat "$tmp/e")"
+"$loupe" record --depth 0 -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--depth 0: exit $st"
+grep -qxF "loupe record: --depth must be a number from 1 to 1000000, not '0'" "$tmp/e" ||
+  fail "--depth message: $(cat "$tmp/e")"
+"$loupe" record --filter '' -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--filter '': exit $st"
+[ -s "$tmp/o" ] && fail "the program ran despite a bad option"
+set -e
+
+# stdout belongs to the program: byte-identical with and without loupe record (-q or not)
+"$tmp/calls" >"$tmp/plain"
+"$loupe" record -q -o "$tmp/logq" -- "$tmp/calls" >"$tmp/traced" 2>"$tmp/errq"
+cmp "$tmp/plain" "$tmp/traced" || fail "stdout differs under loupe record -q"
+[ "$(wc -l <"$tmp/errq")" = 1 ] || fail "-q: stderr holds more than the run directory: $(cat "$tmp/errq")"
+[ -d "$(cat "$tmp/errq")" ] || fail "-q: stderr's line is not the run directory"
+cmp "$tmp/plain" "$tmp/out1" || fail "stdout differs under loupe record"
+echo "record_filters: stdout byte-identical ($(wc -c <"$tmp/plain") bytes)"
+echo "record_filters: all checks passed"
