@@ -107,6 +107,13 @@ LOUPE__INLINE uint64_t loupe__now(void) {
     return loupe__now_slow();
 }
 
+/* A prefetch for writing of the slots 1 KiB (64 slots) past e: the chunks are populated ahead by
+ * the keeper, so the lines a thread writes next were last written (zeroed) by the kernel and are no
+ * longer in any cache; without it every other 64-byte line costs a read-for-ownership miss that
+ * stalls the stores (bench/: +3 ns per static zone, +8 ns for a zone with two arguments). A
+ * prefetch never faults, also past the end of a chunk or of the region. */
+#define LOUPE__PREFETCH_AHEAD(e) __builtin_prefetch((e) + 64, 1, 3)
+
 /* The session state word, read on every annotation (one relaxed load). */
 LOUPE__INLINE uint64_t loupe__state_now(void) {
     return __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
@@ -129,6 +136,7 @@ LOUPE__INLINE uint64_t loupe__push(uint64_t s, uint64_t b, int is_begin) {
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         loupe__ev *e = t->cur;
         if (__builtin_expect(busy == 0 && e + t->depth + (is_begin ? 1u : 0u) < t->limit, 1)) {
+            LOUPE__PREFETCH_AHEAD(e);
             __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED); /* a plain store on x86-64 */
             __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
             t->depth += is_begin ? 1u : 0u;
@@ -161,6 +169,7 @@ LOUPE__INLINE int loupe__push_ext(uint64_t s, uint64_t ts, unsigned sub, unsigne
     loupe__ev *e = t->cur;
     int ok = busy == 0 && e + 2 + t->depth <= t->limit;
     if (__builtin_expect(ok, 1)) {
+        LOUPE__PREFETCH_AHEAD(e);
         __atomic_store_n(&e[0].a, ts, __ATOMIC_RELAXED);
         __atomic_store_n(&e[0].b,
                          LOUPE__CONV(uint64_t, sub) << 8 | LOUPE__CONV(uint64_t, flags) << 4 |
