@@ -43,10 +43,11 @@
 
 /* One thread's descriptor, in the region (so a parent process can read it after a death). */
 typedef struct loupe__thread {
-    loupe__tbuf hot; /* cur, limit, state, depth, skip_exits, busy, in_slow: the fast path's
-                        cache line */
-    loupe__ev *seg;  /* the first slot of the current segment (chunk) */
-    char pad_hot[64 - sizeof(loupe__tbuf) - sizeof(loupe__ev *)];
+    loupe__tbuf hot;     /* cur, limit, state, resv, skip_exits, busy, in_slow: the fast path's
+                            cache line */
+    loupe__ev *seg;      /* the first slot of the current segment (chunk) */
+    uint64_t depth_over; /* open zones whose ends did not fit the segment after hot.resv (a
+                            ring's segment smaller than the depth; record.c's set_cur) */
     /* --- written by the owner in the slow path, read by the collector --- */
     uint64_t id;          /* registry id: unique for the process's life, never reused */
     uint64_t tid;         /* OS thread id (gettid) */
@@ -72,7 +73,7 @@ typedef struct loupe__thread {
     char name[LOUPE__NAME_MAX];
 } __attribute__((aligned(64))) loupe__thread;
 
-_Static_assert(sizeof(loupe__tbuf) <= 56, "the hot fields fit one cache line");
+_Static_assert(sizeof(loupe__tbuf) <= 48, "the hot fields fit one cache line");
 _Static_assert(sizeof(loupe__ev) == 16, "16 bytes per event");
 _Static_assert(sizeof(loupe__thread) % 64 == 0, "descriptors are padded to cache lines");
 _Static_assert(offsetof(loupe__thread, id) == 64, "the hot line is the first line");
