@@ -130,7 +130,15 @@ LOUPE__INLINE loupe_zone_ctx loupe_zone_begin_dyn(const char *name, int level) {
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) < level, 1)) {
         return z;
     }
-    loupe__begin_dyn(name, name ? strlen(name) : 0, level, &z.state);
+    if (name != LOUPE__NULL) {
+        size_t len = strlen(name);
+        z.state = loupe__push_dyn(s, name, len);
+        if (__builtin_expect(z.state == 0, 0)) {
+            loupe__begin_dyn(name, len, level, &z.state);
+        }
+    } else {
+        loupe__begin_dyn(name, 0, level, &z.state);
+    }
     return z;
 }
 

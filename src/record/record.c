@@ -605,41 +605,15 @@ static size_t str_len(const loupe__thread *t, const char *str, size_t len, unsig
     return len;
 }
 
-/* The longest name the fast path of loupe__begin_dyn copies: 8 slots. Longer ones take the slow
- * path, which also cuts a name to what a segment holds. */
-#define DYN_FAST_MAX (15u * 8u)
-
 void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_out) {
     *state_out = 0;
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_ACQUIRE);
     if (LOUPE__STATE_LEVEL(s) < level) {
         return;
     }
+    /* The inline path (hot.h's loupe__push_dyn) did not append: a long name, the thread's first
+     * event, a full segment or a re-entered call. */
     uint64_t ts = loupe__now();
-    /* The fast path: as loupe__push (hot.h), with the name's slots after the begin, when the
-     * thread's segment has room for them beside the ends of its open zones. */
-    loupe__tbuf *b = loupe__tls;
-    if (name != NULL && len <= DYN_FAST_MAX && b != NULL &&
-        __atomic_load_n(&b->state, __ATOMIC_RELAXED) == s) {
-        uint32_t busy = b->busy;
-        b->busy = 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        loupe__ev *e = b->cur;
-        unsigned n = 1 + str_slots(len);
-        if (busy == 0 && LOUPE__ROOM(b, n + 1)) {
-            LOUPE__PREFETCH_AHEAD(e);
-            put(e, ts, (uint64_t)len << 4 | LOUPE__K_BEGIN_DYN);
-            put_str(e + 1, name, len);
-            b->resv += n + 1; /* its n slots and its end's */
-            __atomic_store_n(&b->cur, e + n, __ATOMIC_RELEASE);
-            __atomic_signal_fence(__ATOMIC_SEQ_CST);
-            b->busy = 0;
-            *state_out = s;
-            return;
-        }
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        b->busy = busy;
-    }
     loupe__thread *t = slow_enter(s, 3);
     if (t == NULL) {
         return;

@@ -10,6 +10,7 @@
 #include <loupe/export.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -239,6 +240,74 @@ LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
         return;
     }
     (void)loupe__record_slow(s, loupe__now(), b, -1);
+}
+
+/* The longest dynamic name the inline path copies (8 slots); longer ones take the slow path
+ * (loupe__begin_dyn), which also cuts a name to what a segment holds. */
+#define LOUPE__DYN_FAST_MAX 120u
+
+/* Eight bytes at p, unaligned. */
+LOUPE__INLINE uint64_t loupe__load8(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Appends the begin of a zone with a copied name for session state s inline: {ts, len << 4 |
+ * K_BEGIN_DYN}, then the name in K_STR slots, 15 bytes each (slot k: bytes 15k..15k+7 in a,
+ * 15k+8..15k+14 in the upper 7 bytes of b, as src/record/record.c's put_str writes them; the
+ * words are built in registers, a full piece with two overlapping loads, the last piece a byte
+ * at a time so that nothing past name + len is read; little-endian, as the x86-64 and AArch64
+ * hosts loupe runs on). Returns s when recorded, 0 when it did not append (a name longer than
+ * LOUPE__DYN_FAST_MAX, the thread's first event, a full segment, a re-entered call): the caller
+ * then takes the slow path, which records the event or counts it. */
+LOUPE__INLINE uint64_t loupe__push_dyn(uint64_t s, const char *name, size_t len) {
+    loupe__tbuf *t = loupe__tls;
+    if (__builtin_expect(len > LOUPE__DYN_FAST_MAX || t == LOUPE__NULL ||
+                             __atomic_load_n(&t->state, __ATOMIC_RELAXED) != s,
+                         0)) {
+        return 0;
+    }
+    uint64_t ts = loupe__tsc();
+    uint32_t busy = t->busy;
+    t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    loupe__ev *e = t->cur;
+    size_t n = 1 + (len + 14) / 15;
+    if (__builtin_expect(busy != 0 || !LOUPE__ROOM(t, n + 1), 0)) {
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->busy = busy;
+        return 0;
+    }
+    LOUPE__PREFETCH_AHEAD(e);
+    __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->b, LOUPE__CONV(uint64_t, len) << 4 | LOUPE__K_BEGIN_DYN, __ATOMIC_RELAXED);
+    loupe__ev *p = e + 1;
+    size_t off = 0;
+    for (; off + 15 <= len; off += 15, p++) {
+        uint64_t hi = loupe__load8(name + off + 7) >> 8;
+        __atomic_store_n(&p->a, loupe__load8(name + off), __ATOMIC_RELAXED);
+        __atomic_store_n(&p->b, hi << 8 | LOUPE__K_STR, __ATOMIC_RELAXED);
+    }
+    if (off < len) {
+        const unsigned char *q =
+            LOUPE__CONV(const unsigned char *, LOUPE__CONV(const void *, name + off));
+        size_t k = len - off; /* 1..14 */
+        uint64_t a = 0, hi = 0;
+        for (size_t i = k; i > 8; i--) {
+            hi = hi << 8 | q[i - 1];
+        }
+        for (size_t i = k < 8 ? k : 8; i > 0; i--) {
+            a = a << 8 | q[i - 1];
+        }
+        __atomic_store_n(&p->a, a, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->b, hi << 8 | LOUPE__K_STR, __ATOMIC_RELAXED);
+    }
+    t->resv += n + 1; /* its n slots and its end's */
+    __atomic_store_n(&t->cur, e + n, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = 0;
+    return s;
 }
 
 #ifdef __cplusplus
