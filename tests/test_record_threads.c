@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -251,6 +252,57 @@ static void test_dynamic_name_is_copied(void **state) {
     loupe_trace_result_free(&r);
 }
 
+/* Every name length from 0 to 135 bytes (the inline copy takes up to 120, in 15-byte pieces
+ * with a partial last one; longer names take the slow path), each name ending right before a
+ * page that cannot be read: the copy reads nothing past the name, and every byte arrives. */
+static void test_dynamic_name_lengths(void **state) {
+    (void)state;
+    long page = sysconf(_SC_PAGESIZE);
+    char *map =
+        mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + page, (size_t)page, PROT_NONE), 0);
+    char *end = map + page - 1; /* each name's terminating 0 is the page's last byte */
+    *end = 0;
+    loupe_trace_options o = {.log_dir = tu_dir};
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    enum { MAXLEN = 135 };
+    for (int len = 0; len <= MAXLEN; len++) {
+        char *name = end - len;
+        for (int i = 0; i < len; i++) {
+            name[i] = (char)('!' + (len * 7 + i) % 90); /* distinct bytes per position */
+        }
+        LOUPE_ZONE_DYN(name);
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    /* per zone: a begin, a slot per 15 bytes of its name, an end */
+    uint64_t events = 0;
+    for (int len = 0; len <= MAXLEN; len++) {
+        events += 2 + (uint64_t)(len + 14) / 15;
+    }
+    assert_int_equal(r.events_recorded, events);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_int_equal(m->threads[0].slice_count, MAXLEN + 1);
+    /* test_record_threads_monotonic (tests/CMakeLists.txt): every event took the slow path */
+    const char *clk = getenv("LOUPE_CLOCK");
+    if (clk != NULL && strcmp(clk, "monotonic") == 0) {
+        assert_string_equal(m->clock, "monotonic");
+    }
+    for (int len = 0; len <= MAXLEN; len++) {
+        char want[MAXLEN + 1];
+        for (int i = 0; i < len; i++) {
+            want[i] = (char)('!' + (len * 7 + i) % 90);
+        }
+        want[len] = 0;
+        assert_string_equal(m->threads[0].slices[len].name, want);
+    }
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+    munmap(map, (size_t)page * 2);
+}
+
 static const loupe_srcloc sl_a = {"A", "f", "file.c", 1, LOUPE_LEVEL_INFO};
 static const loupe_srcloc sl_b = {"B", "f", "file.c", 2, LOUPE_LEVEL_INFO};
 static const loupe_srcloc sl_c = {"C", "f", "file.c", 3, LOUPE_LEVEL_INFO};
@@ -446,6 +498,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_overflow_keep_last, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_overflow_keep_last_lost_begin, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_name_is_copied, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_name_lengths, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_unbalanced_ends, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_fork_while_tracing, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_start_stop_8_threads, tu_setup,

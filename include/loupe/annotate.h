@@ -130,14 +130,24 @@ LOUPE__INLINE loupe_zone_ctx loupe_zone_begin_dyn(const char *name, int level) {
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) < level, 1)) {
         return z;
     }
-    loupe__begin_dyn(name, name ? strlen(name) : 0, level, &z.state);
+    if (name != LOUPE__NULL) {
+        size_t len = strlen(name);
+        z.state = loupe__push_dyn(s, name, len);
+        if (__builtin_expect(z.state == 0, 0)) {
+            loupe__begin_dyn(name, len, level, &z.state);
+        }
+    } else {
+        loupe__begin_dyn(name, 0, level, &z.state);
+    }
     return z;
 }
 
 /** Ends a zone begun with loupe_zone_begin_dyn(). */
 LOUPE__INLINE void loupe_zone_end_dyn(loupe_zone_ctx z) {
     if (z.state != 0) {
-        loupe__end_dyn(z.state);
+        /* inline, as a static zone's end (programs built against 0.2's first headers call
+         * loupe__end_dyn, which does the same) */
+        loupe__push_end(z.state, LOUPE__K_END);
     }
 }
 
@@ -195,8 +205,7 @@ LOUPE__INLINE void loupe__ext_fast(unsigned sub, int level, const char *name, ui
                                    int timed) {
     uint64_t s = loupe__state_now();
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) >= level, 0)) {
-        uint64_t ts = timed ? loupe__now() : 0;
-        if (!loupe__push_ext(s, ts, sub, 0, value, LOUPE__ADDR(name))) {
+        if (!loupe__push_ext(s, timed, sub, 0, value, LOUPE__ADDR(name))) {
             loupe__ext(LOUPE__CONV(int, sub), level, name, value);
         }
     }

@@ -706,7 +706,8 @@ typedef struct desc_list {
 
 static void gather(loupe__thread *t, void *arg) {
     desc_list *l = arg;
-    if (__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) != l->state) {
+    if ((__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) & ~(uint64_t)LOUPE__STATE_NOTSC) !=
+        l->state) {
         return; /* recorded nothing in this session */
     }
     if (loupe__grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)) != 0) {

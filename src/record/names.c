@@ -140,7 +140,8 @@ static void scan_slots(const loupe__ev *e, uint64_t n) {
 static void scan_thread(loupe__thread *t, void *arg) {
     uint64_t state = *(const uint64_t *)arg;
     void *r = loupe__region;
-    if (__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) != state) {
+    if ((__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) & ~(uint64_t)LOUPE__STATE_NOTSC) !=
+        state) {
         return;
     }
     if (__atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE) != 0 ||

@@ -247,6 +247,11 @@ static loupe__thread *thread_register(void) {
     return t;
 }
 
+/* The session a thread's state word names (LOUPE__STATE_NOTSC masked off). */
+static uint64_t thread_state(const loupe__tbuf *b) {
+    return __atomic_load_n(&b->state, __ATOMIC_RELAXED) & ~(uint64_t)LOUPE__STATE_NOTSC;
+}
+
 static loupe__thread *self(void) {
     loupe__tbuf *b = loupe__tls;
     return b ? (loupe__thread *)(void *)b : thread_register();
@@ -275,13 +280,29 @@ void loupe__threads_each(void (*fn)(loupe__thread *t, void *arg), void *arg) {
 
 /* ---- segments ---- */
 
-/* Points the thread at chunk c as its new current segment, with room for at most allow slots. */
-static void set_segment(loupe__thread *t, uint32_t c, uint64_t allow) {
+/* The zones open on t: the ends kept after cur, plus those that did not fit its segment. */
+static uint64_t depth_of(const loupe__thread *t) {
+    return (t->hot.cur != NULL ? (uint64_t)(t->hot.resv - t->hot.cur) : 0) + t->depth_over;
+}
+
+/* Publishes cur and keeps the slots after it for the ends of depth open zones (as many as the
+ * segment holds: a ring's segment may be smaller than the depth; keep-first never lets it). */
+static void set_cur(loupe__thread *t, loupe__ev *cur, uint64_t depth) {
+    uint64_t room = cur != NULL ? (uint64_t)(t->hot.limit - cur) : 0;
+    uint64_t kept = depth < room ? depth : room;
+    t->depth_over = depth - kept;
+    t->hot.resv = cur != NULL ? cur + kept : NULL;
+    __atomic_store_n(&t->hot.cur, cur, __ATOMIC_RELEASE);
+}
+
+/* Points the thread at chunk c as its new current segment, with room for at most allow slots,
+ * with depth zones open. */
+static void set_segment(loupe__thread *t, uint32_t c, uint64_t allow, uint64_t depth) {
     loupe__ev *base = loupe__chunk(loupe__region, c);
     t->cur_chunk = c;
     t->seg = base;
     t->hot.limit = base + (allow < LOUPE__CHUNK_SLOTS ? allow : LOUPE__CHUNK_SLOTS);
-    __atomic_store_n(&t->hot.cur, base, __ATOMIC_RELEASE);
+    set_cur(t, base, depth);
 }
 
 /* Joins session s: the thread keeps its current chunk (or takes one) and empties it. The first
@@ -291,7 +312,6 @@ static void join_session(loupe__thread *t, uint64_t s) {
     uint32_t me = loupe__desc_index(loupe__region, t);
     t->ring = __atomic_load_n(&params.ring, __ATOMIC_RELAXED);
     t->limit_slots = __atomic_load_n(&params.thread_slots, __ATOMIC_RELAXED);
-    t->hot.depth = 0;
     t->hot.skip_exits = 0;
     t->used_slots = 0;
     __atomic_store_n(&t->dropped, 0, __ATOMIC_RELAXED);
@@ -313,11 +333,17 @@ static void join_session(loupe__thread *t, uint64_t s) {
         t->cur_chunk = LOUPE__NO_CHUNK;
         t->seg = NULL;
         t->hot.limit = NULL;
-        __atomic_store_n(&t->hot.cur, (loupe__ev *)NULL, __ATOMIC_RELEASE);
+        set_cur(t, NULL, 0);
     } else {
-        set_segment(t, c, t->limit_slots);
+        set_segment(t, c, t->limit_slots, 0);
     }
-    __atomic_store_n(&t->hot.state, s, __ATOMIC_RELEASE);
+    /* Without the TSC the thread's state never equals the session's: its events all take the
+     * slow path, which reads the session's clock (hot.h, LOUPE__STATE_NOTSC). */
+    uint64_t notsc = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    notsc = __atomic_load_n(&loupe__use_tsc, __ATOMIC_RELAXED) ? 0 : LOUPE__STATE_NOTSC;
+#endif
+    __atomic_store_n(&t->hot.state, s | notsc, __ATOMIC_RELEASE);
 }
 
 /* Moves the thread to a new chunk (keep-first and keep-last while the pool and the thread's
@@ -329,6 +355,7 @@ static int next_segment(loupe__thread *t, uint64_t need) {
     if (need > LOUPE__CHUNK_SLOTS || t->cur_chunk == LOUPE__NO_CHUNK) {
         return -1;
     }
+    uint64_t depth = depth_of(t);
     int wrapped = __atomic_load_n(&t->wraps, __ATOMIC_RELAXED) != 0;
     uint64_t total = t->used_slots + used_here;
     if (!wrapped && total < t->limit_slots && t->limit_slots - total >= need) {
@@ -337,7 +364,7 @@ static int next_segment(loupe__thread *t, uint64_t need) {
             loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used_here;
             __atomic_store_n(&loupe__meta(loupe__region, t->cur_chunk)->next, c, __ATOMIC_RELAXED);
             t->used_slots = total;
-            set_segment(t, c, t->limit_slots - total);
+            set_segment(t, c, t->limit_slots - total, depth);
             return 0;
         }
     }
@@ -360,7 +387,7 @@ static int next_segment(loupe__thread *t, uint64_t need) {
         if (allow < need) {
             allow = LOUPE__CHUNK_SLOTS;
         }
-        set_segment(t, old, allow);
+        set_segment(t, old, allow, depth);
         return 0;
     }
     /* keep-last in one segment: a ring. Pad the rest of the lap (stale slots of the previous lap
@@ -373,7 +400,7 @@ static int next_segment(loupe__thread *t, uint64_t need) {
         __atomic_store_n(&p->b, (uint64_t)LOUPE__K_PAD, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&t->wraps, t->wraps + 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&t->hot.cur, t->seg, __ATOMIC_RELEASE);
+    set_cur(t, t->seg, depth);
     return 0;
 }
 
@@ -389,7 +416,7 @@ static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role) {
     }
     /* A begin keeps room for its own end and those of the zones open; an end has its room.
      * A ring keeps no room: it overwrites its oldest events instead of dropping new ones. */
-    uint64_t need = t->ring ? n : n + (role >= 0 ? t->hot.depth : 0) + (role > 0 ? 1u : 0u);
+    uint64_t need = t->ring ? n : n + (role >= 0 ? depth_of(t) : 0) + (role > 0 ? 1u : 0u);
     if (t->hot.cur != NULL && (uint64_t)(t->hot.limit - t->hot.cur) >= need) {
         return t->hot.cur;
     }
@@ -407,8 +434,16 @@ static loupe__ev *reserve(loupe__thread *t, uint64_t s, unsigned n, int role) {
     return NULL;
 }
 
-static void publish(loupe__thread *t, loupe__ev *e, unsigned n) {
-    __atomic_store_n(&t->hot.cur, e + n, __ATOMIC_RELEASE);
+/* Publishes the n slots written at e (cur = e + n) for a record that opens (role 1) or closes
+ * (role -1) a zone or neither (0). */
+static void publish(loupe__thread *t, loupe__ev *e, unsigned n, int role) {
+    uint64_t depth = depth_of(t); /* cur is still e here */
+    if (role > 0) {
+        depth++;
+    } else if (role < 0 && depth > 0) {
+        depth--;
+    }
+    set_cur(t, e + n, depth);
 }
 
 static void put(loupe__ev *e, uint64_t a, uint64_t b) {
@@ -433,7 +468,7 @@ static loupe__thread *slow_enter(uint64_t s, unsigned n) {
         return NULL;
     }
     if (t->hot.busy != 0) {
-        if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s) {
+        if (thread_state(&t->hot) == s) {
             __atomic_fetch_add(&t->reentered, n, __ATOMIC_RELAXED);
         } else {
             /* the interrupted call is this thread's first of the session, before it joined
@@ -472,7 +507,7 @@ static void slow_leave(loupe__thread *t) {
 
 /* Joins session s when the thread has not yet (heavy). 0, or -1 when the session is over. */
 static int joined(loupe__thread *t, uint64_t s) {
-    if (__atomic_load_n(&t->hot.state, __ATOMIC_RELAXED) == s) {
+    if (thread_state(&t->hot) == s) {
         return 0;
     }
     if (slow_heavy(t, s) != 0) {
@@ -501,12 +536,7 @@ uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
         return 0;
     }
     put(e, ts, b);
-    if (role > 0) {
-        t->hot.depth++;
-    } else if (role < 0 && t->hot.depth > 0) {
-        t->hot.depth--;
-    }
-    publish(t, e, 1);
+    publish(t, e, 1, role);
     slow_leave(t);
     return s;
 }
@@ -516,15 +546,40 @@ static unsigned str_slots(size_t len) {
     return (unsigned)((len + 14) / 15);
 }
 
-/* Writes len bytes of str into the slots at e (str_slots(len) of them). */
+/* Eight bytes of p, unaligned. */
+static uint64_t load8(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "put_str builds the K_STR words for a little-endian host (collect.c reads them with memcpy)"
+#endif
+
+/* Writes len bytes of str into the slots at e (str_slots(len) of them): slot k holds bytes
+ * 15k..15k+7 in a and 15k+8..15k+14 in b's upper 7 bytes, as collect.c's read_str() takes them
+ * apart. A full piece is two unaligned loads (the second overlaps the first by one byte and is
+ * shifted); the last piece is gathered a byte at a time, so nothing past str + len is read.
+ * Building the words in registers matters: the earlier version copied each piece into a stack
+ * buffer with a variable-length memcpy and read it back as two words, and the wide loads that
+ * followed the narrow stores missed store forwarding (about half the dynamic zone's cost). */
 static void put_str(loupe__ev *e, const char *str, size_t len) {
-    for (size_t off = 0; off < len; off += 15, e++) {
-        unsigned char chunk[16] = {0};
-        size_t n = len - off < 15 ? len - off : 15;
-        memcpy(chunk, str + off, n);
-        uint64_t a, hi = 0;
-        memcpy(&a, chunk, 8);
-        memcpy(&hi, chunk + 8, 7);
+    size_t off = 0;
+    for (; off + 15 <= len; off += 15, e++) {
+        uint64_t a = load8(str + off), hi = load8(str + off + 7) >> 8;
+        put(e, a, hi << 8 | LOUPE__K_STR);
+    }
+    if (off < len) {
+        const unsigned char *p = (const unsigned char *)str + off;
+        size_t n = len - off; /* 1..14 */
+        uint64_t a = 0, hi = 0;
+        for (size_t i = n; i > 8; i--) {
+            hi = hi << 8 | p[i - 1];
+        }
+        for (size_t i = n < 8 ? n : 8; i > 0; i--) {
+            a = a << 8 | p[i - 1];
+        }
         put(e, a, hi << 8 | LOUPE__K_STR);
     }
 }
@@ -539,7 +594,7 @@ static size_t str_len(const loupe__thread *t, const char *str, size_t len, unsig
         return 0;
     }
     uint64_t room = t->limit_slots < LOUPE__CHUNK_SLOTS ? t->limit_slots : LOUPE__CHUNK_SLOTS;
-    uint64_t reserved = head + t->hot.depth + 1;
+    uint64_t reserved = head + depth_of(t) + 1;
     size_t max = room > reserved ? (size_t)(room - reserved) * 15 : 0;
     if (max > LOUPE_MAX_DYN_NAME) {
         max = LOUPE_MAX_DYN_NAME;
@@ -557,6 +612,8 @@ void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_o
     if (LOUPE__STATE_LEVEL(s) < level) {
         return;
     }
+    /* The inline path (hot.h's loupe__push_dyn) did not append: a long name, the thread's first
+     * event, a full segment or a re-entered call. */
     uint64_t ts = loupe__now();
     loupe__thread *t = slow_enter(s, 3);
     if (t == NULL) {
@@ -573,8 +630,7 @@ void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_o
     if (e != NULL) {
         put(e, ts, (uint64_t)len << 4 | (uint64_t)cut << 63 | LOUPE__K_BEGIN_DYN);
         put_str(e + 1, name, len);
-        t->hot.depth++;
-        publish(t, e, n);
+        publish(t, e, n, 1);
         *state_out = s;
     }
     slow_leave(t);
@@ -582,7 +638,7 @@ void loupe__begin_dyn(const char *name, size_t len, int level, uint64_t *state_o
 
 void loupe__end_dyn(uint64_t s) {
     loupe__tbuf *b = loupe__tls;
-    if (b == NULL || __atomic_load_n(&b->state, __ATOMIC_RELAXED) != s) {
+    if (b == NULL || thread_state(b) != s) {
         return;
     }
     loupe__push_end(s, LOUPE__K_END);
@@ -614,7 +670,7 @@ static void ext_write(uint64_t s, uint64_t ts, unsigned sub, unsigned flags, uin
         if (str != NULL) {
             put_str(&e[2], str, len);
         }
-        publish(t, e, n);
+        publish(t, e, n, 0);
     }
     slow_leave(t);
 }
@@ -709,7 +765,7 @@ static void thread_exit(void *p) {
      * never a signal handler's context, so the lock is allowed here. */
     loupe__registry_lock_take();
     loupe__region_hdr *h = LOUPE__HDR;
-    uint64_t st = __atomic_load_n(&t->hot.state, __ATOMIC_RELAXED);
+    uint64_t st = thread_state(&t->hot);
     int in_session = st != 0 && st == __atomic_load_n(&h->state, __ATOMIC_ACQUIRE) &&
                      !__atomic_load_n(&h->stopped, __ATOMIC_ACQUIRE);
     if (in_session) {
@@ -968,8 +1024,7 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
         }
     }
     loupe__tbuf *t = loupe__tls;
-    if (t != NULL && t->skip_exits != 0 && t->busy == 0 &&
-        __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s) {
+    if (t != NULL && t->skip_exits != 0 && t->busy == 0 && thread_state(t) == s) {
         t->skip_exits--; /* its enter was dropped (and counted with it) */
         return;
     }

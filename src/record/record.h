@@ -43,7 +43,7 @@
 
 /* One thread's descriptor, in the region (so a parent process can read it after a death). */
 typedef struct loupe__thread {
-    loupe__tbuf hot; /* cur, limit, state, depth, skip_exits, busy, in_slow: the fast path's
+    loupe__tbuf hot; /* cur, limit, state, resv, skip_exits, busy, in_slow: the fast path's
                         cache line */
     loupe__ev *seg;  /* the first slot of the current segment (chunk) */
     /* --- function tracing's --depth (the -finstrument-functions hooks, owner only) --- */
@@ -70,6 +70,8 @@ typedef struct loupe__thread {
     uint32_t pad_f;
     uint64_t func_filtered; /* calls the hooks filtered (--depth, the table), not recorded
                                (owner only; valid while fgen is the session's generation) */
+    uint64_t depth_over;    /* open zones whose ends did not fit the segment after hot.resv (a
+                               ring's segment smaller than the depth; record.c's set_cur) */
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
     uint32_t free_next;      /* free stack link (descriptor index + 1) */

@@ -10,6 +10,7 @@
 #include <loupe/export.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,7 +74,11 @@ typedef struct loupe__tbuf {
     loupe__ev *cur;      /* next free slot (published with a release store) */
     loupe__ev *limit;    /* one past the last slot */
     uint64_t state;      /* the session state word this buffer is recording for */
-    uint64_t depth;      /* zones open on this thread (keep-first reserves room for their ends) */
+    loupe__ev *resv;     /* cur + the ends kept for the zones open on this thread (at most limit):
+                            a begin needs resv + 2 <= limit (its slot and its end's), an end
+                            needs cur < resv (the slot its begin kept), so an end updates no
+                            count; src/record/record.c keeps the rest of the depth when a
+                            ring's segment is smaller than it */
     uint64_t skip_exits; /* function enters dropped while open: their exits are not written */
     uint32_t busy;       /* recording calls in progress on this thread: one that finds it set was
                             entered from a signal handler (or an allocator) inside another, and
@@ -84,6 +89,12 @@ typedef struct loupe__tbuf {
 /* Session state word: generation << 16 | flags << 8 | level (0 = not tracing). */
 #define LOUPE__STATE_LEVEL(s) (LOUPE__CONV(int, (s)&0xffu))
 #define LOUPE__STATE_FUNC 0x100u /* function tracing on */
+/* In a thread's state word only (never in loupe__state): the session's clock is not the TSC, so
+ * the thread's state never equals the session's and every event takes the slow path, which reads
+ * the clock the session uses. This keeps the test of loupe__use_tsc off the fast path (on the
+ * 2-core VM of docs/performance.md it cost 0.5 ns a zone: a load and a branch before each
+ * rdtsc). */
+#define LOUPE__STATE_NOTSC 0x8000u
 
 LOUPE_API extern uint64_t loupe__state;
 LOUPE_API extern int loupe__use_tsc;
@@ -107,60 +118,88 @@ LOUPE__INLINE uint64_t loupe__now(void) {
     return loupe__now_slow();
 }
 
+/* A prefetch for writing of the slots 1 KiB (64 slots) past e: the chunks are populated ahead by
+ * the keeper, so the lines a thread writes next were last written (zeroed) by the kernel and are no
+ * longer in any cache; without it every other 64-byte line costs a read-for-ownership miss that
+ * stalls the stores (bench/: +3 ns per static zone, +8 ns for a zone with two arguments). A
+ * prefetch never faults, also past the end of a chunk or of the region. */
+#define LOUPE__PREFETCH_AHEAD(e) __builtin_prefetch((e) + 64, 1, 3)
+
+/* The fast path's timestamp: read only after the thread's state matched the session's, which
+ * says that the session's clock is the TSC (LOUPE__STATE_NOTSC). */
+LOUPE__INLINE uint64_t loupe__tsc(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return loupe__now_slow();
+#endif
+}
+
 /* The session state word, read on every annotation (one relaxed load). */
 LOUPE__INLINE uint64_t loupe__state_now(void) {
     return __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
 }
 
-/* Appends one slot for session state s; returns s when recorded, 0 when dropped.
- * Signal safety: busy is raised before cur and depth are read and lowered after cur is
- * published (compiler fences order them against a signal handler on this thread, which is all
- * that can interleave). A handler that interrupts this sequence finds busy set and drops its
- * event, counted, in the slow path; one that runs before the raise or after the lowering records
- * normally, nested inside whatever zone is open. A begin needs room for its own end and the
- * ends of the zones open (keep-first keeps recorded zones whole). */
+/* Room for n more slots at resv (LOUPE__ADDR: integer compares, so that the no-chunk state, all
+ * three pointers NULL, needs no pointer arithmetic on NULL). */
+#define LOUPE__ROOM(t, n) (LOUPE__ADDR((t)->resv) + (n)*16u <= LOUPE__ADDR((t)->limit))
+
+/* Appends a begin (of a zone or a function) for session state s; returns s when recorded, 0 when
+ * dropped. A begin needs room for its own end and the ends of the zones open (keep-first keeps
+ * recorded zones whole): two slots at resv.
+ * Signal safety: busy is raised before cur and resv are read and lowered after cur is published
+ * (compiler fences order them against a signal handler on this thread, which is all that can
+ * interleave). A handler that interrupts this sequence finds busy set and drops its event,
+ * counted, in the slow path; one that runs before the raise or after the lowering records
+ * normally, nested inside whatever zone is open. */
 LOUPE__INLINE uint64_t loupe__push(uint64_t s, uint64_t b, int is_begin) {
+    (void)is_begin; /* always a begin (the parameter is kept for the callers' form) */
     loupe__tbuf *t = loupe__tls;
-    uint64_t ts = loupe__now();
     if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s,
                          1)) {
+        uint64_t ts = loupe__tsc();
         uint32_t busy = t->busy;
-        t->busy = busy + 1;
+        t->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         loupe__ev *e = t->cur;
-        if (__builtin_expect(busy == 0 && e + t->depth + (is_begin ? 1u : 0u) < t->limit, 1)) {
+        if (__builtin_expect(busy == 0 && LOUPE__ROOM(t, 2), 1)) {
+            LOUPE__PREFETCH_AHEAD(e);
             __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED); /* a plain store on x86-64 */
             __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
-            t->depth += is_begin ? 1u : 0u;
+            t->resv += 2;
             __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
-            t->busy = busy;
+            t->busy = 0;
             return s;
         }
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t->busy = busy;
+        return loupe__record_slow(s, ts, b, 1);
     }
-    return loupe__record_slow(s, ts, b, is_begin);
+    return loupe__record_slow(s, loupe__now(), b, 1);
 }
 
-/* Appends a two-slot (EXT) record for session state s inline: {ts, sub << 8 | flags << 4 |
+/* Appends a two-slot (EXT) record for session state s inline (timed: with a timestamp, else
+ * ts 0): {ts, sub << 8 | flags << 4 |
  * K_EXT}, {value, ref << 4 | K_EXT_DATA} (the layout src/record/record.c writes too), when the
  * thread's current segment has room beside the ends of its open zones. Returns 0 when it did not
  * append (the thread's first event, a full segment, a re-entered call): the caller then takes
  * the slow path, which records the event or counts it. */
-LOUPE__INLINE int loupe__push_ext(uint64_t s, uint64_t ts, unsigned sub, unsigned flags,
+LOUPE__INLINE int loupe__push_ext(uint64_t s, int timed, unsigned sub, unsigned flags,
                                   uint64_t value, uint64_t ref) {
     loupe__tbuf *t = loupe__tls;
     if (__builtin_expect(t == LOUPE__NULL || __atomic_load_n(&t->state, __ATOMIC_RELAXED) != s,
                          0)) {
         return 0;
     }
+    uint64_t ts = timed ? loupe__tsc() : 0;
     uint32_t busy = t->busy;
-    t->busy = busy + 1;
+    t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     loupe__ev *e = t->cur;
-    int ok = busy == 0 && e + 2 + t->depth <= t->limit;
+    int ok = busy == 0 && LOUPE__ROOM(t, 2);
     if (__builtin_expect(ok, 1)) {
+        LOUPE__PREFETCH_AHEAD(e);
         __atomic_store_n(&e[0].a, ts, __ATOMIC_RELAXED);
         __atomic_store_n(&e[0].b,
                          LOUPE__CONV(uint64_t, sub) << 8 | LOUPE__CONV(uint64_t, flags) << 4 |
@@ -168,37 +207,107 @@ LOUPE__INLINE int loupe__push_ext(uint64_t s, uint64_t ts, unsigned sub, unsigne
                          __ATOMIC_RELAXED);
         __atomic_store_n(&e[1].a, value, __ATOMIC_RELAXED);
         __atomic_store_n(&e[1].b, ref << 4 | LOUPE__K_EXT_DATA, __ATOMIC_RELAXED);
+        t->resv += 2;
         __atomic_store_n(&t->cur, e + 2, __ATOMIC_RELEASE);
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = busy;
+    t->busy = ok ? 0 : busy;
     return ok;
 }
 
-/* Appends an end (of a zone or a function) for session state s: as loupe__push, with the room
- * its begin reserved. */
+/* Appends an end (of a zone or a function) for session state s into the slot its begin kept
+ * (cur < resv); as loupe__push otherwise. */
 LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
     loupe__tbuf *t = loupe__tls;
-    uint64_t ts = loupe__now();
     if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s,
                          1)) {
+        uint64_t ts = loupe__tsc();
         uint32_t busy = t->busy;
-        t->busy = busy + 1;
+        t->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         loupe__ev *e = t->cur;
-        if (__builtin_expect(busy == 0 && e < t->limit, 1)) {
+        if (__builtin_expect(busy == 0 && LOUPE__ADDR(e) < LOUPE__ADDR(t->resv), 1)) {
             __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
             __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
-            t->depth -= t->depth ? 1u : 0u;
             __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
-            t->busy = busy;
+            t->busy = 0;
             return;
         }
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t->busy = busy;
+        (void)loupe__record_slow(s, ts, b, -1);
+        return;
     }
-    (void)loupe__record_slow(s, ts, b, -1);
+    (void)loupe__record_slow(s, loupe__now(), b, -1);
+}
+
+/* The longest dynamic name the inline path copies (8 slots); longer ones take the slow path
+ * (loupe__begin_dyn), which also cuts a name to what a segment holds. */
+#define LOUPE__DYN_FAST_MAX 120u
+
+/* Eight bytes at p, unaligned. */
+LOUPE__INLINE uint64_t loupe__load8(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Appends the begin of a zone with a copied name for session state s inline: {ts, len << 4 |
+ * K_BEGIN_DYN}, then the name in K_STR slots, 15 bytes each (slot k: bytes 15k..15k+7 in a,
+ * 15k+8..15k+14 in the upper 7 bytes of b, as src/record/record.c's put_str writes them; the
+ * words are built in registers, a full piece with two overlapping loads, the last piece a byte
+ * at a time so that nothing past name + len is read; little-endian, as the x86-64 and AArch64
+ * hosts loupe runs on). Returns s when recorded, 0 when it did not append (a name longer than
+ * LOUPE__DYN_FAST_MAX, the thread's first event, a full segment, a re-entered call): the caller
+ * then takes the slow path, which records the event or counts it. */
+LOUPE__INLINE uint64_t loupe__push_dyn(uint64_t s, const char *name, size_t len) {
+    loupe__tbuf *t = loupe__tls;
+    if (__builtin_expect(len > LOUPE__DYN_FAST_MAX || t == LOUPE__NULL ||
+                             __atomic_load_n(&t->state, __ATOMIC_RELAXED) != s,
+                         0)) {
+        return 0;
+    }
+    uint64_t ts = loupe__tsc();
+    uint32_t busy = t->busy;
+    t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    loupe__ev *e = t->cur;
+    size_t n = 1 + (len + 14) / 15;
+    if (__builtin_expect(busy != 0 || !LOUPE__ROOM(t, n + 1), 0)) {
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->busy = busy;
+        return 0;
+    }
+    LOUPE__PREFETCH_AHEAD(e);
+    __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->b, LOUPE__CONV(uint64_t, len) << 4 | LOUPE__K_BEGIN_DYN, __ATOMIC_RELAXED);
+    loupe__ev *p = e + 1;
+    size_t off = 0;
+    for (; off + 15 <= len; off += 15, p++) {
+        uint64_t hi = loupe__load8(name + off + 7) >> 8;
+        __atomic_store_n(&p->a, loupe__load8(name + off), __ATOMIC_RELAXED);
+        __atomic_store_n(&p->b, hi << 8 | LOUPE__K_STR, __ATOMIC_RELAXED);
+    }
+    if (off < len) {
+        const unsigned char *q =
+            LOUPE__CONV(const unsigned char *, LOUPE__CONV(const void *, name + off));
+        size_t k = len - off; /* 1..14 */
+        uint64_t a = 0, hi = 0;
+        for (size_t i = k; i > 8; i--) {
+            hi = hi << 8 | q[i - 1];
+        }
+        for (size_t i = k < 8 ? k : 8; i > 0; i--) {
+            a = a << 8 | q[i - 1];
+        }
+        __atomic_store_n(&p->a, a, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->b, hi << 8 | LOUPE__K_STR, __ATOMIC_RELAXED);
+    }
+    t->resv += n + 1; /* its n slots and its end's */
+    __atomic_store_n(&t->cur, e + n, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = 0;
+    return s;
 }
 
 #ifdef __cplusplus
