@@ -28,6 +28,10 @@ int loupe__write_svg(const loupe_model *m, loupe__sink *s);
 /* Perfetto native protobuf (.pftrace; perfetto_proto.c): one sequence, interned names, delta
  * timestamps on an incremental clock, streamed packet by packet. */
 int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s);
+/* The model's CPU samples, frames, stacks and off-CPU intervals as Perfetto profiler packets on
+ * sequence 2 (perfetto_samples.c), timestamps base + ts (the trace clock); nothing when the
+ * model has none. Called by loupe__write_perfetto_proto() after the track events. */
+int loupe__write_perfetto_samples(const loupe_model *m, loupe__sink *s, uint64_t base);
 
 /* Writer contract: int loupe__write_<format>(const loupe_model *m, loupe__sink *s) streams the
  * model into the sink and returns 0, or a negative LOUPE_E* code after setting the detail with
