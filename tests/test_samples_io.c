@@ -160,9 +160,94 @@ static void test_perfetto_proto(void **state) {
     round_trip("s.pftrace", LOUPE_FILE_PERFETTO_PROTO);
 }
 
+/* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
+static char *summary_of(const char *args) {
+    loupe_model *m = sampled_model();
+    char path[512], cmd[1024];
+    snprintf(path, sizeof path, "%s/sum.pftrace", tu_dir);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_PERFETTO_PROTO), 0);
+    loupe_model_free(m);
+    snprintf(cmd, sizeof cmd, "'%s' summary '%s' %s 2>&1", tu_cli(), path, args);
+    char *out = NULL;
+    int rc = tu_run(cmd, &out);
+    if (rc != 0) {
+        fail_msg("%s: exit %d: %s", cmd, rc, out != NULL ? out : "");
+    }
+    return out;
+}
+
+static const char expected_hot[] =
+    "\nhot functions: 6 CPU samples, one per 1.000 ms of CPU time, 3 lost\n"
+    "self: samples in the function itself; total: on the stack; % of the samples (the CPU time "
+    "sampled)\n"
+    "\n"
+    "    self    total  self % total %  function\n"
+    "       2        2   33.3%   33.3%  helper\n"
+    "       1        4   16.7%   66.7%  work\n"
+    "       1        1   16.7%   16.7%  [no stack]\n"
+    "       1        1   16.7%   16.7%  do_syscall_64\n"
+    "       1        1   16.7%   16.7%  jit 0x7f00\n"
+    "       0        4    0.0%   66.7%  main\n"
+    "       0        1    0.0%   16.7%  memcpy\n";
+
+static const char expected_hot_by_thread[] =
+    "\nhot functions: 6 CPU samples, one per 1.000 ms of CPU time, 3 lost\n"
+    "self: samples in the function itself; total: on the stack; % of the thread's samples\n"
+    "\n"
+    "thread 4242 (main): 3 samples\n"
+    "    self    total  self % total %  function\n"
+    "       2        2   66.7%   66.7%  helper\n"
+    "       1        3   33.3%  100.0%  work\n"
+    "(1 more function; --top 0 shows all)\n"
+    "\n"
+    "thread 4243 (worker): 3 samples\n"
+    "    self    total  self % total %  function\n"
+    "       1        1   33.3%   33.3%  [no stack]\n"
+    "       1        1   33.3%   33.3%  do_syscall_64\n"
+    "(4 more functions; --top 0 shows all)\n";
+
+/* The hot-functions table after the zones, exact, overall and per thread; and in --json. */
+static void test_summary_hot(void **state) {
+    (void)state;
+    char *out = summary_of("");
+    const char *hot = strstr(out, "\nhot functions:");
+    assert_non_null(hot);
+    assert_string_equal(hot, expected_hot);
+    free(out);
+    out = summary_of("--by-thread --top 2");
+    hot = strstr(out, "\nhot functions:");
+    assert_non_null(hot);
+    assert_string_equal(hot, expected_hot_by_thread);
+    free(out);
+    out = summary_of("--json --by-thread --top 1");
+    json_error_t err;
+    json_t *root = json_loads(out, 0, &err);
+    if (root == NULL) {
+        fail_msg("summary --json: %s: %s", err.text, out);
+    }
+    assert_int_equal(json_integer_value(json_object_get(root, "samples")), 6);
+    assert_int_equal(json_integer_value(json_object_get(root, "samples_lost")), 3);
+    assert_int_equal(json_integer_value(json_object_get(root, "sample_period_ns")), 1000000);
+    json_t *hf = json_object_get(root, "hot_functions");
+    assert_int_equal(json_array_size(hf), 2); /* the top one of each thread */
+    json_t *a = json_array_get(hf, 0), *b = json_array_get(hf, 1);
+    assert_string_equal(json_string_value(json_object_get(a, "function")), "helper");
+    assert_int_equal(json_integer_value(json_object_get(a, "thread")), 4242);
+    assert_string_equal(json_string_value(json_object_get(a, "thread_name")), "main");
+    assert_int_equal(json_integer_value(json_object_get(a, "self_samples")), 2);
+    assert_int_equal(json_integer_value(json_object_get(a, "total_samples")), 2);
+    assert_true(json_real_value(json_object_get(a, "self_percent")) == 200.0 / 3.0);
+    assert_string_equal(json_string_value(json_object_get(b, "function")), "[no stack]");
+    assert_int_equal(json_integer_value(json_object_get(b, "thread")), 4243);
+    assert_true(json_real_value(json_object_get(b, "total_percent")) == 100.0 / 3.0);
+    json_decref(root);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_perfetto_proto, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_summary_hot, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
