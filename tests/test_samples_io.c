@@ -160,6 +160,13 @@ static void test_perfetto_proto(void **state) {
     round_trip("s.pftrace", LOUPE_FILE_PERFETTO_PROTO);
 }
 
+static void test_chrome_json(void **state) {
+    (void)state;
+    round_trip("s.json", LOUPE_FILE_CHROME_JSON);
+    round_trip("s.json.gz", LOUPE_FILE_CHROME_JSON);
+    round_trip("perfetto_trace.json.gz", LOUPE_FILE_PERFETTO_JSON);
+}
+
 /* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
 static char *summary_of(const char *args) {
     loupe_model *m = sampled_model();
@@ -247,6 +254,7 @@ static void test_summary_hot(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_perfetto_proto, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_chrome_json, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_summary_hot, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

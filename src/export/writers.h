@@ -12,6 +12,10 @@
 /* Chrome Trace Event JSON. perfetto_variant: loupe's keys go in "otherData" instead of
  * "metadata". Returns 0 or LOUPE_ENOMEM (the sink's own errors surface at its close). */
 int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_variant);
+/* The model's CPU samples as the format's "stackFrames" and "samples" (and loupe's
+ * "loupeSamples") top-level members, each after a ','; nothing when it has none
+ * (chrome_json_samples.c). */
+void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s);
 
 /* XPlane: one XSpace (<host>.xplane.pb) for XProf / TensorBoard (xplane.c). Fails with
  * LOUPE_EUNSUPPORTED, before writing a byte, when the XSpace would reach loupe__xplane_limit
