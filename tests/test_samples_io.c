@@ -251,7 +251,17 @@ static void test_summary_hot(void **state) {
     free(out);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* --write-pftrace PATH: the sampled model as a .pftrace, for tests/perfetto_samples.sh */
+    if (argc == 3 && strcmp(argv[1], "--write-pftrace") == 0) {
+        loupe_model *m = sampled_model();
+        int rc = loupe_trace_write(m, argv[2], LOUPE_FILE_PERFETTO_PROTO);
+        loupe_model_free(m);
+        if (rc != 0) {
+            fprintf(stderr, "%s: %s\n", argv[2], loupe_last_error());
+        }
+        return rc != 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_perfetto_proto, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_chrome_json, tu_setup, tu_teardown),
