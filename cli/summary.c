@@ -11,7 +11,8 @@
  * 100% whatever the number of threads; nested zones count in their parents' totals too, which is
  * why the column does not sum to 100% and the header says so. Names are never cut (C++ template
  * names differ past any width): the name is the last column. Events dropped on full buffers come
- * first, with the zones whose self time they inflate.
+ * first, with the zones whose self time they inflate. A trace with CPU samples ends with a
+ * hot-functions table (self and total samples per function; see "hot functions" below).
  */
 #include "cli.h"
 
