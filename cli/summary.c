@@ -11,7 +11,8 @@
  * 100% whatever the number of threads; nested zones count in their parents' totals too, which is
  * why the column does not sum to 100% and the header says so. Names are never cut (C++ template
  * names differ past any width): the name is the last column. Events dropped on full buffers come
- * first, with the zones whose self time they inflate.
+ * first, with the zones whose self time they inflate. A trace with CPU samples ends with a
+ * hot-functions table (self and total samples per function; see "hot functions" below).
  */
 #include "cli.h"
 
@@ -61,7 +62,10 @@ static void usage(FILE *f) {
         "                \"threads_ran_on\"}], \"events_dropped\", \"capacity_needed\",\n"
         "                \"dropped\": [{\"thread\", \"thread_name\", \"events_dropped\",\n"
         "                \"self_inflated\": [names]}], \"unmatched_ends\",\n"
-        "                \"truncated_zones\"}\n"
+        "                \"truncated_zones\", \"samples\", \"samples_lost\",\n"
+        "                \"sample_period_ns\", \"hot_functions\": [{\"function\", \"thread\",\n"
+        "                \"thread_name\" (with --by-thread), \"self_samples\",\n"
+        "                \"total_samples\", \"self_percent\", \"total_percent\"}]}\n"
         "  -h, --help    show this help\n"
         "\n"
         "The output starts with the events dropped when buffers were full, per thread, and\n"
@@ -69,6 +73,11 @@ static void usage(FILE *f) {
         "(the drops began after it) lost their later children, so their self time is too\n"
         "high; zones after that are missing. Then the per-thread capacity that would have\n"
         "held them all (loupe record --buffer-events).\n"
+        "\n"
+        "A trace with CPU samples (from loupe record's sampling) also gets a hot-functions\n"
+        "table: per function, its self samples (the function itself was running), its\n"
+        "total samples (it was on the stack) and both as a %% of the samples, that is of\n"
+        "the CPU time sampled; per thread with --by-thread; --top N functions per table.\n"
         "\n"
         "exit status: 0 success, 1 the trace cannot be read, 2 bad usage\n",
         DEFAULT_TOP);
@@ -441,6 +450,271 @@ static void print_warnings(const loupe_model *m) {
     }
 }
 
+/* ---- hot functions: the CPU samples by function ----
+ *
+ * Self samples: the samples whose innermost frame is the function. Total samples: those whose
+ * stack holds it anywhere (once per sample, however deep the recursion). The percentages are of
+ * all the samples in scope (the trace, or with --by-thread the thread), that is of the sampled
+ * CPU time: the sampler fires per period of CPU time, so a function in 25% of the samples used
+ * about 25% of the CPU time the program was seen using. Functions are keyed by name; a frame
+ * without one is "module+0xoffset" (or "[unknown]"). Rows: by self samples, then total, then
+ * name. */
+
+static size_t g_hot_top; /* --top, for the JSON's hot functions */
+
+typedef struct hot_row {
+    const char *name;
+    size_t thread;              /* SIZE_MAX: every thread */
+    uint64_t self, total, seen; /* seen: the last sample (index + 1) counted in total */
+} hot_row;
+
+typedef struct hot_set {
+    const char **fname; /* per frame: its key */
+    char **owned;       /* the formatted names (frames without a function) */
+    size_t owned_count;
+    hot_row *rows;
+    size_t count, cap;
+    size_t *slot; /* hash of (thread, name) -> row index + 1 */
+    size_t slot_cap;
+    size_t *thread_samples; /* samples per thread */
+} hot_set;
+
+static uint64_t hot_hash(const char *s, size_t thread) {
+    uint64_t h = 1469598103934665603ull ^ thread;
+    for (; *s; s++) {
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    }
+    return h;
+}
+
+static hot_row *hot_get(hot_set *h, const char *name, size_t thread) {
+    if ((h->count + 1) * 2 > h->slot_cap) {
+        size_t nc = h->slot_cap ? h->slot_cap * 2 : 256;
+        size_t *ns = calloc(nc, sizeof(*ns));
+        hot_row *nr = realloc(h->rows, nc * sizeof(*nr));
+        if (ns == NULL || nr == NULL) {
+            free(ns);
+            if (nr != NULL) {
+                h->rows = nr;
+            }
+            return NULL;
+        }
+        h->rows = nr;
+        for (size_t i = 0; i < h->count; i++) {
+            size_t j = hot_hash(nr[i].name, nr[i].thread) & (nc - 1);
+            while (ns[j] != 0) {
+                j = (j + 1) & (nc - 1);
+            }
+            ns[j] = i + 1;
+        }
+        free(h->slot);
+        h->slot = ns;
+        h->slot_cap = nc;
+    }
+    size_t j = hot_hash(name, thread) & (h->slot_cap - 1);
+    for (; h->slot[j] != 0; j = (j + 1) & (h->slot_cap - 1)) {
+        hot_row *r = &h->rows[h->slot[j] - 1];
+        if (r->thread == thread && strcmp(r->name, name) == 0) {
+            return r;
+        }
+    }
+    h->rows[h->count] = (hot_row){name, thread, 0, 0, 0};
+    h->slot[j] = ++h->count;
+    return &h->rows[h->count - 1];
+}
+
+static void hot_free(hot_set *h) {
+    for (size_t i = 0; i < h->owned_count; i++) {
+        free(h->owned[i]);
+    }
+    free(h->owned);
+    free(h->fname);
+    free(h->rows);
+    free(h->slot);
+    free(h->thread_samples);
+}
+
+static int cmp_hot(const void *pa, const void *pb) {
+    const hot_row *a = pa, *b = pb;
+    if (a->thread != b->thread) {
+        return a->thread < b->thread ? -1 : 1;
+    }
+    if (a->self != b->self) {
+        return a->self > b->self ? -1 : 1;
+    }
+    if (a->total != b->total) {
+        return a->total > b->total ? -1 : 1;
+    }
+    return strcmp(a->name, b->name);
+}
+
+/* Fills h with one row per function (per (thread, function) when by_thread), sorted. */
+static int hot_make(const loupe_model *m, int by_thread, hot_set *h) {
+    memset(h, 0, sizeof(*h));
+    h->fname = calloc(m->frame_count + 1, sizeof(*h->fname));
+    h->owned = calloc(m->frame_count + 1, sizeof(*h->owned));
+    h->thread_samples = calloc(m->thread_count + 1, sizeof(*h->thread_samples));
+    if (h->fname == NULL || h->owned == NULL || h->thread_samples == NULL) {
+        return -1;
+    }
+    for (size_t f = 0; f < m->frame_count; f++) {
+        const loupe_frame *fr = &m->frames[f];
+        if (fr->function[0] != 0) {
+            h->fname[f] = fr->function;
+        } else if (fr->module[0] != 0) {
+            size_t n = strlen(fr->module) + 24;
+            char *s = malloc(n);
+            if (s == NULL) {
+                return -1;
+            }
+            snprintf(s, n, "%s+0x%llx", fr->module, (unsigned long long)fr->module_offset);
+            h->owned[h->owned_count++] = s;
+            h->fname[f] = s;
+        } else {
+            h->fname[f] = "[unknown]";
+        }
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        const loupe_sample *s = &m->samples[i];
+        size_t scope = by_thread ? s->thread : SIZE_MAX;
+        if (s->thread < m->thread_count) {
+            h->thread_samples[s->thread]++;
+        }
+        uint64_t leaf = 1;
+        size_t depth = 0;
+        for (uint32_t k = s->stack; k < m->stack_node_count && depth <= m->stack_node_count;
+             k = m->stack_nodes[k].parent, depth++) {
+            uint32_t f = m->stack_nodes[k].frame;
+            hot_row *r = hot_get(h, f < m->frame_count ? h->fname[f] : "[unknown]", scope);
+            if (r == NULL) {
+                return -1;
+            }
+            r->self += leaf;
+            leaf = 0;
+            if (r->seen != i + 1) {
+                r->seen = i + 1;
+                r->total++;
+            }
+        }
+        if (s->stack == UINT32_MAX) {
+            hot_row *r = hot_get(h, "[no stack]", scope);
+            if (r == NULL) {
+                return -1;
+            }
+            r->self++;
+            r->total++;
+        }
+    }
+    if (h->count > 1) {
+        qsort(h->rows, h->count, sizeof(*h->rows), cmp_hot);
+    }
+    return 0;
+}
+
+static uint64_t hot_scope_samples(const loupe_model *m, const hot_set *h, size_t thread) {
+    return thread == SIZE_MAX ? m->sample_count : h->thread_samples[thread];
+}
+
+static double hot_pct(uint64_t part, uint64_t whole) {
+    return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* The hot-functions table(s), after the zones: nothing when the trace has no samples. */
+static int print_hot_text(const loupe_model *m, int by_thread, size_t top) {
+    if (m->sample_count == 0) {
+        return 0;
+    }
+    hot_set h;
+    if (hot_make(m, by_thread, &h) != 0) {
+        hot_free(&h);
+        return -1;
+    }
+    char per[64];
+    loupe_cli_fmt_dur(per, sizeof per, m->sample_period_ns);
+    printf("\nhot functions: %zu CPU sample%s", m->sample_count, m->sample_count == 1 ? "" : "s");
+    if (m->sample_period_ns > 0) {
+        printf(", one per %s of CPU time", per);
+    }
+    if (m->samples_lost > 0) {
+        printf(", %llu lost", (unsigned long long)m->samples_lost);
+    }
+    printf("\nself: samples in the function itself; total: on the stack; %% of the %s\n",
+           by_thread ? "thread's samples" : "samples (the CPU time sampled)");
+    for (size_t i = 0; i < h.count;) {
+        size_t thread = h.rows[i].thread, end = i;
+        while (end < h.count && h.rows[end].thread == thread) {
+            end++;
+        }
+        if (thread != SIZE_MAX) {
+            const loupe_model_thread *th = &m->threads[thread];
+            printf("\nthread %llu%s%s%s: %llu sample%s\n", (unsigned long long)th->tid,
+                   th->name[0] ? " (" : "", th->name, th->name[0] ? ")" : "",
+                   (unsigned long long)h.thread_samples[thread],
+                   h.thread_samples[thread] == 1 ? "" : "s");
+        } else {
+            putchar('\n');
+        }
+        printf("%8s %8s %7s %7s  %s\n", "self", "total", "self %", "total %", "function");
+        uint64_t whole = hot_scope_samples(m, &h, thread);
+        size_t shown = top == 0 || top > end - i ? end - i : top;
+        for (size_t j = i; j < i + shown; j++) {
+            const hot_row *r = &h.rows[j];
+            printf("%8llu %8llu %6.1f%% %6.1f%%  %s\n", (unsigned long long)r->self,
+                   (unsigned long long)r->total, hot_pct(r->self, whole), hot_pct(r->total, whole),
+                   r->name);
+        }
+        if (shown < end - i) {
+            printf("(%zu more function%s; --top 0 shows all)\n", end - i - shown,
+                   end - i - shown == 1 ? "" : "s");
+        }
+        i = end;
+    }
+    hot_free(&h);
+    return 0;
+}
+
+/* "samples", "samples_lost", "sample_period_ns" and "hot_functions" in the JSON output. */
+static int put_hot_json(json_t *root, const loupe_model *m, int by_thread, size_t top) {
+    int bad = 0;
+    bad |= json_object_set_new(root, "samples", json_integer(loupe_cli_jint(m->sample_count)));
+    bad |= json_object_set_new(root, "samples_lost", json_integer(loupe_cli_jint(m->samples_lost)));
+    bad |= json_object_set_new(root, "sample_period_ns",
+                               json_integer(loupe_cli_jint(m->sample_period_ns)));
+    json_t *arr = json_array();
+    bad |= arr == NULL || json_object_set_new(root, "hot_functions", arr);
+    hot_set h;
+    if (bad || hot_make(m, by_thread, &h) != 0) {
+        hot_free(&h);
+        return -1;
+    }
+    size_t in_scope = 0;
+    for (size_t i = 0; i < h.count && !bad; i++) {
+        const hot_row *r = &h.rows[i];
+        in_scope = i > 0 && h.rows[i - 1].thread == r->thread ? in_scope + 1 : 0;
+        if (top != 0 && in_scope >= top) {
+            continue;
+        }
+        uint64_t whole = hot_scope_samples(m, &h, r->thread);
+        json_t *o = json_object();
+        bad |= o == NULL || json_array_append_new(arr, o);
+        if (bad) {
+            break;
+        }
+        bad |= json_object_set_new(o, "function", loupe_cli_jstr(r->name));
+        if (r->thread != SIZE_MAX) {
+            const loupe_model_thread *th = &m->threads[r->thread];
+            bad |= json_object_set_new(o, "thread", json_integer(loupe_cli_jint(th->tid)));
+            bad |= json_object_set_new(o, "thread_name", loupe_cli_jstr(th->name));
+        }
+        bad |= json_object_set_new(o, "self_samples", json_integer(loupe_cli_jint(r->self)));
+        bad |= json_object_set_new(o, "total_samples", json_integer(loupe_cli_jint(r->total)));
+        bad |= json_object_set_new(o, "self_percent", json_real(hot_pct(r->self, whole)));
+        bad |= json_object_set_new(o, "total_percent", json_real(hot_pct(r->total, whole)));
+    }
+    hot_free(&h);
+    return bad ? -1 : 0;
+}
+
 static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
                        size_t shown, int by_thread) {
     char dur[64];
@@ -552,6 +826,7 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
     for (size_t i = 0; i < m->warning_count && !bad; i++) {
         bad |= json_array_append_new(warns, loupe_cli_jstr(m->warnings[i]));
     }
+    bad |= !bad && put_hot_json(root, m, by_thread, g_hot_top) != 0;
     if (!bad) {
         bad = json_dumpf(root, stdout, JSON_INDENT(2)) != 0;
         putchar('\n');
@@ -652,10 +927,15 @@ int loupe_cmd_summary(int argc, char **argv) {
     }
     size_t shown = top == 0 || top > nrows ? nrows : top;
     int status = 0;
+    g_hot_top = top;
     if (as_json) {
         status = print_json(file, m, rows, shown, by_thread);
     } else {
         print_text(file, m, rows, nrows, shown, by_thread);
+        if (print_hot_text(m, by_thread, top) != 0) {
+            fprintf(stderr, "loupe summary: out of memory\n");
+            status = 1;
+        }
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         status = 1;

@@ -339,6 +339,8 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         }
         loupe__puts(s, "}}");
     }
-    loupe__puts(s, "\n]}\n");
+    loupe__puts(s, "\n]");
+    loupe__write_chrome_samples(m, s); /* "stackFrames", "samples": after the events */
+    loupe__puts(s, "}\n");
     return 0;
 }

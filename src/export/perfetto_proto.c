@@ -28,6 +28,9 @@
  *      the model's depths, so each END closes the BEGIN it belongs to. A packet whose time would
  *      go backwards (a model whose slices do not nest) carries an absolute timestamp with
  *      timestamp_clock_id 6 (BOOTTIME) instead and leaves the incremental clock alone.
+ *   5. CPU samples, frames, stacks and off-CPU intervals, when the model has them: Perfetto's
+ *      profiler packets (PerfSample, interned frames/mappings/callstacks) on sequence 2, written
+ *      by perfetto_samples.c.
  *
  * Interning: event names, categories and annotation names, iids from 1 per kind, defined in the
  * packet that first uses them; after 2^18 strings of a kind, new strings are written inline
@@ -709,5 +712,8 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
     free(heap);
     int oom = w.oom || w.pkt.oom || w.ev.oom || w.in.oom;
     writer_free(&w);
-    return oom ? loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory") : 0;
+    if (oom) {
+        return loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory");
+    }
+    return loupe__write_perfetto_samples(m, s, w.base); /* samples: their own sequence */
 }

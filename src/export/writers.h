@@ -12,6 +12,10 @@
 /* Chrome Trace Event JSON. perfetto_variant: loupe's keys go in "otherData" instead of
  * "metadata". Returns 0 or LOUPE_ENOMEM (the sink's own errors surface at its close). */
 int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_variant);
+/* The model's CPU samples as the format's "stackFrames" and "samples" (and loupe's
+ * "loupeSamples") top-level members, each after a ','; nothing when it has none
+ * (chrome_json_samples.c). */
+void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s);
 
 /* XPlane: one XSpace (<host>.xplane.pb) for XProf / TensorBoard (xplane.c). Fails with
  * LOUPE_EUNSUPPORTED, before writing a byte, when the XSpace would reach loupe__xplane_limit
@@ -28,6 +32,10 @@ int loupe__write_svg(const loupe_model *m, loupe__sink *s);
 /* Perfetto native protobuf (.pftrace; perfetto_proto.c): one sequence, interned names, delta
  * timestamps on an incremental clock, streamed packet by packet. */
 int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s);
+/* The model's CPU samples, frames, stacks and off-CPU intervals as Perfetto profiler packets on
+ * sequence 2 (perfetto_samples.c), timestamps base + ts (the trace clock); nothing when the
+ * model has none. Called by loupe__write_perfetto_proto() after the track events. */
+int loupe__write_perfetto_samples(const loupe_model *m, loupe__sink *s, uint64_t base);
 
 /* Writer contract: int loupe__write_<format>(const loupe_model *m, loupe__sink *s) streams the
  * model into the sink and returns 0, or a negative LOUPE_E* code after setting the detail with

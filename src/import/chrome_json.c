@@ -22,7 +22,9 @@
  *   ids, hex strings as Perfetto reads them, other strings hashed) and v1 (s / t / f keyed by
  *   (id, cat, name); s, t and f with bp "e" bind to the innermost slice enclosing ts, f else to
  *   the next slice to begin on the thread), ends chained in time order. Every other phase (async
- *   b/n/e, samples, objects, ...) and empty {} events are skipped.
+ *   b/n/e, 'P' samples, objects, ...) and empty {} events are skipped.
+ * - CPU samples: the top-level "stackFrames" dictionary and "samples" array (the format's
+ *   "StackFrames Dictionary" and "Global Samples"; see read_samples at the end of this file).
  * - Time: ts/dur in µs, converted to ns exactly from the decimal text (round half away from
  *   zero past 3 decimals), numeric strings accepted as Perfetto does. An event whose ts is
  *   negative or whose ts, dur or end is beyond 2^62 ns (146 years) is excluded and counted in a
@@ -152,7 +154,12 @@ typedef struct reader {
     int eof, io_rc;
     char **copies; /* the text of the metadata values (r->q's strings point into them) */
     size_t ncopies, copies_cap;
+    /* "stackFrames", "samples", "loupeSamples" (indices into r->q.nodes) when present */
+    uint32_t sf_v, smp_v, ls_v;
+    int has_sf, has_smp, has_ls;
 } reader;
+
+static int read_samples(reader *r, uint64_t origin);
 
 static int oom(reader *r) {
     return loupe__err(LOUPE_ENOMEM, "out of memory reading %s (at byte %zu, %zu threads)", r->path,
@@ -1098,6 +1105,9 @@ static int finish_model(reader *r, const loupe__jnode *meta, const loupe__jnode 
     for (size_t i = 0; i < m->counter_count; i++) {
         m->counters[i].ts_ns -= o;
     }
+    if ((rc = read_samples(r, o)) != 0) {
+        return rc;
+    }
     m->pid = r->first_pid;
     int has_duration = 0;
     if (other != NULL && (rc = read_meta(r, other, &has_duration)) != 0) {
@@ -1501,6 +1511,15 @@ static int walk_object(reader *r, size_t *idx, uint32_t *meta, uint32_t *other) 
                 *meta = v;
             } else if (is_other) {
                 *other = v;
+            } else if (strcmp(key, "stackFrames") == 0) {
+                r->sf_v = v;
+                r->has_sf = 1;
+            } else if (strcmp(key, "samples") == 0) {
+                r->smp_v = v;
+                r->has_smp = 1;
+            } else if (strcmp(key, "loupeSamples") == 0) {
+                r->ls_v = v;
+                r->has_ls = 1;
             }
         }
         c = peek(r);
@@ -1606,4 +1625,234 @@ int loupe__chrome_json_read_stream(const char *path, char *buf, size_t n, size_t
 
 int loupe__chrome_json_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
     return loupe__chrome_json_read_stream(path, buf, n, n + 1, NULL, NULL, out);
+}
+
+/* ---- CPU samples: "stackFrames", "samples", "loupeSamples" ----
+ *
+ * stackFrames: {"<id>": {"name", "category", "parent", and loupe's "file", "line", "inlined",
+ * "offset"}} becomes frames (function = name, module = category) and stack nodes; ids are any
+ * strings (or numbers). A parent that is not in the dictionary, or a cycle, ends the stack there
+ * (one warning). samples: [{"tid" (else "pid"), "ts" (µs), "cpu", "sf", "weight"}]: one model
+ * sample per unit of an integer weight (absent: 1; at most 2^20 per entry), with the stack of
+ * "sf" (none when absent or unknown: counted in a warning). An entry that is not an object, or
+ * has no valid ts, is skipped and counted in a warning. loupeSamples restores the period, the
+ * losses and the off-CPU intervals (loupe's own). */
+
+typedef struct sf_entry {
+    char key[32];
+    const loupe__jnode *v;
+    uint32_t node;   /* UINT32_MAX until resolved */
+    uint32_t parent; /* index into the sorted entries, UINT32_MAX: none */
+    int state;       /* 0 unresolved, 1 on the current path, 2 resolved */
+} sf_entry;
+
+static void node_key(const loupe__jnode *v, char *buf, size_t size) {
+    if (v->type == LOUPE__J_STR) {
+        snprintf(buf, size, "%s", v->s);
+    } else if (v->type == LOUPE__J_NUM) {
+        snprintf(buf, size, "%.*s", (int)(v->len < size ? v->len : size - 1), v->s);
+    } else {
+        buf[0] = 0;
+    }
+}
+
+static int cmp_sf(const void *pa, const void *pb) {
+    return strcmp(((const sf_entry *)pa)->key, ((const sf_entry *)pb)->key);
+}
+
+static uint32_t sf_find(const sf_entry *e, size_t n, const char *key) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(e[mid].key, key);
+        if (c == 0) {
+            return (uint32_t)mid;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return UINT32_MAX;
+}
+
+static const char *member_str(reader *r, const loupe__jnode *obj, const char *key) {
+    const loupe__jnode *v = loupe__jp_get(&r->q, obj, key);
+    return v != NULL && v->type == LOUPE__J_STR ? loupe__mb_str(r->mb, v->s) : "";
+}
+
+static uint64_t member_u64(reader *r, const loupe__jnode *obj, const char *key, uint64_t dflt) {
+    const loupe__jnode *v = loupe__jp_get(&r->q, obj, key);
+    uint64_t out = dflt;
+    if (v != NULL && v->type == LOUPE__J_NUM) {
+        loupe__jp_u64(v, &out);
+    } else if (v != NULL && v->type == LOUPE__J_STR) {
+        str_u64(v->s, 0, &out);
+    }
+    return out;
+}
+
+/* Resolves entry i (and its callers) into stack nodes. */
+static int sf_resolve(reader *r, sf_entry *e, size_t n, uint32_t i, uint64_t *cut) {
+    uint32_t path[64];
+    size_t depth = 0;
+    uint32_t k = i;
+    /* climb to a resolved caller (or the root), then build downwards; paths deeper than the
+     * buffer are resolved in chunks, the deepest first */
+    while (k != UINT32_MAX && e[k].state != 2) {
+        if (e[k].state == 1) { /* a cycle: the stack ends here */
+            (*cut)++;
+            e[path[depth - 1]].parent = UINT32_MAX;
+            break;
+        }
+        if (depth == 64) {
+            int rc = sf_resolve(r, e, n, k, cut);
+            if (rc != 0) {
+                return rc;
+            }
+            break;
+        }
+        e[k].state = 1;
+        path[depth++] = k;
+        k = e[k].parent;
+    }
+    while (depth > 0) {
+        sf_entry *x = &e[path[--depth]];
+        const loupe__jnode *o = x->v;
+        loupe_frame f = {member_str(r, o, "name"),
+                         member_str(r, o, "file"),
+                         (uint32_t)member_u64(r, o, "line", 0),
+                         (uint32_t)member_u64(r, o, "inlined", 0),
+                         member_str(r, o, "category"),
+                         member_u64(r, o, "offset", 0)};
+        uint32_t fi = loupe__mb_frame(r->mb, &f);
+        uint32_t parent = x->parent != UINT32_MAX ? e[x->parent].node : UINT32_MAX;
+        x->node = fi == UINT32_MAX ? UINT32_MAX : loupe__mb_stack(r->mb, parent, fi);
+        x->state = 2;
+        if (x->node == UINT32_MAX) {
+            return oom(r);
+        }
+    }
+    return 0;
+}
+
+static int read_samples(reader *r, uint64_t origin) {
+    sf_entry *e = NULL;
+    size_t n = 0;
+    uint64_t cut = 0, bad = 0, unknown_sf = 0;
+    int rc = 0;
+    const loupe__jnode *sf = r->has_sf ? &r->q.nodes[r->sf_v] : NULL;
+    if (sf != NULL && sf->type == LOUPE__J_OBJ && sf->count > 0) {
+        e = calloc(sf->count, sizeof(*e));
+        if (e == NULL) {
+            return oom(r);
+        }
+        for (uint32_t c = sf->first; c != 0; c = r->q.nodes[c].next) {
+            const loupe__jnode *v = &r->q.nodes[c];
+            if (v->type != LOUPE__J_OBJ || n >= sf->count) {
+                continue;
+            }
+            snprintf(e[n].key, sizeof e[n].key, "%s", v->key);
+            e[n].v = v;
+            e[n].node = UINT32_MAX;
+            n++;
+        }
+        qsort(e, n, sizeof(*e), cmp_sf);
+        for (size_t i = 0; i < n; i++) {
+            const loupe__jnode *p = loupe__jp_get(&r->q, e[i].v, "parent");
+            char key[32];
+            e[i].parent = UINT32_MAX;
+            if (p != NULL && p->type != LOUPE__J_NULL) {
+                node_key(p, key, sizeof key);
+                e[i].parent = sf_find(e, n, key);
+                cut += e[i].parent == UINT32_MAX;
+            }
+        }
+    }
+    const loupe__jnode *smp = r->has_smp ? &r->q.nodes[r->smp_v] : NULL;
+    size_t idx = 0;
+    for (uint32_t c = smp != NULL && smp->type == LOUPE__J_ARR ? smp->first : 0; c != 0 && rc == 0;
+         c = r->q.nodes[c].next, idx++) {
+        const loupe__jnode *v = &r->q.nodes[c];
+        const loupe__jnode *ts = v->type == LOUPE__J_OBJ ? loupe__jp_get(&r->q, v, "ts") : NULL;
+        int64_t ns;
+        if (ts == NULL || ts->type != LOUPE__J_NUM || !loupe__jp_scaled(ts, 3, NS_LIMIT, &ns) ||
+            ns < 0 || (uint64_t)ns < origin) {
+            bad++;
+            continue;
+        }
+        uint64_t pid = member_u64(r, v, "pid", 0), tid = member_u64(r, v, "tid", 0);
+        size_t t = thread_of(r, tid != 0 ? tid : pid);
+        if (t == SIZE_MAX) {
+            rc = oom(r);
+            break;
+        }
+        uint32_t stack = UINT32_MAX;
+        const loupe__jnode *s = loupe__jp_get(&r->q, v, "sf");
+        if (s != NULL && s->type != LOUPE__J_NULL) {
+            char key[32];
+            node_key(s, key, sizeof key);
+            uint32_t i = sf_find(e, n, key);
+            if (i == UINT32_MAX) {
+                unknown_sf++;
+            } else {
+                if (e[i].state != 2 && (rc = sf_resolve(r, e, n, i, &cut)) != 0) {
+                    break;
+                }
+                stack = e[i].node;
+            }
+        }
+        uint64_t cpu = member_u64(r, v, "cpu", UINT32_MAX);
+        uint64_t weight = member_u64(r, v, "weight", 1);
+        weight = weight > (1u << 20) ? (1u << 20) : weight;
+        for (uint64_t w = 0; w < weight && rc == 0; w++) {
+            if (loupe__mb_sample(r->mb, t, (uint64_t)ns - origin, stack,
+                                 cpu > UINT32_MAX ? UINT32_MAX : (uint32_t)cpu) != 0) {
+                rc = oom(r);
+            }
+        }
+    }
+    free(e);
+    if (rc != 0) {
+        return rc;
+    }
+    const loupe__jnode *ls = r->has_ls ? &r->q.nodes[r->ls_v] : NULL;
+    if (ls != NULL && ls->type == LOUPE__J_OBJ) {
+        r->m->sample_period_ns = member_u64(r, ls, "period_ns", 0);
+        r->m->samples_lost = member_u64(r, ls, "lost", 0);
+        const loupe__jnode *oc = loupe__jp_get(&r->q, ls, "off_cpu");
+        for (uint32_t c = oc != NULL && oc->type == LOUPE__J_ARR ? oc->first : 0; c != 0;
+             c = r->q.nodes[c].next) {
+            const loupe__jnode *v = &r->q.nodes[c];
+            if (v->type != LOUPE__J_OBJ) {
+                continue;
+            }
+            size_t t = thread_of(r, member_u64(r, v, "tid", 0));
+            if (t == SIZE_MAX || loupe__mb_off_cpu(r->mb, t, member_u64(r, v, "start_ns", 0),
+                                                   member_u64(r, v, "dur_ns", 0)) != 0) {
+                return oom(r);
+            }
+        }
+    }
+    if (bad > 0 && loupe__mb_warn(r->mb,
+                                  "%s: %llu entr%s of \"samples\" skipped: not an object, or no "
+                                  "valid \"ts\"",
+                                  r->path, (unsigned long long)bad, bad == 1 ? "y" : "ies") != 0) {
+        return oom(r);
+    }
+    if (unknown_sf > 0 &&
+        loupe__mb_warn(r->mb,
+                       "%s: %llu sample%s name an \"sf\" that is not in \"stackFrames\"; kept "
+                       "without a stack",
+                       r->path, (unsigned long long)unknown_sf, unknown_sf == 1 ? "" : "s") != 0) {
+        return oom(r);
+    }
+    if (cut > 0 && loupe__mb_warn(r->mb,
+                                  "%s: %llu stack frame%s name a parent that is not in "
+                                  "\"stackFrames\" (or a cycle); their stacks end there",
+                                  r->path, (unsigned long long)cut, cut == 1 ? "" : "s") != 0) {
+        return oom(r);
+    }
+    return 0;
 }

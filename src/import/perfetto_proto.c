@@ -31,6 +31,8 @@
  *   model fields Perfetto has no place for: host, clock, tsc_ghz, origin, duration, per-track
  *   kind/device/tid and loss accounting, and the metadata pairs. Model times are relative to its
  *   origin_unix_ns (the writer's clock base); in other files to the earliest timestamp.
+ * - CPU samples: PerfSample packets and the interned frames, mappings and callstacks they use
+ *   (see "CPU samples" at the end of this file).
  */
 #include "base/array.h"
 #include "base/error.h"
@@ -174,7 +176,13 @@ typedef struct reader {
     int any_ts;
     int loupe_meta;
     uint64_t origin, unmatched_meta;
+    map prof; /* samples: (iid, seq<<40 | gen<<8 | kind) -> what the iid stands for */
 } reader;
+
+static int do_profile_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s);
+static int do_perf_sample(reader *r, const loupe__pbf *pf, uint64_t ts, size_t si, const seq *s);
+static int do_samples_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si,
+                           const seq *s);
 
 static int ferr(reader *r, size_t off, const char *what, const char *where) {
     return loupe__err(LOUPE_EFORMAT, "%s: Perfetto protobuf: offset %zu: %s (in %s)", r->name, off,
@@ -881,6 +889,10 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
         rc = do_meta(r, ann, nann, si, s);
         goto out;
     }
+    if (type == 3 && t->kind == TK_PROCESS && strcmp(name, "loupe_samples") == 0) {
+        rc = do_samples_meta(r, ann, nann < sizeof ann / sizeof ann[0] ? nann : 0, si, s);
+        goto out;
+    }
     /* Scalar annotations become args (all of them: re-walk when more than ann[] holds). */
     {
         loupe__pbr q = sub(r, ef);
@@ -983,7 +995,7 @@ out:
 
 static int do_packet(reader *r, const loupe__pbf *pf) {
     loupe__pbr p = sub(r, pf);
-    loupe__pbf f = {0}, te = {0}, idata = {0}, defaults = {0}, desc = {0}, clk = {0};
+    loupe__pbf f = {0}, te = {0}, idata = {0}, defaults = {0}, desc = {0}, clk = {0}, perf = {0};
     int rc = 0, k;
     int has_ts = 0, has_clock = 0, has_te = 0, has_id = 0, has_def = 0, has_desc = 0, has_clk = 0;
     int cleared = 0, dropped = 0;
@@ -1004,6 +1016,7 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
         case 12: /* interned_data */
         case 59: /* trace_packet_defaults */
         case 60: /* track_descriptor */
+        case 66: /* perf_sample */
             wire = PB_LEN;
             break;
         default:
@@ -1053,6 +1066,9 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
             desc = f;
             has_desc = 1;
             break;
+        case 66:
+            perf = f;
+            break;
         default:
             break;
         }
@@ -1092,6 +1108,9 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
     if (idata.data != NULL && s->valid && (rc = do_interned(r, &idata, si, s)) != 0) {
         return rc;
     }
+    if (idata.data != NULL && s->valid && (rc = do_profile_interned(r, &idata, si, s)) != 0) {
+        return rc;
+    }
     if (has_ts) {
         if (!has_clock && s->has_clock_default) {
             clock = s->clock_default;
@@ -1103,6 +1122,9 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
     }
     if (has_te) {
         return do_track_event(r, &te, r->last_ts, si, s);
+    }
+    if (perf.data != NULL) {
+        return do_perf_sample(r, &perf, r->last_ts, si, s);
     }
     return 0;
 }
@@ -1143,6 +1165,10 @@ static int finish(reader *r) {
         loupe_counter_sample *c = &r->m->counters[j];
         c->ts_ns = c->ts_ns > base ? c->ts_ns - base : 0;
     }
+    for (size_t j = 0; j < r->m->sample_count; j++) {
+        loupe_sample *sm = &r->m->samples[j];
+        sm->ts_ns = sm->ts_ns > base ? sm->ts_ns - base : 0;
+    }
     if (!r->loupe_meta && r->any_ts) {
         r->m->duration_ns = r->max_ts - r->min_ts;
     }
@@ -1160,6 +1186,7 @@ static void reader_free(reader *r) {
     free(r->tracks.e);
     free(r->flows.e);
     free(r->seqmap.e);
+    free(r->prof.e);
     for (size_t i = 0; i < r->trk_count; i++) {
         free(r->trk[i].stack);
     }
@@ -1293,4 +1320,355 @@ int loupe__perfetto_proto_read_file(const char *path, loupe_model **out) {
                           e ? strerror(e) : "file changed");
     }
     return loupe__perfetto_proto_read_mem(path, (char *)buf, n, out);
+}
+
+/* ---- CPU samples (the packets perfetto_samples.c writes; Perfetto's traced_perf's) ----
+ *
+ * InternedData function_names (5) and mapping_paths (17) are InternedString {iid 1, str 2};
+ * mappings (19) {iid 1, path_string_ids 7: joined with a '/' before each, as trace_processor
+ * does}; frames (6) {iid 1, function_name_id 2, mapping_id 3, rel_pc 4}; callstacks (7)
+ * {iid 1, frame_ids 2, outermost first}. Read in that order whatever the order in the message
+ * (a callstack may use a frame of the same packet). PerfSample (TracePacket 66): cpu 1, pid 2,
+ * tid 3, callstack_iid 4; its thread is the thread track with that tid (else a thread of that
+ * pid's process). A frame, mapping or callstack iid that was never defined is a stack cut there,
+ * counted in one warning. loupe's "loupe_samples" instant restores period, losses, the frames'
+ * file/line/inlined and the off-CPU intervals. */
+
+enum { PK_FUNC = 5, PK_FRAME = 6, PK_STACK = 7, PK_PATH = 17, PK_MAPPING = 19, PK_EXTRA = 100 };
+
+typedef struct fextra {
+    const char *file, *module;
+    uint32_t line, inlined;
+} fextra;
+
+static uint64_t pkey(size_t si, const seq *s, unsigned kind) {
+    return ((uint64_t)si << 40) | ((uint64_t)s->gen << 8) | kind;
+}
+
+static mentry *pget(reader *r, size_t si, const seq *s, unsigned kind, uint64_t iid) {
+    mentry *e = map_find(&r->prof, iid, pkey(si, s, kind));
+    return e != NULL && e->live ? e : NULL;
+}
+
+/* Scans an interned message {iid 1, ...}: fills iid, a string field 2 (as str) and the repeated
+ * varint field rep (into r->fids) and the scalars 2, 3, 4 (into v[2..4]). */
+static int prof_entry(reader *r, const loupe__pbf *f, uint64_t *iid, uint64_t v[5], const char **s2,
+                      uint32_t rep, size_t *nrep) {
+    loupe__pbr q = sub(r, f);
+    loupe__pbf g = {0};
+    int rc = 0, k;
+    size_t cap = 0;
+    *iid = 0;
+    *nrep = 0;
+    while ((k = next(r, &q, &g, "interned profile entry", &rc)) > 0) {
+        if (g.field == rep && rep != 0) {
+            if ((rc = want(r, &g, PB_VARINT, "interned profile entry")) != 0) {
+                return rc;
+            }
+            cap = r->fid_cap;
+            if (push_id(r, &r->fids, &cap, nrep, g.v) != 0) {
+                return LOUPE_ENOMEM;
+            }
+            r->fid_cap = cap;
+        } else if (g.field == 2 && s2 != NULL) {
+            if ((rc = want(r, &g, PB_LEN, "interned profile entry")) != 0) {
+                return rc;
+            }
+            *s2 = str(r, &g);
+        } else if (g.field >= 1 && g.field <= 4) {
+            if ((rc = want(r, &g, PB_VARINT, "interned profile entry")) != 0) {
+                return rc;
+            }
+            if (g.field == 1) {
+                *iid = g.v;
+            } else {
+                v[g.field] = g.v;
+            }
+        }
+    }
+    if (k < 0) {
+        return rc;
+    }
+    return *iid == 0 ? ferr(r, f->offset, "interned entry without an iid", "InternedData") : 0;
+}
+
+static int do_profile_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s) {
+    static const unsigned order[] = {PK_FUNC, PK_PATH, PK_MAPPING, PK_FRAME, PK_STACK};
+    int rc = 0, k;
+    for (size_t pass = 0; pass < sizeof order / sizeof order[0]; pass++) {
+        loupe__pbr p = sub(r, idf);
+        loupe__pbf f = {0};
+        while ((k = next(r, &p, &f, "InternedData", &rc)) > 0) {
+            if (f.field != order[pass]) {
+                continue;
+            }
+            if ((rc = want(r, &f, PB_LEN, "InternedData")) != 0) {
+                return rc;
+            }
+            uint64_t iid, v[5] = {0, 0, 0, 0, 0};
+            const char *s2 = NULL;
+            size_t nrep = 0;
+            unsigned kind = order[pass];
+            uint32_t rep = kind == PK_MAPPING ? 7 : kind == PK_STACK ? 2 : 0;
+            int str2 = kind == PK_FUNC || kind == PK_PATH;
+            if ((rc = prof_entry(r, &f, &iid, v, str2 ? &s2 : NULL, rep, &nrep)) != 0) {
+                return rc;
+            }
+            mentry *e = map_put(&r->prof, iid, pkey(si, s, kind));
+            if (e == NULL) {
+                return oom(r);
+            }
+            if (e->live) {
+                continue; /* the first definition wins */
+            }
+            e->live = 1;
+            if (str2) {
+                e->v1 = (uint64_t)(uintptr_t)(s2 != NULL ? s2 : "");
+            } else if (kind == PK_MAPPING) {
+                size_t len = 0;
+                for (size_t i = 0; i < nrep; i++) {
+                    mentry *c = pget(r, si, s, PK_PATH, r->fids[i]);
+                    len += 1 + (c != NULL ? strlen((const char *)(uintptr_t)c->v1) : 0);
+                }
+                char *path = loupe__mb_alloc(r->mb, len + 1);
+                if (path == NULL) {
+                    return oom(r);
+                }
+                len = 0;
+                for (size_t i = 0; i < nrep; i++) {
+                    mentry *c = pget(r, si, s, PK_PATH, r->fids[i]);
+                    const char *comp = c != NULL ? (const char *)(uintptr_t)c->v1 : "";
+                    path[len++] = '/';
+                    memcpy(path + len, comp, strlen(comp));
+                    len += strlen(comp);
+                }
+                path[len] = 0;
+                e->v1 = (uint64_t)(uintptr_t)loupe__mb_str(r->mb, path);
+            } else if (kind == PK_FRAME) {
+                mentry *fn = v[2] != 0 ? pget(r, si, s, PK_FUNC, v[2]) : NULL;
+                mentry *mp = v[3] != 0 ? pget(r, si, s, PK_MAPPING, v[3]) : NULL;
+                mentry *ex = pget(r, si, s, PK_EXTRA, iid);
+                const fextra *x = ex != NULL ? (const fextra *)(uintptr_t)ex->v1 : NULL;
+                loupe_frame fr = {fn != NULL ? (const char *)(uintptr_t)fn->v1 : "",
+                                  x != NULL ? x->file : "",
+                                  x != NULL ? x->line : 0,
+                                  x != NULL ? x->inlined : 0,
+                                  mp != NULL ? (const char *)(uintptr_t)mp->v1 : "",
+                                  v[4]};
+                if (x != NULL && x->module != NULL) {
+                    fr.module = x->module;
+                }
+                uint32_t idx = loupe__mb_frame(r->mb, &fr);
+                if (idx == UINT32_MAX) {
+                    return oom(r);
+                }
+                e->v1 = idx;
+            } else { /* PK_STACK */
+                uint32_t node = UINT32_MAX;
+                for (size_t i = 0; i < nrep; i++) {
+                    mentry *fe = pget(r, si, s, PK_FRAME, r->fids[i]);
+                    if (fe == NULL) {
+                        continue; /* an undefined frame: skipped, the stack goes on */
+                    }
+                    uint32_t n = loupe__mb_stack(r->mb, node, (uint32_t)fe->v1);
+                    if (n == UINT32_MAX) {
+                        return oom(r);
+                    }
+                    node = n;
+                }
+                e->v1 = node;
+            }
+        }
+        if (k < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int do_perf_sample(reader *r, const loupe__pbf *pf, uint64_t ts, size_t si, const seq *s) {
+    loupe__pbr p = sub(r, pf);
+    loupe__pbf f = {0};
+    int rc = 0, k;
+    uint64_t v[5] = {0, 0, 0, 0, 0};
+    int has_cpu = 0;
+    while ((k = next(r, &p, &f, "PerfSample", &rc)) > 0) {
+        if (f.field < 1 || f.field > 4) {
+            continue;
+        }
+        if ((rc = want(r, &f, PB_VARINT, "PerfSample")) != 0) {
+            return rc;
+        }
+        v[f.field] = f.v;
+        has_cpu |= f.field == 1;
+    }
+    if (k < 0) {
+        return rc;
+    }
+    size_t th = SIZE_MAX;
+    for (size_t i = 0; i < r->trk_count && th == SIZE_MAX; i++) {
+        if (r->trk[i].kind == TK_THREAD && r->trk[i].tid == v[3]) {
+            th = track_thread(r, &r->trk[i], &rc);
+            if (th == SIZE_MAX) {
+                return rc;
+            }
+        }
+    }
+    if (th == SIZE_MAX) {
+        size_t proc = loupe__mb_process(r->mb, v[2]);
+        th = proc == SIZE_MAX ? SIZE_MAX : loupe__mb_thread_in(r->mb, proc, v[3]);
+        if (th == SIZE_MAX) {
+            return oom(r);
+        }
+    }
+    uint32_t stack = UINT32_MAX;
+    if (v[4] != 0) {
+        mentry *e = pget(r, si, s, PK_STACK, v[4]);
+        if (e != NULL) {
+            stack = (uint32_t)e->v1;
+        } else if (loupe__mb_warn(r->mb,
+                                  "%s: Perfetto protobuf: offset %zu: PerfSample callstack_iid "
+                                  "%llu was never defined on its sequence; the sample is kept "
+                                  "without a stack",
+                                  r->name, pf->offset, (unsigned long long)v[4]) != 0) {
+            return oom(r);
+        }
+    }
+    r->any_ts = 1;
+    if (ts < r->min_ts) {
+        r->min_ts = ts;
+    }
+    if (ts > r->max_ts) {
+        r->max_ts = ts;
+    }
+    if (loupe__mb_sample(r->mb, th, ts, stack, has_cpu ? (uint32_t)v[1] : UINT32_MAX) != 0) {
+        return oom(r);
+    }
+    return 0;
+}
+
+/* Calls fn on each dict entry of annotation af (a DebugAnnotation with dict_entries). */
+static int each_entry(reader *r, const loupe__pbf *af, size_t si, const seq *s,
+                      int (*fn)(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si,
+                                const seq *s, void *ctx),
+                      void *ctx) {
+    loupe__pbr q = sub(r, af);
+    loupe__pbf g = {0};
+    int rc = 0, k;
+    while ((k = next(r, &q, &g, "DebugAnnotation", &rc)) > 0) {
+        if (g.field != 11) {
+            continue;
+        }
+        loupe_arg a;
+        loupe__pbf d;
+        if (annotation(r, &g, si, s, &a, &d, &rc) < 0) {
+            return rc;
+        }
+        if ((rc = fn(r, &g, &a, si, s, ctx)) != 0) {
+            return rc;
+        }
+    }
+    return k < 0 ? rc : 0;
+}
+
+static int extra_field(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si, const seq *s,
+                       void *ctx) {
+    (void)ef, (void)si, (void)s, (void)r;
+    fextra *x = ctx;
+    if (strcmp(a->key, "file") == 0 && a->type == LOUPE_ARG_STRING) {
+        x->file = a->v.s;
+    } else if (strcmp(a->key, "module") == 0 && a->type == LOUPE_ARG_STRING) {
+        x->module = a->v.s;
+    } else if (strcmp(a->key, "line") == 0 && a->type == LOUPE_ARG_UINT64) {
+        x->line = (uint32_t)a->v.u;
+    } else if (strcmp(a->key, "inlined") == 0 && a->type == LOUPE_ARG_UINT64) {
+        x->inlined = (uint32_t)a->v.u;
+    }
+    return 0;
+}
+
+static int decimal(const char *k, uint64_t *out) {
+    char *endp;
+    errno = 0;
+    unsigned long long v = strtoull(k, &endp, 10);
+    *out = v;
+    return k[0] != 0 && *endp == 0 && errno == 0;
+}
+
+static int frame_extra(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si, const seq *s,
+                       void *ctx) {
+    (void)ctx;
+    uint64_t iid;
+    if (!decimal(a->key, &iid)) {
+        return 0;
+    }
+    fextra *x = loupe__mb_alloc(r->mb, sizeof(*x));
+    mentry *e = x != NULL ? map_put(&r->prof, iid, pkey(si, s, PK_EXTRA)) : NULL;
+    if (e == NULL) {
+        return oom(r);
+    }
+    x->file = "";
+    int rc = each_entry(r, ef, si, s, extra_field, x);
+    if (rc == 0 && !e->live) {
+        e->live = 1;
+        e->v1 = (uint64_t)(uintptr_t)x;
+    }
+    return rc;
+}
+
+static int off_cpu_interval(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si,
+                            const seq *s, void *ctx) {
+    (void)ef, (void)si, (void)s;
+    uint64_t start;
+    if (!decimal(a->key, &start) || a->type != LOUPE_ARG_UINT64) {
+        return 0;
+    }
+    return loupe__mb_off_cpu(r->mb, *(size_t *)ctx, start, a->v.u) != 0 ? oom(r) : 0;
+}
+
+static int off_cpu_track(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si,
+                         const seq *s, void *ctx) {
+    (void)ctx;
+    uint64_t uuid;
+    int rc = 0;
+    if (!decimal(a->key, &uuid)) {
+        return 0;
+    }
+    track *t = get_track(r, uuid, &rc);
+    size_t th = t != NULL ? track_thread(r, t, &rc) : SIZE_MAX;
+    if (th == SIZE_MAX) {
+        return rc;
+    }
+    return each_entry(r, ef, si, s, off_cpu_interval, &th);
+}
+
+static int samples_field(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si,
+                         const seq *s, void *ctx) {
+    (void)ef, (void)si, (void)s, (void)ctx;
+    if (a->type == LOUPE_ARG_UINT64 && strcmp(a->key, "period_ns") == 0) {
+        r->m->sample_period_ns = a->v.u;
+    } else if (a->type == LOUPE_ARG_UINT64 && strcmp(a->key, "lost") == 0) {
+        r->m->samples_lost = a->v.u;
+    }
+    return 0;
+}
+
+static int do_samples_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si,
+                           const seq *s) {
+    int rc = 0;
+    for (size_t e = 0; e < nev && rc == 0; e++) {
+        loupe_arg top;
+        loupe__pbf dict = {0};
+        if (annotation(r, &events[e], si, s, &top, &dict, &rc) < 0) {
+            return rc;
+        }
+        if (strcmp(top.key, "samples") == 0) {
+            rc = each_entry(r, &events[e], si, s, samples_field, NULL);
+        } else if (strcmp(top.key, "frames") == 0) {
+            rc = each_entry(r, &events[e], si, s, frame_extra, NULL);
+        } else if (strcmp(top.key, "off_cpu") == 0) {
+            rc = each_entry(r, &events[e], si, s, off_cpu_track, NULL);
+        }
+    }
+    return rc;
 }

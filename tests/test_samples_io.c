@@ -1,0 +1,271 @@
+/* test_samples_io.c: CPU samples through every format loupe writes and reads back (Perfetto
+ * protobuf, Chrome JSON, gzipped Chrome JSON, XPlane): the exact frames (function, file, line,
+ * inlined, module, offset), stacks, timestamps, threads and CPUs, the period, the losses and
+ * the off-CPU intervals; and the sample-weighted folded stacks. The model is built with the
+ * builder (what the sampler fills at a stop). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <loupe/loupe.h>
+
+#include "model/builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* Two threads, a zone on each, 6 samples over 4 stacks (one sample with no stack), an inlined
+ * frame, a kernel frame, a frame with no module, and off-CPU intervals on the main thread. */
+static loupe_model *sampled_model(void) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *mm = loupe__mb_model(mb);
+    mm->pid = 4242;
+    mm->process_name = loupe__mb_str(mb, "app");
+    mm->host = loupe__mb_str(mb, "box");
+    mm->clock = loupe__mb_str(mb, "monotonic");
+    mm->origin_unix_ns = 1700000000000000000ull;
+    mm->duration_ns = 10000000;
+    mm->sample_period_ns = 1000000;
+    mm->samples_lost = 3;
+    size_t t0 = loupe__mb_thread(mb, 4242), t1 = loupe__mb_thread(mb, 4243);
+    loupe__mb_thread_name(mb, t0, "main");
+    loupe__mb_thread_name(mb, t1, "worker");
+    size_t s = loupe__mb_slice(mb, t0);
+    loupe_slice *sl = loupe__mb_slice_at(mb, t0, s);
+    sl->start_ns = 0;
+    sl->dur_ns = 9000000;
+    sl->name = loupe__mb_str(mb, "run");
+    s = loupe__mb_slice(mb, t1);
+    sl = loupe__mb_slice_at(mb, t1, s);
+    sl->start_ns = 1000000;
+    sl->dur_ns = 5000000;
+    sl->name = loupe__mb_str(mb, "job");
+    loupe_frame fm = {"main", "app.c", 10, 0, "/usr/bin/app", 0x1000};
+    loupe_frame fw = {"work", "app.c", 20, 0, "/usr/bin/app", 0x1100};
+    loupe_frame fh = {"helper", "util.h", 3, 1, "/usr/bin/app", 0x1108};
+    loupe_frame fl = {"memcpy", "", 0, 0, "/lib/x86_64-linux-gnu/libc.so.6", 0x9abc0};
+    loupe_frame fk = {"do_syscall_64", "", 0, 0, "[kernel]", 0};
+    loupe_frame fj = {"jit 0x7f00", "", 0, 0, "", 0};
+    uint32_t im = loupe__mb_frame(mb, &fm), iw = loupe__mb_frame(mb, &fw);
+    uint32_t ih = loupe__mb_frame(mb, &fh), il = loupe__mb_frame(mb, &fl);
+    uint32_t ik = loupe__mb_frame(mb, &fk), ij = loupe__mb_frame(mb, &fj);
+    uint32_t a[] = {ih, iw, im}, b[] = {iw, im}, c[] = {ik, il, iw, im}, d[] = {ij};
+    uint32_t sa = loupe__mb_stack_of(mb, a, 3), sb = loupe__mb_stack_of(mb, b, 2);
+    uint32_t sc = loupe__mb_stack_of(mb, c, 4), sd = loupe__mb_stack_of(mb, d, 1);
+    assert_int_equal(loupe__mb_sample(mb, t0, 1000000, sa, 0), 0);
+    assert_int_equal(loupe__mb_sample(mb, t0, 2000000, sa, 0), 0);
+    assert_int_equal(loupe__mb_sample(mb, t0, 3000000, sb, 1), 0);
+    assert_int_equal(loupe__mb_sample(mb, t1, 3000000, sc, 2), 0);
+    assert_int_equal(loupe__mb_sample(mb, t1, 4000000, sd, UINT32_MAX), 0);
+    assert_int_equal(loupe__mb_sample(mb, t1, 5000000, UINT32_MAX, 3), 0);
+    assert_int_equal(loupe__mb_off_cpu(mb, t0, 5000000, 1500000), 0);
+    assert_int_equal(loupe__mb_off_cpu(mb, t0, 7000000, 250), 0);
+    loupe_model *m = loupe__mb_finish(mb);
+    assert_non_null(m);
+    return m;
+}
+
+/* One line per sample: "ts tid cpu | frame;frame;... (outermost first)" with every frame field. */
+static char *describe(const loupe_model *m) {
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    out[0] = 0;
+    for (size_t i = 0; i < m->sample_count; i++) {
+        const loupe_sample *s = &m->samples[i];
+        assert_true(s->thread < m->thread_count);
+        len += (size_t)snprintf(
+            out + len, cap - len, "%llu %llu %d |", (unsigned long long)s->ts_ns,
+            (unsigned long long)m->threads[s->thread].tid, s->cpu == UINT32_MAX ? -1 : (int)s->cpu);
+        const char *chain[64];
+        size_t n = 0;
+        for (uint32_t k = s->stack; k != UINT32_MAX; k = m->stack_nodes[k].parent) {
+            assert_true(k < m->stack_node_count && n < 64);
+            const loupe_frame *f = &m->frames[m->stack_nodes[k].frame];
+            static char buf[64][256];
+            snprintf(buf[n], sizeof buf[n], "%s@%s:%u:%u:%s+%llx", f->function, f->file, f->line,
+                     f->inlined, f->module, (unsigned long long)f->module_offset);
+            chain[n] = buf[n];
+            n++;
+        }
+        for (size_t j = n; j-- > 0;) {
+            len += (size_t)snprintf(out + len, cap - len, " %s", chain[j]);
+        }
+        len += (size_t)snprintf(out + len, cap - len, "\n");
+        assert_true(len < cap);
+    }
+    return out;
+}
+
+static const char expected_samples[] =
+    "1000000 4242 0 | main@app.c:10:0:/usr/bin/app+1000 work@app.c:20:0:/usr/bin/app+1100 "
+    "helper@util.h:3:1:/usr/bin/app+1108\n"
+    "2000000 4242 0 | main@app.c:10:0:/usr/bin/app+1000 work@app.c:20:0:/usr/bin/app+1100 "
+    "helper@util.h:3:1:/usr/bin/app+1108\n"
+    "3000000 4242 1 | main@app.c:10:0:/usr/bin/app+1000 work@app.c:20:0:/usr/bin/app+1100\n"
+    "3000000 4243 2 | main@app.c:10:0:/usr/bin/app+1000 work@app.c:20:0:/usr/bin/app+1100 "
+    "memcpy@:0:0:/lib/x86_64-linux-gnu/libc.so.6+9abc0 do_syscall_64@:0:0:[kernel]+0\n"
+    "4000000 4243 -1 | jit 0x7f00@:0:0:+0\n"
+    "5000000 4243 3 |\n";
+
+static void check_samples(const loupe_model *m) {
+    char *d = describe(m);
+    assert_string_equal(d, expected_samples);
+    free(d);
+    assert_int_equal(m->sample_period_ns, 1000000);
+    assert_int_equal(m->samples_lost, 3);
+    size_t with_off = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->off_cpu_count == 0) {
+            continue;
+        }
+        with_off++;
+        assert_int_equal(th->tid, 4242);
+        assert_int_equal(th->off_cpu_count, 2);
+        assert_int_equal(th->off_cpu[0].start_ns, 5000000);
+        assert_int_equal(th->off_cpu[0].dur_ns, 1500000);
+        assert_int_equal(th->off_cpu[1].start_ns, 7000000);
+        assert_int_equal(th->off_cpu[1].dur_ns, 250);
+    }
+    assert_int_equal(with_off, 1);
+}
+
+static void round_trip(const char *file, loupe_file_format format) {
+    loupe_model *m = sampled_model();
+    check_samples(m); /* the model itself */
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tu_dir, file);
+    int rc = loupe_trace_write(m, path, format);
+    if (rc != 0) {
+        fail_msg("loupe_trace_write(%s): %s", path, loupe_last_error());
+    }
+    loupe_model *back = tu_read_back(path);
+    check_samples(back);
+    assert_int_equal(back->warning_count, 0);
+    tu_models_equal(m, back); /* and the rest of the model is unchanged */
+    loupe_model_free(back);
+    loupe_model_free(m);
+}
+
+static void test_perfetto_proto(void **state) {
+    (void)state;
+    round_trip("s.pftrace", LOUPE_FILE_PERFETTO_PROTO);
+}
+
+static void test_chrome_json(void **state) {
+    (void)state;
+    round_trip("s.json", LOUPE_FILE_CHROME_JSON);
+    round_trip("s.json.gz", LOUPE_FILE_CHROME_JSON);
+    round_trip("perfetto_trace.json.gz", LOUPE_FILE_PERFETTO_JSON);
+}
+
+/* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
+static char *summary_of(const char *args) {
+    loupe_model *m = sampled_model();
+    char path[512], cmd[1024];
+    snprintf(path, sizeof path, "%s/sum.pftrace", tu_dir);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_PERFETTO_PROTO), 0);
+    loupe_model_free(m);
+    snprintf(cmd, sizeof cmd, "'%s' summary '%s' %s 2>&1", tu_cli(), path, args);
+    char *out = NULL;
+    int rc = tu_run(cmd, &out);
+    if (rc != 0) {
+        fail_msg("%s: exit %d: %s", cmd, rc, out != NULL ? out : "");
+    }
+    return out;
+}
+
+static const char expected_hot[] =
+    "\nhot functions: 6 CPU samples, one per 1.000 ms of CPU time, 3 lost\n"
+    "self: samples in the function itself; total: on the stack; % of the samples (the CPU time "
+    "sampled)\n"
+    "\n"
+    "    self    total  self % total %  function\n"
+    "       2        2   33.3%   33.3%  helper\n"
+    "       1        4   16.7%   66.7%  work\n"
+    "       1        1   16.7%   16.7%  [no stack]\n"
+    "       1        1   16.7%   16.7%  do_syscall_64\n"
+    "       1        1   16.7%   16.7%  jit 0x7f00\n"
+    "       0        4    0.0%   66.7%  main\n"
+    "       0        1    0.0%   16.7%  memcpy\n";
+
+static const char expected_hot_by_thread[] =
+    "\nhot functions: 6 CPU samples, one per 1.000 ms of CPU time, 3 lost\n"
+    "self: samples in the function itself; total: on the stack; % of the thread's samples\n"
+    "\n"
+    "thread 4242 (main): 3 samples\n"
+    "    self    total  self % total %  function\n"
+    "       2        2   66.7%   66.7%  helper\n"
+    "       1        3   33.3%  100.0%  work\n"
+    "(1 more function; --top 0 shows all)\n"
+    "\n"
+    "thread 4243 (worker): 3 samples\n"
+    "    self    total  self % total %  function\n"
+    "       1        1   33.3%   33.3%  [no stack]\n"
+    "       1        1   33.3%   33.3%  do_syscall_64\n"
+    "(4 more functions; --top 0 shows all)\n";
+
+/* The hot-functions table after the zones, exact, overall and per thread; and in --json. */
+static void test_summary_hot(void **state) {
+    (void)state;
+    char *out = summary_of("");
+    const char *hot = strstr(out, "\nhot functions:");
+    assert_non_null(hot);
+    assert_string_equal(hot, expected_hot);
+    free(out);
+    out = summary_of("--by-thread --top 2");
+    hot = strstr(out, "\nhot functions:");
+    assert_non_null(hot);
+    assert_string_equal(hot, expected_hot_by_thread);
+    free(out);
+    out = summary_of("--json --by-thread --top 1");
+    json_error_t err;
+    json_t *root = json_loads(out, 0, &err);
+    if (root == NULL) {
+        fail_msg("summary --json: %s: %s", err.text, out);
+    }
+    assert_int_equal(json_integer_value(json_object_get(root, "samples")), 6);
+    assert_int_equal(json_integer_value(json_object_get(root, "samples_lost")), 3);
+    assert_int_equal(json_integer_value(json_object_get(root, "sample_period_ns")), 1000000);
+    json_t *hf = json_object_get(root, "hot_functions");
+    assert_int_equal(json_array_size(hf), 2); /* the top one of each thread */
+    json_t *a = json_array_get(hf, 0), *b = json_array_get(hf, 1);
+    assert_string_equal(json_string_value(json_object_get(a, "function")), "helper");
+    assert_int_equal(json_integer_value(json_object_get(a, "thread")), 4242);
+    assert_string_equal(json_string_value(json_object_get(a, "thread_name")), "main");
+    assert_int_equal(json_integer_value(json_object_get(a, "self_samples")), 2);
+    assert_int_equal(json_integer_value(json_object_get(a, "total_samples")), 2);
+    assert_true(json_real_value(json_object_get(a, "self_percent")) == 200.0 / 3.0);
+    assert_string_equal(json_string_value(json_object_get(b, "function")), "[no stack]");
+    assert_int_equal(json_integer_value(json_object_get(b, "thread")), 4243);
+    assert_true(json_real_value(json_object_get(b, "total_percent")) == 100.0 / 3.0);
+    json_decref(root);
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    /* --write-pftrace PATH: the sampled model as a .pftrace, for tests/perfetto_samples.sh */
+    if (argc == 3 && strcmp(argv[1], "--write-pftrace") == 0) {
+        loupe_model *m = sampled_model();
+        int rc = loupe_trace_write(m, argv[2], LOUPE_FILE_PERFETTO_PROTO);
+        loupe_model_free(m);
+        if (rc != 0) {
+            fprintf(stderr, "%s: %s\n", argv[2], loupe_last_error());
+        }
+        return rc != 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_perfetto_proto, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_chrome_json, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_summary_hot, tu_setup, tu_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
