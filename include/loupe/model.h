@@ -202,7 +202,7 @@ typedef struct loupe_model {
     loupe_stack_node *stack_nodes;
     uint64_t sample_period_ns; /* the sampling period; 0 when unknown or no samples */
     uint64_t samples_lost;     /* samples the kernel or loupe lost (counted, not in samples) */
-    void *loupe__arena; /* private: the storage every pointer above points into */
+    void *loupe__arena;        /* private: the storage every pointer above points into */
 } loupe_model;
 
 /** Frees a model and everything it owns. NULL is allowed. */

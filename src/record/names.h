@@ -26,6 +26,9 @@ void loupe__names_reset(void);
  * no-op when no session runs. */
 void loupe__names_before_unload(void);
 
+/* unload.c: looks up libc's dlclose (libloupe's own dlclose() calls it after the copy). */
+void loupe__unload_prepare(void);
+
 /* The name stored for (kind, addr) in the region at r, or NULL. The string lives in the region.
  */
 const char *loupe__names_find(const void *r, int kind, uint64_t addr);

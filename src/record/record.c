@@ -1041,6 +1041,7 @@ int loupe__rec_prepare(const loupe__session_params *p) {
     }
     __atomic_store_n(&region_pid, getpid(), __ATOMIC_RELAXED);
     loupe__names_reset(); /* an earlier session's addresses may hold other names now */
+    loupe__unload_prepare();
     loupe__region_hdr *h = LOUPE__HDR;
     uint64_t chunks = (p->session_slots + LOUPE__CHUNK_SLOTS - 1) / LOUPE__CHUNK_SLOTS;
     if (chunks > h->nchunks) {

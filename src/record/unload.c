@@ -16,17 +16,35 @@
 
 typedef int (*dlclose_fn)(void *);
 
-LOUPE_API int dlclose(void *handle) {
-    static dlclose_fn real;
+static dlclose_fn real;
+
+static dlclose_fn real_dlclose(void) {
     dlclose_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
     if (f == NULL) {
         void *sym = dlsym(RTLD_NEXT, "dlclose");
-        if (sym == NULL) {
-            return -1; /* no libdl below us: nothing could have been opened */
+        if (sym != NULL) {
+            /* POSIX: a dlsym() result converts to a function pointer; ISO C needs the copy */
+            __builtin_memcpy(&f, &sym, sizeof f);
+            __atomic_store_n(&real, f, __ATOMIC_RELEASE);
         }
-        /* POSIX: a dlsym() result converts to a function pointer; ISO C needs the copy */
-        __builtin_memcpy(&f, &sym, sizeof f);
-        __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+/* Called at every start. Besides looking the real dlclose up before it is needed, the call
+ * links this file into every program that links a static libloupe: without it, a link that
+ * finds dlclose in a shared library first (a sanitizer runtime that intercepts it, listed
+ * before libc) would never pull this object out of the archive. A program linked with the
+ * shared libloupe after such a runtime binds dlclose to the runtime's: its plugins' zones are
+ * named "(unloaded)" as before. */
+void loupe__unload_prepare(void) {
+    (void)real_dlclose();
+}
+
+LOUPE_API int dlclose(void *handle) {
+    dlclose_fn f = real_dlclose();
+    if (f == NULL) {
+        return -1; /* no libdl below us: nothing could have been opened */
     }
     loupe__names_before_unload();
     return f(handle);
