@@ -51,6 +51,10 @@ static void usage(FILE *f) {
     }
     fprintf(
         f, "                         default: jax.profiler's set (json,xplane)\n"
+           "  --mpi, --no-mpi        preload the MPI library (libloupe_mpi.so: MPI calls as\n"
+           "                         zones, messages as flows) always / never; default: when\n"
+           "                         PROGRAM links libmpi. Under mpirun every rank writes\n"
+           "                         rankNNNN.* into one run directory (docs/mpi.md)\n"
            "  -q, --quiet            print only the run directory\n"
            "  -h, --help             this help\n"
            "\n"
@@ -202,7 +206,7 @@ static const char *field(const char *lines, const char *key, char *buf, size_t s
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
-    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0;
+    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, mpi = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -230,6 +234,8 @@ int loupe_cmd_record(int argc, char **argv) {
             keep_last = 1;
         } else if (strcmp(a, "--lazy-buffers") == 0) {
             lazy = 1;
+        } else if (strcmp(a, "--mpi") == 0 || strcmp(a, "--no-mpi") == 0) {
+            mpi = a[2] == 'm' ? 1 : -1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -359,6 +365,7 @@ int loupe_cmd_record(int argc, char **argv) {
         if (lazy) {
             setenv("LOUPE_RECORD_LAZY", "1", 1);
         }
+        loupe_cli_mpi_child_setup(abs_log, preload, argv[i], mpi);
         execvp(argv[i], argv + i);
         fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], strerror(errno));
         _exit(127);

@@ -549,6 +549,8 @@ static void free_meta_str(const char *s) {
     free((void *)(uintptr_t)s);
 }
 
+static int set_meta(const char *key, const char *value);
+
 int loupe_set_metadata(const char *key, const char *value) {
     if (key == NULL || value == NULL) {
         return loupe__err(LOUPE_EINVALID, "loupe_set_metadata: key and value are required");
@@ -560,6 +562,20 @@ int loupe_set_metadata(const char *key, const char *value) {
                           "events_recorded, events_dropped, unmatched_ends, truncated_zones)",
                           key);
     }
+    return set_meta(key, value);
+}
+
+/* For libloupe_mpi.so (src/mpi/pmpi.c), which writes loupe's own MPI and clock-offset keys:
+ * only those two families, so that no other key loupe writes can be set twice. */
+int loupe__set_metadata_mpi(const char *key, const char *value) {
+    if (key == NULL || value == NULL ||
+        (strncmp(key, "loupe_mpi_", 10) != 0 && strncmp(key, "loupe_clock_", 12) != 0)) {
+        return loupe__err(LOUPE_EINVALID, "loupe__set_metadata_mpi: not an MPI or clock key");
+    }
+    return set_meta(key, value);
+}
+
+static int set_meta(const char *key, const char *value) {
     pthread_mutex_lock(&meta_lock);
     for (size_t i = 0; i < meta_count; i++) {
         if (strcmp(meta[i].key, key) == 0) {
