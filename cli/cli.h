@@ -22,6 +22,11 @@ int loupe_cli_mpi_rank(int *rank, int *size);
 void loupe_cli_mpi_child_setup(const char *abs_log, const char *preload, const char *prog,
                                int mode);
 
+/* `loupe summary PATH --by-rank` (cli/summary_ranks.c): PATH a run directory with rank files or
+ * a log_dir; top rows (0 = all). Returns the exit status. */
+#include <stddef.h>
+int loupe_cli_summary_by_rank(const char *path, size_t top);
+
 /* True when stderr is a terminal (progress is shown only then). */
 int loupe_cli_tty(void);
 

@@ -1,7 +1,7 @@
 /* mpi_app.c: the MPI program of the MPI tests (tests/mpi_record.sh). ITER rounds of: a "compute"
- * zone that rank r spends (r + 1) * 2 ms in (a known imbalance: the last rank arrives last at
- * every MPI_Allreduce), a ring exchange (MPI_Irecv from the left, MPI_Send to the right,
- * MPI_Wait), an MPI_Allreduce; then one MPI_Barrier. Linked with libloupe for its own zones;
+ * zone that rank r spends (r + 1) * 10 ms in (a known imbalance: the last rank arrives last at
+ * every MPI_Allreduce), an MPI_Allreduce, a ring exchange (MPI_Irecv from the left, MPI_Send
+ * to the right, MPI_Wait); then one MPI_Barrier. Linked with libloupe for its own zones;
  * its MPI calls are recorded by libloupe_mpi.so, which `loupe record` preloads. */
 #include <loupe/loupe.h>
 #include <mpi.h>
@@ -25,16 +25,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ITER; i++) {
         {
             LOUPE_ZONE("compute");
-            spin_ms((rank + 1) * 2);
+            spin_ms((rank + 1) * 10);
         }
+        long v = rank, r = 0;
+        MPI_Allreduce(&v, &r, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         int out = rank * 100 + i, in = -1;
         MPI_Request rq;
         MPI_Irecv(&in, 1, MPI_INT, (rank + size - 1) % size, 7, MPI_COMM_WORLD, &rq);
         MPI_Send(&out, 1, MPI_INT, (rank + 1) % size, 7, MPI_COMM_WORLD);
         MPI_Wait(&rq, MPI_STATUS_IGNORE);
-        long v = in, r = 0;
-        MPI_Allreduce(&v, &r, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        sum += r;
+        sum += r + in;
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
