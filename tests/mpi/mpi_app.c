@@ -21,6 +21,20 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1) { /* mpi_app ZONES: the scale run (docs/scale.md): ZONES empty zones, timed */
+        long zones = atol(argv[1]);
+        struct timespec t0, t1;
+        MPI_Barrier(MPI_COMM_WORLD);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (long i = 0; i < zones; i++) {
+            LOUPE_ZONE("tiny");
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("rank %d: %ld zones, %.2f ns per zone\n", rank, zones, ns / (double)zones);
+        MPI_Finalize();
+        return 0;
+    }
     long sum = 0;
     for (int i = 0; i < ITER; i++) {
         {
