@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <loupe/loupe.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@ enum { MAX_RANKS = 4096 };
 
 typedef struct rank_file {
     int rank;
-    loupe_model *m;
+    char path[PATH_MAX];
+    loupe_model *m;               /* while it is being counted: one model in memory at a time */
     int64_t off0, off1, at0, at1; /* offsets (ns) and when measured (unix ns, own clock) */
     int has_end;
 } rank_file;
@@ -142,25 +144,40 @@ static int read_ranks(const char *run, rank_file **out, size_t *n_out) {
     }
     for (int r = 0; r < MAX_RANKS; r++) {
         char p[PATH_MAX];
-        loupe_model *m = NULL;
-        int w = snprintf(p, sizeof p, "%s/rank%04d.trace.json.gz", run, r);
+        /* the suffixes from the format registry (loupe/writer.h): JSON first (it keeps every
+         * argument), else XPlane */
+        const loupe_format_desc *js = loupe_format_by_bit(LOUPE_FORMAT_CHROME_JSON);
+        const loupe_format_desc *xp = loupe_format_by_bit(LOUPE_FORMAT_XPLANE);
+        int w = snprintf(p, sizeof p, "%s/rank%04d%s", run, r, js ? js->suffix : "");
         if (w < 0 || (size_t)w >= sizeof p) {
             break;
         }
         if (access(p, R_OK) != 0) {
-            w = snprintf(p, sizeof p, "%s/rank%04d.xplane.pb", run, r);
+            w = snprintf(p, sizeof p, "%s/rank%04d%s", run, r, xp ? xp->suffix : "");
             if (w < 0 || (size_t)w >= sizeof p || access(p, R_OK) != 0) {
                 continue;
             }
         }
-        int rc = loupe_trace_read(p, &m);
-        if (rc != 0) {
-            fprintf(stderr, "loupe summary: %s: %s (rank %d left out)\n", loupe_strerror(rc),
-                    loupe_last_error(), r);
-            continue;
-        }
-        rank_file *x = &f[n++];
-        x->rank = (int)meta_i64(m, "loupe_mpi_rank", r, NULL);
+        f[n].rank = r;
+        memcpy(f[n].path, p, sizeof p);
+        n++;
+    }
+    *out = f;
+    *n_out = n;
+    return 0;
+}
+
+/* Reads rank file x (its offsets from its metadata): 0, or -1 with the error said. */
+static int open_rank(rank_file *x) {
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(x->path, &m);
+    if (rc != 0) {
+        fprintf(stderr, "loupe summary: %s: %s (rank %d left out)\n", loupe_strerror(rc),
+                loupe_last_error(), x->rank);
+        return -1;
+    }
+    {
+        x->rank = (int)meta_i64(m, "loupe_mpi_rank", x->rank, NULL);
         x->m = m;
         x->off0 = meta_i64(m, "loupe_clock_offset_ns", 0, NULL);
         x->at0 = meta_i64(m, "loupe_clock_offset_at_ns", 0, NULL);
@@ -169,8 +186,6 @@ static int read_ranks(const char *run, rank_file **out, size_t *n_out) {
         x->at1 = meta_i64(m, "loupe_clock_offset_end_at_ns", 0, &e2);
         x->has_end = e1 && e2;
     }
-    *out = f;
-    *n_out = n;
     return 0;
 }
 
@@ -196,7 +211,11 @@ int loupe_cli_summary_by_rank(const char *path, size_t top) {
     arrival *arr = calloc(carr, sizeof *arr);
     int64_t unc = 0;
     int oom = rows == NULL || arr == NULL;
+    size_t hint = 0; /* the last row matched: consecutive slices often share a name */
     for (size_t k = 0; k < n && !oom; k++) {
+        if (open_rank(&f[k]) != 0) {
+            continue;
+        }
         int64_t u = meta_i64(f[k].m, "loupe_clock_offset_uncertainty_ns", 0, NULL);
         unc = u > unc ? u : unc;
         const loupe_model *m = f[k].m;
@@ -204,10 +223,11 @@ int loupe_cli_summary_by_rank(const char *path, size_t top) {
             const loupe_model_thread *th = &m->threads[t];
             for (size_t s = 0; s < th->slice_count && !oom; s++) {
                 const loupe_slice *sl = &th->slices[s];
-                size_t i = 0;
+                size_t i = hint < nrows && strcmp(rows[hint].name, sl->name) == 0 ? hint : 0;
                 while (i < nrows && strcmp(rows[i].name, sl->name) != 0) {
                     i++;
                 }
+                hint = i;
                 if (i == nrows) {
                     if (nrows == cap) {
                         zone_row *g = realloc(rows, cap * 2 * sizeof *rows);
@@ -218,9 +238,9 @@ int loupe_cli_summary_by_rank(const char *path, size_t top) {
                         rows = g;
                         cap *= 2;
                     }
-                    rows[i] = (zone_row){sl->name, 0, calloc(n, sizeof(uint64_t)), 0};
+                    rows[i] = (zone_row){strdup(sl->name), 0, calloc(n, sizeof(uint64_t)), 0};
                     nrows++;
-                    if (rows[i].per_rank == NULL) {
+                    if (rows[i].per_rank == NULL || rows[i].name == NULL) {
                         oom = 1;
                         break;
                     }
@@ -247,8 +267,12 @@ int loupe_cli_summary_by_rank(const char *path, size_t top) {
                         arr = g;
                         carr *= 2;
                     }
-                    arr[a] = (arrival){sl->name, seq, at, at, f[k].rank, 0};
+                    arr[a] = (arrival){strdup(sl->name), seq, at, at, f[k].rank, 0};
                     narr++;
+                    if (arr[a].name == NULL) {
+                        oom = 1;
+                        break;
+                    }
                 }
                 arr[a].ranks++;
                 if (at < arr[a].first) {
@@ -260,6 +284,8 @@ int loupe_cli_summary_by_rank(const char *path, size_t top) {
                 }
             }
         }
+        loupe_model_free(f[k].m); /* counted: the next rank's model takes its place */
+        f[k].m = NULL;
     }
     int rc = 0;
     if (oom) {
@@ -333,6 +359,10 @@ int loupe_cli_summary_by_rank(const char *path, size_t top) {
 out:
     for (size_t i = 0; rows != NULL && i < nrows; i++) {
         free(rows[i].per_rank);
+        free((void *)(uintptr_t)rows[i].name);
+    }
+    for (size_t a = 0; arr != NULL && a < narr; a++) {
+        free((void *)(uintptr_t)arr[a].name);
     }
     free(rows);
     free(arr);
