@@ -20,6 +20,14 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/loupe-xprof-mpi.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl=self,vader
+# A sanitizer build: the program is ASan-linked, but `loupe record` preloads libloupe ahead of
+# the ASan runtime, which ASan refuses unless told the order does not matter here. Leak checks
+# off: Open MPI 4.1 leaves about 120 KB allocated by its components at MPI_Finalize, in modules
+# it has dlclose()d by then (frames a suppression file cannot name); loupe's own leaks are
+# caught by the session and record tests.
+if ldd "$build/loupe" | grep -q libasan; then
+    export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
 export OMPI_MCA_mpi_yield_when_idle=1
 if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$build/loupe" record -q \
     --format xplane -o "$tmp/log" -- "$build/tests/mpi_app" >"$tmp/out" 2>&1; then

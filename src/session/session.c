@@ -305,6 +305,31 @@ const char *loupe__process_name(char *buf, size_t size) {
     return buf;
 }
 
+/* An MPI rank's process (libloupe_mpi.so wrote loupe_mpi_rank and loupe_mpi_host into the
+ * metadata, docs/mpi.md): its rank and the label "rank N (host)" on the model's process. */
+static void label_mpi_process(loupe__mb *mb, const loupe__collect_params *p) {
+    const char *rank = NULL, *host = "";
+    for (size_t i = 0; i < p->metadata_count; i++) {
+        if (strcmp(p->metadata[i].key, "loupe_mpi_rank") == 0) {
+            rank = p->metadata[i].value;
+        } else if (strcmp(p->metadata[i].key, "loupe_mpi_host") == 0) {
+            host = p->metadata[i].value;
+        }
+    }
+    size_t pi = rank != NULL ? loupe__mb_process(mb, p->pid) : SIZE_MAX;
+    if (pi == SIZE_MAX) {
+        return;
+    }
+    char label[320];
+    snprintf(label, sizeof label, host[0] ? "rank %s (%.256s)" : "rank %s", rank, host);
+    const char *l = loupe__mb_str(mb, label);
+    loupe_model_process *pr = loupe__mb_process_at(mb, pi);
+    pr->rank = strtoll(rank, NULL, 10);
+    if (l != NULL) {
+        pr->label = l;
+    }
+}
+
 /* Ends the active session (the gate closes first: the session is over whatever happens next) and
  * collects every thread's events. Called with session_lock held. NULL when out of memory. */
 static loupe_model *collect_session(void) {
@@ -340,6 +365,9 @@ static loupe_model *collect_session(void) {
     loupe__registry_lock_take();
     if (!failed) {
         failed = loupe__collect(mb, &p) != 0;
+    }
+    if (!failed) {
+        label_mpi_process(mb, &p);
     }
     loupe__rec_recycle();
     /* collected: nothing for a recovery to do, and exiting threads let go of everything */
