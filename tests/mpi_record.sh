@@ -101,6 +101,22 @@ for n in 2 4; do
         fail=1
     fi
 done
+# --no-mpi: the rank files still (compute zones, one run directory), but no MPI call zones.
+log=$tmp/lognompi
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \
+    "$build/loupe" record -q --no-mpi -o "$log" -- "$app" >"$tmp/outnompi" 2>&1; then
+    run=$(ls -d "$log"/plugins/profile/*)
+    s0=$("$build/loupe" summary --top 0 "$run/rank0001.trace.json.gz")
+    if [ "$(echo "$s0" | grep -c ' MPI_')" != 0 ] || ! echo "$s0" | grep -q ' compute$'; then
+        echo "FAIL: --no-mpi: rank 1's zones:"
+        echo "$s0"
+        fail=1
+    fi
+else
+    echo "FAIL: mpirun -np 2 --no-mpi:"
+    cat "$tmp/outnompi"
+    fail=1
+fi
 # 16 ranks with small traces, end to end: 16 rank files, every message matched.
 log=$tmp/log16
 if timeout 300 mpirun --allow-run-as-root --oversubscribe -np 16 \
