@@ -12,6 +12,21 @@ int loupe_cmd_capture(int argc, char **argv);
 int loupe_cmd_view(int argc, char **argv);
 int loupe_cmd_recover(int argc, char **argv);
 
+/* MPI (cli/record_mpi.c, docs/mpi.md): the rank and size the launcher gave this process (1),
+ * or 0 when not started by an MPI launcher. */
+int loupe_cli_mpi_rank(int *rank, int *size);
+/* In `loupe record`'s child, before exec: under a launcher, the job's shared run directory and
+ * the rank's file prefix (LOUPE_RECORD_RUN_DIR, LOUPE_RECORD_FILE_PREFIX); when prog links libmpi
+ * (mode 0) or always (mode 1), libloupe_mpi.so (beside preload) appended to LD_PRELOAD; mode -1
+ * never preloads it. */
+void loupe_cli_mpi_child_setup(const char *abs_log, const char *preload, const char *prog,
+                               int mode);
+
+/* `loupe summary PATH --by-rank` (cli/summary_ranks.c): PATH a run directory with rank files or
+ * a log_dir; top rows (0 = all). Returns the exit status. */
+#include <stddef.h>
+int loupe_cli_summary_by_rank(const char *path, size_t top);
+
 /* True when stderr is a terminal (progress is shown only then). */
 int loupe_cli_tty(void);
 

@@ -76,6 +76,10 @@ static void usage(FILE *f) {
     }
     fprintf(f,
             "                         default: jax.profiler's set (json,xplane)\n"
+            "  --mpi, --no-mpi        preload the MPI library (libloupe_mpi.so: MPI calls as\n"
+            "                         zones, messages as flows) always / never; default: when\n"
+            "                         PROGRAM links libmpi. Under mpirun every rank writes\n"
+            "                         rankNNNN.* into one run directory (docs/mpi.md)\n"
             "  -q, --quiet            report only the run directory (on stderr)\n"
             "  -h, --help             this help\n"
             "\n"
@@ -717,7 +721,7 @@ int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
     const char *print_to = NULL;
-    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0;
+    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0;
     rec_filters filt;
     memset(&filt, 0, sizeof filt);
     int i = 1;
@@ -758,6 +762,8 @@ int loupe_cmd_record(int argc, char **argv) {
             lazy = 1;
         } else if (strcmp(a, "--no-check") == 0) {
             no_check = 1;
+        } else if (strcmp(a, "--mpi") == 0 || strcmp(a, "--no-mpi") == 0) {
+            mpi = a[2] == 'm' ? 1 : -1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -914,6 +920,7 @@ int loupe_cmd_record(int argc, char **argv) {
             setenv("LOUPE_RECORD_LAZY", "1", 1);
         }
         filter_env(&filt);
+        loupe_cli_mpi_child_setup(abs_log, preload, argv[i], mpi);
         execvp(argv[i], argv + i);
         int e = errno;
         if (ep[1] >= 0) {

@@ -54,6 +54,10 @@ static void usage(FILE *f) {
         "\n"
         "options:\n"
         "  --by-thread   one row per (thread, zone name) instead of per zone name\n"
+        "  --by-rank     an MPI run (PATH: its run directory or log_dir): per zone name, the\n"
+        "                per-rank total's min, mean and max across ranks, the imbalance\n"
+        "                (max / mean) and the rank of the max; then the rank that arrives last\n"
+        "                at the collectives (docs/mpi.md)\n"
         "  --top N       show the N rows with the largest total (default %d; 0 = all)\n"
         "  --json        print JSON instead of a table: {\"file\", \"duration_ns\", \"threads\",\n"
         "                \"slices\", \"zones\": [{\"name\", \"thread\" (with --by-thread: the\n"
@@ -857,7 +861,7 @@ static int slow_to_read(const char *file) {
 
 int loupe_cmd_summary(int argc, char **argv) {
     const char *path = NULL;
-    int by_thread = 0, as_json = 0, opts_done = 0;
+    int by_thread = 0, as_json = 0, opts_done = 0, by_rank = 0;
     size_t top = DEFAULT_TOP;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -874,6 +878,8 @@ int loupe_cmd_summary(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "--by-thread") == 0) {
             by_thread = 1;
+        } else if (strcmp(a, "--by-rank") == 0) {
+            by_rank = 1; /* cli/summary_ranks.c */
         } else if (strcmp(a, "--json") == 0) {
             as_json = 1;
         } else if (strcmp(a, "--top") == 0) {
@@ -897,6 +903,13 @@ int loupe_cmd_summary(int argc, char **argv) {
     }
     if (path == NULL) {
         return bad_usage("no PATH given (a trace file, run directory or log_dir)");
+    }
+    if (by_rank) {
+        if (as_json || by_thread) {
+            return bad_usage("--by-rank does not combine with %s",
+                             as_json ? "--json" : "--by-thread");
+        }
+        return loupe_cli_summary_by_rank(path, top);
     }
     char file[4096];
     int rc = loupe_trace_find(path, file, sizeof file);

@@ -33,10 +33,20 @@ uint64_t loupe__mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* LOUPE_TEST_CLOCK_SHIFT_NS (tests only, docs/mpi.md): shifts this process's wall clock, and so
+ * its traces' origin, by that many ns, as if its host's clock were off: the MPI tests check that
+ * the run directory's merge removes a known offset. libloupe_mpi.so reads it too, so that its
+ * clock measurements see the same shifted clock. getenv only reads: async-signal-safe in
+ * practice (nothing here runs while the environment is being changed). */
+static int64_t test_shift_ns(void) {
+    const char *s = getenv("LOUPE_TEST_CLOCK_SHIFT_NS");
+    return s != NULL && s[0] ? strtoll(s, NULL, 10) : 0;
+}
+
 uint64_t loupe__realtime_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (uint64_t)test_shift_ns();
 }
 
 uint64_t loupe__now_slow(void) {

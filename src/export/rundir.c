@@ -7,6 +7,8 @@
  * Each file is written as <file>.tmp and renamed when complete, so a failed write (disk full,
  * EIO) leaves no truncated file that looks finished; the error names the path and errno.
  * The loupe_trace_result helpers (loupe/trace.h) live here too: this file fills its paths.
+ * A shared run directory (loupe__set_run_target: the ranks of an MPI job, docs/mpi.md) is used
+ * as it is, not claimed, and the files are named by the process's prefix (rank0003.xplane.pb).
  */
 #include "export/writers.h"
 
@@ -166,11 +168,27 @@ static void write_all(write_job *jobs, size_t n) {
     }
 }
 
+/* The shared run directory (loupe__set_run_target): "" when unset. Under last_lock. */
+static char target_dir[LOUPE_PATH_MAX], target_prefix[128];
+
+void loupe__set_run_target(const char *run_dir, const char *file_prefix) {
+    pthread_mutex_lock(&last_lock);
+    snprintf(target_dir, sizeof target_dir, "%s", run_dir ? run_dir : "");
+    snprintf(target_prefix, sizeof target_prefix, "%s", file_prefix ? file_prefix : "");
+    pthread_mutex_unlock(&last_lock);
+}
+
 int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
                      unsigned formats, loupe_trace_result *res) {
     if (formats == 0) {
         return loupe__err(LOUPE_EINVALID, "no output format selected");
     }
+    char shared[LOUPE_PATH_MAX], prefix[128];
+    pthread_mutex_lock(&last_lock);
+    memcpy(shared, target_dir, sizeof shared);
+    memcpy(prefix, target_prefix, sizeof prefix);
+    pthread_mutex_unlock(&last_lock);
+    int is_shared = shared[0] != 0;
     char dir[LOUPE_PATH_MAX];
     if (snprintf(dir, sizeof dir, "%s/plugins/profile", log_dir) >= (int)sizeof dir) {
         return loupe__err(LOUPE_EINVALID, "log_dir is too long (%zu bytes)", strlen(log_dir));
@@ -189,7 +207,17 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         strftime(name, sizeof name, "%Y_%m_%d_%H_%M_%S", &tm);
     }
     char run[LOUPE_PATH_MAX];
-    for (int i = 0;; i++) {
+    if (is_shared) {
+        if (strlen(shared) >= sizeof run - 300) {
+            return loupe__err(LOUPE_EINVALID, "run directory path is too long: %s", shared);
+        }
+        int rs = loupe__mkdirs(shared);
+        if (rs != 0) {
+            return rs;
+        }
+        memcpy(run, shared, strlen(shared) + 1);
+    }
+    for (int i = 0; !is_shared; i++) {
         int n = i == 0 ? snprintf(run, sizeof run, "%s/%s", dir, name)
                        : snprintf(run, sizeof run, "%s/%s_%d", dir, name, i);
         if (n >= (int)sizeof run - 300) {
@@ -205,6 +233,9 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
     }
     char host[256];
     loupe__hostname(host, sizeof host);
+    if (is_shared && prefix[0]) {
+        snprintf(host, sizeof host, "%s", prefix); /* rank0003.xplane.pb */
+    }
     size_t nformats = loupe_format_count();
     char(*written)[LOUPE_PATH_MAX + 300] = calloc(nformats, sizeof *written);
     loupe_trace_file *files = res != NULL ? calloc(nformats, sizeof *files) : NULL;
@@ -213,7 +244,9 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         free(written);
         free(files);
         free(run_copy);
-        rmdir(run);
+        if (!is_shared) {
+            rmdir(run);
+        }
         return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
     }
     /* The files to write, in the registry's order. */
@@ -222,7 +255,9 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         free(written);
         free(files);
         free(run_copy);
-        rmdir(run);
+        if (!is_shared) {
+            rmdir(run);
+        }
         return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
     }
     size_t njobs = 0;
@@ -234,6 +269,8 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         char *path = written[njobs];
         if (o->d.host_prefixed) {
             snprintf(path, sizeof written[0], "%s/%.200s%s", run, host, o->d.suffix);
+        } else if (is_shared) { /* the ranks' perfetto_trace.json.gz must not collide */
+            snprintf(path, sizeof written[0], "%s/%.200s.%s", run, host, o->d.suffix);
         } else {
             snprintf(path, sizeof written[0], "%s/%s", run, o->d.suffix);
         }
@@ -286,7 +323,9 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
                 free(files[i].path);
             }
         }
-        rmdir(run);
+        if (!is_shared) { /* the other ranks' files stay */
+            rmdir(run);
+        }
         free(written);
         free(files);
         free(run_copy);

@@ -56,6 +56,14 @@ unsigned loupe__formats(unsigned formats, int create_perfetto_trace);
 /* Copies the last run directory any stop or write wrote in this process ("" when none) into buf.
  * Exported for the preload library (loupe record). */
 LOUPE_API const char *loupe__last_run_dir(char *buf, size_t size);
+/* A run directory shared by several processes (the ranks of an MPI job, docs/mpi.md): once set,
+ * this process's writes go into run_dir itself (made with its parents when missing; not claimed
+ * exclusively, as the ranks share it) as <file_prefix><suffix> for the host-prefixed formats and
+ * <file_prefix>.<name> for the others, instead of a new <log_dir>/plugins/profile/<time>/ with
+ * <host> names. NULL or "" run_dir goes back to the default. Both strings are copied (cut at
+ * LOUPE_PATH_MAX and 127 bytes). Exported for the preload library, which takes them from
+ * LOUPE_RECORD_RUN_DIR and LOUPE_RECORD_FILE_PREFIX. Thread-safety: any thread. */
+LOUPE_API void loupe__set_run_target(const char *run_dir, const char *file_prefix);
 
 /* LOUPE_EINVALID (detail naming fn) when r is not NULL and r->size is neither 0 nor at least
  * sizeof(loupe_trace_result); else 0. */

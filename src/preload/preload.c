@@ -20,6 +20,9 @@
  *   LOUPE_RECORD_RESULT         path of the result file: "started=1" once the session started
  *                               (so loupe record can tell a program the preload never reached:
  *                               a static or setuid one), the counts at exit
+ *   LOUPE_RECORD_RESULT         path of the result file to write at exit
+ *   LOUPE_RECORD_RUN_DIR        a run directory shared with other processes (MPI ranks:
+ *   LOUPE_RECORD_FILE_PREFIX    docs/mpi.md) and this process's file-name prefix (rank0003)
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
  * being recorded) and removes itself from LD_PRELOAD so that programs the traced one execs are
  * not traced into the same directory. A program linked with libloupe.so shares the same library
@@ -48,7 +51,8 @@ static void strip_preload(void) {
             memcpy(entry, p, len);
             entry[len] = 0;
             if (strstr(entry, "libloupe_preload.so") == NULL &&
-                strstr(entry, "libloupe.so") == NULL && n + len + 2 < sizeof out) {
+                strstr(entry, "libloupe.so") == NULL && strstr(entry, "libloupe_mpi.so") == NULL &&
+                n + len + 2 < sizeof out) {
                 if (n > 0) {
                     out[n++] = ':';
                 }
@@ -70,6 +74,7 @@ static void strip_preload(void) {
 }
 
 static void loupe_preload_stop(void);
+static void take_run_target(void);
 
 /* The globs of LOUPE_RECORD_FILTER / _EXCLUDE, kept for the process's life (small; the session
  * copies them): reachable from here, so that a leak checker does not count them. */
@@ -160,6 +165,7 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     if (md != NULL && md[0]) {
         o.function_min_duration_ns = strtoull(md, NULL, 10);
     }
+    take_run_target();
     unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
     setenv("LOUPE_RECORD", "1", 1);
     int r = loupe_start_trace(&o);
@@ -177,6 +183,21 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
 
 /* In libloupe (src/export/rundir.c): the last run directory written in this process. */
 const char *loupe__last_run_dir(char *buf, size_t size);
+/* In libloupe (src/export/rundir.c): a run directory shared by the ranks of an MPI job. */
+void loupe__set_run_target(const char *run_dir, const char *file_prefix);
+
+/* MPI ranks (docs/mpi.md): `loupe record` names one run directory for the whole job and a file
+ * prefix per rank; taken out of the environment so that programs this one runs do not write
+ * over the rank's files. */
+static void take_run_target(void) {
+    const char *rd = getenv("LOUPE_RECORD_RUN_DIR");
+    const char *fp = getenv("LOUPE_RECORD_FILE_PREFIX");
+    if (rd != NULL && rd[0]) {
+        loupe__set_run_target(rd, fp);
+    }
+    unsetenv("LOUPE_RECORD_RUN_DIR");
+    unsetenv("LOUPE_RECORD_FILE_PREFIX");
+}
 /* In libloupe (src/session/session.c): the kept trace's counts. */
 int loupe__kept_counts(loupe_trace_result *res);
 

@@ -410,6 +410,31 @@ const char *loupe__process_name(char *buf, size_t size) {
     return buf;
 }
 
+/* An MPI rank's process (libloupe_mpi.so wrote loupe_mpi_rank and loupe_mpi_host into the
+ * metadata, docs/mpi.md): its rank and the label "rank N (host)" on the model's process. */
+static void label_mpi_process(loupe__mb *mb, const loupe__collect_params *p) {
+    const char *rank = NULL, *host = "";
+    for (size_t i = 0; i < p->metadata_count; i++) {
+        if (strcmp(p->metadata[i].key, "loupe_mpi_rank") == 0) {
+            rank = p->metadata[i].value;
+        } else if (strcmp(p->metadata[i].key, "loupe_mpi_host") == 0) {
+            host = p->metadata[i].value;
+        }
+    }
+    size_t pi = rank != NULL ? loupe__mb_process(mb, p->pid) : SIZE_MAX;
+    if (pi == SIZE_MAX) {
+        return;
+    }
+    char label[320];
+    snprintf(label, sizeof label, host[0] ? "rank %s (%.256s)" : "rank %s", rank, host);
+    const char *l = loupe__mb_str(mb, label);
+    loupe_model_process *pr = loupe__mb_process_at(mb, pi);
+    pr->rank = strtoll(rank, NULL, 10);
+    if (l != NULL) {
+        pr->label = l;
+    }
+}
+
 /* Ends the active session (the gate closes first: the session is over whatever happens next) and
  * collects every thread's events. Called with session_lock held. NULL when out of memory. */
 static loupe_model *collect_session(void) {
@@ -449,6 +474,9 @@ static loupe_model *collect_session(void) {
     loupe__registry_lock_take();
     if (!failed) {
         failed = loupe__collect(mb, &p) != 0;
+    }
+    if (!failed) {
+        label_mpi_process(mb, &p);
     }
     loupe__rec_recycle();
     /* collected: nothing for a recovery to do, and exiting threads let go of everything */
@@ -659,6 +687,8 @@ static void free_meta_str(const char *s) {
     free((void *)(uintptr_t)s);
 }
 
+static int set_meta(const char *key, const char *value);
+
 int loupe_set_metadata(const char *key, const char *value) {
     if (key == NULL || value == NULL) {
         return loupe__err(LOUPE_EINVALID, "loupe_set_metadata: key and value are required");
@@ -670,6 +700,20 @@ int loupe_set_metadata(const char *key, const char *value) {
                           "events_recorded, events_dropped, unmatched_ends, truncated_zones)",
                           key);
     }
+    return set_meta(key, value);
+}
+
+/* For libloupe_mpi.so (src/mpi/pmpi.c), which writes loupe's own MPI and clock-offset keys:
+ * only those two families, so that no other key loupe writes can be set twice. */
+int loupe__set_metadata_mpi(const char *key, const char *value) {
+    if (key == NULL || value == NULL ||
+        (strncmp(key, "loupe_mpi_", 10) != 0 && strncmp(key, "loupe_clock_", 12) != 0)) {
+        return loupe__err(LOUPE_EINVALID, "loupe__set_metadata_mpi: not an MPI or clock key");
+    }
+    return set_meta(key, value);
+}
+
+static int set_meta(const char *key, const char *value) {
     pthread_mutex_lock(&meta_lock);
     for (size_t i = 0; i < meta_count; i++) {
         if (strcmp(meta[i].key, key) == 0) {

@@ -14,6 +14,9 @@ int loupe__result_fill(loupe_trace_result *res, const loupe_model *m);
  * preload's report when the program stopped its own session). 0, LOUPE_ENO_TRACE, LOUPE_ENOMEM.
  * Exported for libloupe_preload.so; not API. */
 LOUPE_API int loupe__kept_counts(loupe_trace_result *res);
+/* Sets a metadata pair of loupe's own MPI keys (loupe_mpi_*, loupe_clock_*), which
+ * loupe_set_metadata() refuses: for libloupe_mpi.so. Errors as loupe_set_metadata()'s. */
+LOUPE_API int loupe__set_metadata_mpi(const char *key, const char *value);
 
 /* The program's name: the basename of /proc/self/exe, in buf. */
 const char *loupe__process_name(char *buf, size_t size);

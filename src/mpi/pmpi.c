@@ -1,0 +1,587 @@
+/* pmpi.c: libloupe_mpi.so, the MPI profiling-interface library that `loupe record` preloads into
+ * a program linked with MPI (docs/mpi.md). Each wrapped MPI_X records a zone named "MPI_X" with
+ * its arguments and calls PMPI_X (MPI-4.0 standard, chapter 15 "Tool Support": the profiling
+ * interface exists so that a tool can intercept MPI calls by name). Public loupe API only.
+ *
+ * What it records:
+ *   point to point  MPI_Send/Ssend/Isend/Recv/Irecv/Sendrecv/Wait/Waitall/Test: args peer, tag,
+ *                   bytes; the message's id as arg mpi_send_id on the send's zone and mpi_recv_id
+ *                   on the zone where the matching receive completed (Recv, Sendrecv, Wait,
+ *                   Waitall, Test): the two ends are in two processes' files, so they are not
+ *                   loupe flows in either (a flow joins two slices of one model); the run
+ *                   directory's merge draws the flow from each send to the receive with its id.
+ *                   Both sides compute the same id from (source world rank, destination world
+ *                   rank, tag, n), n being
+ *                   the number of earlier messages between that pair with that tag: MPI's
+ *                   non-overtaking rule (MPI-4.0 section 3.5) makes the n-th send match the n-th
+ *                   receive of such a triple.
+ *   collectives     MPI_Barrier/Bcast/Reduce/Allreduce/Allgather/Alltoall/Gather/Scatter: args
+ *                   seq (the how-many-th call of that collective in this process, from 1: every
+ *                   rank calls collectives on a communicator in the same order, so equal seqs
+ *                   are the same operation), bytes, comm_size, root where there is one.
+ *   clocks          at MPI_Init and again at MPI_Finalize every rank measures the offset of its
+ *                   clock to rank 0's by ping-pong, keeping the exchange with the smallest round
+ *                   trip (as Score-P does, and as NTP's clock filter does: the shortest round
+ *                   trip has the least queuing asymmetry), and writes it into the trace's
+ *                   metadata (keys below) for the run directory's merge to apply.
+ *
+ * Metadata written (strings; ns are decimal integers):
+ *   loupe_mpi_rank, loupe_mpi_size, loupe_mpi_host (MPI_Get_processor_name)
+ *   loupe_clock_offset_ns          ns to ADD to this file's times to put them on rank 0's clock
+ *   loupe_clock_offset_at_ns       when it was measured: unix-epoch ns on this file's own clock
+ *   loupe_clock_offset_end_ns      the same at MPI_Finalize (linear drift between the two)
+ *   loupe_clock_offset_end_at_ns
+ *   loupe_clock_offset_uncertainty_ns  half the smallest round trip (the larger of the two
+ *                                  measurements): the offset is exact to within this
+ *   loupe_clock_sync_round_trip_ns the smallest round trip at MPI_Init
+ *
+ * The trace's clock is wall-clock time at the session's start plus the monotonic clock since
+ * (model.h's origin_unix_ns): this file measures CLOCK_REALTIME, which differs from it only by
+ * what NTP slews during the run. LOUPE_TEST_CLOCK_SHIFT_NS (test only, also read by libloupe's
+ * clock) shifts this process's wall clock by that many ns, so that a test can check the merge
+ * removes a known offset.
+ *
+ * Thread-safety: MPI_THREAD_MULTIPLE programs call these from any thread; the sequence tables
+ * are under one mutex (an MPI call costs microseconds; the mutex is not the hot path's).
+ */
+#include <loupe/loupe.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LOUPE_MPI_API __attribute__((visibility("default")))
+
+static int world_rank = -1, world_size = 0;
+static MPI_Comm sync_comm = MPI_COMM_NULL;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- clock ---- */
+
+static int64_t test_shift_ns(void) {
+    const char *s = getenv("LOUPE_TEST_CLOCK_SHIFT_NS");
+    return s != NULL && s[0] ? strtoll(s, NULL, 10) : 0;
+}
+
+static int64_t clock_ns(int64_t shift) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec + shift;
+}
+
+/* Ping-pongs per rank: the minimum of 32 round trips is stable on a loaded node (most of the
+ * spread is scheduling; a few exchanges get through without it). */
+enum { SYNC_ROUNDS = 32, SYNC_TAG = 4242 };
+
+typedef struct sync_result {
+    int64_t offset_ns; /* to add to this rank's clock to get rank 0's */
+    int64_t at_ns;     /* this rank's clock at the best exchange's midpoint */
+    int64_t rtt_ns;    /* the best exchange's round trip */
+} sync_result;
+
+/* Rank 0 answers each rank in turn; rank r sends its time, rank 0 replies with its own, and r
+ * takes offset = t0_reply - (send + receive) / 2 from the exchange with the smallest round trip
+ * (Cristian's algorithm). Every rank of sync_comm must call it. */
+static sync_result clock_sync(void) {
+    sync_result res = {0, 0, 0};
+    int64_t shift = test_shift_ns();
+    res.at_ns = clock_ns(shift);
+    if (sync_comm == MPI_COMM_NULL || world_size < 2) {
+        return res;
+    }
+    PMPI_Barrier(sync_comm);
+    for (int r = 1; r < world_size; r++) {
+        for (int k = 0; k < SYNC_ROUNDS; k++) {
+            int64_t t[2];
+            if (world_rank == 0) {
+                PMPI_Recv(t, 1, MPI_INT64_T, r, SYNC_TAG, sync_comm, MPI_STATUS_IGNORE);
+                t[1] = clock_ns(shift);
+                PMPI_Send(&t[1], 1, MPI_INT64_T, r, SYNC_TAG, sync_comm);
+            } else if (world_rank == r) {
+                int64_t reply;
+                t[0] = clock_ns(shift);
+                PMPI_Send(&t[0], 1, MPI_INT64_T, 0, SYNC_TAG, sync_comm);
+                PMPI_Recv(&reply, 1, MPI_INT64_T, 0, SYNC_TAG, sync_comm, MPI_STATUS_IGNORE);
+                t[1] = clock_ns(shift);
+                int64_t rtt = t[1] - t[0];
+                if (k == 0 || rtt < res.rtt_ns) {
+                    int64_t mid = t[0] + rtt / 2;
+                    res.rtt_ns = rtt;
+                    res.at_ns = mid;
+                    res.offset_ns = reply - mid;
+                }
+            }
+        }
+    }
+    PMPI_Barrier(sync_comm);
+    return res;
+}
+
+/* In libloupe (src/session/session.c): loupe_set_metadata() for loupe's own MPI and clock keys,
+ * which the public call keeps for loupe. */
+int loupe__set_metadata_mpi(const char *key, const char *value);
+
+static void meta_i64(const char *key, int64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    (void)loupe__set_metadata_mpi(key, buf);
+}
+
+static int64_t init_rtt;
+
+static void after_init(void) {
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    /* Its own communicator: the exchanges never match the program's messages. */
+    PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm);
+    char host[MPI_MAX_PROCESSOR_NAME + 1] = "";
+    int len = 0;
+    PMPI_Get_processor_name(host, &len);
+    host[len >= 0 && len <= MPI_MAX_PROCESSOR_NAME ? len : 0] = 0;
+    meta_i64("loupe_mpi_rank", world_rank);
+    meta_i64("loupe_mpi_size", world_size);
+    (void)loupe__set_metadata_mpi("loupe_mpi_host", host);
+    sync_result s;
+    {
+        LOUPE_ZONE("loupe clock sync");
+        s = clock_sync();
+    }
+    init_rtt = s.rtt_ns;
+    meta_i64("loupe_clock_offset_ns", s.offset_ns);
+    meta_i64("loupe_clock_offset_at_ns", s.at_ns);
+    meta_i64("loupe_clock_offset_uncertainty_ns", s.rtt_ns / 2);
+    meta_i64("loupe_clock_sync_round_trip_ns", s.rtt_ns);
+}
+
+static void before_finalize(void) {
+    if (sync_comm == MPI_COMM_NULL) {
+        return;
+    }
+    sync_result s;
+    {
+        LOUPE_ZONE("loupe clock sync");
+        s = clock_sync();
+    }
+    meta_i64("loupe_clock_offset_end_ns", s.offset_ns);
+    meta_i64("loupe_clock_offset_end_at_ns", s.at_ns);
+    int64_t rtt = s.rtt_ns > init_rtt ? s.rtt_ns : init_rtt;
+    meta_i64("loupe_clock_offset_uncertainty_ns", rtt / 2);
+    PMPI_Comm_free(&sync_comm);
+    sync_comm = MPI_COMM_NULL;
+}
+
+LOUPE_MPI_API int MPI_Init(int *argc, char ***argv) {
+    int rc;
+    {
+        LOUPE_ZONE("MPI_Init");
+        rc = PMPI_Init(argc, argv);
+    }
+    if (rc == MPI_SUCCESS) {
+        after_init();
+    }
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int rc;
+    {
+        LOUPE_ZONE("MPI_Init_thread");
+        rc = PMPI_Init_thread(argc, argv, required, provided);
+    }
+    if (rc == MPI_SUCCESS) {
+        after_init();
+    }
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Finalize(void) {
+    before_finalize();
+    LOUPE_ZONE("MPI_Finalize");
+    return PMPI_Finalize();
+}
+
+/* ---- message sequence numbers and flow ids ---- */
+
+static uint64_t mix(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Counters of messages per (source, destination, tag), open addressing. A process talks to
+ * few (peer, tag) pairs; the table grows by doubling. */
+typedef struct seq_slot {
+    uint64_t key; /* 0 = empty */
+    uint64_t count;
+} seq_slot;
+static seq_slot *seq_tab;
+static size_t seq_cap, seq_used;
+
+static uint64_t seq_key(int src, int dst, int tag) {
+    uint64_t k = mix(mix(((uint64_t)(uint32_t)src << 32) | (uint32_t)dst) ^ (uint32_t)tag);
+    return k ? k : 1;
+}
+
+/* The count of earlier messages of (src, dst, tag), then counts this one. Called under lock. */
+static uint64_t seq_next(uint64_t key) {
+    if (seq_used * 2 >= seq_cap) {
+        size_t ncap = seq_cap ? seq_cap * 2 : 256;
+        seq_slot *n = calloc(ncap, sizeof *n);
+        if (n == NULL) {
+            return 0;
+        }
+        for (size_t i = 0; i < seq_cap; i++) {
+            if (seq_tab[i].key != 0) {
+                size_t j = (size_t)seq_tab[i].key & (ncap - 1);
+                while (n[j].key != 0) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                n[j] = seq_tab[i];
+            }
+        }
+        free(seq_tab);
+        seq_tab = n;
+        seq_cap = ncap;
+    }
+    size_t j = (size_t)key & (seq_cap - 1);
+    while (seq_tab[j].key != 0 && seq_tab[j].key != key) {
+        j = (j + 1) & (seq_cap - 1);
+    }
+    if (seq_tab[j].key == 0) {
+        seq_tab[j].key = key;
+        seq_used++;
+    }
+    return seq_tab[j].count++;
+}
+
+/* The world rank of rank r of comm (flows are keyed by world ranks: both sides agree). */
+static int world_of(MPI_Comm comm, int r) {
+    if (comm == MPI_COMM_WORLD || r < 0) {
+        return r;
+    }
+    MPI_Group g, wg;
+    int w = r;
+    if (PMPI_Comm_group(comm, &g) == MPI_SUCCESS) {
+        PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+        PMPI_Group_translate_ranks(g, 1, &r, wg, &w);
+        PMPI_Group_free(&g);
+        PMPI_Group_free(&wg);
+    }
+    return w;
+}
+
+static uint64_t flow_id(int src_world, int dst_world, int tag) {
+    pthread_mutex_lock(&lock);
+    uint64_t key = seq_key(src_world, dst_world, tag);
+    uint64_t n = seq_next(key);
+    pthread_mutex_unlock(&lock);
+    uint64_t id = mix(key ^ mix(n + 1));
+    return id ? id : 1;
+}
+
+static int64_t bytes_of(int count, MPI_Datatype t) {
+    int size = 0;
+    if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS) {
+        return 0;
+    }
+    return (int64_t)count * size;
+}
+
+static void send_side(const void *buf, int count, MPI_Datatype t, int dest, int tag,
+                      MPI_Comm comm) {
+    (void)buf;
+    LOUPE_ARG_I64("peer", dest);
+    LOUPE_ARG_I64("tag", tag);
+    LOUPE_ARG_I64("bytes", bytes_of(count, t));
+    if (dest != MPI_PROC_NULL && loupe_is_tracing()) {
+        LOUPE_ARG_U64("mpi_send_id", flow_id(world_rank, world_of(comm, dest), tag));
+    }
+}
+
+/* The receive side of a completed receive: its source and tag from the status. */
+static void recv_done(const MPI_Status *st, MPI_Comm comm, MPI_Datatype t) {
+    if (st->MPI_SOURCE == MPI_PROC_NULL || st->MPI_SOURCE < 0) {
+        return;
+    }
+    int count = 0;
+    if (t != MPI_DATATYPE_NULL && PMPI_Get_count(st, t, &count) == MPI_SUCCESS &&
+        count != MPI_UNDEFINED) {
+        LOUPE_ARG_I64("bytes_received", bytes_of(count, t));
+    }
+    LOUPE_ARG_I64("source", st->MPI_SOURCE);
+    if (loupe_is_tracing()) {
+        LOUPE_ARG_U64("mpi_recv_id",
+                      flow_id(world_of(comm, st->MPI_SOURCE), world_rank, st->MPI_TAG));
+    }
+}
+
+LOUPE_MPI_API int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                           MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Send");
+    send_side(buf, count, datatype, dest, tag, comm);
+    return PMPI_Send(buf, count, datatype, dest, tag, comm);
+}
+
+LOUPE_MPI_API int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                            MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Ssend");
+    send_side(buf, count, datatype, dest, tag, comm);
+    return PMPI_Ssend(buf, count, datatype, dest, tag, comm);
+}
+
+LOUPE_MPI_API int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                            MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Isend");
+    send_side(buf, count, datatype, dest, tag, comm);
+    return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+}
+
+LOUPE_MPI_API int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                           MPI_Comm comm, MPI_Status *status) {
+    LOUPE_ZONE("MPI_Recv");
+    LOUPE_ARG_I64("peer", source);
+    LOUPE_ARG_I64("tag", tag);
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Recv(buf, count, datatype, source, tag, comm, st);
+    if (rc == MPI_SUCCESS) {
+        recv_done(st, comm, datatype);
+    }
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
+                               int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                               int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
+    LOUPE_ZONE("MPI_Sendrecv");
+    send_side(sendbuf, sendcount, sendtype, dest, sendtag, comm);
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                           recvtype, source, recvtag, comm, st);
+    if (rc == MPI_SUCCESS) {
+        recv_done(st, comm, recvtype);
+    }
+    return rc;
+}
+
+/* Pending receive requests: the flow's end is drawn where the request completes. */
+typedef struct pending {
+    MPI_Request req;
+    MPI_Comm comm;
+    MPI_Datatype type;
+} pending;
+static pending *pend;
+static size_t pend_n, pend_cap;
+
+static void pend_add(MPI_Request req, MPI_Comm comm, MPI_Datatype type) {
+    pthread_mutex_lock(&lock);
+    if (pend_n == pend_cap) {
+        size_t ncap = pend_cap ? pend_cap * 2 : 64;
+        pending *n = realloc(pend, ncap * sizeof *n);
+        if (n == NULL) {
+            pthread_mutex_unlock(&lock);
+            return; /* this receive gets no flow; the zone is still recorded */
+        }
+        pend = n;
+        pend_cap = ncap;
+    }
+    pend[pend_n++] = (pending){req, comm, type};
+    pthread_mutex_unlock(&lock);
+}
+
+/* Takes req's entry out of the table: 1 when it was a pending receive. */
+static int pend_take(MPI_Request req, pending *out) {
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = pend_n; i-- > 0;) {
+        if (pend[i].req == req) {
+            *out = pend[i];
+            pend[i] = pend[--pend_n];
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+LOUPE_MPI_API int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                            MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Irecv");
+    LOUPE_ARG_I64("peer", source);
+    LOUPE_ARG_I64("tag", tag);
+    LOUPE_ARG_I64("bytes", bytes_of(count, datatype));
+    int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
+    if (rc == MPI_SUCCESS && loupe_is_tracing()) {
+        pend_add(*request, comm, datatype);
+    }
+    return rc;
+}
+
+/* After a request completed (its handle was req before the call): the flow's end if it was a
+ * receive. */
+static void completed(MPI_Request req, const MPI_Status *st) {
+    pending p;
+    if (req != MPI_REQUEST_NULL && pend_n > 0 && pend_take(req, &p)) {
+        recv_done(st, p.comm, p.type);
+    }
+}
+
+LOUPE_MPI_API int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+    LOUPE_ZONE("MPI_Wait");
+    MPI_Request req = *request;
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Wait(request, st);
+    if (rc == MPI_SUCCESS) {
+        completed(req, st);
+    }
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+    LOUPE_ZONE("MPI_Test");
+    MPI_Request req = *request;
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Test(request, flag, st);
+    if (rc == MPI_SUCCESS && *flag) {
+        completed(req, st);
+    }
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Waitall(int count, MPI_Request array_of_requests[],
+                              MPI_Status array_of_statuses[]) {
+    LOUPE_ZONE("MPI_Waitall");
+    LOUPE_ARG_I64("requests", count);
+    /* Copies of the handles (completion sets them to MPI_REQUEST_NULL) and statuses of our own
+     * when the caller ignores them; 64 on the stack covers the usual halo exchange. */
+    MPI_Request reqs_small[64];
+    MPI_Status sts_small[64];
+    MPI_Request *reqs = reqs_small;
+    MPI_Status *sts = array_of_statuses;
+    int heap = 0;
+    if (count > 64) {
+        reqs = malloc((size_t)count * sizeof *reqs);
+        heap = 1;
+    }
+    if (sts == MPI_STATUSES_IGNORE) {
+        sts = count > 64 ? malloc((size_t)count * sizeof *sts) : sts_small;
+    }
+    if (reqs == NULL || sts == NULL) { /* out of memory: no flows, the call as asked */
+        if (heap) {
+            free(reqs);
+        }
+        if (sts != array_of_statuses && sts != sts_small) {
+            free(sts);
+        }
+        return PMPI_Waitall(count, array_of_requests, array_of_statuses);
+    }
+    for (int i = 0; i < count; i++) {
+        reqs[i] = array_of_requests[i];
+    }
+    int rc = PMPI_Waitall(count, array_of_requests, sts);
+    if (rc == MPI_SUCCESS) {
+        for (int i = 0; i < count; i++) {
+            completed(reqs[i], &sts[i]);
+        }
+    }
+    if (heap) {
+        free(reqs);
+    }
+    if (sts != array_of_statuses && sts != sts_small) {
+        free(sts);
+    }
+    return rc;
+}
+
+/* ---- collectives ---- */
+
+enum {
+    C_BARRIER,
+    C_BCAST,
+    C_REDUCE,
+    C_ALLREDUCE,
+    C_ALLGATHER,
+    C_ALLTOALL,
+    C_GATHER,
+    C_SCATTER,
+    C_COUNT
+};
+static uint64_t coll_seq[C_COUNT];
+
+static void coll_args(int kind, MPI_Comm comm, int64_t bytes, int root) {
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
+    LOUPE_ARG_I64("seq", (int64_t)__atomic_add_fetch(&coll_seq[kind], 1, __ATOMIC_RELAXED));
+    LOUPE_ARG_I64("comm_size", size);
+    LOUPE_ARG_I64("bytes", bytes);
+    if (root >= 0) {
+        LOUPE_ARG_I64("root", root);
+    }
+}
+
+LOUPE_MPI_API int MPI_Barrier(MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Barrier");
+    coll_args(C_BARRIER, comm, 0, -1);
+    return PMPI_Barrier(comm);
+}
+
+LOUPE_MPI_API int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
+                            MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Bcast");
+    coll_args(C_BCAST, comm, bytes_of(count, datatype), root);
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
+}
+
+LOUPE_MPI_API int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                             MPI_Op op, int root, MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Reduce");
+    coll_args(C_REDUCE, comm, bytes_of(count, datatype), root);
+    return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+
+LOUPE_MPI_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Allreduce");
+    coll_args(C_ALLREDUCE, comm, bytes_of(count, datatype), -1);
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+LOUPE_MPI_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                                MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Allgather");
+    coll_args(C_ALLGATHER, comm, bytes_of(sendcount, sendtype), -1);
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+LOUPE_MPI_API int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Alltoall");
+    coll_args(C_ALLTOALL, comm, bytes_of(sendcount, sendtype), -1);
+    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+LOUPE_MPI_API int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                             MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Gather");
+    coll_args(C_GATHER, comm, bytes_of(sendcount, sendtype), root);
+    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+LOUPE_MPI_API int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                              MPI_Comm comm) {
+    LOUPE_ZONE("MPI_Scatter");
+    coll_args(C_SCATTER, comm, bytes_of(recvcount, recvtype), root);
+    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
