@@ -42,10 +42,17 @@ static void usage(FILE *f) {
         "rank), max, and %% time. Rows are sorted by total time, largest first. Names are\n"
         "never cut: the name is the last column.\n"
         "\n"
-        "%% time is per thread: the zone's total as a share of the traced time of the threads\n"
-        "it ran on (the trace's duration times that number of threads; with --by-thread, of\n"
-        "its own thread). A zone that keeps one thread busy is 100%%. Nested zones count in\n"
-        "their parents' totals as well, so the column does not sum to 100%%.\n"
+        "%% time is per thread: the time the zone ran (its slices that overlap counted once)\n"
+        "as a share of the traced time of the threads it ran on (the trace's duration times\n"
+        "that number of threads; with --by-thread, of its own thread). A zone that keeps one\n"
+        "thread busy is 100%%, never more. Nested zones count in their parents' totals as\n"
+        "well, so the column does not sum to 100%%.\n"
+        "\n"
+        "Then the busy time of each track: the time its top-level slices cover (every slice\n"
+        "of an async track), overlapping ones counted once. Slices that overlapped partly on\n"
+        "one track (a foreign trace's X events, CUDA kernels on one stream) are on overlap\n"
+        "sibling tracks, \"<track> (overlap N)\": a track's row counts its siblings with it,\n"
+        "and so do the thread counts and --by-thread rows above.\n"
         "\n"
         "PATH is a trace file (Chrome JSON, gzipped or not: *.trace.json.gz, *.json,\n"
         "*.json.gz, from loupe or another tool; XPlane *.xplane.pb, from loupe or\n"
@@ -69,7 +76,10 @@ static void usage(FILE *f) {
         "                \"truncated_zones\", \"samples\", \"samples_lost\",\n"
         "                \"sample_period_ns\", \"hot_functions\": [{\"function\", \"thread\",\n"
         "                \"thread_name\" (with --by-thread), \"self_samples\",\n"
-        "                \"total_samples\", \"self_percent\", \"total_percent\"}]}\n"
+        "                \"total_samples\", \"self_percent\", \"total_percent\"}],\n"
+        "                \"tracks\": [{\"thread\", \"thread_name\",\n"
+        "                \"kind\", \"slices\", \"busy_ns\", \"percent\",\n"
+        "                \"overlap_siblings\"}]}\n"
         "  -h, --help    show this help\n"
         "\n"
         "The output starts with the events dropped when buffers were full, per thread, and\n"
@@ -99,8 +109,9 @@ __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
 
 typedef struct entry {
     const char *name;
-    size_t thread;
+    size_t thread; /* the track, or the track its overlap sibling was split from */
     uint64_t dur, self;
+    uint64_t start;
 } entry;
 
 typedef struct row {
@@ -109,6 +120,7 @@ typedef struct row {
     uint64_t count, total, self, mean, p50, p99, max;
     uint64_t threads; /* the number of threads the zone ran on */
     double percent;
+    uint64_t busy; /* the union of its slices per thread, summed over its threads */
 } row;
 
 static int g_by_thread; /* qsort has no context argument */
@@ -141,6 +153,39 @@ static int cmp_row(const void *pa, const void *pb) {
 static uint64_t percentile(const entry *sorted, uint64_t n, unsigned pct) {
     uint64_t rank = (pct * n + 99) / 100;
     return sorted[rank > 0 ? rank - 1 : 0].dur;
+}
+
+/* The track a track's time counts on: the one an overlap sibling was split from (model.h). */
+static size_t track_root(const loupe_model *m, size_t t) {
+    const loupe_model_thread *th = &m->threads[t];
+    return th->sibling != 0 && th->sibling_of < m->thread_count ? th->sibling_of : t;
+}
+
+static int cmp_span(const void *pa, const void *pb) {
+    const entry *a = pa, *b = pb;
+    if (a->thread != b->thread) {
+        return a->thread < b->thread ? -1 : 1;
+    }
+    return a->start < b->start ? -1 : (a->start > b->start);
+}
+
+/* The time covered by n intervals (start, dur) per thread, summed over the threads: overlapping
+ * slices (a zone inside itself, a kernel beside its predecessor on the stream) count once. Sorts
+ * e by (thread, start). */
+static uint64_t union_ns(entry *e, size_t n) {
+    qsort(e, n, sizeof(*e), cmp_span);
+    uint64_t sum = 0, lo = 0, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = e[i].start, b = e[i].start + e[i].dur;
+        if (i == 0 || e[i].thread != e[i - 1].thread || a > hi) {
+            sum += hi - lo;
+            lo = a;
+            hi = b;
+        } else if (b > hi) {
+            hi = b;
+        }
+    }
+    return sum + (hi - lo);
 }
 
 /* The rows of the table (unsorted by total yet): *out, *count. -1 on out-of-memory. */
@@ -184,8 +229,8 @@ static int make_rows(const loupe_model *m, int by_thread, row **out, size_t *cou
         }
         for (size_t i = 0; i < th->slice_count; i++) {
             const loupe_slice *s = &th->slices[i];
-            e[k++] =
-                (entry){s->name, t, s->dur_ns, s->dur_ns > child[i] ? s->dur_ns - child[i] : 0};
+            e[k++] = (entry){s->name, track_root(m, t), s->dur_ns,
+                             s->dur_ns > child[i] ? s->dur_ns - child[i] : 0, s->start_ns};
         }
     }
     g_by_thread = by_thread;
@@ -219,8 +264,10 @@ static int make_rows(const loupe_model *m, int by_thread, row **out, size_t *cou
         w->p50 = percentile(e + i, w->count, 50);
         w->p99 = percentile(e + i, w->count, 99);
         w->max = e[j - 1].dur;
+        w->busy = union_ns(e + i, w->count);
         double span = (double)m->duration_ns * (double)w->threads;
-        w->percent = span > 0 ? (double)w->total * 100.0 / span : 0.0;
+        w->percent = span > 0 ? (double)w->busy * 100.0 / span : 0.0;
+        w->percent = w->percent > 100.0 ? 100.0 : w->percent;
         i = j;
     }
     free(seen);
@@ -237,6 +284,88 @@ fail:
     free(stack);
     free(rows);
     return -1;
+}
+
+/* ---- busy time per track ---- */
+
+/* A track with its overlap siblings: the union of their top-level slices (every slice of an
+ * async track, whose lanes overlap by design). */
+typedef struct busy {
+    size_t thread; /* the track (the siblings' sibling_of) */
+    uint64_t busy, slices, siblings;
+    double percent;
+} busy;
+
+/* One busy entry per track that has slices and is no sibling, in track order (*out malloc'd);
+ * -1 on out-of-memory. */
+static int make_busy(const loupe_model *m, busy **out, size_t *count) {
+    *out = NULL;
+    *count = 0;
+    size_t n = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        for (size_t i = 0; i < th->slice_count; i++) {
+            n += th->kind == LOUPE_TRACK_ASYNC || th->slices[i].depth == 0;
+        }
+    }
+    entry *e = malloc((n ? n : 1) * sizeof(*e));
+    busy *b = malloc((m->thread_count ? m->thread_count : 1) * sizeof(*b));
+    size_t *at = malloc((m->thread_count ? m->thread_count : 1) * sizeof(*at));
+    if (e == NULL || b == NULL || at == NULL) {
+        free(e);
+        free(b);
+        free(at);
+        return -1;
+    }
+    size_t k = 0, nb = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        at[t] = SIZE_MAX;
+        if (track_root(m, t) == t) {
+            at[t] = nb;
+            b[nb++] = (busy){t, 0, 0, 0, 0.0};
+        }
+    }
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        busy *w = &b[at[track_root(m, t)]];
+        w->slices += th->slice_count;
+        w->siblings += track_root(m, t) != t;
+        for (size_t i = 0; i < th->slice_count; i++) {
+            const loupe_slice *s = &th->slices[i];
+            if (th->kind == LOUPE_TRACK_ASYNC || s->depth == 0) {
+                e[k++] = (entry){s->name, track_root(m, t), s->dur_ns, 0, s->start_ns};
+            }
+        }
+    }
+    /* sorted by (root, start): each root's intervals are contiguous */
+    qsort(e, k, sizeof(*e), cmp_span);
+    for (size_t i = 0; i < k;) {
+        size_t j = i;
+        while (j < k && e[j].thread == e[i].thread) {
+            j++;
+        }
+        busy *w = &b[at[e[i].thread]];
+        w->busy = union_ns(e + i, j - i);
+        i = j;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i].slices > 0) {
+            b[i].percent =
+                m->duration_ns > 0 ? (double)b[i].busy * 100.0 / (double)m->duration_ns : 0.0;
+            b[i].percent = b[i].percent > 100.0 ? 100.0 : b[i].percent;
+            b[w++] = b[i];
+        }
+    }
+    free(e);
+    free(at);
+    *out = b;
+    *count = w;
+    return 0;
+}
+
+static const char *kind_name(loupe_track_kind k) {
+    return k == LOUPE_TRACK_GPU ? "gpu" : k == LOUPE_TRACK_ASYNC ? "async" : "thread";
 }
 
 /* ---- text output ---- */
@@ -719,8 +848,46 @@ static int put_hot_json(json_t *root, const loupe_model *m, int by_thread, size_
     return bad ? -1 : 0;
 }
 
+/* Busy time per track: the time, % of the traced time, then the track, whole. */
+static void print_busy(const loupe_model *m, const busy *b, size_t nb) {
+    char dur[64], pct[32];
+    size_t dw = strlen("busy"), pw = strlen("% time");
+    for (size_t i = 0; i < nb; i++) {
+        loupe_cli_fmt_dur(dur, sizeof dur, b[i].busy);
+        snprintf(pct, sizeof pct, "%.2f", b[i].percent);
+        dw = cols(dur) > dw ? cols(dur) : dw;
+        pw = strlen(pct) > pw ? strlen(pct) : pw;
+    }
+    printf("\nbusy time per track: the time its top-level slices cover, overlapping ones (on\n"
+           "its overlap siblings too) counted once\n\n");
+    pad(dw - strlen("busy"));
+    fputs("busy  ", stdout);
+    pad(pw - strlen("% time"));
+    fputs("% time  track\n", stdout);
+    for (size_t i = 0; i < nb; i++) {
+        const loupe_model_thread *th = &m->threads[b[i].thread];
+        loupe_cli_fmt_dur(dur, sizeof dur, b[i].busy);
+        snprintf(pct, sizeof pct, "%.2f", b[i].percent);
+        pad(dw - cols(dur));
+        printf("%s  ", dur);
+        pad(pw - strlen(pct));
+        printf("%s  %s ", pct, kind_name(th->kind));
+        if (th->name[0]) {
+            put_name(th->name);
+            printf(" (%llu)", (unsigned long long)th->tid);
+        } else {
+            printf("%llu", (unsigned long long)th->tid);
+        }
+        if (b[i].siblings > 0) {
+            printf(" and %llu overlap sibling%s", (unsigned long long)b[i].siblings,
+                   b[i].siblings == 1 ? "" : "s");
+        }
+        putchar('\n');
+    }
+}
+
 static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
-                       size_t shown, int by_thread) {
+                       size_t shown, int by_thread, const busy *b, size_t nb) {
     char dur[64];
     print_warnings(m);
     loupe_cli_fmt_dur(dur, sizeof dur, m->duration_ns);
@@ -747,20 +914,22 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
         printf("no zones in this trace\n");
         return;
     }
-    printf("%% time: a zone's total as a share of the traced time (%s) of %s; nested zones\n"
-           "count in their parents too, so the column does not sum to 100%%\n\n",
+    printf("%% time: the time a zone ran (its overlapping slices counted once) as a share of\n"
+           "the traced time (%s) of %s; nested zones count in their parents too,\n"
+           "so the column does not sum to 100%%\n\n",
            dur, by_thread ? "its thread" : "each thread it ran on");
     print_table(m, rows, shown, by_thread);
     if (shown < nrows) {
         printf("(%zu more row%s; --top 0 shows all)\n", nrows - shown,
                nrows - shown == 1 ? "" : "s");
     }
+    print_busy(m, b, nb);
 }
 
 /* ---- JSON output ---- */
 
 static int print_json(const char *file, const loupe_model *m, const row *rows, size_t shown,
-                      int by_thread) {
+                      int by_thread, const busy *b, size_t nb) {
     json_t *root = json_object();
     json_t *zones = json_array();
     int bad = root == NULL || zones == NULL;
@@ -819,6 +988,17 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
                                json_integer(loupe_cli_jint(m->unmatched_ends)));
     bad |= json_object_set_new(root, "truncated_zones",
                                json_integer(loupe_cli_jint(m->truncated_zones)));
+    json_t *tracks = json_array();
+    bad |= tracks == NULL || json_object_set_new(root, "tracks", tracks);
+    for (size_t i = 0; i < nb && !bad; i++) {
+        const loupe_model_thread *th = &m->threads[b[i].thread];
+        json_t *d =
+            json_pack("{sIsosssIsIsfsI}", "thread", loupe_cli_jint(th->tid), "thread_name",
+                      loupe_cli_jstr(th->name), "kind", kind_name(th->kind), "slices",
+                      loupe_cli_jint(b[i].slices), "busy_ns", loupe_cli_jint(b[i].busy), "percent",
+                      b[i].percent, "overlap_siblings", loupe_cli_jint(b[i].siblings));
+        bad |= d == NULL || json_array_append_new(tracks, d);
+    }
     /* what the reader dropped or repaired (loupe_model.warnings), and runs skipped on the way */
     json_t *warns = json_array();
     bad |= warns == NULL || json_object_set_new(root, "warnings", warns);
@@ -933,8 +1113,11 @@ int loupe_cmd_summary(int argc, char **argv) {
     }
     row *rows;
     size_t nrows;
-    if (make_rows(m, by_thread, &rows, &nrows) != 0) {
+    busy *b = NULL;
+    size_t nb = 0;
+    if (make_rows(m, by_thread, &rows, &nrows) != 0 || make_busy(m, &b, &nb) != 0) {
         fprintf(stderr, "loupe summary: out of memory\n");
+        free(rows);
         loupe_model_free(m);
         return 1;
     }
@@ -942,9 +1125,9 @@ int loupe_cmd_summary(int argc, char **argv) {
     int status = 0;
     g_hot_top = top;
     if (as_json) {
-        status = print_json(file, m, rows, shown, by_thread);
+        status = print_json(file, m, rows, shown, by_thread, b, nb);
     } else {
-        print_text(file, m, rows, nrows, shown, by_thread);
+        print_text(file, m, rows, nrows, shown, by_thread, b, nb);
         if (print_hot_text(m, by_thread, top) != 0) {
             fprintf(stderr, "loupe summary: out of memory\n");
             status = 1;
@@ -954,6 +1137,7 @@ int loupe_cmd_summary(int argc, char **argv) {
         status = 1;
     }
     free(rows);
+    free(b);
     loupe_model_free(m);
     return status;
 }

@@ -3,7 +3,7 @@
 # ranks: one run directory with rankNNNN files, exact per-rank zone counts, every message's
 # send matched to its receive, collectives numbered, an injected clock offset measured and
 # removed (tests/mpi/mpi_check.c), and `loupe summary --by-rank` on the known imbalance of
-# mpi_app (rank r computes (r + 1) * 10 ms per round: rank N-1 arrives last at MPI_Allreduce).
+# mpi_app (rank r computes (r + 1) * 30 ms per round: rank N-1 arrives last at MPI_Allreduce).
 # Skipped (77) when this build has no libloupe_mpi.so or mpirun is missing.
 set -u
 build=$1
@@ -76,7 +76,7 @@ for n in 2 4; do
     sum=$("$build/loupe" summary "$run" --by-rank 2>&1)
     echo "$sum"
     last=$((n - 1))
-    # the known imbalance: per-rank compute totals (r + 1) * 10 ms * 5, so max / mean is at most
+    # the known imbalance: per-rank compute totals (r + 1) * 30 ms * 5, so max / mean is at most
     # 2n / (n + 1) (1.33 for 2 ranks, 1.60 for 4); sleeps overshoot on a loaded machine (OpenMPI's
     # ranks busy-poll in their collectives), which lowers it. Exact: --by-rank's ratio equals
     # max / mean of the per-rank totals read from each rank's own file (to its 2 decimals).
@@ -94,13 +94,13 @@ print(next(z["total_ns"] for z in json.load(sys.stdin)["zones"] if z["name"] == 
         echo "FAIL: -np $n: compute imbalance '$ratio' on rank '$rank', want $want_ratio (<= $max_ratio) on $last"
         fail=1
     fi
-    # rank n-1 arrives last at every MPI_Allreduce, (n - 1) * 10 ms after rank 0 (-1 ms, + 20 ms
+    # rank n-1 arrives last at every MPI_Allreduce, (n - 1) * 30 ms after rank 0 (-1 ms, + 25 ms
     # of scheduling on an oversubscribed, loaded machine)
     hint=$(echo "$sum" | grep '^critical rank: rank .* arrives last at MPI_Allreduce #')
     by_ms=$(echo "$hint" | sed -n 's/.* by \([0-9.]*\) ms .*/\1/p')
-    ok=$(awk -v b="$by_ms" -v n=$n 'BEGIN { lo = (n - 1) * 10; print (b != "" && b >= lo - 1 && b <= lo + 20) }')
+    ok=$(awk -v b="$by_ms" -v n=$n 'BEGIN { lo = (n - 1) * 30; print (b != "" && b >= lo - 1 && b <= lo + 25) }')
     if ! echo "$hint" | grep -q "^critical rank: rank $last arrives" || [ "$ok" != 1 ]; then
-        echo "FAIL: -np $n: critical-rank hint '$hint', want rank $last by about $(((n - 1) * 10)) ms"
+        echo "FAIL: -np $n: critical-rank hint '$hint', want rank $last by about $(((n - 1) * 30)) ms"
         fail=1
     fi
     if ! echo "$sum" | grep -q "^critical rank: rank $last arrives last at [$iter-6] of 6 collectives"; then

@@ -211,8 +211,13 @@ static void test_table(void **state) {
     assert_non_null(work);
     assert_true(io < frame && frame < work);
     assert_non_null(strstr(out, "  27.36  io\n"));
-    assert_non_null(strstr(out, "% time: a zone's total as a share of the traced time (201.000 ms) "
-                                "of each thread it ran on; nested zones\n"));
+    assert_non_null(strstr(out, "% time: the time a zone ran (its overlapping slices counted "
+                                "once) as a share of\nthe traced time (201.000 ms) of each "
+                                "thread it ran on; nested zones count in their parents too,\n"));
+    /* busy time per track: main's 3 frames, 30 ms of 201; thread 12's io and work, 56 ms */
+    assert_non_null(strstr(out, "\n     busy  % time  track\n"
+                                "30.000 ms   14.93  thread main (11)\n"
+                                "56.000 ms   27.86  thread 12\n"));
     /* numbers right-aligned: every row's name starts where the header's does */
     const char *hdr = strstr(out, "  name\n");
     assert_non_null(hdr);
@@ -370,6 +375,117 @@ static void test_errors(void **state) {
     free(out);
 }
 
+/* Writes a Chrome JSON file of X events (name, tid, ts µs, dur µs) into the test directory. */
+static void write_x(const char *path, const char *const *names, const int *tids, const double *ts,
+                    const double *dur, size_t n) {
+    char *t = NULL;
+    size_t len = 0;
+    append(&t, &len, "{\"traceEvents\":[\n");
+    append(&t, &len,
+           "{\"ph\":\"M\",\"pid\":1,\"tid\":7,\"name\":\"thread_name\","
+           "\"args\":{\"name\":\"stream 7\"}}");
+    for (size_t i = 0; i < n; i++) {
+        append(&t, &len,
+               ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+               "\"name\":\"%s\"}",
+               tids[i], ts[i], dur[i], names[i]);
+    }
+    append(&t, &len, "\n]}\n");
+    tu_write_file(path, t);
+    free(t);
+}
+
+static const json_t *find_zone(const json_t *zones, const char *name) {
+    for (size_t i = 0; i < json_array_size(zones); i++) {
+        const json_t *z = json_array_get(zones, i);
+        if (strcmp(json_string_value(json_object_get(z, "name")), name) == 0) {
+            return z;
+        }
+    }
+    fail_msg("no zone %s", name);
+    return NULL;
+}
+
+/* CUDA kernels on one stream overlapping under programmatic dependent launch: k1 [1000, 2000] ns,
+ * k2 [1500, 3000] ns. Both kernels whole; the stream (with its overlap sibling) busy 2000 ns, not
+ * 2500. */
+static void test_overlapping_kernels(void **state) {
+    (void)state;
+    char path[4200], args[4300];
+    snprintf(path, sizeof path, "%s/kernels.json", g_dir);
+    static const char *const names[] = {"k1", "k2"};
+    static const int tids[] = {7, 7};
+    static const double ts[] = {1, 1.5}, dur[] = {1, 1.5};
+    write_x(path, names, tids, ts, dur, 2);
+    snprintf(args, sizeof args, "'%s' --json", path);
+    json_t *j = summary_json(args);
+    const json_t *zones = json_object_get(j, "zones");
+    assert_int_equal(json_array_size(zones), 2);
+    const json_t *k1 = find_zone(zones, "k1"), *k2 = find_zone(zones, "k2");
+    assert_int_equal(zint(k1, "total_ns"), 1000);
+    assert_int_equal(zint(k1, "self_ns"), 1000);
+    assert_int_equal(zint(k2, "total_ns"), 1500);
+    assert_int_equal(zint(k2, "self_ns"), 1500);
+    assert_int_equal(zint(k2, "threads_ran_on"), 1);
+    assert_int_equal(zint(k1, "threads_ran_on"), 1); /* the sibling is the same stream */
+    assert_int_equal(json_integer_value(json_object_get(j, "duration_ns")), 2000);
+    const json_t *tracks = json_object_get(j, "tracks");
+    assert_int_equal(json_array_size(tracks), 1);
+    const json_t *t = json_array_get(tracks, 0);
+    assert_string_equal(json_string_value(json_object_get(t, "thread_name")), "stream 7");
+    assert_int_equal(zint(t, "thread"), 7);
+    assert_int_equal(zint(t, "busy_ns"), 2000);
+    assert_int_equal(zint(t, "slices"), 2);
+    assert_int_equal(zint(t, "overlap_siblings"), 1);
+    assert_true(json_real_value(json_object_get(t, "percent")) == 100.0);
+    json_decref(j);
+    char *out;
+    snprintf(args, sizeof args, "'%s'", path);
+    assert_int_equal(summary(args, &out), 0);
+    assert_non_null(strstr(out, "\n    busy  % time  track\n"
+                                "2.000 µs  100.00  thread stream 7 (7) and 1 overlap sibling\n"));
+    free(out);
+}
+
+/* Overlapping X slices of one name on one thread, x [0, 625] and x [375, 1000] ns: 1250 ns of
+ * slices in a 1000 ns trace. Its % time is of the 1000 ns it ran, 100%, never 125%; its total
+ * and self stay the slices' sum. */
+static void test_overlap_not_double_counted(void **state) {
+    (void)state;
+    char path[4200], args[4300];
+    snprintf(path, sizeof path, "%s/xx.json", g_dir);
+    static const char *const names[] = {"x", "x", "y"};
+    static const int tids[] = {7, 7, 8};
+    static const double ts[] = {0, 0.375, 0.5}, dur[] = {0.625, 0.625, 0.25};
+    write_x(path, names, tids, ts, dur, 3);
+    snprintf(args, sizeof args, "'%s' --json", path);
+    json_t *j = summary_json(args);
+    const json_t *zones = json_object_get(j, "zones");
+    const json_t *x = find_zone(zones, "x"), *y = find_zone(zones, "y");
+    assert_int_equal(zint(x, "count"), 2);
+    assert_int_equal(zint(x, "total_ns"), 1250);
+    assert_int_equal(zint(x, "self_ns"), 1250);
+    assert_int_equal(zint(x, "threads_ran_on"), 1);
+    assert_true(json_real_value(json_object_get(x, "percent")) == 100.0);
+    assert_true(json_real_value(json_object_get(y, "percent")) == 25.0);
+    const json_t *tracks = json_object_get(j, "tracks");
+    assert_int_equal(json_array_size(tracks), 2);
+    assert_int_equal(zint(json_array_get(tracks, 0), "busy_ns"), 1000);
+    assert_int_equal(zint(json_array_get(tracks, 1), "busy_ns"), 250);
+    assert_int_equal(zint(json_array_get(tracks, 1), "overlap_siblings"), 0);
+    json_decref(j);
+    /* --by-thread: one row for x on thread 7 (with its sibling) */
+    snprintf(args, sizeof args, "'%s' --json --by-thread", path);
+    j = summary_json(args);
+    zones = json_object_get(j, "zones");
+    assert_int_equal(json_array_size(zones), 2);
+    x = find_zone(zones, "x");
+    assert_int_equal(zint(x, "thread"), 7);
+    assert_int_equal(zint(x, "count"), 2);
+    assert_true(json_real_value(json_object_get(x, "percent")) == 100.0);
+    json_decref(j);
+}
+
 static void test_help(void **state) {
     (void)state;
     char *out;
@@ -390,6 +506,8 @@ int main(void) {
         cmocka_unit_test(test_real_file),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_reentered_drops),
+        cmocka_unit_test(test_overlapping_kernels),
+        cmocka_unit_test(test_overlap_not_double_counted),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -10,6 +10,8 @@
  * Instants:  LOUPE_INSTANT("checkpoint")       Counters: LOUPE_COUNTER_I64("queue", n), _F64
  * Flows:     LOUPE_FLOW_OUT(id) in the producer's zone, LOUPE_FLOW_IN(id) in the consumer's:
  *            an arrow from one zone to the other, across threads.
+ * Async:     LOUPE_ASYNC_BEGIN("request", id) ... LOUPE_ASYNC_END(id), on any threads: a slice
+ *            begun on one thread and ended on another, matched by id (loupe_async_begin).
  *
  * Each annotation has a level (LOUPE_LEVEL_INFO unless given) and is recorded only while a session
  * is active with a host tracer level >= it. Not tracing, a zone costs one relaxed atomic load and
@@ -77,6 +79,7 @@ enum {
     LOUPE_LEVEL_FUNCTION = LOUPE_LEVEL_INFO,    /* -finstrument-functions calls */
     LOUPE_LEVEL_COUNTER = LOUPE_LEVEL_CRITICAL, /* counters: recorded at every level */
     LOUPE_LEVEL_FLOW = LOUPE_LEVEL_CRITICAL,    /* flow ends: recorded at every level */
+    LOUPE_LEVEL_ASYNC = LOUPE_LEVEL_INFO,       /* async slices (begin and end) */
     LOUPE_LEVEL_ARG = LOUPE_LEVEL_CRITICAL      /* arguments: recorded at every level, attached to
                                                    the innermost zone that was recorded */
 };
@@ -230,6 +233,35 @@ LOUPE__INLINE void loupe_flow_in(uint64_t id) {
     loupe__ext_fast(LOUPE__EXT_FLOW_IN, LOUPE_LEVEL_FLOW, LOUPE__NULL, id, 0);
 }
 
+/** Async slices: a slice that begins on one thread and ends on any thread (the same or another),
+ * matched by id: a request handed from thread to thread, a transfer a callback completes (the
+ * model of NVTX's nvtxRangeStartEx / nvtxRangeEnd and of Perfetto's async tracks). At the stop
+ * the collector pairs each end with the latest unended begin of its id, at any thread, by time,
+ * and puts the slice on a process-level async track (LOUPE_TRACK_ASYNC) named after the slice:
+ * one track per name, whose slices may overlap (each gets a lane, loupe_slice.depth). Slices of
+ * one name with different ids may overlap freely; a begin with an id already open nests a
+ * second slice of that id (ended first by the next end).
+ * An end whose id has no begin open (never begun, already ended, or its begin was dropped) is
+ * counted (loupe_trace_result.unmatched_ends) and ignored; a slice still open at the stop ends
+ * there, flagged LOUPE_SLICE_TRUNCATED (loupe_trace_result.truncated_zones). Ids are the
+ * caller's (any 64-bit value; reuse one only after its slice ended).
+ * Timestamps come from the recording threads' clocks (one clock for the process: the TSC or
+ * CLOCK_MONOTONIC), so an end recorded after its begin on another thread is never before it.
+ * Level: LOUPE_LEVEL_ASYNC (recorded when the session's host tracer level is >= INFO).
+ * Lifetime: loupe_async_begin's name must outlive the session's stop (a string literal);
+ * loupe_async_begin_dyn copies it now (cut at LOUPE_MAX_DYN_NAME bytes, counted in the trace's
+ * "loupe_strings_cut"). NULL is read as "".
+ * Cost: a function call and two 16-byte records in the calling thread's buffer (plus 15 bytes
+ * of name per record for the _dyn form); no lock, no allocation, no system call after the
+ * thread's first event; a full buffer drops the event and counts it, like a zone's.
+ * Thread-safety: any thread, lock-free; each call records on the calling thread's own buffer.
+ * Signal-safety: async-signal-safe and reentrant, as the other calls here (one that interrupts
+ * a recording call on the same thread is dropped and counted in "loupe_events_reentered"; a
+ * dropped begin makes its end an unmatched one). */
+LOUPE_API void loupe_async_begin(const char *name, uint64_t id);
+LOUPE_API void loupe_async_begin_dyn(const char *name, uint64_t id);
+LOUPE_API void loupe_async_end(uint64_t id);
+
 #ifdef __cplusplus
 }
 #endif
@@ -259,6 +291,9 @@ LOUPE__INLINE void loupe_flow_in(uint64_t id) {
 #define LOUPE_COUNTER_F64(name, v)
 #define LOUPE_FLOW_OUT(id)
 #define LOUPE_FLOW_IN(id)
+#define LOUPE_ASYNC_BEGIN(name, id)
+#define LOUPE_ASYNC_BEGIN_DYN(name, id)
+#define LOUPE_ASYNC_END(id)
 #elif defined(__cplusplus)
 namespace loupe {
 /** RAII zone (C++): records the begin in the constructor, the end in the destructor. */
@@ -324,6 +359,10 @@ class DynZone {
 #define LOUPE_COUNTER_F64(name, v) loupe_counter_f64((name), LOUPE__CONV(double, v))
 #define LOUPE_FLOW_OUT(id) loupe_flow_out(LOUPE__CONV(uint64_t, id))
 #define LOUPE_FLOW_IN(id) loupe_flow_in(LOUPE__CONV(uint64_t, id))
+/** An async slice with a static name (a string literal: `"" name` refuses anything else). */
+#define LOUPE_ASYNC_BEGIN(name, id) loupe_async_begin("" name, LOUPE__CONV(uint64_t, id))
+#define LOUPE_ASYNC_BEGIN_DYN(name, id) loupe_async_begin_dyn((name), LOUPE__CONV(uint64_t, id))
+#define LOUPE_ASYNC_END(id) loupe_async_end(LOUPE__CONV(uint64_t, id))
 #endif
 
 #endif

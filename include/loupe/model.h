@@ -104,6 +104,18 @@ typedef struct loupe_model_thread {
      * 0 / NULL when unknown (then nothing is known about on- vs. off-CPU time). */
     size_t off_cpu_count;
     loupe_interval *off_cpu;
+    /* Overlap siblings. A THREAD or GPU track's slices nest properly: a slice that begins inside
+     * another and ends after it (foreign Chrome "X" events; CUDA kernels on one stream overlapping
+     * under programmatic dependent launch) is moved, whole, with the slices nested in it, to a
+     * sibling track: the same process, kind and device, its own tid (one no other track has), and
+     * the name "<name> (overlap N)" ("(overlap N)" when the track is unnamed), N = 1, 2, ...
+     * sibling = N and sibling_of = the index of the track it was split from; 0 and 0 on every
+     * other track. A reader's model gets the same marks back from the names (the builder matches
+     * "<name> (overlap N)" to a track named <name> of the same process, kind and device), so the
+     * marks survive every format. Busy time over a track and its siblings is the union of their
+     * top-level slices (loupe summary). */
+    uint32_t sibling;
+    size_t sibling_of;
 } loupe_model_thread;
 
 /** A sample of a process-scoped counter track. */

@@ -737,7 +737,9 @@ static int cmp_instant(const void *pa, const void *pb) {
     return a->ts_ns < b->ts_ns ? -1 : (a->ts_ns > b->ts_ns);
 }
 
-/* Sorts a thread's slices and computes depths; fills perm[orig] = new index when perm != NULL. */
+/* Sorts a thread's slices and computes depths; fills perm[orig] = new index when perm != NULL.
+ * Returns 1 when a THREAD or GPU track has slices that overlap partially (split_thread() then
+ * moves them to siblings), 0 otherwise, -1 on out-of-memory. */
 static int finish_thread(loupe_model_thread *th, size_t *perm) {
     size_t n = th->slice_count;
     if (n == 0) {
@@ -796,6 +798,7 @@ static int finish_thread(loupe_model_thread *th, size_t *perm) {
         return 0;
     }
     size_t top = 0;
+    int overlap = 0;
     for (size_t i = 0; i < n; i++) {
         loupe_slice *s = &th->slices[i];
         while (top > 0 && ends[top - 1] <= s->start_ns &&
@@ -803,11 +806,188 @@ static int finish_thread(loupe_model_thread *th, size_t *perm) {
                  th->slices[i - 1].start_ns == s->start_ns)) {
             top--;
         }
+        if (top > 0 && s->start_ns + s->dur_ns > ends[top - 1]) {
+            overlap = 1; /* begins inside the open slice and ends after it */
+        }
         s->depth = (uint32_t)top;
         ends[top++] = s->start_ns + s->dur_ns;
     }
     free(ends);
-    return 0;
+    return overlap;
+}
+
+/* One track's open slices while split_thread() deals slices out: their indices (in the sorted
+ * slices), innermost last. */
+typedef struct lane {
+    size_t *stk;
+    size_t top, cap, count;
+} lane;
+
+/* Moves the slices of thread t (sorted, with a partial overlap) that do not nest onto sibling
+ * tracks (model.h: sibling, sibling_of). Each slice, in start order, goes to the track where it
+ * nests inside the innermost open slice that began last (its likeliest parent), else to the
+ * first track with nothing open at its start, else to a new sibling: greedy, so the original
+ * track keeps every slice that nests, and O(slices x siblings). perm (when not NULL) maps a slice
+ * as appended to its sorted index; it is rewritten to the index on its new track, and *ptrack
+ * (allocated here) to that track. *next_tid: the tid the next sibling takes. 0 or -1 (OOM). */
+static int split_thread(loupe__mb *mb, size_t t, size_t *perm, size_t **ptrack,
+                        uint64_t *next_tid) {
+    loupe_model_thread *th = &mb->m.threads[t];
+    size_t n = th->slice_count;
+    lane *ln = NULL;
+    size_t nl = 0, lcap = 0;
+    uint32_t *which = malloc(n * sizeof(*which));
+    size_t *pos = malloc(n * sizeof(*pos));
+    int rc = -1;
+    if (which == NULL || pos == NULL) {
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        loupe_slice *s = &th->slices[i];
+        uint64_t end = s->start_ns + s->dur_ns;
+        size_t best = SIZE_MAX;
+        uint64_t best_start = 0;
+        int best_nested = 0;
+        for (size_t l = 0; l < nl; l++) {
+            lane *L = &ln[l];
+            /* the pop rule of finish_thread: a zero-length slice at its parent's start and end
+             * stays inside it */
+            while (L->top > 0) {
+                const loupe_slice *o = &th->slices[L->stk[L->top - 1]];
+                uint64_t oe = o->start_ns + o->dur_ns;
+                if (oe > s->start_ns || (oe == s->start_ns && s->dur_ns == 0 && i > 0 &&
+                                         th->slices[i - 1].start_ns == s->start_ns)) {
+                    break;
+                }
+                L->top--;
+            }
+            if (L->top == 0) {
+                if (best == SIZE_MAX) {
+                    best = l;
+                }
+                continue;
+            }
+            const loupe_slice *o = &th->slices[L->stk[L->top - 1]];
+            if (o->start_ns + o->dur_ns >= end && (!best_nested || o->start_ns > best_start)) {
+                best = l;
+                best_start = o->start_ns;
+                best_nested = 1;
+            }
+        }
+        if (best == SIZE_MAX) {
+            if (nl > UINT32_MAX - 1 ||
+                loupe__grow((void **)&ln, &lcap, nl + 1, sizeof(lane)) != 0) {
+                goto out;
+            }
+            ln[nl] = (lane){NULL, 0, 0, 0};
+            best = nl++;
+        }
+        lane *L = &ln[best];
+        if (loupe__grow((void **)&L->stk, &L->cap, L->top + 1, sizeof(size_t)) != 0) {
+            goto out;
+        }
+        s->depth = (uint32_t)L->top;
+        L->stk[L->top++] = i;
+        which[i] = (uint32_t)best;
+        pos[i] = L->count++;
+    }
+    /* lane l > 0 becomes sibling l: index first[l] onwards */
+    size_t first = mb->m.thread_count;
+    for (size_t l = 1; l < nl; l++) {
+        size_t len = strlen(th->name) + 32;
+        char *nm = malloc(len);
+        if (nm == NULL) {
+            goto out;
+        }
+        snprintf(nm, len, th->name[0] ? "%s (overlap %zu)" : "%s(overlap %zu)", th->name, l);
+        size_t k = loupe__mb_thread_add(mb, (*next_tid)++);
+        th = &mb->m.threads[t]; /* the array may have moved */
+        if (k == SIZE_MAX) {
+            free(nm);
+            goto out;
+        }
+        loupe_model_thread *sib = &mb->m.threads[k];
+        sib->name = loupe__mb_str(mb, nm);
+        free(nm);
+        sib->kind = th->kind;
+        sib->device = th->device;
+        sib->process = th->process;
+        sib->sibling = (uint32_t)l;
+        sib->sibling_of = t;
+        sib->slices = malloc(ln[l].count * sizeof(loupe_slice));
+        if (sib->slices == NULL || mb->failed) {
+            goto out;
+        }
+        mb->tcaps[k] = (tcap){ln[l].count, 0, 0};
+    }
+    for (size_t i = 0; i < n; i++) {
+        loupe_model_thread *d = which[i] == 0 ? th : &mb->m.threads[first + which[i] - 1];
+        d->slices[pos[i]] = th->slices[i]; /* lane 0: pos[i] <= i, so in place is safe */
+        d->slice_count = pos[i] + 1;
+    }
+    if (perm != NULL) {
+        *ptrack = malloc(n * sizeof(size_t));
+        if (*ptrack == NULL) {
+            goto out;
+        }
+        for (size_t o = 0; o < n; o++) {
+            size_t i = perm[o];
+            (*ptrack)[o] = which[i] == 0 ? t : first + which[i] - 1;
+            perm[o] = pos[i];
+        }
+    }
+    rc = 0;
+out:
+    for (size_t l = 0; l < nl; l++) {
+        free(ln[l].stk);
+    }
+    free(ln);
+    free(which);
+    free(pos);
+    if (rc != 0) {
+        mb->failed = 1;
+    }
+    return rc;
+}
+
+/* Marks a reader's overlap siblings: a track named "<name> (overlap N)" (or "(overlap N)")
+ * whose process, kind and device match a track named <name> (model.h). Linear in the tracks for
+ * each such name: they are few. */
+static void mark_siblings(loupe_model *m) {
+    static const char tag[] = "(overlap ";
+    for (size_t t = 0; t < m->thread_count; t++) {
+        loupe_model_thread *th = &m->threads[t];
+        size_t len = strlen(th->name);
+        if (th->sibling != 0 || len < sizeof tag || th->name[len - 1] != ')') {
+            continue;
+        }
+        const char *p = th->name + len - 1; /* back over the digits to "(overlap " */
+        while (p > th->name && p[-1] >= '0' && p[-1] <= '9') {
+            p--;
+        }
+        size_t digits = (size_t)(th->name + len - 1 - p);
+        if (digits == 0 || digits > 9 || p[0] == '0' || (size_t)(p - th->name) < sizeof tag - 1 ||
+            memcmp(p - (sizeof tag - 1), tag, sizeof tag - 1) != 0) {
+            continue;
+        }
+        size_t base = (size_t)(p - (sizeof tag - 1) - th->name);
+        if (base > 0) {
+            if (base < 2 || th->name[base - 1] != ' ') {
+                continue;
+            }
+            base--; /* the space before "(overlap" */
+        }
+        for (size_t u = 0; u < m->thread_count; u++) {
+            const loupe_model_thread *o = &m->threads[u];
+            if (u != t && o->sibling == 0 && o->process == th->process && o->kind == th->kind &&
+                o->device == th->device && strlen(o->name) == base &&
+                memcmp(o->name, th->name, base) == 0) {
+                th->sibling = (uint32_t)strtoul(p, NULL, 10);
+                th->sibling_of = u;
+                break;
+            }
+        }
+    }
 }
 
 /* The builder's lookup tables (not the model's arrays). */
@@ -820,9 +1000,21 @@ static void free_tables(loupe__mb *mb) {
     free(mb->node_tab.slot);
 }
 
+/* The per-thread index arrays of finish (perms, ptracks) over its first n threads. */
+static void free_maps(size_t **v, size_t n) {
+    if (v != NULL) {
+        for (size_t t = 0; t < n; t++) {
+            free(v[t]);
+        }
+        free(v);
+    }
+}
+
 loupe_model *loupe__mb_finish(loupe__mb *mb) {
     loupe_model *m = NULL;
-    size_t **perms = NULL;
+    size_t **perms = NULL, **ptracks = NULL;
+    size_t nthreads = mb->m.thread_count;
+    uint64_t next_tid = 0;
     if (mb->failed) {
         goto fail;
     }
@@ -838,7 +1030,15 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     if (mb->m.sample_count > 1) {
         qsort(mb->m.samples, mb->m.sample_count, sizeof(loupe_sample), cmp_sample);
     }
-    for (size_t t = 0; t < mb->m.thread_count; t++) {
+    /* the tracks as built: split_thread() appends siblings, already finished */
+    nthreads = mb->m.thread_count;
+    if (perms != NULL) {
+        ptracks = calloc(nthreads ? nthreads : 1, sizeof(*ptracks));
+        if (ptracks == NULL) {
+            goto fail;
+        }
+    }
+    for (size_t t = 0; t < nthreads; t++) {
         loupe_model_thread *th = &mb->m.threads[t];
         finish_off_cpu(th);
         if (perms != NULL && th->slice_count > 0) {
@@ -847,12 +1047,30 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
                 goto fail;
             }
         }
-        if (finish_thread(th, perms ? perms[t] : NULL) != 0) {
+        int fr = finish_thread(th, perms ? perms[t] : NULL);
+        if (fr < 0) {
             goto fail;
+        }
+        if (fr > 0 && th->kind != LOUPE_TRACK_ASYNC) {
+            if (next_tid == 0) {
+                for (size_t u = 0; u < mb->m.thread_count; u++) {
+                    uint64_t v = mb->m.threads[u].tid;
+                    next_tid = v >= next_tid ? v + 1 : next_tid;
+                }
+            }
+            if (split_thread(mb, t, perms ? perms[t] : NULL, perms ? &ptracks[t] : NULL,
+                             &next_tid) != 0) {
+                goto fail;
+            }
+            th = &mb->m.threads[t];
         }
         if (th->instant_count > 1) {
             qsort(th->instants, th->instant_count, sizeof(loupe_instant), cmp_instant);
         }
+    }
+    mark_siblings(&mb->m);
+    for (size_t t = 0; t < mb->m.thread_count; t++) {
+        const loupe_model_thread *th = &mb->m.threads[t];
         for (size_t i = 0; i < th->slice_count; i++) {
             if (th->slices[i].flags & LOUPE_SLICE_TRUNCATED) {
                 mb->m.truncated_zones++;
@@ -871,8 +1089,9 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
         }
         for (size_t i = 0; i < mb->flow_count; i++) {
             pending_flow *f = &mb->flows[i];
-            mb->m.flows[i] =
-                (loupe_flow){f->id, f->ft, perms[f->ft][f->fs], f->tt, perms[f->tt][f->ts]};
+            size_t ft = ptracks[f->ft] ? ptracks[f->ft][f->fs] : f->ft;
+            size_t tt = ptracks[f->tt] ? ptracks[f->tt][f->ts] : f->tt;
+            mb->m.flows[i] = (loupe_flow){f->id, ft, perms[f->ft][f->fs], tt, perms[f->tt][f->ts]};
         }
         mb->m.flow_count = mb->flow_count;
     }
@@ -906,12 +1125,8 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     (void)own;
     *m = mb->m;
     m->loupe__arena = a;
-    if (perms != NULL) {
-        for (size_t t = 0; t < mb->m.thread_count; t++) {
-            free(perms[t]);
-        }
-        free(perms);
-    }
+    free_maps(perms, nthreads);
+    free_maps(ptracks, nthreads);
     free(mb->tcaps);
     free(mb->itab);
     free(mb->flows);
@@ -919,12 +1134,8 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     free(mb);
     return m;
 fail:
-    if (perms != NULL) {
-        for (size_t t = 0; t < mb->m.thread_count; t++) {
-            free(perms[t]);
-        }
-        free(perms);
-    }
+    free_maps(perms, nthreads);
+    free_maps(ptracks, nthreads);
     loupe__mb_abort(mb);
     return NULL;
 }

@@ -10,6 +10,13 @@
  * this time and marked truncated. An end that matches nothing open is counted as unmatched and
  * ignored. In a ring that wrapped, an end whose begin was overwritten becomes a slice from the
  * first retained timestamp, marked truncated.
+ *
+ * Async slices (annotate.h: loupe_async_begin) are gathered from every thread and paired after
+ * the walk, by id and then time (an end closes the latest unended begin of its id); each name
+ * gets one process-level LOUPE_TRACK_ASYNC track, tid LOUPE__ASYNC_TID + k (k = 0, 1, ... in
+ * order of first begin): above any Linux tid (at most 2^22), so no writer's (pid, tid) key mixes
+ * one with a thread. Unmatched ends are counted with the zones' ones; begins never ended end at
+ * the stop, truncated.
  */
 #include "record/collect.h"
 
@@ -107,6 +114,15 @@ typedef struct flow_end {
     int used;
 } flow_end;
 
+/* One async record, waiting to be paired (name NULL for an end). */
+typedef struct async_ev {
+    uint64_t ns, id;
+    const char *name;
+    size_t seq;
+} async_ev;
+
+#define LOUPE__ASYNC_TID (1ull << 40)
+
 typedef struct mapping {
     uintptr_t lo, hi;
 } mapping;
@@ -130,6 +146,8 @@ typedef struct collector {
     void *rg;           /* the region read */
     int foreign;        /* a dead program's region: no pointer of it is followed */
     uint64_t last_ns;   /* the latest event of any thread (foreign: the trace's end) */
+    async_ev *asyncs;   /* async begins and ends of every thread */
+    size_t nasync, async_cap;
 } collector;
 
 /* A pointer stored in the region, as this process can read it (foreign: rebased; NULL when it
@@ -579,6 +597,21 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
                 if (loupe__mb_counter(mb, &cs) != 0) {
                     return -1;
                 }
+            } else if (sub == LOUPE__EXT_ASYNC_BEGIN || sub == LOUPE__EXT_ASYNC_END) {
+                const char *name = NULL;
+                if (sub == LOUPE__EXT_ASYNC_BEGIN && (flags & LOUPE__ASYNC_DYN)) {
+                    ws->cut += (b >> 28) & 1u;
+                    i += read_str(slots, i + 1, n, (b >> 16) & 0xfffu, str);
+                    name = loupe__mb_str(mb, str);
+                } else if (sub == LOUPE__EXT_ASYNC_BEGIN) {
+                    name = intern_ptr(c, ref);
+                }
+                if (loupe__grow((void **)&c->asyncs, &c->async_cap, c->nasync + 1,
+                                sizeof(async_ev)) != 0) {
+                    return -1;
+                }
+                c->asyncs[c->nasync] = (async_ev){ns, va, name, c->nasync};
+                c->nasync++;
             } else if (sub == LOUPE__EXT_FLOW_OUT || sub == LOUPE__EXT_FLOW_IN) {
                 size_t tz = top_real(c, 0, depth);
                 if (tz == SIZE_MAX) {
@@ -648,6 +681,129 @@ static int pair_flows(collector *c) {
         }
     }
     return 0;
+}
+
+/* By id, then time; a begin before an end at the same time (recorded on two threads in one
+ * clock tick), then the order of collection. */
+static int cmp_async(const void *pa, const void *pb) {
+    const async_ev *a = pa, *b = pb;
+    if (a->id != b->id) {
+        return a->id < b->id ? -1 : 1;
+    }
+    if (a->ns != b->ns) {
+        return a->ns < b->ns ? -1 : 1;
+    }
+    if ((a->name == NULL) != (b->name == NULL)) {
+        return a->name != NULL ? -1 : 1;
+    }
+    return a->seq < b->seq ? -1 : (a->seq > b->seq);
+}
+
+/* The async track of this (interned) name, added when missing: tracks[k] holds track indices
+ * for names[k]. SIZE_MAX on OOM. */
+typedef struct async_tracks {
+    const char **names;
+    size_t *tracks;
+    size_t n, cap_names, cap_tracks;
+    size_t last; /* the last hit: slices of one name come in runs */
+} async_tracks;
+
+static size_t async_track(collector *c, async_tracks *at, const char *name) {
+    if (at->n > 0 && at->names[at->last] == name) {
+        return at->tracks[at->last];
+    }
+    for (size_t k = 0; k < at->n; k++) {
+        if (at->names[k] == name) {
+            at->last = k;
+            return at->tracks[k];
+        }
+    }
+    if (loupe__grow((void **)&at->names, &at->cap_names, at->n + 1, sizeof(*at->names)) != 0 ||
+        loupe__grow((void **)&at->tracks, &at->cap_tracks, at->n + 1, sizeof(*at->tracks)) != 0) {
+        return SIZE_MAX;
+    }
+    size_t t = loupe__mb_thread_add(c->mb, LOUPE__ASYNC_TID + at->n);
+    if (t == SIZE_MAX) {
+        return SIZE_MAX;
+    }
+    loupe_model_thread *th = loupe__mb_thread_at(c->mb, t);
+    th->kind = LOUPE_TRACK_ASYNC;
+    th->name = name;
+    th->process = 0;
+    at->names[at->n] = name;
+    at->tracks[at->n] = t;
+    at->last = at->n++;
+    return t;
+}
+
+/* Pairs the async records (see the top of the file); end_ns closes the slices never ended. */
+static int pair_asyncs(collector *c, uint64_t end_ns) {
+    if (c->nasync == 0) {
+        return 0;
+    }
+    qsort(c->asyncs, c->nasync, sizeof(async_ev), cmp_async);
+    /* pass 1: each end takes the latest open begin of its id (a stack per id, in place: open
+     * begins keep their slot, matched ones get ns = UINT64_MAX as their end's mark) */
+    size_t *open = malloc(c->nasync * sizeof(*open));
+    uint64_t *end = malloc(c->nasync * sizeof(*end));
+    async_tracks at = {NULL, NULL, 0, 0, 0, 0};
+    int rc = -1;
+    if (open == NULL || end == NULL) {
+        goto out;
+    }
+    for (size_t i = 0; i < c->nasync;) {
+        size_t j = i, top = 0;
+        while (j < c->nasync && c->asyncs[j].id == c->asyncs[i].id) {
+            const async_ev *e = &c->asyncs[j];
+            if (e->name != NULL) {
+                end[j] = UINT64_MAX; /* open */
+                open[top++] = j;
+            } else if (top > 0) {
+                end[open[--top]] = e->ns;
+            } else {
+                c->unmatched++;
+            }
+            j++;
+        }
+        i = j;
+    }
+    /* pass 2: slices in the order of their first record (collection order: a stable layout) */
+    for (size_t i = 0; i < c->nasync; i++) {
+        open[i] = SIZE_MAX;
+    }
+    for (size_t i = 0; i < c->nasync; i++) {
+        if (c->asyncs[i].name != NULL) {
+            open[c->asyncs[i].seq] = i;
+        }
+    }
+    for (size_t s = 0; s < c->nasync; s++) {
+        size_t i = open[s];
+        if (i == SIZE_MAX) {
+            continue;
+        }
+        const async_ev *e = &c->asyncs[i];
+        size_t t = async_track(c, &at, e->name);
+        size_t si = t == SIZE_MAX ? SIZE_MAX : loupe__mb_slice(c->mb, t);
+        if (si == SIZE_MAX) {
+            goto out;
+        }
+        loupe_slice *sl = loupe__mb_slice_at(c->mb, t, si);
+        sl->name = e->name;
+        sl->start_ns = e->ns;
+        uint64_t stop = end[i];
+        if (stop == UINT64_MAX) {
+            stop = end_ns > e->ns ? end_ns : e->ns;
+            sl->flags |= LOUPE_SLICE_TRUNCATED;
+        }
+        sl->dur_ns = stop > e->ns ? stop - e->ns : 0;
+    }
+    rc = 0;
+out:
+    free(open);
+    free(end);
+    free(at.names);
+    free(at.tracks);
+    return rc;
 }
 
 /* Copies a wrapped one-segment ring oldest-first and discards what a straggler may have
@@ -915,6 +1071,9 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     if (!failed) {
         failed = pair_flows(&c) != 0;
     }
+    if (!failed) {
+        failed = pair_asyncs(&c, m->duration_ns) != 0;
+    }
     m->unmatched_ends = c.unmatched;
     pc_free(&c.names);
     pc_free(&c.funcs);
@@ -923,6 +1082,7 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     free(c.stack);
     free(c.outs);
     free(c.ins);
+    free(c.asyncs);
     return failed ? loupe__err(LOUPE_ENOMEM, "out of memory while collecting the threads' events")
                   : 0;
 }

@@ -698,6 +698,58 @@ void loupe__ext(int sub, int level, const char *name, uint64_t value) {
     ext_write(s, ts, (unsigned)sub, 0, value, (uint64_t)(uintptr_t)name, NULL, 0);
 }
 
+/* ---- async slices (annotate.h): two-slot records, paired by id in the collector ---- */
+
+/* Whether the session records async slices: the state to record under, else 0. */
+static uint64_t async_state(void) {
+    uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_ACQUIRE);
+    return LOUPE__STATE_LEVEL(s) >= LOUPE_LEVEL_ASYNC && LOUPE__STATE_LEVEL(s) != 0 ? s : 0;
+}
+
+void loupe_async_begin(const char *name, uint64_t id) {
+    uint64_t s = async_state();
+    if (s != 0) {
+        ext_write(s, loupe__now(), LOUPE__EXT_ASYNC_BEGIN, 0, id,
+                  (uint64_t)(uintptr_t)(name ? name : ""), NULL, 0);
+    }
+}
+
+void loupe_async_begin_dyn(const char *name, uint64_t id) {
+    uint64_t s = async_state();
+    if (s == 0) {
+        return;
+    }
+    uint64_t ts = loupe__now();
+    loupe__thread *t = slow_enter(s, 2);
+    if (t == NULL) {
+        return;
+    }
+    if (joined(t, s) != 0) {
+        slow_leave(t);
+        return;
+    }
+    int cut;
+    size_t len = str_len(t, name, name ? strlen(name) : 0, 2, &cut);
+    unsigned n = 2 + str_slots(len);
+    loupe__ev *e = reserve(t, s, n, 0);
+    if (e != NULL) {
+        put(&e[0], ts,
+            (uint64_t)cut << 28 | (uint64_t)len << 16 | (uint64_t)LOUPE__EXT_ASYNC_BEGIN << 8 |
+                LOUPE__ASYNC_DYN << 4 | LOUPE__K_EXT);
+        put(&e[1], id, LOUPE__K_EXT_DATA);
+        put_str(&e[2], name, len);
+        publish(t, e, n, 0);
+    }
+    slow_leave(t);
+}
+
+void loupe_async_end(uint64_t id) {
+    uint64_t s = async_state();
+    if (s != 0) {
+        ext_write(s, loupe__now(), LOUPE__EXT_ASYNC_END, 0, id, 0, NULL, 0);
+    }
+}
+
 /* ---- thread names ---- */
 
 void loupe_set_thread_name(const char *name) {

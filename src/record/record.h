@@ -37,6 +37,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Sub-kinds of EXT records written only by record.c's slow path (loupe/detail/hot.h has the
+ * others). Async slices (annotate.h: loupe_async_begin): slot 1 = {ts, sub << 8 | flags << 4 |
+ * K_EXT}, slot 2 = {id, ref << 4 | K_EXT_DATA}. A begin with a static name: flags 0, ref = the
+ * name. A begin with a copied name: flags LOUPE__ASYNC_DYN, ref 0, the name's length in bits
+ * 16..27 of slot 1's b and its cut flag in bit 28, the name in K_STR slots after slot 2. An end:
+ * ref 0. */
+enum { LOUPE__EXT_ASYNC_BEGIN = 16, LOUPE__EXT_ASYNC_END = 17 };
+#define LOUPE__ASYNC_DYN 1u
+
 #define LOUPE__CHUNK_SLOTS 4096u /* 64 KiB: 16 pages, a few µs to populate */
 #define LOUPE__NO_CHUNK UINT32_MAX
 #define LOUPE__NAME_MAX 64

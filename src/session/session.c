@@ -382,6 +382,10 @@ int loupe__result_fill(loupe_trace_result *res, const loupe_model *m) {
     return make_stats(res, m);
 }
 
+const loupe_model *loupe__kept_model(void) {
+    return kept;
+}
+
 /* Fills res's counts and per-thread figures from the kept trace. -1 when out of memory. */
 static int fill_result(loupe_trace_result *res) {
     return loupe__result_fill(res, kept);

@@ -18,6 +18,10 @@ LOUPE_API int loupe__kept_counts(loupe_trace_result *res);
  * loupe_set_metadata() refuses: for libloupe_mpi.so. Errors as loupe_set_metadata()'s. */
 LOUPE_API int loupe__set_metadata_mpi(const char *key, const char *value);
 
+/* The model kept from the last stop (NULL when none): for tests that look at what the collector
+ * built before any writer. Valid until the next start. */
+const loupe_model *loupe__kept_model(void);
+
 /* The program's name: the basename of /proc/self/exe, in buf. */
 const char *loupe__process_name(char *buf, size_t size);
 

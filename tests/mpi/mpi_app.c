@@ -1,5 +1,5 @@
 /* mpi_app.c: the MPI program of the MPI tests (tests/mpi_record.sh). ITER rounds of: a "compute"
- * zone that rank r spends (r + 1) * 10 ms in (a known imbalance: the last rank arrives last at
+ * zone that rank r spends (r + 1) * 30 ms in (a known imbalance: the last rank arrives last at
  * every MPI_Allreduce), an MPI_Allreduce, a ring exchange (MPI_Irecv from the left, MPI_Send
  * to the right, MPI_Wait); then one MPI_Barrier. Linked with libloupe for its own zones;
  * its MPI calls are recorded by libloupe_mpi.so, which `loupe record` preloads. */
@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ITER; i++) {
         {
             LOUPE_ZONE("compute");
-            spin_ms((rank + 1) * 10);
+            spin_ms((rank + 1) * 30);
         }
         long v = rank, r = 0;
         MPI_Allreduce(&v, &r, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
