@@ -15,6 +15,10 @@ int loupe__result_fill(loupe_trace_result *res, const loupe_model *m);
  * Exported for libloupe_preload.so; not API. */
 LOUPE_API int loupe__kept_counts(loupe_trace_result *res);
 
+/* The model kept from the last stop (NULL when none): for tests that look at what a session
+ * collected before any writer sees it. Lifetime: until the next start. */
+const loupe_model *loupe__kept_model(void);
+
 /* The program's name: the basename of /proc/self/exe, in buf. */
 const char *loupe__process_name(char *buf, size_t size);
 
