@@ -720,6 +720,10 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
         return -1;
     }
     close(fd);
+    /* The threads running now are sampled from the start on (the sampler thread finds later
+     * ones): a thread that blocks right after the start has its switch-out seen. */
+    s_sampler_tid = 0;
+    scan();
     s_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     __atomic_store_n(&s_quit, 0, __ATOMIC_RELEASE);
     pthread_attr_t at;

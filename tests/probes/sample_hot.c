@@ -1,5 +1,5 @@
 /* sample_hot.c: a CPU-bound program for test_sampling.c, built twice (with and without frame
- * pointers): it samples itself for about 300 ms of hot() called from main() and prints what
+ * pointers): it samples itself for 300 ms of CPU time in hot() called from main() and prints what
  * the kept model holds: samples, those whose leaf frame is hot, and those whose stack is
  * main > hot (hot's caller is main). argv[1]: the stacks mode ("dwarf" or "fp"). */
 #include "session/session.h"
@@ -26,7 +26,8 @@ __attribute__((noinline, noclone)) void hot(unsigned n) {
 
 static double now_s(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID,
+                  &t); /* CPU time: a loaded machine gives as many samples */
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
