@@ -15,6 +15,7 @@
 #include "session/session.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <loupe/loupe.h>
@@ -215,6 +216,46 @@ static void test_off_by_default(void **state) {
                         "loupe_start_trace: sampling_hz 100001 is above the maximum of 100000");
 }
 
+/* `loupe record` samples by default (999 Hz) and --no-sample turns it off: the trace's metadata
+ * says which. */
+static void record_note(const char *opts, const char *want) {
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s record -q -o %s/rec %s -- %s fp %s/inner 2>&1", tu_cli(), tu_dir,
+             opts, LOUPE_SAMPLE_HOT_FP, tu_dir);
+    (void)tu_run(cmd, &out);
+    /* the probe's own start fails under record (a session is active): the recording is
+     * record's, of an uninstrumented program */
+    assert_non_null(out);
+    char *line = out + strlen(out);
+    while (line > out && (line[-1] == '\n')) {
+        *--line = 0;
+    }
+    while (line > out && line[-1] != '\n') {
+        line--;
+    }
+    char find[4200], *file = NULL;
+    snprintf(find, sizeof find, "ls %s/*.trace.json.gz", line);
+    assert_int_equal(tu_run(find, &file), 0);
+    file[strcspn(file, "\n")] = 0;
+    json_t *j = tu_load_json(file);
+    json_t *md = json_object_get(j, "metadata");
+    assert_non_null(md);
+    assert_string_equal(json_string_value(json_object_get(md, "loupe_sampling")), want);
+    json_decref(j);
+    free(file);
+    free(out);
+}
+
+static void test_record_cli(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    record_note("", "999 Hz task-clock, dwarf stacks");
+    record_note("--sample-hz 50 --sample-stacks fp", "50 Hz task-clock, frame-pointer stacks");
+    record_note("--no-sample", "off");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_hot_frame_pointers, tu_setup, tu_teardown),
@@ -223,6 +264,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_lost_counted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_record_cli, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
