@@ -63,9 +63,19 @@ static void usage(FILE *f) {
             "                         (dropped calls are counted as filtered, not lost)\n"
             "  --print-run-dir FILE   write the run directory's path to FILE (for scripts)\n"
             "  --no-check             run PROGRAM even when loupe finds it cannot be traced\n"
+            "  --sample-hz N          CPU samples per second of each thread's CPU time, with\n"
+            "                         call stacks, and on- vs. off-CPU time from context\n"
+            "                         switches (default %u; 0 = off; at most 100000). Where\n"
+            "                         perf events are not allowed, one line says why and the\n"
+            "                         trace goes on without samples\n"
+            "  --no-sample            the same as --sample-hz 0\n"
+            "  --sample-stacks MODE   dwarf (default: copied stacks unwound with DWARF CFI,\n"
+            "                         whole stacks also without frame pointers), fp (frame\n"
+            "                         pointers: cheaper) or none\n"
             "  --perfetto             also write the perfetto-json file (below)\n"
             "  --format LIST          the files to write, a comma list of:\n",
-            (unsigned long long)LOUPE_DEFAULT_SESSION_EVENTS, LOUPE_DEFAULT_BUFFER_EVENTS);
+            (unsigned long long)LOUPE_DEFAULT_SESSION_EVENTS, LOUPE_DEFAULT_BUFFER_EVENTS,
+            LOUPE_SAMPLING_RECORD_HZ);
     /* The run-directory formats, from the registry (loupe/writer.h). */
     for (size_t k = 0; k < loupe_format_count(); k++) {
         const loupe_format_desc *d = loupe_format_info(k);
@@ -724,6 +734,7 @@ int loupe_cmd_record(int argc, char **argv) {
     int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0;
     rec_filters filt;
     memset(&filt, 0, sizeof filt);
+    const char *sample_hz = NULL, *sample_stacks = NULL;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -764,6 +775,12 @@ int loupe_cmd_record(int argc, char **argv) {
             no_check = 1;
         } else if (strcmp(a, "--mpi") == 0 || strcmp(a, "--no-mpi") == 0) {
             mpi = a[2] == 'm' ? 1 : -1;
+        } else if (strcmp(a, "--sample-hz") == 0 && i + 1 < argc) {
+            sample_hz = argv[++i];
+        } else if (strcmp(a, "--no-sample") == 0) {
+            sample_hz = "0";
+        } else if (strcmp(a, "--sample-stacks") == 0 && i + 1 < argc) {
+            sample_stacks = argv[++i];
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -791,6 +808,17 @@ int loupe_cmd_record(int argc, char **argv) {
                 "loupe record: --session-events must be a number from 64 to 2^40, not '%s'\n",
                 session);
         return REC_EXIT_FAILED;
+    }
+    if (sample_hz != NULL && parse_u(sample_hz, 100000, &v) != 0) {
+        fprintf(stderr, "loupe record: --sample-hz must be a number from 0 to 100000, not '%s'\n",
+                sample_hz);
+        return 2;
+    }
+    if (sample_stacks != NULL && strcmp(sample_stacks, "dwarf") != 0 &&
+        strcmp(sample_stacks, "fp") != 0 && strcmp(sample_stacks, "none") != 0) {
+        fprintf(stderr, "loupe record: --sample-stacks must be dwarf, fp or none, not '%s'\n",
+                sample_stacks);
+        return 2;
     }
     if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
         fprintf(stderr, "loupe record: --buffer-events must be a number from 64 to %u, not '%s'\n",
@@ -915,6 +943,12 @@ int loupe_cmd_record(int argc, char **argv) {
         }
         if (keep_last) {
             setenv("LOUPE_RECORD_OVERFLOW", "last", 1);
+        }
+        char hz[32];
+        snprintf(hz, sizeof hz, "%u", LOUPE_SAMPLING_RECORD_HZ);
+        setenv("LOUPE_RECORD_SAMPLE_HZ", sample_hz ? sample_hz : hz, 1);
+        if (sample_stacks) {
+            setenv("LOUPE_RECORD_SAMPLE_STACKS", sample_stacks, 1);
         }
         if (lazy) {
             setenv("LOUPE_RECORD_LAZY", "1", 1);

@@ -886,6 +886,8 @@ static void print_busy(const loupe_model *m, const busy *b, size_t nb) {
     }
 }
 
+static void print_cpu_split(const loupe_model *m);
+
 static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
                        size_t shown, int by_thread, const busy *b, size_t nb) {
     char dur[64];
@@ -924,6 +926,120 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
                nrows - shown == 1 ? "" : "s");
     }
     print_busy(m, b, nb);
+    print_cpu_split(m);
+}
+
+/* ---- on- vs. off-CPU time (from the context switches sampling saw) ---- */
+
+/* The part of [a, a + d) a thread spent off the CPU (its off_cpu intervals are sorted and do not
+ * overlap: a binary search finds the first that can touch it). */
+static uint64_t off_cpu_in(const loupe_model_thread *th, uint64_t a, uint64_t d) {
+    size_t lo = 0, hi = th->off_cpu_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const loupe_interval *v = &th->off_cpu[mid];
+        if (v->start_ns + v->dur_ns <= a) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    uint64_t off = 0, b = a + d;
+    for (size_t i = lo; i < th->off_cpu_count && th->off_cpu[i].start_ns < b; i++) {
+        uint64_t x = th->off_cpu[i].start_ns, y = x + th->off_cpu[i].dur_ns;
+        x = x < a ? a : x;
+        y = y > b ? b : y;
+        off += y > x ? y - x : 0;
+    }
+    return off;
+}
+
+typedef struct cpu_row {
+    const char *name;
+    uint64_t total, off;
+} cpu_row;
+
+static int cmp_cpu_row(const void *pa, const void *pb) {
+    const cpu_row *a = pa, *b = pb;
+    return a->off < b->off ? 1 : a->off > b->off ? -1 : strcmp(a->name, b->name);
+}
+
+#define CPU_ROWS 20
+
+/* Each thread's and each zone name's time split into running (on-CPU) and waiting (off-CPU:
+ * blocked, sleeping, preempted). A zone whose self time is mostly waiting (a thread pool's idle
+ * loop) is labelled so: its "self" is blocking, not work. Printed only when the trace has
+ * off-CPU intervals (a trace recorded with sampling). */
+static void print_cpu_split(const loupe_model *m) {
+    int any = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        any |= m->threads[t].off_cpu_count > 0;
+    }
+    if (!any) {
+        return;
+    }
+    char a[64], b[64], c[64];
+    printf("\non- vs. off-CPU (context switches):\n%-32s %12s %12s %12s\n", "thread", "traced",
+           "on-CPU", "off-CPU");
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
+            continue;
+        }
+        uint64_t off = off_cpu_in(th, 0, m->duration_ns);
+        loupe_cli_fmt_dur(a, sizeof a, m->duration_ns);
+        loupe_cli_fmt_dur(b, sizeof b, m->duration_ns - off);
+        loupe_cli_fmt_dur(c, sizeof c, off);
+        char who[96];
+        snprintf(who, sizeof who, "%s (%llu)", th->name[0] ? th->name : "thread",
+                 (unsigned long long)th->tid);
+        printf("%-32s %12s %12s %12s\n", who, a, b, c);
+    }
+    cpu_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
+            continue;
+        }
+        for (size_t i = 0; i < th->slice_count; i++) {
+            const loupe_slice *sl = &th->slices[i];
+            size_t k = 0;
+            while (k < n && strcmp(rows[k].name, sl->name) != 0) {
+                k++;
+            }
+            if (k == n) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    cpu_row *g = realloc(rows, cap * sizeof *rows);
+                    if (g == NULL) {
+                        free(rows);
+                        return;
+                    }
+                    rows = g;
+                }
+                rows[n++] = (cpu_row){sl->name, 0, 0};
+            }
+            rows[k].total += sl->dur_ns;
+            rows[k].off += off_cpu_in(th, sl->start_ns, sl->dur_ns);
+        }
+    }
+    if (n > 0) {
+        qsort(rows, n, sizeof *rows, cmp_cpu_row);
+        printf("\n%-32s %12s %12s %12s\n", "zone (most off-CPU first)", "total", "on-CPU",
+               "off-CPU");
+        for (size_t k = 0; k < n && k < CPU_ROWS; k++) {
+            loupe_cli_fmt_dur(a, sizeof a, rows[k].total);
+            loupe_cli_fmt_dur(b, sizeof b, rows[k].total - rows[k].off);
+            loupe_cli_fmt_dur(c, sizeof c, rows[k].off);
+            printf("%-32.32s %12s %12s %12s%s\n", rows[k].name, a, b, c,
+                   rows[k].off * 2 > rows[k].total ? "  mostly off-CPU (waiting)" : "");
+        }
+        if (n > CPU_ROWS) {
+            printf("(%zu more zone names)\n", n - CPU_ROWS);
+        }
+    }
+    free(rows);
 }
 
 /* ---- JSON output ---- */

@@ -142,7 +142,32 @@ typedef struct loupe_trace_options {
     /* Every call that function_filter, function_exclude, function_depth or
      * function_min_duration_ns dropped is counted (not lost): the trace's metadata
      * loupe_functions_filtered, written whenever one of them is set. */
+    /** CPU sampling, in samples per second of each thread's CPU time (perf_event_open(2)'s
+     * task-clock event, one per thread, user stacks only); 0 = off (the default here;
+     * `loupe record` samples at LOUPE_SAMPLING_RECORD_HZ). At most 100000. Every thread of the
+     * process is sampled, also threads that never record a zone (found within 10 ms of their
+     * start), and the kernel's context switches give each thread's off-CPU intervals
+     * (loupe_model_thread.off_cpu). Where perf events are not allowed (perf_event_paranoid,
+     * missing CAP_PERFMON, a container's seccomp profile) the start still succeeds: one line on
+     * stderr says why and the trace's "loupe_sampling" metadata reads "unavailable: ...".
+     * Samples the kernel could not hand over are counted (loupe_model.samples_lost). */
+    uint32_t sampling_hz;
+    /** How sampled call stacks are taken: LOUPE_SAMPLING_STACKS_DWARF (0, the default: 8 KiB of
+     * the user stack copied per sample and unwound with DWARF CFI by libdw, so code built
+     * without frame pointers still has whole stacks; frame pointers where loupe was built
+     * without libdw), LOUPE_SAMPLING_STACKS_FP (the kernel's frame-pointer callchain: cheaper,
+     * but one frame for code built with -fomit-frame-pointer) or LOUPE_SAMPLING_STACKS_NONE
+     * (the sampled address only). */
+    int sampling_stacks;
 } loupe_trace_options;
+
+/** The sampling rate `loupe record` uses unless told otherwise (999: not a divisor of common
+ * timer periods, so samples do not lock step with a program's own periodic work). */
+#define LOUPE_SAMPLING_RECORD_HZ 999u
+/** loupe_trace_options.sampling_stacks values. */
+#define LOUPE_SAMPLING_STACKS_DWARF 0
+#define LOUPE_SAMPLING_STACKS_FP 1
+#define LOUPE_SAMPLING_STACKS_NONE 2
 
 /** loupe_trace_options.crash_dump: install no fatal-signal handlers. */
 #define LOUPE_CRASH_DUMP_OFF (-1)

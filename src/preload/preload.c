@@ -12,6 +12,8 @@
  *   LOUPE_RECORD_PERFETTO       "1": also perfetto_trace.json.gz
  *   LOUPE_RECORD_LAZY           "1": lazy_buffers (populate buffers as they fill)
  *   LOUPE_RECORD_FORMATS        the files to write: a comma list of format names
+ *   LOUPE_RECORD_SAMPLE_HZ      CPU sampling rate (0 or unset: off)
+ *   LOUPE_RECORD_SAMPLE_STACKS  "dwarf", "fp" or "none"
  *                               (loupe_format_parse_list()); unset = the default set
  *   LOUPE_RECORD_FILTER         function_filter globs, one a line
  *   LOUPE_RECORD_EXCLUDE        function_exclude globs, one a line
@@ -151,6 +153,16 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
         /* loupe record checked the list already: this is someone setting the variable by hand. */
         fprintf(stderr, "loupe: LOUPE_RECORD_FORMATS: %s: writing the default set\n",
                 loupe_last_error());
+    }
+    const char *sh = getenv("LOUPE_RECORD_SAMPLE_HZ");
+    if (sh != NULL) {
+        o.sampling_hz = (uint32_t)strtoul(sh, NULL, 10);
+    }
+    const char *ss = getenv("LOUPE_RECORD_SAMPLE_STACKS");
+    if (ss != NULL) {
+        o.sampling_stacks = strcmp(ss, "fp") == 0     ? LOUPE_SAMPLING_STACKS_FP
+                            : strcmp(ss, "none") == 0 ? LOUPE_SAMPLING_STACKS_NONE
+                                                      : LOUPE_SAMPLING_STACKS_DWARF;
     }
     o.function_tracing = 1;
     filter_globs = env_lines("LOUPE_RECORD_FILTER");

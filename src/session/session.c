@@ -14,6 +14,7 @@
 #include "model/builder.h"
 #include "record/collect.h"
 #include "record/record.h"
+#include "record/sample.h"
 #include "session/capture.h"
 #include "session/link.h"
 #include "session/session.h"
@@ -120,6 +121,8 @@ static int globs_dup(const char *const *v, char ***out) {
     *out = c;
     return 0;
 }
+static uint32_t opt_sampling_hz;
+static int opt_sampling_stacks;
 
 static loupe_model *kept;
 static int kept_perfetto;
@@ -152,6 +155,7 @@ static void fork_parent(void) {
  * a session it starts maps a region of its own. */
 static void fork_child(void) {
     loupe__rec_forget_in_child();
+    loupe__sample_forget_in_child();
     active = 0;
     capturing = 0;
     /* The forking thread took the locks in fork_prepare: it is this thread, so it unlocks them
@@ -214,6 +218,9 @@ static void open_session(int level, int function_tracing) {
     h->rate_mono = start_mono_ns;
     __atomic_store_n(&h->stopped, 0, __ATOMIC_RELEASE);
     loupe__gpu_session_open();
+    /* Sampling starts before the gate opens: its probe prints why it is unavailable before any
+     * event of the session, and the kernel's clock for it is the session's (CLOCK_MONOTONIC). */
+    (void)loupe__sample_start(opt_sampling_hz, opt_sampling_stacks, start_mono_ns);
     session_state = loupe__gate_open(level, function_tracing);
     __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
     loupe__keeper_kick();
@@ -270,6 +277,18 @@ int loupe_start_trace(const loupe_trace_options *o) {
         return loupe__err(LOUPE_EINVALID,
                           "loupe_start_trace: device_tracer_level %d is out of range (0 off, 1 on)",
                           o->device_tracer_level);
+    }
+    if (o->sampling_hz > 100000u) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: sampling_hz %u is above the maximum of 100000",
+                          o->sampling_hz);
+    }
+    if (o->sampling_stacks < LOUPE_SAMPLING_STACKS_DWARF ||
+        o->sampling_stacks > LOUPE_SAMPLING_STACKS_NONE) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: sampling_stacks %d is unknown (use "
+                          "LOUPE_SAMPLING_STACKS_DWARF, _FP or _NONE)",
+                          o->sampling_stacks);
     }
     unsigned unknown = o->formats & ~loupe__formats_available();
     if (unknown != 0) {
@@ -343,6 +362,8 @@ int loupe_start_trace(const loupe_trace_options *o) {
     opt_link = o->create_perfetto_link != 0;
     opt_link_ms = o->perfetto_link_timeout_ms;
     opt_formats = o->formats;
+    opt_sampling_hz = o->sampling_hz;
+    opt_sampling_stacks = o->sampling_stacks;
     open_session(level, o->function_tracing != 0);
     loupe__crash_arm(opt_log_dir, o->crash_dump != LOUPE_CRASH_DUMP_OFF);
     loupe__cupti_start(o->device_tracer_level); /* never fails the start: see its note */
@@ -450,6 +471,7 @@ static loupe_model *collect_session(void) {
     __atomic_store_n(&active, 0, __ATOMIC_RELAXED); /* ended, whatever happens below */
     loupe__gpu_session_close(); /* a later loupe_gpu_session_add fails: nothing is left behind */
     loupe__cupti_stop();        /* flushes its records: they join at loupe__gpu_collect() */
+    loupe__sample_stop();       /* a last drain of the rings; collected below */
     double tpn = loupe__ticks_per_ns();
     char host[256], pname[256];
     loupe__hostname(host, sizeof host);
@@ -491,6 +513,13 @@ static loupe_model *collect_session(void) {
     /* The session's GPU tracks: decoded launches and CUPTI records (taken even when the host
      * part failed, so that nothing of this session is left for the next). */
     if (loupe__gpu_collect(mb, p.origin_unix_ns, p.stop_ns) != 0) {
+        failed = 1;
+    }
+    /* The CPU samples join the collector's threads by tid (taken even when the host part
+     * failed, as the GPU's). */
+    if (failed) {
+        loupe__sample_discard();
+    } else if (loupe__sample_collect(mb, p.stop_ns) != 0) {
         failed = 1;
     }
     if (failed) {
@@ -596,6 +625,7 @@ int loupe__capture_start(int level, int device_level) {
     }
     capturing = 1;
     opt_func_filtering = 0; /* no function tracing in a capture: no filters either */
+    opt_sampling_hz = 0;    /* a capture's request has no sampling option (yet) */
     open_session(level, 0);
     loupe__cupti_start(device_level != 0); /* never fails the capture: see its note */
     pthread_mutex_unlock(&session_lock);

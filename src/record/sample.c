@@ -1,0 +1,1074 @@
+/* sample.c: CPU sampling with call stacks, and on- vs. off-CPU time, from perf_event_open(2).
+ *
+ * Design: one task-clock event per thread (pid = tid, cpu = -1), each with its own ring buffer,
+ * opened by a sampler thread that scans /proc/self/task every 10 ms. Why not the alternatives:
+ * an inherited per-process event (inherit = 1, cpu = -1) cannot be mmap'd (the kernel's
+ * perf_mmap refuses inherited per-task events), and one event per CPU with pid = the process
+ * (perf record's default, Perfetto's traced_perf) needs perf_event_paranoid <= 0 or CAP_PERFMON
+ * for per-CPU access, where a thread's own events work at the default paranoid level 2. Scanning
+ * instead of opening at thread registration keeps the hot path untouched (registration is
+ * allocation-free and may run in a signal handler) and also samples threads that never record a
+ * zone (an uninstrumented program under `loupe record`); a thread is sampled from at most 10 ms
+ * after it starts.
+ *
+ * The sampler thread blocks every signal (as the keeper does), polls the rings (woken when one is
+ * half full, or every 10 ms), copies each record into memory of its own and moves the ring's
+ * tail: the kernel never waits for loupe, and what it could not write is counted from its
+ * PERF_RECORD_LOST records (samples_lost in the model). context_switch = 1 adds a
+ * PERF_RECORD_SWITCH at every switch out and in: the gaps are the thread's off-CPU intervals.
+ *
+ * Stacks: frame-pointer callchains (PERF_SAMPLE_CALLCHAIN) always; with libdw, also 8 KiB of the
+ * user stack and the user registers (PERF_SAMPLE_STACK_USER, PERF_SAMPLE_REGS_USER), unwound with
+ * DWARF CFI by dwfl_getthread_frames() on the sampler thread as they are drained (only the
+ * addresses are kept), which is what `perf record --call-graph dwarf` does at report time. The
+ * longer of the two stacks wins: code built without frame pointers gives a one-frame FP chain.
+ * Symbols are looked up at the stop with libdwfl over the live process's modules (main binary,
+ * shared libraries, PIE; build-id aware through dwfl_standard_find_debuginfo): function,
+ * inline frames from DW_TAG_inlined_subroutine, file:line when debug info exists.
+ *
+ * Clock: use_clockid with CLOCK_MONOTONIC, the session's own clock pair base.
+ */
+
+#include "record/sample.h"
+
+#include "base/array.h"
+#include "model/builder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef LOUPE_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#endif
+
+#define MAX_TASKS 4096
+#define MAX_DEPTH 128
+#define STACK_COPY 8192u /* bytes of user stack per sample (perf's default is 8 KiB too) */
+#define SCAN_NS 10000000u
+
+typedef struct task {
+    int fd;
+    int seen; /* found by the last scan */
+    uint64_t tid;
+    void *base;
+    size_t len;
+    uint64_t out_since; /* switched out at (perf time), 0 when running */
+} task;
+
+typedef struct raw_sample {
+    uint64_t ts; /* perf time (CLOCK_MONOTONIC ns) */
+    uint32_t tid, cpu;
+    uint32_t first, n; /* pcs[first .. first + n), innermost first */
+} raw_sample;
+
+typedef struct raw_off {
+    uint64_t tid, start, end;
+} raw_off;
+
+typedef struct named {
+    uint64_t tid;
+    char comm[16];
+} named;
+
+static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER; /* start / stop / collect */
+static int s_running;
+static pthread_t s_thread;
+static int s_wake = -1; /* eventfd: the stop wakes the poll */
+static int s_quit;
+static uint32_t s_hz;
+static int s_stacks;
+static uint64_t s_origin;
+static size_t s_pages; /* ring data pages per thread (a power of two) */
+static char s_note[448] = "off";
+static uint64_t s_sampler_tid;
+
+static task s_tasks[MAX_TASKS];
+static size_t s_ntasks;
+static uint64_t s_skipped; /* threads not sampled: MAX_TASKS reached */
+
+static raw_sample *s_samples;
+static size_t s_nsamples, s_capsamples;
+static uint64_t *s_pcs;
+static size_t s_npcs, s_cappcs;
+static raw_off *s_offs;
+static size_t s_noffs, s_capoffs;
+static named *s_names;
+static size_t s_nnames, s_capnames;
+static uint64_t s_lost;
+static int s_oom; /* a copy failed for memory: counted as lost */
+
+static long sys_perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
+                                unsigned long flags) {
+    /* Tests simulate a kernel that denies perf events (a paranoid level of 3, seccomp in a
+     * container): the path must say so and go on without samples. */
+    const char *deny = getenv("LOUPE_TEST_PERF_DENY");
+    if (deny != NULL && deny[0] == '1') {
+        errno = EACCES;
+        return -1;
+    }
+    return syscall(SYS_perf_event_open, a, pid, cpu, group, flags);
+}
+
+static void fill_attr(struct perf_event_attr *a) {
+    memset(a, 0, sizeof *a);
+    a->size = sizeof *a;
+    a->type = PERF_TYPE_SOFTWARE;
+    a->config = PERF_COUNT_SW_TASK_CLOCK; /* counts while the thread runs: on-CPU samples */
+    a->freq = 1;
+    a->sample_freq = s_hz;
+    a->sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+    if (s_stacks != LOUPE__STACKS_NONE) {
+        a->sample_type |= PERF_SAMPLE_CALLCHAIN;
+    } else {
+        a->sample_type |= PERF_SAMPLE_IP;
+    }
+#ifdef LOUPE_HAVE_LIBDW
+    if (s_stacks == LOUPE__STACKS_DWARF) {
+        a->sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+        /* x86-64 perf regs (arch/x86/include/uapi/asm/perf_regs.h): AX..IP are bits 0..8,
+         * R8..R15 bits 16..23 */
+        a->sample_regs_user = 0x1ffu | (0xffu << 16);
+        a->sample_stack_user = STACK_COPY;
+    }
+#endif
+    a->exclude_kernel = 1; /* user stacks only: works at perf_event_paranoid 2 */
+    a->exclude_hv = 1;
+    a->exclude_callchain_kernel = 1;
+    a->context_switch = 1;
+    a->sample_id_all = 1; /* switch and lost records carry tid and time */
+    a->use_clockid = 1;
+    a->clockid = CLOCK_MONOTONIC;
+    a->watermark = 1;
+    a->wakeup_watermark = (uint32_t)(s_pages * 4096u / 2);
+    a->disabled = 0;
+}
+
+static int read_paranoid(void) {
+    int fd = open("/proc/sys/kernel/perf_event_paranoid", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -100;
+    }
+    char b[16] = {0};
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    return n > 0 ? atoi(b) : -100;
+}
+
+/* The one line that says why there are no samples (also the "loupe_sampling" metadata). */
+static void set_unavailable(int err) {
+    int par = read_paranoid();
+    char why[400];
+    if (err == EACCES || err == EPERM) {
+        if (par != -100) {
+            snprintf(why, sizeof why,
+                     "perf_event_open: %s (kernel.perf_event_paranoid = %d; sampling a "
+                     "program's own threads needs <= 2 or CAP_PERFMON: sysctl -w "
+                     "kernel.perf_event_paranoid=2; in a container, a seccomp profile may "
+                     "forbid perf_event_open)",
+                     strerror(err), par);
+        } else {
+            snprintf(why, sizeof why,
+                     "perf_event_open: %s (no /proc/sys/kernel/perf_event_paranoid; in a "
+                     "container, a seccomp profile may forbid perf_event_open)",
+                     strerror(err));
+        }
+    } else if (err == ENOSYS) {
+        snprintf(why, sizeof why, "perf_event_open: %s (the kernel has no perf events)",
+                 strerror(err));
+    } else {
+        snprintf(why, sizeof why, "perf_event_open: %s", strerror(err));
+    }
+    snprintf(s_note, sizeof s_note, "unavailable: %s", why);
+    fprintf(stderr, "loupe: CPU sampling is unavailable: %s; the trace goes on without samples\n",
+            why);
+}
+
+static int grow_fail(void **p, size_t *cap, size_t need, size_t elem) {
+    if (loupe__grow(p, cap, need, elem) != 0) {
+        s_oom = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static void add_off(uint64_t tid, uint64_t start, uint64_t end) {
+    if (end <= start || grow_fail((void **)&s_offs, &s_capoffs, s_noffs + 1, sizeof *s_offs)) {
+        return;
+    }
+    s_offs[s_noffs++] = (raw_off){tid, start, end};
+}
+
+#ifdef LOUPE_HAVE_LIBDW
+/* ---- DWARF unwinding of a copied stack (the sampler thread only) ---- */
+typedef struct unwind_ctx {
+    uint64_t tid;
+    const uint64_t *regs; /* perf order, see fill_attr */
+    uint64_t sp;
+    const unsigned char *stack;
+    uint64_t stack_size;
+    uint64_t pcs[MAX_DEPTH];
+    uint32_t n;
+} unwind_ctx;
+
+static Dwfl *u_dwfl;
+static unwind_ctx u_cur;
+static uint64_t u_reported_at;
+
+static pid_t u_next_thread(Dwfl *dwfl, void *arg, void **thread_argp) {
+    (void)dwfl;
+    (void)arg;
+    if (*thread_argp != NULL) {
+        return 0;
+    }
+    *thread_argp = &u_cur;
+    return (pid_t)u_cur.tid;
+}
+
+static bool u_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp) {
+    (void)dwfl;
+    (void)tid;
+    (void)arg;
+    *thread_argp = &u_cur;
+    return true;
+}
+
+static bool u_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg) {
+    (void)dwfl;
+    (void)arg;
+    if (addr >= u_cur.sp && addr + 8 <= u_cur.sp + u_cur.stack_size) {
+        memcpy(result, u_cur.stack + (addr - u_cur.sp), 8);
+        return true;
+    }
+    /* Outside the copy: the live process (our own), read safely (a wild address fails). */
+    struct iovec local = {result, 8}, remote = {(void *)(uintptr_t)addr, 8};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 8;
+}
+
+static bool u_set_initial_registers(Dwfl_Thread *thread, void *arg) {
+    (void)arg;
+    const uint64_t *r = u_cur.regs;
+    /* DWARF x86-64 numbering (System V psABI, table 3.36): rax rdx rcx rbx rsi rdi rbp rsp
+     * r8..r15 rip; perf order: AX BX CX DX SI DI BP SP IP (0..8), R8..R15 */
+    Dwarf_Word d[17] = {r[0],  r[3],  r[2],  r[1],  r[4],  r[5],  r[6],  r[7], r[9],
+                        r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[8]};
+    if (!dwfl_thread_state_registers(thread, 0, 17, d)) {
+        return false;
+    }
+    dwfl_thread_state_register_pc(thread, r[8]);
+    return true;
+}
+
+static const Dwfl_Thread_Callbacks u_callbacks = {
+    .next_thread = u_next_thread,
+    .get_thread = u_get_thread,
+    .memory_read = u_memory_read,
+    .set_initial_registers = u_set_initial_registers,
+};
+
+static char *u_debuginfo_path;
+static const Dwfl_Callbacks proc_callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .debuginfo_path = &u_debuginfo_path,
+};
+
+static Dwfl *proc_dwfl(void) {
+    Dwfl *d = dwfl_begin(&proc_callbacks);
+    if (d == NULL) {
+        return NULL;
+    }
+    if (dwfl_linux_proc_report(d, getpid()) != 0 || dwfl_report_end(d, NULL, NULL) != 0) {
+        dwfl_end(d);
+        return NULL;
+    }
+    return d;
+}
+
+static uint64_t mono_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A Dwfl over the modules mapped now, re-made when a pc falls outside every module (a dlopen
+ * since), at most every 100 ms. */
+static Dwfl *unwinder(uint64_t pc) {
+    if (u_dwfl != NULL && dwfl_addrmodule(u_dwfl, pc) != NULL) {
+        return u_dwfl;
+    }
+    uint64_t now = mono_now();
+    if (u_dwfl != NULL && now - u_reported_at < 100000000u) {
+        return u_dwfl;
+    }
+    if (u_dwfl != NULL) {
+        dwfl_end(u_dwfl);
+    }
+    u_reported_at = now;
+    u_dwfl = proc_dwfl();
+    if (u_dwfl != NULL && !dwfl_attach_state(u_dwfl, NULL, getpid(), &u_callbacks, NULL)) {
+        dwfl_end(u_dwfl);
+        u_dwfl = NULL;
+    }
+    return u_dwfl;
+}
+
+static int u_frame(Dwfl_Frame *state, void *arg) {
+    (void)arg;
+    Dwarf_Addr pc;
+    bool activation;
+    if (!dwfl_frame_pc(state, &pc, &activation) || pc == 0) {
+        return DWARF_CB_ABORT;
+    }
+    u_cur.pcs[u_cur.n++] = pc;
+    return u_cur.n < MAX_DEPTH ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+/* Unwinds one sample's copied stack into u_cur.pcs; the count. */
+static uint32_t unwind_dwarf(uint64_t tid, const uint64_t *regs, const unsigned char *stack,
+                             uint64_t size) {
+    u_cur.tid = tid;
+    u_cur.regs = regs;
+    u_cur.sp = regs[7];
+    u_cur.stack = stack;
+    u_cur.stack_size = size;
+    u_cur.n = 0;
+    Dwfl *d = unwinder(regs[8]);
+    if (d == NULL) {
+        return 0;
+    }
+    (void)dwfl_getthread_frames(d, (pid_t)tid, u_frame, NULL);
+    return u_cur.n;
+}
+#endif
+
+/* ---- the ring buffers ---- */
+/* A record that wraps around the ring's end, copied whole (header.size is 16 bits). */
+static unsigned char s_rec[65536];
+
+static void on_sample(const unsigned char *p, const unsigned char *end) {
+    uint64_t tid, ts, cpu;
+    uint32_t pt[2];
+    if (end - p < 24) {
+        return;
+    }
+    if (s_stacks == LOUPE__STACKS_NONE) {
+        uint64_t ip;
+        memcpy(&ip, p, 8);
+        p += 8;
+        memcpy(pt, p, 8);
+        memcpy(&ts, p + 8, 8);
+        memcpy(&cpu, p + 16, 8);
+        tid = pt[1];
+        if (grow_fail((void **)&s_pcs, &s_cappcs, s_npcs + 1, 8) ||
+            grow_fail((void **)&s_samples, &s_capsamples, s_nsamples + 1, sizeof *s_samples)) {
+            s_lost++;
+            return;
+        }
+        s_samples[s_nsamples++] =
+            (raw_sample){ts, (uint32_t)tid, (uint32_t)cpu, (uint32_t)s_npcs, 1};
+        s_pcs[s_npcs++] = ip;
+        return;
+    }
+    memcpy(pt, p, 8);
+    memcpy(&ts, p + 8, 8);
+    memcpy(&cpu, p + 16, 8);
+    tid = pt[1];
+    p += 24;
+    uint64_t nr;
+    if (end - p < 8) {
+        return;
+    }
+    memcpy(&nr, p, 8);
+    p += 8;
+    if (nr > (uint64_t)(end - p) / 8) {
+        return;
+    }
+    const unsigned char *chain = p;
+    p += nr * 8;
+    uint64_t fp[MAX_DEPTH];
+    uint32_t nfp = 0;
+    for (uint64_t i = 0; i < nr && nfp < MAX_DEPTH; i++) {
+        uint64_t ip;
+        memcpy(&ip, chain + i * 8, 8);
+        if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
+            continue; /* PERF_CONTEXT_USER and other markers */
+        }
+        fp[nfp++] = ip;
+    }
+    const uint64_t *pcs = fp;
+    uint32_t npcs = nfp;
+#ifdef LOUPE_HAVE_LIBDW
+    if (s_stacks == LOUPE__STACKS_DWARF && end - p >= 8) {
+        uint64_t abi, regs[17];
+        memcpy(&abi, p, 8);
+        p += 8;
+        if (abi != PERF_SAMPLE_REGS_ABI_NONE && end - p >= (ptrdiff_t)sizeof regs) {
+            memcpy(regs, p, sizeof regs);
+            p += sizeof regs;
+            uint64_t size = 0, dyn = 0;
+            if (end - p >= 8) {
+                memcpy(&size, p, 8);
+                p += 8;
+            }
+            if (size > 0 && (uint64_t)(end - p) >= size + 8) {
+                memcpy(&dyn, p + size, 8);
+                uint32_t n = unwind_dwarf(tid, regs, p, dyn < size ? dyn : size);
+                if (n > npcs) {
+                    pcs = u_cur.pcs;
+                    npcs = n;
+                }
+            }
+        }
+    }
+#endif
+    if (grow_fail((void **)&s_pcs, &s_cappcs, s_npcs + npcs, 8) ||
+        grow_fail((void **)&s_samples, &s_capsamples, s_nsamples + 1, sizeof *s_samples)) {
+        s_lost++;
+        return;
+    }
+    s_samples[s_nsamples++] =
+        (raw_sample){ts, (uint32_t)tid, (uint32_t)cpu, (uint32_t)s_npcs, npcs};
+    memcpy(s_pcs + s_npcs, pcs, npcs * 8);
+    s_npcs += npcs;
+}
+
+/* The sample_id trailer of a non-sample record (sample_id_all): TID, TIME, CPU in that order
+ * (perf_event_open(2), "sample_id"). */
+static int trailer(const unsigned char *rec, size_t size, uint64_t *tid, uint64_t *ts) {
+    if (size < sizeof(struct perf_event_header) + 24) {
+        return -1;
+    }
+    const unsigned char *t = rec + size - 24;
+    uint32_t pt[2];
+    memcpy(pt, t, 8);
+    memcpy(ts, t + 8, 8);
+    *tid = pt[1];
+    return 0;
+}
+
+static void on_record(task *tk, const unsigned char *rec, size_t size) {
+    struct perf_event_header h;
+    memcpy(&h, rec, sizeof h);
+    const unsigned char *body = rec + sizeof h, *end = rec + size;
+    uint64_t tid, ts;
+    switch (h.type) {
+    case PERF_RECORD_SAMPLE:
+        on_sample(body, end);
+        break;
+    case PERF_RECORD_LOST:
+        if (size >= sizeof h + 16) {
+            uint64_t lost;
+            memcpy(&lost, body + 8, 8);
+            s_lost += lost;
+        }
+        break;
+#ifdef PERF_RECORD_LOST_SAMPLES
+    case PERF_RECORD_LOST_SAMPLES:
+        if (size >= sizeof h + 8) {
+            uint64_t lost;
+            memcpy(&lost, body, 8);
+            s_lost += lost;
+        }
+        break;
+#endif
+    case PERF_RECORD_SWITCH:
+        if (trailer(rec, size, &tid, &ts) == 0 && tid == tk->tid) {
+            if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+                tk->out_since = ts;
+            } else if (tk->out_since != 0) {
+                add_off(tid, tk->out_since, ts);
+                tk->out_since = 0;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void drain(task *tk) {
+    struct perf_event_mmap_page *mp = tk->base;
+    unsigned char *data = (unsigned char *)tk->base + mp->data_offset;
+    uint64_t dsize = mp->data_size;
+    uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = mp->data_tail;
+    while (tail + sizeof(struct perf_event_header) <= head) {
+        struct perf_event_header h;
+        uint64_t off = tail % dsize;
+        for (size_t i = 0; i < sizeof h; i++) {
+            ((unsigned char *)&h)[i] = data[(off + i) % dsize];
+        }
+        if (h.size < sizeof h || tail + h.size > head) {
+            break;
+        }
+        const unsigned char *rec = data + off;
+        if (off + h.size > dsize) {
+            size_t first = (size_t)(dsize - off);
+            memcpy(s_rec, data + off, first);
+            memcpy(s_rec + first, data, h.size - first);
+            rec = s_rec;
+        }
+        on_record(tk, rec, h.size);
+        tail += h.size;
+    }
+    __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+static void close_task(task *tk) {
+    drain(tk);
+    munmap(tk->base, tk->len);
+    close(tk->fd);
+}
+
+static void read_comm(uint64_t tid, char comm[16]) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%llu/comm", (unsigned long long)tid);
+    memset(comm, 0, 16);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, comm, 15);
+        close(fd);
+        if (n > 0 && comm[n - 1] == '\n') {
+            comm[n - 1] = 0;
+        }
+    }
+}
+
+static void open_task(uint64_t tid) {
+    char comm[16];
+    read_comm(tid, comm);
+    if (strncmp(comm, "loupe-", 6) == 0) {
+        return; /* loupe's own threads (the keeper): nothing of the program's */
+    }
+    if (s_ntasks == MAX_TASKS) {
+        s_skipped++;
+        return;
+    }
+    struct perf_event_attr a;
+    fill_attr(&a);
+    int fd = (int)sys_perf_event_open(&a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        return; /* ESRCH: it exited meanwhile; the probe at the start said whether we may */
+    }
+    size_t len = (s_pages + 1) * 4096u;
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        close(fd);
+        s_skipped++;
+        return;
+    }
+    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0};
+    if (grow_fail((void **)&s_names, &s_capnames, s_nnames + 1, sizeof *s_names) == 0) {
+        s_names[s_nnames].tid = tid;
+        memcpy(s_names[s_nnames].comm, comm, 16);
+        s_nnames++;
+    }
+}
+
+static void scan(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < s_ntasks; i++) {
+        s_tasks[i].seen = 0;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') {
+            continue;
+        }
+        uint64_t tid = strtoull(e->d_name, NULL, 10);
+        if (tid == s_sampler_tid) {
+            continue;
+        }
+        size_t i = 0;
+        while (i < s_ntasks && s_tasks[i].tid != tid) {
+            i++;
+        }
+        if (i < s_ntasks) {
+            s_tasks[i].seen = 1;
+        } else {
+            open_task(tid);
+        }
+    }
+    closedir(d);
+    /* Threads that exited: their last records, then their slot goes (a tid the kernel reuses
+     * later is another thread, opened anew). */
+    for (size_t i = 0; i < s_ntasks;) {
+        if (!s_tasks[i].seen) {
+            close_task(&s_tasks[i]);
+            s_tasks[i] = s_tasks[--s_ntasks];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void *sampler_main(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    (void)pthread_setname_np(pthread_self(), "loupe-sampler");
+    s_sampler_tid = (uint64_t)syscall(SYS_gettid);
+    struct pollfd *pf = calloc(MAX_TASKS + 1, sizeof *pf);
+    uint64_t last_scan = 0;
+    while (!__atomic_load_n(&s_quit, __ATOMIC_ACQUIRE)) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        uint64_t now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+        if (now - last_scan >= SCAN_NS) {
+            scan();
+            last_scan = now;
+        }
+        for (size_t i = 0; i < s_ntasks; i++) {
+            drain(&s_tasks[i]);
+        }
+        if (pf == NULL) {
+            struct timespec d = {0, 2000000};
+            nanosleep(&d, NULL);
+            continue;
+        }
+        pf[0] = (struct pollfd){.fd = s_wake, .events = POLLIN};
+        for (size_t i = 0; i < s_ntasks; i++) {
+            pf[i + 1] = (struct pollfd){.fd = s_tasks[i].fd, .events = POLLIN};
+        }
+        (void)poll(pf, s_ntasks + 1, (int)(SCAN_NS / 1000000u));
+    }
+    free(pf);
+    for (size_t i = 0; i < s_ntasks; i++) {
+        close_task(&s_tasks[i]);
+    }
+    s_ntasks = 0;
+#ifdef LOUPE_HAVE_LIBDW
+    if (u_dwfl != NULL) {
+        dwfl_end(u_dwfl);
+        u_dwfl = NULL;
+    }
+#endif
+    return NULL;
+}
+
+static void free_raw(void) {
+    free(s_samples);
+    free(s_pcs);
+    free(s_offs);
+    free(s_names);
+    s_samples = NULL;
+    s_pcs = NULL;
+    s_offs = NULL;
+    s_names = NULL;
+    s_nsamples = s_capsamples = s_npcs = s_cappcs = s_noffs = s_capoffs = 0;
+    s_nnames = s_capnames = 0;
+    s_lost = s_skipped = 0;
+    s_oom = 0;
+}
+
+static const char *stacks_name(int stacks) {
+#ifdef LOUPE_HAVE_LIBDW
+    if (stacks == LOUPE__STACKS_DWARF) {
+        return "dwarf stacks";
+    }
+#endif
+    return stacks == LOUPE__STACKS_NONE ? "no stacks" : "frame-pointer stacks";
+}
+
+int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
+    pthread_mutex_lock(&s_lock);
+    free_raw();
+    if (hz == 0) {
+        snprintf(s_note, sizeof s_note, "off");
+        pthread_mutex_unlock(&s_lock);
+        return -1;
+    }
+    s_hz = hz;
+    s_stacks = stacks;
+    s_origin = origin_mono_ns;
+    s_pages = s_stacks == LOUPE__STACKS_DWARF ? 128 : 32;
+    const char *pg = getenv("LOUPE_SAMPLE_RING_PAGES"); /* tests: a tiny ring loses samples */
+    if (pg != NULL && atoi(pg) > 0) {
+        size_t v = 1;
+        while (v * 2 <= (size_t)atoi(pg)) {
+            v *= 2;
+        }
+        s_pages = v;
+    }
+    /* A probe on the calling thread: says now, once, whether the kernel lets us. */
+    struct perf_event_attr a;
+    fill_attr(&a);
+    int fd = (int)sys_perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        set_unavailable(errno);
+        pthread_mutex_unlock(&s_lock);
+        return -1;
+    }
+    close(fd);
+    /* The threads running now are sampled from the start on (the sampler thread finds later
+     * ones): a thread that blocks right after the start has its switch-out seen. */
+    s_sampler_tid = 0;
+    scan();
+    s_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    __atomic_store_n(&s_quit, 0, __ATOMIC_RELEASE);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 1024 * 1024); /* libdw's unwinder recurses a little */
+    int rc = pthread_create(&s_thread, &at, sampler_main, NULL);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        snprintf(s_note, sizeof s_note, "unavailable: no sampler thread (%s)", strerror(rc));
+        fprintf(stderr, "loupe: CPU sampling is unavailable: no sampler thread (%s)\n",
+                strerror(rc));
+        close(s_wake);
+        s_wake = -1;
+        pthread_mutex_unlock(&s_lock);
+        return -1;
+    }
+    s_running = 1;
+    snprintf(s_note, sizeof s_note, "%u Hz task-clock, %s", hz, stacks_name(stacks));
+    pthread_mutex_unlock(&s_lock);
+    return 0;
+}
+
+void loupe__sample_stop(void) {
+    pthread_mutex_lock(&s_lock);
+    if (s_running) {
+        __atomic_store_n(&s_quit, 1, __ATOMIC_RELEASE);
+        uint64_t one = 1;
+        ssize_t w = write(s_wake, &one, sizeof one);
+        (void)w;
+        pthread_join(s_thread, NULL);
+        close(s_wake);
+        s_wake = -1;
+        s_running = 0;
+    }
+    pthread_mutex_unlock(&s_lock);
+}
+
+void loupe__sample_forget_in_child(void) {
+    /* The sampler thread is the parent's: nothing to join. The fds stay open (closing them
+     * from a table the parent's sampler may have been rewriting at the fork could close one
+     * the child uses); the samples copied so far are the parent's. */
+    pthread_mutex_init(&s_lock, NULL);
+    s_running = 0;
+    s_ntasks = 0;
+    s_samples = NULL;
+    s_pcs = NULL;
+    s_offs = NULL;
+    s_names = NULL;
+    free_raw();
+    snprintf(s_note, sizeof s_note, "off");
+}
+
+void loupe__sample_discard(void) {
+    pthread_mutex_lock(&s_lock);
+    free_raw();
+    pthread_mutex_unlock(&s_lock);
+}
+
+const char *loupe__sample_note(void) {
+    return s_note;
+}
+
+/* ---- symbolisation at the stop ---- */
+typedef struct pc_entry {
+    uint64_t pc;       /* key (with bit 63 flipped for return addresses: looked up at pc - 1) */
+    uint32_t first, n; /* frames in the frame list (innermost first) */
+    int used;
+} pc_entry;
+
+typedef struct symtab {
+    pc_entry *slots;
+    size_t cap, count;
+    uint32_t *frames;
+    size_t nframes, capframes;
+#ifdef LOUPE_HAVE_LIBDW
+    Dwfl *dwfl;
+#endif
+} symtab;
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+static int push_frame(loupe__mb *mb, symtab *st, const loupe_frame *f) {
+    uint32_t i = loupe__mb_frame(mb, f);
+    if (i == UINT32_MAX ||
+        loupe__grow((void **)&st->frames, &st->capframes, st->nframes + 1, 4) != 0) {
+        return -1;
+    }
+    st->frames[st->nframes++] = i;
+    return 0;
+}
+
+#ifdef LOUPE_HAVE_LIBDW
+static const char *call_file(Dwarf_Die *cu, Dwarf_Die *die) {
+    Dwarf_Attribute at;
+    Dwarf_Word idx;
+    Dwarf_Files *files;
+    size_t nfiles;
+    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &at), &idx) != 0 ||
+        dwarf_getsrcfiles(cu, &files, &nfiles) != 0 || idx >= nfiles) {
+        return "";
+    }
+    const char *f = dwarf_filesrc(files, idx, NULL, NULL);
+    return f ? f : "";
+}
+
+static uint32_t call_line(Dwarf_Die *die) {
+    Dwarf_Attribute at;
+    Dwarf_Word v;
+    return dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &at), &v) == 0 ? (uint32_t)v : 0;
+}
+
+/* The frames of one address: the inlined calls innermost first, then the function. */
+static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
+    uint64_t a = ret ? pc - 1 : pc; /* a return address belongs to the call before it */
+    loupe_frame f = {"", "", 0, 0, "", 0};
+    Dwfl_Module *mod = st->dwfl ? dwfl_addrmodule(st->dwfl, a) : NULL;
+    if (mod == NULL) {
+        f.module_offset = pc;
+        return push_frame(mb, st, &f);
+    }
+    Dwarf_Addr low = 0;
+    const char *mainfile = NULL;
+    const char *mname = dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, &mainfile, NULL);
+    f.module = loupe__mb_str(mb, mainfile ? mainfile : (mname ? mname : ""));
+    f.module_offset = pc - low;
+    GElf_Off off;
+    GElf_Sym sym;
+    const char *fn = dwfl_module_addrinfo(mod, a, &off, &sym, NULL, NULL, NULL);
+    f.function = loupe__mb_str(mb, fn ? fn : "");
+    Dwfl_Line *ln = dwfl_module_getsrc(mod, a);
+    int lineno = 0;
+    const char *src = ln ? dwfl_lineinfo(ln, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    f.file = loupe__mb_str(mb, src ? src : "");
+    f.line = lineno > 0 ? (uint32_t)lineno : 0;
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
+    Dwarf_Die *scopes = NULL;
+    int ns = cu ? dwarf_getscopes(cu, a - bias, &scopes) : 0;
+    /* eu-addr2line -i's walk: each DW_TAG_inlined_subroutine is a frame whose caller's
+     * position is its DW_AT_call_file / DW_AT_call_line. */
+    for (int i = 0; i < ns; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_inlined_subroutine) {
+            const char *in = dwarf_diename(&scopes[i]);
+            loupe_frame g = f;
+            g.function = loupe__mb_str(mb, in ? in : "");
+            g.inlined = 1;
+            if (push_frame(mb, st, &g) != 0) {
+                free(scopes);
+                return -1;
+            }
+            f.file = loupe__mb_str(mb, call_file(cu, &scopes[i]));
+            f.line = call_line(&scopes[i]);
+        } else if (tag == DW_TAG_subprogram) {
+            break;
+        }
+    }
+    free(scopes);
+    return push_frame(mb, st, &f);
+}
+#else
+static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
+    (void)ret;
+    loupe_frame f = {"", "", 0, 0, "", pc};
+    return push_frame(mb, st, &f);
+}
+#endif
+
+static pc_entry *lookup(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
+    uint64_t key = ret ? pc ^ (1ull << 63) : pc;
+    if ((st->count + 1) * 2 > st->cap) {
+        size_t ncap = st->cap ? st->cap * 2 : 4096;
+        pc_entry *n = calloc(ncap, sizeof *n);
+        if (n == NULL) {
+            return NULL;
+        }
+        for (size_t i = 0; i < st->cap; i++) {
+            if (st->slots[i].used) {
+                size_t j = mix(st->slots[i].pc) & (ncap - 1);
+                while (n[j].used) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                n[j] = st->slots[i];
+            }
+        }
+        free(st->slots);
+        st->slots = n;
+        st->cap = ncap;
+    }
+    size_t j = mix(key) & (st->cap - 1);
+    while (st->slots[j].used) {
+        if (st->slots[j].pc == key) {
+            return &st->slots[j];
+        }
+        j = (j + 1) & (st->cap - 1);
+    }
+    uint32_t first = (uint32_t)st->nframes;
+    if (symbolize_pc(mb, st, pc, ret) != 0) {
+        return NULL;
+    }
+    st->slots[j] = (pc_entry){key, first, (uint32_t)(st->nframes - first), 1};
+    st->count++;
+    return &st->slots[j];
+}
+
+static int cmp_tid(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* (tid, thread index) pairs of the collector's host threads, sorted by tid; a tid the kernel
+ * reused keeps its last thread. */
+typedef struct tid_map {
+    uint64_t tid, index;
+} tid_map;
+
+static size_t thread_of(loupe__mb *mb, tid_map **map, size_t *n, size_t *cap, uint64_t tid) {
+    tid_map key = {tid, 0};
+    tid_map *hit = *n ? bsearch(&key, *map, *n, sizeof key, cmp_tid) : NULL;
+    if (hit != NULL) {
+        return (size_t)hit->index;
+    }
+    size_t t = loupe__mb_thread_add(mb, tid);
+    if (t == SIZE_MAX) {
+        return SIZE_MAX;
+    }
+    for (size_t i = 0; i < s_nnames; i++) {
+        if (s_names[i].tid == tid) {
+            loupe__mb_thread_name(mb, t, s_names[i].comm);
+        }
+    }
+    if (loupe__grow((void **)map, cap, *n + 1, sizeof key) != 0) {
+        return SIZE_MAX;
+    }
+    size_t i = *n;
+    while (i > 0 && (*map)[i - 1].tid > tid) {
+        (*map)[i] = (*map)[i - 1];
+        i--;
+    }
+    (*map)[i] = (tid_map){tid, t};
+    (*n)++;
+    return t;
+}
+
+int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
+    pthread_mutex_lock(&s_lock);
+    int rc = 0;
+    const loupe_model *m = loupe__mb_model(mb);
+    tid_map *map = NULL;
+    size_t nmap = 0, capmap = 0;
+    symtab st = {0};
+    uint32_t chain[4 * MAX_DEPTH];
+    if (loupe__mb_metadata(mb, "loupe_sampling", s_note) != 0) {
+        rc = -1;
+        goto out;
+    }
+    for (size_t i = 0; i < m->thread_count; i++) {
+        const loupe_model_thread *t = &m->threads[i];
+        if (t->kind == LOUPE_TRACK_THREAD && t->process == 0) {
+            if (loupe__grow((void **)&map, &capmap, nmap + 1, sizeof *map) != 0) {
+                rc = -1;
+                goto out;
+            }
+            map[nmap++] = (tid_map){t->tid, i};
+        }
+    }
+    /* a stable sort keeps the later of two equal tids last: it wins below */
+    for (size_t i = 1; i < nmap; i++) {
+        tid_map v = map[i];
+        size_t j = i;
+        while (j > 0 && map[j - 1].tid > v.tid) {
+            map[j] = map[j - 1];
+            j--;
+        }
+        map[j] = v;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < nmap; i++) {
+        if (w > 0 && map[w - 1].tid == map[i].tid) {
+            map[w - 1] = map[i];
+        } else {
+            map[w++] = map[i];
+        }
+    }
+    nmap = w;
+#ifdef LOUPE_HAVE_LIBDW
+    st.dwfl = s_nsamples ? proc_dwfl() : NULL;
+#endif
+    uint64_t end_mono = s_origin + stop_ns;
+    for (size_t i = 0; i < s_nsamples; i++) {
+        const raw_sample *rs = &s_samples[i];
+        if (rs->ts < s_origin || rs->ts > end_mono) {
+            continue; /* before the start or after the stop: not the session's */
+        }
+        size_t n = 0;
+        for (uint32_t k = 0; k < rs->n; k++) {
+            pc_entry *e = lookup(mb, &st, s_pcs[rs->first + k], k > 0);
+            if (e == NULL) {
+                rc = -1;
+                goto out;
+            }
+            for (uint32_t q = 0; q < e->n && n < sizeof chain / sizeof chain[0]; q++) {
+                chain[n++] = st.frames[e->first + q];
+            }
+        }
+        size_t t = thread_of(mb, &map, &nmap, &capmap, rs->tid);
+        uint32_t leaf = n ? loupe__mb_stack_of(mb, chain, n) : UINT32_MAX;
+        if (t == SIZE_MAX || (n && leaf == UINT32_MAX) ||
+            loupe__mb_sample(mb, t, rs->ts - s_origin, leaf, rs->cpu) != 0) {
+            rc = -1;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < s_noffs; i++) {
+        uint64_t a = s_offs[i].start < s_origin ? s_origin : s_offs[i].start;
+        uint64_t b = s_offs[i].end > end_mono ? end_mono : s_offs[i].end;
+        if (b <= a) {
+            continue;
+        }
+        size_t t = thread_of(mb, &map, &nmap, &capmap, s_offs[i].tid);
+        if (t == SIZE_MAX || loupe__mb_off_cpu(mb, t, a - s_origin, b - a) != 0) {
+            rc = -1;
+            goto out;
+        }
+    }
+    loupe_model *mm = loupe__mb_model(mb);
+    mm->samples_lost += s_lost + (s_oom ? 1 : 0);
+    if (s_hz != 0 && strncmp(s_note, "unavailable", 11) != 0 && strcmp(s_note, "off") != 0) {
+        mm->sample_period_ns = 1000000000u / s_hz;
+    }
+out:
+#ifdef LOUPE_HAVE_LIBDW
+    if (st.dwfl != NULL) {
+        dwfl_end(st.dwfl);
+    }
+#endif
+    free(st.slots);
+    free(st.frames);
+    free(map);
+    free_raw();
+    pthread_mutex_unlock(&s_lock);
+    return rc;
+}

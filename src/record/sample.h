@@ -1,0 +1,40 @@
+/* sample.h: CPU sampling (sample.c): per-thread perf_event_open ring buffers read by a sampler
+ * thread, off the hot path, and turned into the model's samples, frames, stacks and off-CPU
+ * intervals at the stop. */
+#ifndef LOUPE_RECORD_SAMPLE_H
+#define LOUPE_RECORD_SAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct loupe__mb;
+
+/* How call stacks are taken (loupe_trace_options.sampling_stacks). */
+enum {
+    LOUPE__STACKS_DWARF =
+        0,                  /* a copied user stack unwound with libdw (frame pointers without it) */
+    LOUPE__STACKS_FP = 1,   /* the kernel's frame-pointer callchain */
+    LOUPE__STACKS_NONE = 2, /* the sampled address only */
+};
+
+/* Starts sampling every thread of the process at hz (task-clock), or says why it cannot: it
+ * never fails the session. origin_mono_ns is the session's ts 0 (CLOCK_MONOTONIC). Returns 0
+ * when sampling runs, -1 when it is unavailable (loupe__sample_note() says why; one line was
+ * printed on stderr). Called by the session under its lock, before the gate opens. */
+int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns);
+/* Stops the sampler thread after a last drain and closes the events; the samples stay for
+ * loupe__sample_collect(). A no-op when sampling did not run. */
+void loupe__sample_stop(void);
+/* Adds the session's samples (symbolised now), off-CPU intervals, the loss count and the
+ * "loupe_sampling" metadata to mb, then frees them. Host threads the collector added are found
+ * by tid in process 0; threads that never recorded get a track of their own (named from the
+ * kernel). 0, or LOUPE_ENOMEM (mb failed). */
+int loupe__sample_collect(struct loupe__mb *mb, uint64_t stop_ns);
+/* A fork child: it has no sampler thread; the parent's events and rings are left alone. */
+void loupe__sample_forget_in_child(void);
+/* Frees the session's samples unread (a collection that failed). */
+void loupe__sample_discard(void);
+/* "off", "999 Hz task-clock, dwarf stacks", "unavailable: ...": the last session's state. */
+const char *loupe__sample_note(void);
+
+#endif

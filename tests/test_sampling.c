@@ -1,0 +1,279 @@
+/* test_sampling.c: CPU sampling (src/record/sample.c) as a session collects it: the hot function
+ * of a CPU-bound program built with and without frame pointers holds the samples and its
+ * caller is main (DWARF unwinding for the second), a zone around a 200 ms sleep is off the CPU
+ * for that long, a tiny ring buffer loses samples and counts them, a kernel that denies perf
+ * events gives one exact line and a trace without samples, and sampling is off by default. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include "session/session.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <loupe/loupe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Whether this kernel lets us sample our own thread at all (else every test is skipped). */
+static int perf_allowed(void) {
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.exclude_kernel = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (fd < 0) {
+        return 0;
+    }
+    close(fd);
+    return 1;
+}
+
+static const char *meta(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return NULL;
+}
+
+static void run_hot(const char *exe, const char *mode, int want_main) {
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s %s/hot", exe, mode, tu_dir);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    size_t samples = 0, hot = 0, main_hot = 0;
+    unsigned long long lost = 0;
+    assert_int_equal(
+        sscanf(out, "samples=%zu hot=%zu main_hot=%zu lost=%llu", &samples, &hot, &main_hot, &lost),
+        4);
+    /* 300 ms of CPU at 999 Hz: about 300 samples (the kernel's frequency mode settles within
+     * the first few) */
+    assert_true(samples >= 200 && samples <= 330);
+    assert_true(hot * 10 >= samples * 8); /* the hot function holds >= 80% of the samples */
+    if (want_main) {
+        assert_true(main_hot * 10 >= samples * 8); /* and main > hot is their stack */
+    }
+    assert_int_equal(lost, 0);
+    char note[128];
+    snprintf(note, sizeof note, "note=999 Hz task-clock, %s stacks\n",
+             strcmp(mode, "fp") == 0 ? "frame-pointer" : "dwarf");
+    assert_non_null(strstr(out, note));
+    free(out);
+}
+
+static void test_hot_frame_pointers(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    run_hot(LOUPE_SAMPLE_HOT_FP, "fp", 1);
+    run_hot(LOUPE_SAMPLE_HOT_FP, "dwarf", 1);
+}
+
+static void test_hot_no_frame_pointers(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    run_hot(LOUPE_SAMPLE_HOT_NOFP, "dwarf", 1);
+    run_hot(LOUPE_SAMPLE_HOT_NOFP, "fp", 0); /* the leaf is right; its callers are not known */
+}
+
+static void test_sleep_is_off_cpu(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("nap");
+        usleep(200000);
+    }
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    const loupe_model *m = loupe__kept_model();
+    assert_non_null(m);
+    uint64_t me = (uint64_t)syscall(SYS_gettid);
+    const loupe_model_thread *t = NULL;
+    for (size_t i = 0; i < m->thread_count; i++) {
+        if (m->threads[i].tid == me && m->threads[i].slice_count == 1) {
+            t = &m->threads[i];
+        }
+    }
+    assert_non_null(t);
+    assert_string_equal(t->slices[0].name, "nap");
+    uint64_t z0 = t->slices[0].start_ns, z1 = z0 + t->slices[0].dur_ns;
+    uint64_t off = 0;
+    for (size_t i = 0; i < t->off_cpu_count; i++) {
+        uint64_t a = t->off_cpu[i].start_ns, b = a + t->off_cpu[i].dur_ns;
+        a = a < z0 ? z0 : a;
+        b = b > z1 ? z1 : b;
+        off += b > a ? b - a : 0;
+    }
+    assert_true(off >= 160000000u && off <= 240000000u); /* 200 ms within 20% */
+    assert_string_equal(meta(m, "loupe_sampling"), "999 Hz task-clock, dwarf stacks");
+    assert_int_equal(m->sample_period_ns, 1001001);
+}
+
+static void test_lost_counted(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    /* One 4 KiB data page and an 8 KiB stack copy per sample: no sample fits, every one is a
+     * PERF_RECORD_LOST count. */
+    setenv("LOUPE_SAMPLE_RING_PAGES", "1", 1);
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 10000};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    volatile double x = 1.0;
+    for (long i = 0; i < 100000000L; i++) {
+        x = x * 1.0000001;
+    }
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    unsetenv("LOUPE_SAMPLE_RING_PAGES");
+    const loupe_model *m = loupe__kept_model();
+    assert_int_equal(m->sample_count, 0);
+    assert_true(m->samples_lost >= 10);
+}
+
+static void test_denied(void **state) {
+    (void)state;
+    setenv("LOUPE_TEST_PERF_DENY", "1", 1);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stderr.txt", tu_dir);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
+    int rc = loupe_start_trace(&o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    unsetenv("LOUPE_TEST_PERF_DENY");
+    assert_int_equal(rc, 0); /* the run continues */
+    { LOUPE_ZONE("still here"); }
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    int par = -1;
+    FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%d", &par), 1);
+    fclose(f);
+    char why[512], line[600];
+    snprintf(why, sizeof why,
+             "perf_event_open: Permission denied (kernel.perf_event_paranoid = %d; sampling a "
+             "program's own threads needs <= 2 or CAP_PERFMON: sysctl -w "
+             "kernel.perf_event_paranoid=2; in a container, a seccomp profile may forbid "
+             "perf_event_open)",
+             par);
+    snprintf(line, sizeof line,
+             "loupe: CPU sampling is unavailable: %s; the trace goes on without samples\n", why);
+    char *text = tu_read_file(path, NULL);
+    assert_string_equal(text, line);
+    free(text);
+    const loupe_model *m = loupe__kept_model();
+    char note[600];
+    snprintf(note, sizeof note, "unavailable: %s", why);
+    assert_string_equal(meta(m, "loupe_sampling"), note);
+    assert_int_equal(m->sample_count, 0);
+    size_t zones = 0;
+    for (size_t i = 0; i < m->thread_count; i++) {
+        for (size_t j = 0; j < m->threads[i].slice_count; j++) {
+            zones += strcmp(m->threads[i].slices[j].name, "still here") == 0;
+        }
+    }
+    assert_int_equal(zones, 1);
+}
+
+static void test_off_by_default(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = tu_dir};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    usleep(20000);
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    const loupe_model *m = loupe__kept_model();
+    assert_string_equal(meta(m, "loupe_sampling"), "off");
+    assert_int_equal(m->sample_count, 0);
+    assert_int_equal(m->samples_lost, 0);
+    o.sampling_hz = 100001;
+    assert_int_equal(loupe_start_trace(&o), LOUPE_EINVALID);
+    assert_string_equal(loupe_last_error(),
+                        "loupe_start_trace: sampling_hz 100001 is above the maximum of 100000");
+}
+
+/* `loupe record` samples by default (999 Hz) and --no-sample turns it off: the trace's metadata
+ * says which. */
+static void record_note(const char *opts, const char *want) {
+    char cmd[4096], *out = NULL;
+    /* Under ASan the preloaded library needs the ASan runtime first (as
+     * tests/probes/record_under_sanitizer.sh does for the scripts). */
+    const char *pre = "";
+#if defined(__SANITIZE_ADDRESS__)
+    pre = "LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=verify_asan_link_order=0 ";
+#endif
+    snprintf(cmd, sizeof cmd, "%s%s record -q -o %s/rec %s -- %s fp %s/inner 2>&1", pre, tu_cli(),
+             tu_dir, opts, LOUPE_SAMPLE_HOT_FP, tu_dir);
+    (void)tu_run(cmd, &out);
+    /* the probe's own start fails under record (a session is active): the recording is
+     * record's, of an uninstrumented program */
+    assert_non_null(out);
+    char *line = out + strlen(out);
+    while (line > out && (line[-1] == '\n')) {
+        *--line = 0;
+    }
+    while (line > out && line[-1] != '\n') {
+        line--;
+    }
+    char find[4200], *file = NULL;
+    snprintf(find, sizeof find, "ls %s/*.trace.json.gz", line);
+    assert_int_equal(tu_run(find, &file), 0);
+    file[strcspn(file, "\n")] = 0;
+    json_t *j = tu_load_json(file);
+    json_t *md = json_object_get(j, "metadata");
+    assert_non_null(md);
+    assert_string_equal(json_string_value(json_object_get(md, "loupe_sampling")), want);
+    json_decref(j);
+    free(file);
+    free(out);
+}
+
+static void test_record_cli(void **state) {
+    (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip(); /* a preloaded TSan runtime cannot start late */
+#endif
+    if (!perf_allowed()) {
+        skip();
+    }
+    record_note("", "999 Hz task-clock, dwarf stacks");
+    record_note("--sample-hz 50 --sample-stacks fp", "50 Hz task-clock, frame-pointer stacks");
+    record_note("--no-sample", "off");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_hot_frame_pointers, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_hot_no_frame_pointers, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_sleep_is_off_cpu, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_lost_counted, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_off_by_default, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_record_cli, tu_setup, tu_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
