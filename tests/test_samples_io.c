@@ -167,6 +167,13 @@ static void test_chrome_json(void **state) {
     round_trip("perfetto_trace.json.gz", LOUPE_FILE_PERFETTO_JSON);
 }
 
+/* XPlane: the "CPU samples <tid>" lines, the frames as event metadata, the stack tree and the
+ * off-CPU intervals as plane stats (src/export/xplane.c). */
+static void test_xplane(void **state) {
+    (void)state;
+    round_trip("s.xplane.pb", LOUPE_FILE_XPLANE);
+}
+
 /* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
 static char *summary_of(const char *args) {
     loupe_model *m = sampled_model();
@@ -265,6 +272,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_perfetto_proto, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_chrome_json, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_xplane, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_summary_hot, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
