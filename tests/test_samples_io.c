@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -174,6 +175,134 @@ static void test_xplane(void **state) {
     round_trip("s.xplane.pb", LOUPE_FILE_XPLANE);
 }
 
+/* ---- flame graphs weighted by samples (loupe_write_options.flame_weight) ---- */
+
+static const char expected_folded_samples[] = "main;main;work 1\n"
+                                              "main;main;work;helper 2\n"
+                                              "worker;main;work;memcpy;do_syscall_64 1\n"
+                                              "worker;jit 0x7f00 1\n"
+                                              "worker;[no stack] 1\n";
+
+static const char expected_folded_time[] = "main;run 9000000\n"
+                                           "worker;job 5000000\n";
+
+static char *write_read(const loupe_model *m, const char *file, loupe_file_format format,
+                        loupe_flame_weight w) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tu_dir, file);
+    loupe_write_options o = {.flame_weight = w};
+    int rc = loupe_trace_write_opts(m, path, format, &o);
+    if (rc != 0) {
+        fail_msg("loupe_trace_write_opts(%s): %s", path, loupe_last_error());
+    }
+    char *text = tu_read_file(path, NULL);
+    assert_non_null(text);
+    return text;
+}
+
+/* The folded stacks of the samples, exact: one root per thread, frames outermost first, the
+ * count of samples whose innermost frame ends the line; time by default when there are zones
+ * (and with TIME); samples by default when there are only samples. */
+static void test_folded_samples(void **state) {
+    (void)state;
+    loupe_model *m = sampled_model();
+    char *t = write_read(m, "s.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_SAMPLES);
+    assert_string_equal(t, expected_folded_samples);
+    free(t);
+    t = write_read(m, "t.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_AUTO);
+    assert_string_equal(t, expected_folded_time);
+    free(t);
+    t = write_read(m, "t2.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_TIME);
+    assert_string_equal(t, expected_folded_time);
+    free(t);
+    /* the same model without its zones: samples by default */
+    loupe_model nz = *m;
+    loupe_model_thread th[2];
+    assert_int_equal(m->thread_count, 2);
+    memcpy(th, m->threads, sizeof th);
+    th[0].slice_count = th[1].slice_count = 0;
+    nz.threads = th;
+    t = write_read(&nz, "a.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_AUTO);
+    assert_string_equal(t, expected_folded_samples);
+    free(t);
+    /* a bad weight: refused, no file */
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.folded", tu_dir);
+    loupe_write_options bad = {.flame_weight = (loupe_flame_weight)7};
+    assert_int_equal(loupe_trace_write_opts(m, path, LOUPE_FILE_FOLDED, &bad), LOUPE_EINVALID);
+    assert_string_equal(loupe_last_error(), "loupe_trace_write_opts: flame_weight 7 is none of "
+                                            "LOUPE_FLAME_WEIGHT_AUTO, _TIME and _SAMPLES");
+    assert_int_equal(access(path, F_OK), -1);
+    /* NULL options: loupe_trace_write() */
+    assert_int_equal(loupe_trace_write_opts(m, path, LOUPE_FILE_FOLDED, NULL), 0);
+    t = tu_read_file(path, NULL);
+    assert_string_equal(t, expected_folded_time);
+    free(t);
+    loupe_model_free(m);
+}
+
+/* The SVG of the samples: the title counts the samples, each box's tooltip its samples and
+ * share; 11 boxes (2 roots, 4 + 5 frames). */
+static void test_svg_samples(void **state) {
+    (void)state;
+    loupe_model *m = sampled_model();
+    char *t = write_read(m, "s.svg", LOUPE_FILE_SVG, LOUPE_FLAME_WEIGHT_SAMPLES);
+    assert_non_null(strstr(t, ">Flame graph (6 CPU samples)</text>"));
+    assert_non_null(strstr(t, "<title>helper (2 samples, 33.33%)</title>"));
+    assert_non_null(strstr(t, "<title>main (3 samples, 50.00%)</title>"));
+    assert_non_null(strstr(t, "<title>[no stack] (1 sample, 16.67%)</title>"));
+    size_t boxes = 0;
+    for (const char *p = t; (p = strstr(p, "<g><title>")) != NULL; p++) {
+        boxes++;
+    }
+    assert_int_equal(boxes, 11);
+    free(t);
+    loupe_model_free(m);
+}
+
+/* `loupe convert --weight samples`, also with --merge-threads; the usage errors. */
+static void test_convert_weight(void **state) {
+    (void)state;
+    loupe_model *m = sampled_model();
+    char in[512], out[512], cmd[2048];
+    snprintf(in, sizeof in, "%s/in.pftrace", tu_dir);
+    snprintf(out, sizeof out, "%s/out.folded", tu_dir);
+    assert_int_equal(loupe_trace_write(m, in, LOUPE_FILE_PERFETTO_PROTO), 0);
+    loupe_model_free(m);
+    char *o = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s' --weight samples 2>/dev/null", tu_cli(),
+             in, out);
+    assert_int_equal(tu_run(cmd, &o), 0);
+    free(o);
+    char *t = tu_read_file(out, NULL);
+    assert_string_equal(t, expected_folded_samples);
+    free(t);
+    snprintf(cmd, sizeof cmd,
+             "'%s' convert '%s' -o '%s' --weight=samples --merge-threads 2>/dev/null", tu_cli(), in,
+             out);
+    assert_int_equal(tu_run(cmd, &o), 0);
+    free(o);
+    t = tu_read_file(out, NULL);
+    assert_string_equal(t, "all threads;main;work 1\n"
+                           "all threads;main;work;helper 2\n"
+                           "all threads;main;work;memcpy;do_syscall_64 1\n"
+                           "all threads;jit 0x7f00 1\n"
+                           "all threads;[no stack] 1\n");
+    free(t);
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s' --weight cycles 2>&1", tu_cli(), in, out);
+    assert_int_equal(tu_run(cmd, &o), 2);
+    assert_string_equal(o, "loupe convert: unknown weight 'cycles' (time or samples)\n"
+                           "Run 'loupe convert --help' for usage.\n");
+    free(o);
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s/x.json' --weight time 2>&1", tu_cli(), in,
+             tu_dir);
+    assert_int_equal(tu_run(cmd, &o), 2);
+    assert_string_equal(o, "loupe convert: --weight is for folded stacks and SVG flame graphs, "
+                           "not json\n"
+                           "Run 'loupe convert --help' for usage.\n");
+    free(o);
+}
+
 /* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
 static char *summary_of(const char *args) {
     loupe_model *m = sampled_model();
@@ -274,6 +403,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_chrome_json, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_xplane, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_summary_hot, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_folded_samples, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_svg_samples, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_convert_weight, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
