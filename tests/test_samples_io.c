@@ -12,6 +12,7 @@
 
 #include <loupe/loupe.h>
 
+#include "base/pb.h"
 #include "model/builder.h"
 
 #include <stdio.h>
@@ -303,6 +304,65 @@ static void test_convert_weight(void **state) {
     free(o);
 }
 
+/* ---- the Perfetto reader: a sample's thread by (pid, tid) ---- */
+
+static void thread_packet(loupe__pb *b, uint64_t uuid, uint64_t pid, uint64_t tid,
+                          const char *name) {
+    size_t pk = loupe__pb_begin(b, 1);  /* Trace.packet */
+    loupe__pb_uint(b, 10, 1);           /* trusted_packet_sequence_id */
+    size_t td = loupe__pb_begin(b, 60); /* track_descriptor */
+    loupe__pb_uint(b, 1, uuid);
+    size_t th = loupe__pb_begin(b, 4); /* thread: ThreadDescriptor */
+    loupe__pb_uint(b, 1, pid);
+    loupe__pb_uint(b, 2, tid);
+    loupe__pb_str(b, 5, name);
+    loupe__pb_end(b, th);
+    loupe__pb_end(b, td);
+    loupe__pb_end(b, pk);
+}
+
+static void sample_packet(loupe__pb *b, uint64_t ts, uint64_t pid, uint64_t tid, uint64_t cpu) {
+    size_t pk = loupe__pb_begin(b, 1);
+    loupe__pb_uint(b, 8, ts); /* timestamp */
+    loupe__pb_uint(b, 10, 1);
+    size_t ps = loupe__pb_begin(b, 66); /* perf_sample: cpu 1, pid 2, tid 3 */
+    loupe__pb_uint(b, 1, cpu);
+    loupe__pb_uint(b, 2, pid);
+    loupe__pb_uint(b, 3, tid);
+    loupe__pb_end(b, ps);
+    loupe__pb_end(b, pk);
+}
+
+/* Two processes' threads share tid 5 (tid namespaces, or two hosts): each PerfSample goes to
+ * the thread of its own pid, never to the first thread with the tid. */
+static void test_perfetto_pid_tid(void **state) {
+    (void)state;
+    loupe__pb b = {0};
+    thread_packet(&b, 11, 100, 5, "in 100");
+    thread_packet(&b, 12, 200, 5, "in 200");
+    sample_packet(&b, 1000, 200, 5, 1);
+    sample_packet(&b, 2000, 100, 5, 2);
+    sample_packet(&b, 3000, 200, 5, 3);
+    assert_false(b.oom);
+    char path[512];
+    snprintf(path, sizeof path, "%s/pidtid.pftrace", tu_dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, b.len, f), b.len);
+    assert_int_equal(fclose(f), 0);
+    loupe__pb_free(&b);
+    loupe_model *m = tu_read_back(path);
+    assert_int_equal(m->sample_count, 3);
+    const char *want[3] = {"in 200", "in 100", "in 200"};
+    for (size_t i = 0; i < 3; i++) {
+        const loupe_sample *sm = &m->samples[i];
+        assert_int_equal(sm->cpu, i + 1);
+        assert_int_equal(m->threads[sm->thread].tid, 5);
+        assert_string_equal(m->threads[sm->thread].name, want[i]);
+    }
+    loupe_model_free(m);
+}
+
 /* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
 static char *summary_of(const char *args) {
     loupe_model *m = sampled_model();
@@ -406,6 +466,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_folded_samples, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_svg_samples, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_convert_weight, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_perfetto_pid_tid, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
