@@ -363,6 +363,126 @@ static void test_perfetto_pid_tid(void **state) {
     loupe_model_free(m);
 }
 
+/* ---- the XPlane reader's sample part on hostile input ---- */
+
+static void smeta(loupe__pb *b, uint64_t id, const char *name) {
+    size_t e = loupe__pb_begin(b, 5); /* stat_metadata map entry */
+    loupe__pb_uint(b, 1, id);
+    size_t v = loupe__pb_begin(b, 2);
+    loupe__pb_uint(b, 1, id);
+    loupe__pb_str(b, 2, name);
+    loupe__pb_end(b, v);
+    loupe__pb_end(b, e);
+}
+
+static void xstat(loupe__pb *b, unsigned field, uint64_t mid, unsigned type, uint64_t v) {
+    size_t st = loupe__pb_begin(b, field);
+    loupe__pb_uint(b, 1, mid);
+    loupe__pb_uint(b, type, v);
+    loupe__pb_end(b, st);
+}
+
+/* An XSpace of loupe's shape: frame 0 "f", loupe_stack_nodes = nodes, a line "CPU samples 7"
+ * with a sample of tid 7 and stack 0, one with stack 9, one without a tid. *nodes_at: the
+ * file offset of the nodes' bytes. */
+static void hostile_xspace(const char *path, const unsigned char *nodes, size_t n,
+                           size_t *nodes_at) {
+    loupe__pb b = {0};
+    size_t pl = loupe__pb_begin(&b, 1);
+    loupe__pb_uint(&b, 1, 0);
+    loupe__pb_str(&b, 2, "/host:CPU");
+    size_t ln = loupe__pb_begin(&b, 3);
+    loupe__pb_uint(&b, 1, 9);
+    loupe__pb_str(&b, 2, "CPU samples 7");
+    loupe__pb_uint(&b, 3, 1000);
+    for (int i = 0; i < 3; i++) {
+        size_t ev = loupe__pb_begin(&b, 4);
+        loupe__pb_uint(&b, 1, 1);
+        loupe__pb_uint(&b, 2, (uint64_t)i * 1000000);
+        if (i < 2) {
+            xstat(&b, 4, 3, 3, 7);
+        }
+        xstat(&b, 4, 4, 3, i == 1 ? 9 : 0);
+        loupe__pb_end(&b, ev);
+    }
+    loupe__pb_end(&b, ln);
+    size_t em = loupe__pb_begin(&b, 4);
+    loupe__pb_uint(&b, 1, 1);
+    size_t emv = loupe__pb_begin(&b, 2);
+    loupe__pb_uint(&b, 1, 1);
+    loupe__pb_str(&b, 2, "f");
+    xstat(&b, 5, 5, 4, 0);
+    loupe__pb_end(&b, emv);
+    loupe__pb_end(&b, em);
+    smeta(&b, 1, "loupe_version");
+    smeta(&b, 2, "loupe_stack_nodes");
+    smeta(&b, 3, "tid");
+    smeta(&b, 4, "loupe_stack");
+    smeta(&b, 5, "loupe_frame");
+    xstat(&b, 6, 1, 3, 1);
+    size_t st = loupe__pb_begin(&b, 6);
+    loupe__pb_uint(&b, 1, 2);
+    loupe__pb_bytes(&b, 6, nodes, n);
+    loupe__pb_end(&b, st);
+    loupe__pb_end(&b, pl);
+    *nodes_at = b.len - n; /* the last bytes of the file (the ends only patch lengths before) */
+    assert_false(b.oom);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, b.len, f), b.len);
+    assert_int_equal(fclose(f), 0);
+    loupe__pb_free(&b);
+}
+
+/* Stack nodes that name nothing, a stack index past them, a sample without a tid: warned,
+ * exactly, and never guessed; loupe_stack_nodes cut inside a varint: LOUPE_EFORMAT at its
+ * offset. */
+static void test_xplane_hostile_samples(void **state) {
+    (void)state;
+    char path[512], want[1024];
+    snprintf(path, sizeof path, "%s/hostile.xplane.pb", tu_dir);
+    size_t at;
+    const unsigned char bad_parent[] = {5, 0}; /* node 0: parent 4, which is not there */
+    hostile_xspace(path, bad_parent, sizeof bad_parent, &at);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    assert_int_equal(m->sample_count, 2);
+    assert_int_equal(m->samples[0].stack, UINT32_MAX);
+    assert_int_equal(m->samples[1].stack, UINT32_MAX);
+    assert_int_equal(m->samples[1].ts_ns, 1000 + 1000);
+    assert_int_equal(m->threads[m->samples[0].thread].tid, 7);
+    assert_int_equal(m->warning_count, 3);
+    snprintf(want, sizeof want,
+             "%s: XPlane: stack node 0 names parent 4, which is not there; the samples with "
+             "this stack have none",
+             path);
+    assert_string_equal(m->warnings[0], want);
+    snprintf(want, sizeof want, "%s: XPlane: 1 samples without a tid stat dropped", path);
+    assert_string_equal(m->warnings[1], want);
+    snprintf(want, sizeof want,
+             "%s: XPlane: 2 samples name a stack node that loupe_stack_nodes does not hold or "
+             "could not resolve; kept without a stack",
+             path);
+    assert_string_equal(m->warnings[2], want);
+    loupe_model_free(m);
+    const unsigned char good[] = {0, 0};
+    hostile_xspace(path, good, sizeof good, &at);
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    assert_int_equal(m->stack_node_count, 1);
+    assert_int_equal(m->samples[0].stack, 0);
+    assert_string_equal(m->frames[m->stack_nodes[0].frame].function, "f");
+    assert_int_equal(m->warning_count, 2); /* the sample without a tid, stack 9 */
+    loupe_model_free(m);
+    const unsigned char cut[] = {0, 0x80};
+    hostile_xspace(path, cut, sizeof cut, &at);
+    m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), LOUPE_EFORMAT);
+    assert_null(m);
+    snprintf(want, sizeof want,
+             "%s: XPlane: offset %zu: loupe_stack_nodes: a varint cut short or too long", path, at);
+    assert_string_equal(loupe_last_error(), want);
+}
+
 /* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
 static char *summary_of(const char *args) {
     loupe_model *m = sampled_model();
@@ -467,6 +587,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_svg_samples, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_convert_weight, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_perfetto_pid_tid, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_xplane_hostile_samples, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

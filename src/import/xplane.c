@@ -1400,8 +1400,8 @@ static int samples_finish(reader *x) {
     }
     if (rs->bad_stack > 0) {
         loupe__mb_warn(x->mb,
-                       "%s: XPlane: %llu samples name a stack that is not in loupe_stack_nodes; "
-                       "kept without a stack",
+                       "%s: XPlane: %llu samples name a stack node that loupe_stack_nodes does "
+                       "not hold or could not resolve; kept without a stack",
                        x->r.path, (unsigned long long)rs->bad_stack);
     }
     loupe__pbr c = {rs->off.p, rs->off.p + rs->off.n, x->r.base};
