@@ -9,7 +9,9 @@
  *            warnings: one per thread that dropped events }
  *   /host:CPU: one XLine per thread (id = OS tid, name = thread name, or for an unnamed one the
  *            name line_name() gives it) and a line "_counters_"
- *            holding the counter samples (event name = counter, stat "value"); plane stats
+ *            holding the counter samples (event name = counter, stat "value"), then one
+ *            "CPU samples <tid>" line per sampled thread ("CPU samples" at the end of this
+ *            file, with the frames' event metadata and the stack table); plane stats
  *            profile_start_time / profile_stop_time (ns since the Unix epoch), events_recorded,
  *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_id (int64,
  *            as jax), process_name, and loupe_thread_<tid>_{recorded,dropped,capacity_needed}

@@ -7,7 +7,9 @@
  * - Planes "/host:CPU" (tracks of kind LOUPE_TRACK_THREAD) and "/device:GPU:<n>" (kind
  *   LOUPE_TRACK_GPU, device n): one track per XLine (tid = line id, name = line name; lines
  *   sharing an id in a plane are one track). A host line named "_counters_" holds counter
- *   samples (event name, stat "value"). "Task Environment": its str_value stats are metadata.
+ *   samples (event name, stat "value"); in a loupe file, lines "CPU samples ..." hold the CPU
+ *   samples ("CPU samples" at the end of this file). "Task Environment": its str_value stats are
+ *   metadata.
  *   Other planes (/host:metadata, /host:python-tracer, ...) are skipped.
  * - Events: start = line timestamp_ns + offset_ps / 1000, duration_ps / 1000 (ns, truncated);
  *   name = the event metadata's name; stats become args (int64, uint64, double, str and ref
