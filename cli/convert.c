@@ -1,9 +1,10 @@
-/* convert.c: `loupe convert IN -o OUT [--to FORMAT] [--merge-threads]`: reads any trace loupe
- * reads (the format is found from the bytes: loupe/reader.h) and writes it in another
+/* convert.c: `loupe convert IN -o OUT [--to FORMAT] [--merge-threads] [--weight W]`: reads any
+ * trace loupe reads (the format is found from the bytes: loupe/reader.h) and writes it in another
  * (loupe/writer.h), the output format named by --to or guessed from OUT's extension. Uses only the
  * public API: --merge-threads hands the flame-graph writers a view of the model with one track
  * holding every track's slices one after another (each track's order and depths kept, so the
- * stacks stay those of their own track), which they draw as the one root. */
+ * stacks stay those of their own track) and every CPU sample on it, which they draw as the one
+ * root. --weight picks the flame graph's weight (loupe_write_options.flame_weight). */
 #include "cli.h"
 
 #include <loupe/loupe.h>
@@ -23,7 +24,7 @@ static int writable(const loupe_format_desc *d) {
 static void usage(FILE *f) {
     char names[256];
     loupe_cli_format_names(names, sizeof names, writable, " or ");
-    fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT] [--merge-threads]\n"
+    fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT] [--merge-threads] [--weight W]\n"
                "\n"
                "Converts a trace between formats. IN is any trace loupe reads:\n ");
     /* The readable and writable formats, from the registry (loupe/writer.h). */
@@ -60,6 +61,10 @@ static void usage(FILE *f) {
             "                    threads (by default each thread is its own root, named by\n"
             "                    the thread's name or \"thread <tid>\", so that two threads'\n"
             "                    stacks never add up into one)\n"
+            "  --weight W        folded stacks and SVG only: what a stack is weighted by:\n"
+            "                    time (the zones' call tree, ns) or samples (the CPU\n"
+            "                    samples' call tree, counts); by default time when the\n"
+            "                    trace has zones, samples when it has only samples\n"
             "  -h, --help        show this help\n"
             "\n"
             "exit status: 0 success, 1 the trace cannot be read or written, 2 bad usage\n",
@@ -77,7 +82,8 @@ __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
 }
 
 /* Writes m with all its tracks as one (see the top of the file). */
-static int write_merged(const loupe_model *m, const char *out, loupe_file_format f) {
+static int write_merged(const loupe_model *m, const char *out, loupe_file_format f,
+                        const loupe_write_options *o) {
     size_t n = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         n += m->threads[t].slice_count;
@@ -97,10 +103,22 @@ static int write_merged(const loupe_model *m, const char *out, loupe_file_format
     one.name = MERGED_NAME;
     one.slice_count = n;
     one.slices = all;
+    loupe_sample *samples = malloc((m->sample_count ? m->sample_count : 1) * sizeof(*samples));
+    if (samples == NULL) {
+        free(all);
+        fprintf(stderr, "loupe convert: out of memory merging %zu samples\n", m->sample_count);
+        return -1;
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        samples[i] = m->samples[i];
+        samples[i].thread = 0;
+    }
     loupe_model view = *m;
     view.thread_count = 1;
     view.threads = &one;
-    int rc = loupe_trace_write(&view, out, f);
+    view.samples = samples;
+    int rc = loupe_trace_write_opts(&view, out, f, o);
+    free(samples);
     free(all);
     return rc;
 }
@@ -108,6 +126,7 @@ static int write_merged(const loupe_model *m, const char *out, loupe_file_format
 int loupe_cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *to = NULL;
     int opts_done = 0, merge = 0;
+    const char *weight = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (opts_done || a[0] != '-' || strcmp(a, "-") == 0) {
@@ -131,6 +150,13 @@ int loupe_cmd_convert(int argc, char **argv) {
             }
         } else if (strcmp(a, "--merge-threads") == 0) {
             merge = 1;
+        } else if (strcmp(a, "--weight") == 0) {
+            if (i + 1 >= argc) {
+                return bad_usage("%s needs a value", a);
+            }
+            weight = argv[++i];
+        } else if (strncmp(a, "--weight=", 9) == 0) {
+            weight = a + 9;
         } else if (strncmp(a, "--to=", 5) == 0) {
             to = a + 5;
         } else if (strncmp(a, "--output=", 9) == 0) {
@@ -160,6 +186,20 @@ int loupe_cmd_convert(int argc, char **argv) {
         return bad_usage("--merge-threads is for folded stacks and SVG flame graphs, not %s",
                          fd->name);
     }
+    loupe_write_options wo = {.flame_weight = LOUPE_FLAME_WEIGHT_AUTO};
+    if (weight != NULL) {
+        if (f != LOUPE_FILE_FOLDED && f != LOUPE_FILE_SVG) {
+            return bad_usage("--weight is for folded stacks and SVG flame graphs, not %s",
+                             fd->name);
+        }
+        if (strcmp(weight, "time") == 0) {
+            wo.flame_weight = LOUPE_FLAME_WEIGHT_TIME;
+        } else if (strcmp(weight, "samples") == 0) {
+            wo.flame_weight = LOUPE_FLAME_WEIGHT_SAMPLES;
+        } else {
+            return bad_usage("unknown weight '%s' (time or samples)", weight);
+        }
+    }
     char file[4096];
     int rc = loupe_trace_find(in, file, sizeof file);
     loupe_model *m = NULL;
@@ -170,7 +210,7 @@ int loupe_cmd_convert(int argc, char **argv) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         return 1;
     }
-    rc = merge ? write_merged(m, out, f) : loupe_trace_write(m, out, f);
+    rc = merge ? write_merged(m, out, f, &wo) : loupe_trace_write_opts(m, out, f, &wo);
     if (rc != 0) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         loupe_model_free(m);

@@ -12,11 +12,13 @@
 
 #include <loupe/loupe.h>
 
+#include "base/pb.h"
 #include "model/builder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -167,6 +169,320 @@ static void test_chrome_json(void **state) {
     round_trip("perfetto_trace.json.gz", LOUPE_FILE_PERFETTO_JSON);
 }
 
+/* XPlane: the "CPU samples <tid>" lines, the frames as event metadata, the stack tree and the
+ * off-CPU intervals as plane stats (src/export/xplane.c). */
+static void test_xplane(void **state) {
+    (void)state;
+    round_trip("s.xplane.pb", LOUPE_FILE_XPLANE);
+}
+
+/* ---- flame graphs weighted by samples (loupe_write_options.flame_weight) ---- */
+
+static const char expected_folded_samples[] = "main;main;work 1\n"
+                                              "main;main;work;helper 2\n"
+                                              "worker;main;work;memcpy;do_syscall_64 1\n"
+                                              "worker;jit 0x7f00 1\n"
+                                              "worker;[no stack] 1\n";
+
+static const char expected_folded_time[] = "main;run 9000000\n"
+                                           "worker;job 5000000\n";
+
+static char *write_read(const loupe_model *m, const char *file, loupe_file_format format,
+                        loupe_flame_weight w) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tu_dir, file);
+    loupe_write_options o = {.flame_weight = w};
+    int rc = loupe_trace_write_opts(m, path, format, &o);
+    if (rc != 0) {
+        fail_msg("loupe_trace_write_opts(%s): %s", path, loupe_last_error());
+    }
+    char *text = tu_read_file(path, NULL);
+    assert_non_null(text);
+    return text;
+}
+
+/* The folded stacks of the samples, exact: one root per thread, frames outermost first, the
+ * count of samples whose innermost frame ends the line; time by default when there are zones
+ * (and with TIME); samples by default when there are only samples. */
+static void test_folded_samples(void **state) {
+    (void)state;
+    loupe_model *m = sampled_model();
+    char *t = write_read(m, "s.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_SAMPLES);
+    assert_string_equal(t, expected_folded_samples);
+    free(t);
+    t = write_read(m, "t.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_AUTO);
+    assert_string_equal(t, expected_folded_time);
+    free(t);
+    t = write_read(m, "t2.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_TIME);
+    assert_string_equal(t, expected_folded_time);
+    free(t);
+    /* the same model without its zones: samples by default */
+    loupe_model nz = *m;
+    loupe_model_thread th[2];
+    assert_int_equal(m->thread_count, 2);
+    memcpy(th, m->threads, sizeof th);
+    th[0].slice_count = th[1].slice_count = 0;
+    nz.threads = th;
+    t = write_read(&nz, "a.folded", LOUPE_FILE_FOLDED, LOUPE_FLAME_WEIGHT_AUTO);
+    assert_string_equal(t, expected_folded_samples);
+    free(t);
+    /* a bad weight: refused, no file */
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.folded", tu_dir);
+    loupe_write_options bad = {.flame_weight = (loupe_flame_weight)7};
+    assert_int_equal(loupe_trace_write_opts(m, path, LOUPE_FILE_FOLDED, &bad), LOUPE_EINVALID);
+    assert_string_equal(loupe_last_error(), "loupe_trace_write_opts: flame_weight 7 is none of "
+                                            "LOUPE_FLAME_WEIGHT_AUTO, _TIME and _SAMPLES");
+    assert_int_equal(access(path, F_OK), -1);
+    /* NULL options: loupe_trace_write() */
+    assert_int_equal(loupe_trace_write_opts(m, path, LOUPE_FILE_FOLDED, NULL), 0);
+    t = tu_read_file(path, NULL);
+    assert_string_equal(t, expected_folded_time);
+    free(t);
+    loupe_model_free(m);
+}
+
+/* The SVG of the samples: the title counts the samples, each box's tooltip its samples and
+ * share; 11 boxes (2 roots, 4 + 5 frames). */
+static void test_svg_samples(void **state) {
+    (void)state;
+    loupe_model *m = sampled_model();
+    char *t = write_read(m, "s.svg", LOUPE_FILE_SVG, LOUPE_FLAME_WEIGHT_SAMPLES);
+    assert_non_null(strstr(t, ">Flame graph (6 CPU samples)</text>"));
+    assert_non_null(strstr(t, "<title>helper (2 samples, 33.33%)</title>"));
+    assert_non_null(strstr(t, "<title>main (3 samples, 50.00%)</title>"));
+    assert_non_null(strstr(t, "<title>[no stack] (1 sample, 16.67%)</title>"));
+    size_t boxes = 0;
+    for (const char *p = t; (p = strstr(p, "<g><title>")) != NULL; p++) {
+        boxes++;
+    }
+    assert_int_equal(boxes, 11);
+    free(t);
+    loupe_model_free(m);
+}
+
+/* `loupe convert --weight samples`, also with --merge-threads; the usage errors. */
+static void test_convert_weight(void **state) {
+    (void)state;
+    loupe_model *m = sampled_model();
+    char in[512], out[512], cmd[2048];
+    snprintf(in, sizeof in, "%s/in.pftrace", tu_dir);
+    snprintf(out, sizeof out, "%s/out.folded", tu_dir);
+    assert_int_equal(loupe_trace_write(m, in, LOUPE_FILE_PERFETTO_PROTO), 0);
+    loupe_model_free(m);
+    char *o = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s' --weight samples 2>/dev/null", tu_cli(),
+             in, out);
+    assert_int_equal(tu_run(cmd, &o), 0);
+    free(o);
+    char *t = tu_read_file(out, NULL);
+    assert_string_equal(t, expected_folded_samples);
+    free(t);
+    snprintf(cmd, sizeof cmd,
+             "'%s' convert '%s' -o '%s' --weight=samples --merge-threads 2>/dev/null", tu_cli(), in,
+             out);
+    assert_int_equal(tu_run(cmd, &o), 0);
+    free(o);
+    t = tu_read_file(out, NULL);
+    assert_string_equal(t, "all threads;main;work 1\n"
+                           "all threads;main;work;helper 2\n"
+                           "all threads;main;work;memcpy;do_syscall_64 1\n"
+                           "all threads;jit 0x7f00 1\n"
+                           "all threads;[no stack] 1\n");
+    free(t);
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s' --weight cycles 2>&1", tu_cli(), in, out);
+    assert_int_equal(tu_run(cmd, &o), 2);
+    assert_string_equal(o, "loupe convert: unknown weight 'cycles' (time or samples)\n"
+                           "Run 'loupe convert --help' for usage.\n");
+    free(o);
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s/x.json' --weight time 2>&1", tu_cli(), in,
+             tu_dir);
+    assert_int_equal(tu_run(cmd, &o), 2);
+    assert_string_equal(o, "loupe convert: --weight is for folded stacks and SVG flame graphs, "
+                           "not json\n"
+                           "Run 'loupe convert --help' for usage.\n");
+    free(o);
+}
+
+/* ---- the Perfetto reader: a sample's thread by (pid, tid) ---- */
+
+static void thread_packet(loupe__pb *b, uint64_t uuid, uint64_t pid, uint64_t tid,
+                          const char *name) {
+    size_t pk = loupe__pb_begin(b, 1);  /* Trace.packet */
+    loupe__pb_uint(b, 10, 1);           /* trusted_packet_sequence_id */
+    size_t td = loupe__pb_begin(b, 60); /* track_descriptor */
+    loupe__pb_uint(b, 1, uuid);
+    size_t th = loupe__pb_begin(b, 4); /* thread: ThreadDescriptor */
+    loupe__pb_uint(b, 1, pid);
+    loupe__pb_uint(b, 2, tid);
+    loupe__pb_str(b, 5, name);
+    loupe__pb_end(b, th);
+    loupe__pb_end(b, td);
+    loupe__pb_end(b, pk);
+}
+
+static void sample_packet(loupe__pb *b, uint64_t ts, uint64_t pid, uint64_t tid, uint64_t cpu) {
+    size_t pk = loupe__pb_begin(b, 1);
+    loupe__pb_uint(b, 8, ts); /* timestamp */
+    loupe__pb_uint(b, 10, 1);
+    size_t ps = loupe__pb_begin(b, 66); /* perf_sample: cpu 1, pid 2, tid 3 */
+    loupe__pb_uint(b, 1, cpu);
+    loupe__pb_uint(b, 2, pid);
+    loupe__pb_uint(b, 3, tid);
+    loupe__pb_end(b, ps);
+    loupe__pb_end(b, pk);
+}
+
+/* Two processes' threads share tid 5 (tid namespaces, or two hosts): each PerfSample goes to
+ * the thread of its own pid, never to the first thread with the tid. */
+static void test_perfetto_pid_tid(void **state) {
+    (void)state;
+    loupe__pb b = {0};
+    thread_packet(&b, 11, 100, 5, "in 100");
+    thread_packet(&b, 12, 200, 5, "in 200");
+    sample_packet(&b, 1000, 200, 5, 1);
+    sample_packet(&b, 2000, 100, 5, 2);
+    sample_packet(&b, 3000, 200, 5, 3);
+    assert_false(b.oom);
+    char path[512];
+    snprintf(path, sizeof path, "%s/pidtid.pftrace", tu_dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, b.len, f), b.len);
+    assert_int_equal(fclose(f), 0);
+    loupe__pb_free(&b);
+    loupe_model *m = tu_read_back(path);
+    assert_int_equal(m->sample_count, 3);
+    const char *want[3] = {"in 200", "in 100", "in 200"};
+    for (size_t i = 0; i < 3; i++) {
+        const loupe_sample *sm = &m->samples[i];
+        assert_int_equal(sm->cpu, i + 1);
+        assert_int_equal(m->threads[sm->thread].tid, 5);
+        assert_string_equal(m->threads[sm->thread].name, want[i]);
+    }
+    loupe_model_free(m);
+}
+
+/* ---- the XPlane reader's sample part on hostile input ---- */
+
+static void smeta(loupe__pb *b, uint64_t id, const char *name) {
+    size_t e = loupe__pb_begin(b, 5); /* stat_metadata map entry */
+    loupe__pb_uint(b, 1, id);
+    size_t v = loupe__pb_begin(b, 2);
+    loupe__pb_uint(b, 1, id);
+    loupe__pb_str(b, 2, name);
+    loupe__pb_end(b, v);
+    loupe__pb_end(b, e);
+}
+
+static void xstat(loupe__pb *b, unsigned field, uint64_t mid, unsigned type, uint64_t v) {
+    size_t st = loupe__pb_begin(b, field);
+    loupe__pb_uint(b, 1, mid);
+    loupe__pb_uint(b, type, v);
+    loupe__pb_end(b, st);
+}
+
+/* An XSpace of loupe's shape: frame 0 "f", loupe_stack_nodes = nodes, a line "CPU samples 7"
+ * with a sample of tid 7 and stack 0, one with stack 9, one without a tid. *nodes_at: the
+ * file offset of the nodes' bytes. */
+static void hostile_xspace(const char *path, const unsigned char *nodes, size_t n,
+                           size_t *nodes_at) {
+    loupe__pb b = {0};
+    size_t pl = loupe__pb_begin(&b, 1);
+    loupe__pb_uint(&b, 1, 0);
+    loupe__pb_str(&b, 2, "/host:CPU");
+    size_t ln = loupe__pb_begin(&b, 3);
+    loupe__pb_uint(&b, 1, 9);
+    loupe__pb_str(&b, 2, "CPU samples 7");
+    loupe__pb_uint(&b, 3, 1000);
+    for (int i = 0; i < 3; i++) {
+        size_t ev = loupe__pb_begin(&b, 4);
+        loupe__pb_uint(&b, 1, 1);
+        loupe__pb_uint(&b, 2, (uint64_t)i * 1000000);
+        if (i < 2) {
+            xstat(&b, 4, 3, 3, 7);
+        }
+        xstat(&b, 4, 4, 3, i == 1 ? 9 : 0);
+        loupe__pb_end(&b, ev);
+    }
+    loupe__pb_end(&b, ln);
+    size_t em = loupe__pb_begin(&b, 4);
+    loupe__pb_uint(&b, 1, 1);
+    size_t emv = loupe__pb_begin(&b, 2);
+    loupe__pb_uint(&b, 1, 1);
+    loupe__pb_str(&b, 2, "f");
+    xstat(&b, 5, 5, 4, 0);
+    loupe__pb_end(&b, emv);
+    loupe__pb_end(&b, em);
+    smeta(&b, 1, "loupe_version");
+    smeta(&b, 2, "loupe_stack_nodes");
+    smeta(&b, 3, "tid");
+    smeta(&b, 4, "loupe_stack");
+    smeta(&b, 5, "loupe_frame");
+    xstat(&b, 6, 1, 3, 1);
+    size_t st = loupe__pb_begin(&b, 6);
+    loupe__pb_uint(&b, 1, 2);
+    loupe__pb_bytes(&b, 6, nodes, n);
+    loupe__pb_end(&b, st);
+    loupe__pb_end(&b, pl);
+    *nodes_at = b.len - n; /* the last bytes of the file (the ends only patch lengths before) */
+    assert_false(b.oom);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, b.len, f), b.len);
+    assert_int_equal(fclose(f), 0);
+    loupe__pb_free(&b);
+}
+
+/* Stack nodes that name nothing, a stack index past them, a sample without a tid: warned,
+ * exactly, and never guessed; loupe_stack_nodes cut inside a varint: LOUPE_EFORMAT at its
+ * offset. */
+static void test_xplane_hostile_samples(void **state) {
+    (void)state;
+    char path[512], want[1024];
+    snprintf(path, sizeof path, "%s/hostile.xplane.pb", tu_dir);
+    size_t at;
+    const unsigned char bad_parent[] = {5, 0}; /* node 0: parent 4, which is not there */
+    hostile_xspace(path, bad_parent, sizeof bad_parent, &at);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    assert_int_equal(m->sample_count, 2);
+    assert_int_equal(m->samples[0].stack, UINT32_MAX);
+    assert_int_equal(m->samples[1].stack, UINT32_MAX);
+    assert_int_equal(m->samples[1].ts_ns, 1000 + 1000);
+    assert_int_equal(m->threads[m->samples[0].thread].tid, 7);
+    assert_int_equal(m->warning_count, 3);
+    snprintf(want, sizeof want,
+             "%s: XPlane: stack node 0 names parent 4, which is not there; the samples with "
+             "this stack have none",
+             path);
+    assert_string_equal(m->warnings[0], want);
+    snprintf(want, sizeof want, "%s: XPlane: 1 samples without a tid stat dropped", path);
+    assert_string_equal(m->warnings[1], want);
+    snprintf(want, sizeof want,
+             "%s: XPlane: 2 samples name a stack node that loupe_stack_nodes does not hold or "
+             "could not resolve; kept without a stack",
+             path);
+    assert_string_equal(m->warnings[2], want);
+    loupe_model_free(m);
+    const unsigned char good[] = {0, 0};
+    hostile_xspace(path, good, sizeof good, &at);
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    assert_int_equal(m->stack_node_count, 1);
+    assert_int_equal(m->samples[0].stack, 0);
+    assert_string_equal(m->frames[m->stack_nodes[0].frame].function, "f");
+    assert_int_equal(m->warning_count, 2); /* the sample without a tid, stack 9 */
+    loupe_model_free(m);
+    const unsigned char cut[] = {0, 0x80};
+    hostile_xspace(path, cut, sizeof cut, &at);
+    m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), LOUPE_EFORMAT);
+    assert_null(m);
+    snprintf(want, sizeof want,
+             "%s: XPlane: offset %zu: loupe_stack_nodes: a varint cut short or too long", path, at);
+    assert_string_equal(loupe_last_error(), want);
+}
+
 /* Writes the sampled model to a .pftrace and runs `loupe summary ARGS` on it; the output. */
 static char *summary_of(const char *args) {
     loupe_model *m = sampled_model();
@@ -265,7 +581,13 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_perfetto_proto, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_chrome_json, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_xplane, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_summary_hot, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_folded_samples, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_svg_samples, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_convert_weight, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_perfetto_pid_tid, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_xplane_hostile_samples, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

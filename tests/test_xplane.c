@@ -792,6 +792,102 @@ static loupe_model *recorded_steps_model(const char *dir) {
     return m;
 }
 
+/* CPU samples on a named main thread and an unnamed worker: stacks main;work;helper and
+ * main;work, one sample with no stack, two samples 300 us apart (the event is cut there), a
+ * zone on each thread. */
+static loupe_model *samples_model(void) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 90;
+    m->process_name = loupe__mb_str(mb, "sampled");
+    m->host = loupe__mb_str(mb, "host-p");
+    m->clock = loupe__mb_str(mb, "monotonic");
+    m->origin_unix_ns = 1700000000000000000ull;
+    m->duration_ns = 10000000;
+    m->sample_period_ns = 1000000;
+    size_t t0 = loupe__mb_thread(mb, 90), t1 = loupe__mb_thread(mb, 93);
+    loupe__mb_thread_name(mb, t0, "main");
+    size_t z = loupe__mb_slice(mb, t0);
+    *loupe__mb_slice_at(mb, t0, z) = (loupe_slice){
+        .start_ns = 500000, .dur_ns = 8000000, .name = loupe__mb_str(mb, "run"), .category = ""};
+    z = loupe__mb_slice(mb, t1);
+    *loupe__mb_slice_at(mb, t1, z) = (loupe_slice){
+        .start_ns = 1500000, .dur_ns = 3000000, .name = loupe__mb_str(mb, "job"), .category = ""};
+    loupe_frame fm = {"main", "app.c", 10, 0, "/usr/bin/app", 0x1000};
+    loupe_frame fw = {"work", "app.c", 20, 0, "/usr/bin/app", 0x1100};
+    loupe_frame fh = {"helper", "util.h", 3, 1, "/usr/bin/app", 0x1108};
+    uint32_t f[] = {loupe__mb_frame(mb, &fh), loupe__mb_frame(mb, &fw), loupe__mb_frame(mb, &fm)};
+    uint32_t deep = loupe__mb_stack_of(mb, f, 3), mid = loupe__mb_stack_of(mb, f + 1, 2);
+    assert_int_equal(loupe__mb_sample(mb, t0, 1000000, deep, 0), 0);
+    assert_int_equal(loupe__mb_sample(mb, t0, 2000000, deep, 0), 0);
+    assert_int_equal(loupe__mb_sample(mb, t0, 2300000, mid, 1), 0);
+    assert_int_equal(loupe__mb_sample(mb, t0, 4000000, UINT32_MAX, 1), 0);
+    assert_int_equal(loupe__mb_sample(mb, t1, 2000000, mid, UINT32_MAX), 0);
+    assert_int_equal(loupe__mb_sample(mb, t1, 3000000, deep, 2), 0);
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+/* The sample lines XProf must show (src/export/xplane.c): per sampled thread, in thread order,
+ * a line "CPU samples <tid>[ (<name>)]" with id max tid + 2 + k; per sample an event named by
+ * its innermost function ("[no stack]" without one), lasting the period or up to the thread's
+ * next sample; and (sample_stacks) the stack stat of each. */
+static void dump_sample_tracks(const loupe_model *m, json_t *tracks, json_t *stacks) {
+    uint64_t max_id = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        max_id = m->threads[t].tid > max_id ? m->threads[t].tid : max_id;
+    }
+    uint64_t line = max_id + 2;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        json_t *sl = json_array();
+        uint64_t prev = 0;
+        json_t *last = NULL;
+        for (size_t i = 0; i < m->sample_count; i++) {
+            const loupe_sample *s = &m->samples[i];
+            if (s->thread != t) {
+                continue;
+            }
+            if (last != NULL && s->ts_ns - prev < m->sample_period_ns) {
+                json_array_set_new(last, 2, json_integer((json_int_t)(s->ts_ns - prev)));
+            }
+            const char *fn = "[no stack]";
+            char stack[256] = "";
+            if (s->stack != UINT32_MAX) {
+                fn = m->frames[m->stack_nodes[s->stack].frame].function;
+                const char *chain[16];
+                size_t n = 0;
+                for (uint32_t k = s->stack; k != UINT32_MAX && n < 16;
+                     k = m->stack_nodes[k].parent) {
+                    chain[n++] = m->frames[m->stack_nodes[k].frame].function;
+                }
+                size_t len = 0;
+                for (size_t j = n; j-- > 0;) {
+                    len += (size_t)snprintf(stack + len, sizeof stack - len, "%s%s", chain[j],
+                                            j > 0 ? ";" : "");
+                }
+                json_array_append_new(stacks, json_pack("[sIs]", fn, (json_int_t)s->ts_ns, stack));
+            }
+            last = json_pack("[sII]", fn, (json_int_t)s->ts_ns, (json_int_t)m->sample_period_ns);
+            json_array_append_new(sl, last);
+            prev = s->ts_ns;
+        }
+        if (json_array_size(sl) == 0) {
+            json_decref(sl);
+            continue;
+        }
+        char shown[160];
+        snprintf(shown, sizeof shown, th->name[0] ? "CPU samples %llu (%s)" : "CPU samples %llu",
+                 (unsigned long long)th->tid, th->name);
+        json_array_append_new(tracks, json_pack("{sssIsssssoso}", "plane", "/host:CPU", "tid",
+                                                (json_int_t)line, "name", shown, "shown", shown,
+                                                "slices", sl, "instants", json_array()));
+        line++;
+    }
+}
+
 static void dump_case(const char *dir, const char *name, const loupe_model *m) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.xplane.pb", dir, name);
@@ -854,8 +950,10 @@ static void dump_case(const char *dir, const char *name, const loupe_model *m) {
         json_array_append_new(counters, json_pack("[sIf]", c->name, (json_int_t)c->ts_ns,
                                                   c->is_double ? c->d : (double)c->i));
     }
-    json_t *root = json_pack("{sosososo}", "tracks", tracks, "counters", counters, "steps", steps,
-                             "flows", flows);
+    json_t *stacks = json_array();
+    dump_sample_tracks(m, tracks, stacks);
+    json_t *root = json_pack("{sososososo}", "tracks", tracks, "counters", counters, "steps", steps,
+                             "flows", flows, "sample_stacks", stacks);
     assert_non_null(root);
     snprintf(path, sizeof path, "%s/%s.expect.json", dir, name);
     assert_int_equal(json_dump_file(root, path, JSON_ENSURE_ASCII), 0);
@@ -877,6 +975,9 @@ static void dump(void **state) {
     loupe_model_free(m);
     m = recorded_steps_model(logs);
     dump_case(dir, "recorded_steps", m);
+    loupe_model_free(m);
+    m = samples_model();
+    dump_case(dir, "samples", m);
     loupe_model_free(m);
     tu_rmtree(logs);
     free(logs);

@@ -6,7 +6,8 @@ with the real consumers.
    (/host:CPU -> pid 701, /device:GPU:<n> by plane), named (an unnamed track by the name the
    writer gives it: "shown"); every slice comes out with its name (a step as XProf's step
    group, "<name> <step_num>"), start and duration to the ns (zero-length slices as instants,
-   as XProf shows them), every instant and counter sample at its time.
+   as XProf shows them), every instant and counter sample at its time; CPU samples as their
+   "CPU samples <tid>" lines' events, each with its "stack" argument.
 2. jax.profiler.ProfileData.from_file (jaxlib's XSpace reader): the same events per plane and
    line (lines named), start_ns and duration_ns exact.
 3. Steps (cases with "steps", host only): xprof's get_step_trace (the xprof CLI's tool, on the
@@ -111,6 +112,15 @@ def check_xprof(path, want):
         missing = list((expect - got).items())[:5]
         extra = list((got - expect).items())[:5]
         fail("xprof: events differ; missing %r; unexpected %r" % (missing, extra))
+    # CPU samples (loupe's convention): each sample event's stack stat, outermost first
+    stacks = collections.Counter(
+        (e["name"], ns(e["ts"]), e.get("args", {}).get("stack"))
+        for e in events
+        if e.get("ph") == "X" and "stack" in e.get("args", {}))
+    want_stacks = collections.Counter((n, t, s) for n, t, s in want.get("sample_stacks", []))
+    if stacks != want_stacks:
+        fail("xprof: sample stacks differ; missing %r; unexpected %r"
+             % (list((want_stacks - stacks).items())[:5], list((stacks - want_stacks).items())[:5]))
     print("xprof trace_viewer: %d events, %d threads match" % (sum(got.values()), len(thread_names)))
 
 

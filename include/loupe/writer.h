@@ -7,13 +7,15 @@
  *   XPLANE          an XSpace (<host>.xplane.pb) for XProf / TensorBoard; at most 2 GiB - 1 bytes
  *                   (protobuf's message limit), else LOUPE_EUNSUPPORTED and no file
  *   PERFETTO_PROTO  Perfetto's native protobuf trace (.pftrace)
- *   FOLDED          collapsed stacks "a;b;c <self ns>" for flame graphs (speedscope, flamegraph.pl)
+ *   FOLDED          collapsed stacks "a;b;c <self ns>" for flame graphs (speedscope,
+ * flamegraph.pl), or "thread;main;work <samples>" from the CPU samples (loupe_flame_weight)
  *   PERFETTO_JSON   Chrome JSON with loupe's keys under "otherData" instead of the top-level
  *                   "metadata", which makes Perfetto's UI show a blank trace (jax-ml/jax#10843);
  *                   the perfetto_trace.json.gz of a run directory
  *   SVG             an SVG flame graph (flamegraph.pl's layout): one root per track, a box per
  *                   distinct stack, its width the stack's total time; stacks are cut at 1024
- *                   zones (the rest of a deeper stack is one "[deeper zones]" box)
+ *                   zones (the rest of a deeper stack is one "[deeper zones]" box); or of the
+ *                   CPU samples, widths in samples (loupe_flame_weight)
  *
  * The format registry: every format loupe knows is one loupe_format_desc (its names, file names,
  * run-directory bit, ...), listed by loupe_format_count() / loupe_format_info() in a fixed order
@@ -115,6 +117,33 @@ LOUPE_API loupe_file_format loupe_file_format_parse(const char *name);
  * keep their name tables (distinct names / stacks), not the events.
  * Thread-safety: any thread; m is only read. */
 LOUPE_API int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format format);
+
+/** What the flame-graph formats (FOLDED, SVG) are weighted by. */
+typedef enum loupe_flame_weight {
+    /* The default: TIME when the model has any zone (slice), SAMPLES when it has CPU samples
+     * and no zones (a sampling-only recording), so that neither comes out empty. */
+    LOUPE_FLAME_WEIGHT_AUTO = 0,
+    /* The zones' call tree: "thread;outer;inner <self ns>"; the SVG's widths are total ns. */
+    LOUPE_FLAME_WEIGHT_TIME = 1,
+    /* The CPU samples' call tree (loupe_model.samples): one root per thread with samples,
+     * frames outermost first, "thread;main;work;helper <samples>" (the samples whose innermost
+     * frame that is); the SVG's widths are samples on the stack. A frame without a function is
+     * "module+0xoffset" (or "[unknown]"), a sample without a stack "[no stack]", as in
+     * `loupe summary`'s hot functions. A model without samples gives an empty graph. */
+    LOUPE_FLAME_WEIGHT_SAMPLES = 2
+} loupe_flame_weight;
+
+/** Options of loupe_trace_write_opts(); zeroed fields mean the default. */
+typedef struct loupe_write_options {
+    loupe_flame_weight flame_weight; /* FOLDED and SVG only (others ignore it) */
+} loupe_write_options;
+
+/** loupe_trace_write() with options (o NULL: all defaults, which is loupe_trace_write()).
+ * Errors: those of loupe_trace_write(), and LOUPE_EINVALID for a flame_weight that is none of
+ * LOUPE_FLAME_WEIGHT_*. Lifetime: o is only read during the call. Thread-safety: any thread;
+ * m and o are only read. */
+LOUPE_API int loupe_trace_write_opts(const loupe_model *m, const char *path,
+                                     loupe_file_format format, const loupe_write_options *o);
 
 #ifdef __cplusplus
 }

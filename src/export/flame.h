@@ -20,6 +20,8 @@
  * a 16k px graph. */
 #define LOUPE__FLAME_MAX_DEPTH 1024
 #define LOUPE__FLAME_DEEPER "[deeper zones]"
+#define LOUPE__FLAME_DEEPER_FRAMES "[deeper frames]" /* the same cut for sampled stacks */
+#define LOUPE__FLAME_NO_STACK "[no stack]" /* a sample without a stack (as loupe summary) */
 #define LOUPE__FLAME_NONE ((size_t)-1)
 
 typedef struct loupe__flame_node {
@@ -39,6 +41,9 @@ typedef struct loupe__flame {
     size_t slot_cap;
     char **labels; /* the roots' labels, malloc'd */
     size_t label_count;
+    int samples;  /* 1: built from the CPU samples: total_ns and self_ns are sample counts */
+    char **owned; /* names made for frames without a function ("module+0xoffset"), malloc'd */
+    size_t owned_count;
 } loupe__flame;
 
 /* Builds the tree of m: one root per track, labelled with the track's name ("thread <tid>" when
@@ -46,6 +51,16 @@ typedef struct loupe__flame {
  * when two tracks would get the same label, so that each track stays its own root. Returns 0 or
  * LOUPE_ENOMEM (detail set, *f freed). */
 int loupe__flame_build(const loupe_model *m, loupe__flame *f);
+/* The same tree from the CPU samples (f->samples = 1): one root per thread with samples, a node
+ * per distinct stack of frames (outermost first) named by function ("module+0xoffset" or
+ * "[unknown]" without one, as `loupe summary`'s hot functions; "[no stack]" for a sample
+ * without a stack), total_ns / self_ns counting samples (self: the samples whose innermost
+ * frame it is). Stacks deeper than LOUPE__FLAME_MAX_DEPTH frames end in "[deeper frames]".
+ * Returns 0 or LOUPE_ENOMEM (detail set, *f freed). */
+int loupe__flame_build_samples(const loupe_model *m, loupe__flame *f);
+/* Which weight a writer uses for LOUPE_FLAME_WEIGHT_AUTO: samples when m has samples and no
+ * slices, time otherwise (1 = samples). */
+int loupe__flame_use_samples(const loupe_model *m, int weight);
 void loupe__flame_free(loupe__flame *f);
 
 #endif

@@ -16,6 +16,7 @@
 #include "base/hash.h"
 #include "export/writers.h"
 
+#include <loupe/writer.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +233,10 @@ void loupe__flame_free(loupe__flame *f) {
     for (size_t i = 0; f->labels != NULL && i < f->label_count; i++) {
         free(f->labels[i]);
     }
+    for (size_t i = 0; f->owned != NULL && i < f->owned_count; i++) {
+        free(f->owned[i]);
+    }
+    free(f->owned);
     free(f->labels);
     free(f->nodes);
     free(f->slots);
@@ -253,8 +258,13 @@ static void put_frame(loupe__sink *s, const char *name) {
 }
 
 int loupe__write_folded(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_folded_weighted(m, s, LOUPE_FLAME_WEIGHT_AUTO);
+}
+
+int loupe__write_folded_weighted(const loupe_model *m, loupe__sink *s, int weight) {
     loupe__flame f;
-    int rc = loupe__flame_build(m, &f);
+    int rc = loupe__flame_use_samples(m, weight) ? loupe__flame_build_samples(m, &f)
+                                                 : loupe__flame_build(m, &f);
     if (rc != 0) {
         return rc;
     }
@@ -277,4 +287,165 @@ int loupe__write_folded(const loupe_model *m, loupe__sink *s) {
     }
     loupe__flame_free(&f);
     return 0;
+}
+
+/* ---- the call tree of the CPU samples ---- */
+
+int loupe__flame_use_samples(const loupe_model *m, int weight) {
+    if (weight != LOUPE_FLAME_WEIGHT_AUTO) {
+        return weight == LOUPE_FLAME_WEIGHT_SAMPLES;
+    }
+    for (size_t t = 0; t < m->thread_count; t++) {
+        if (m->threads[t].slice_count > 0) {
+            return 0;
+        }
+    }
+    return m->sample_count > 0;
+}
+
+/* Per frame its name in the graph (summary.c's rule: the function, else "module+0xoffset",
+ * else "[unknown]"); the made ones are kept in f->owned. */
+static const char **frame_names(const loupe_model *m, loupe__flame *f) {
+    const char **names = malloc((m->frame_count + 1) * sizeof(*names));
+    f->owned = calloc(m->frame_count + 1, sizeof(*f->owned));
+    if (names == NULL || f->owned == NULL) {
+        free(names);
+        return NULL;
+    }
+    for (size_t i = 0; i < m->frame_count; i++) {
+        const loupe_frame *fr = &m->frames[i];
+        if (fr->function[0] != 0) {
+            names[i] = fr->function;
+        } else if (fr->module[0] != 0) {
+            size_t n = strlen(fr->module) + 24;
+            char *str = malloc(n);
+            if (str == NULL) {
+                free(names);
+                return NULL;
+            }
+            snprintf(str, n, "%s+0x%llx", fr->module, (unsigned long long)fr->module_offset);
+            f->owned[f->owned_count++] = str;
+            names[i] = str;
+        } else {
+            names[i] = "[unknown]";
+        }
+    }
+    return names;
+}
+
+/* The node of stack node k under root for the thread being built: memo[k] when stamp[k] says
+ * it is this thread's, else made from its parent's (iteratively, outermost first, through
+ * path). LOUPE__FLAME_NONE on out-of-memory. */
+typedef struct sample_memo {
+    size_t *node;
+    size_t *stamp;  /* thread index + 1 the node[] entry is of */
+    uint32_t *path; /* work list: stack nodes, leaf first */
+    const char **names;
+} sample_memo;
+
+static size_t stack_node(const loupe_model *m, loupe__flame *f, sample_memo *mm, size_t root,
+                         size_t stamp, uint32_t k) {
+    size_t n = 0;
+    for (uint32_t c = k;
+         c < m->stack_node_count && mm->stamp[c] != stamp && n < m->stack_node_count;
+         c = m->stack_nodes[c].parent) {
+        mm->path[n++] = c;
+    }
+    for (size_t i = n; i-- > 0;) {
+        uint32_t c = mm->path[i];
+        uint32_t up = m->stack_nodes[c].parent;
+        size_t parent = up < m->stack_node_count ? mm->node[up] : root;
+        uint32_t depth = f->nodes[parent].depth + 1;
+        size_t made;
+        if (depth > LOUPE__FLAME_MAX_DEPTH) {
+            made = parent; /* inside "[deeper frames]", which counts it */
+        } else {
+            uint32_t fi = m->stack_nodes[c].frame;
+            const char *name = depth == LOUPE__FLAME_MAX_DEPTH ? LOUPE__FLAME_DEEPER_FRAMES
+                               : fi < m->frame_count           ? mm->names[fi]
+                                                               : "[unknown]";
+            made = node(f, parent, name, depth);
+            if (made == LOUPE__FLAME_NONE) {
+                return LOUPE__FLAME_NONE;
+            }
+        }
+        mm->node[c] = made;
+        mm->stamp[c] = stamp;
+    }
+    return k < m->stack_node_count ? mm->node[k] : root;
+}
+
+int loupe__flame_build_samples(const loupe_model *m, loupe__flame *f) {
+    memset(f, 0, sizeof *f);
+    f->samples = 1;
+    sample_memo mm = {0};
+    size_t *by_thread = NULL, *start = NULL;
+    if (make_labels(m, f) != 0 || (mm.names = frame_names(m, f)) == NULL) {
+        goto oom;
+    }
+    size_t nn = m->stack_node_count + 1, nt = m->thread_count;
+    mm.node = malloc(nn * sizeof(size_t));
+    mm.stamp = calloc(nn, sizeof(size_t));
+    mm.path = malloc(nn * sizeof(uint32_t));
+    by_thread = malloc((m->sample_count + 1) * sizeof(size_t));
+    start = calloc(nt + 2, sizeof(size_t));
+    if (mm.node == NULL || mm.stamp == NULL || mm.path == NULL || by_thread == NULL ||
+        start == NULL) {
+        goto oom;
+    }
+    /* the samples by thread (a counting sort: stable, so each thread's stay in time order) */
+    for (size_t i = 0; i < m->sample_count; i++) {
+        if (m->samples[i].thread < nt) {
+            start[m->samples[i].thread + 2]++;
+        }
+    }
+    for (size_t t = 0; t < nt; t++) {
+        start[t + 2] += start[t + 1];
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        if (m->samples[i].thread < nt) {
+            by_thread[start[m->samples[i].thread + 1]++] = i;
+        }
+    }
+    for (size_t t = 0; t < nt; t++) {
+        if (start[t] == start[t + 1]) {
+            continue;
+        }
+        size_t root = node(f, LOUPE__FLAME_NONE, f->labels[t], 0);
+        if (root == LOUPE__FLAME_NONE) {
+            goto oom;
+        }
+        for (size_t j = start[t]; j < start[t + 1]; j++) {
+            const loupe_sample *sm = &m->samples[by_thread[j]];
+            size_t leaf;
+            if (sm->stack < m->stack_node_count) {
+                leaf = stack_node(m, f, &mm, root, t + 1, sm->stack);
+            } else {
+                leaf = node(f, root, LOUPE__FLAME_NO_STACK, 1);
+            }
+            if (leaf == LOUPE__FLAME_NONE) {
+                goto oom;
+            }
+            f->nodes[leaf].self_ns++;
+            for (size_t k = leaf; k != LOUPE__FLAME_NONE; k = f->nodes[k].parent) {
+                f->nodes[k].total_ns++;
+            }
+        }
+    }
+    free(mm.names);
+    free(mm.node);
+    free(mm.stamp);
+    free(mm.path);
+    free(by_thread);
+    free(start);
+    return 0;
+oom:
+    free(mm.names);
+    free(mm.node);
+    free(mm.stamp);
+    free(mm.path);
+    free(by_thread);
+    free(start);
+    loupe__flame_free(f);
+    return loupe__err(LOUPE_ENOMEM, "flame graph: out of memory building the samples' call tree");
 }

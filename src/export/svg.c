@@ -20,6 +20,7 @@
 #include "base/utf8.h"
 #include "export/writers.h"
 
+#include <loupe/writer.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,8 +110,13 @@ static void putf(loupe__sink *s, const char *fmt, ...) {
 }
 
 int loupe__write_svg(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_svg_weighted(m, s, LOUPE_FLAME_WEIGHT_AUTO);
+}
+
+int loupe__write_svg_weighted(const loupe_model *m, loupe__sink *s, int weight) {
     loupe__flame f;
-    int rc = loupe__flame_build(m, &f);
+    int rc = loupe__flame_use_samples(m, weight) ? loupe__flame_build_samples(m, &f)
+                                                 : loupe__flame_build(m, &f);
     if (rc != 0) {
         return rc;
     }
@@ -148,16 +154,18 @@ int loupe__write_svg(const loupe_model *m, loupe__sink *s) {
          "<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
          "xmlns=\"http://www.w3.org/2000/svg\">\n",
          IMAGE_WIDTH, height, IMAGE_WIDTH, height);
-    loupe__puts(s, "<!-- loupe flame graph: one root per track; a box's width is its stack's "
-                   "total time (self + children) -->\n"
-                   "<style>text{font-family:Verdana,sans-serif;font-size:12px;fill:#000}"
+    loupe__puts(s, f.samples ? "<!-- loupe flame graph of the CPU samples: one root per "
+                               "thread; a box's width is the samples with its stack -->\n"
+                             : "<!-- loupe flame graph: one root per track; a box's width is "
+                               "its stack's total time (self + children) -->\n");
+    loupe__puts(s, "<style>text{font-family:Verdana,sans-serif;font-size:12px;fill:#000}"
                    "</style>\n");
     putf(s, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%u\" fill=\"#f8f8f0\"/>\n", IMAGE_WIDTH,
          height);
     putf(s,
          "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" style=\"font-size:17px\">Flame graph "
-         "(%llu ns in zones)</text>\n",
-         IMAGE_WIDTH / 2, (unsigned long long)total);
+         "(%llu %s)</text>\n",
+         IMAGE_WIDTH / 2, (unsigned long long)total, f.samples ? "CPU samples" : "ns in zones");
     for (size_t i = 0; i < f.count && total > 0; i++) {
         const loupe__flame_node *n = &f.nodes[ix[i].node];
         double w = (double)n->total_ns * scale;
@@ -169,7 +177,8 @@ int loupe__write_svg(const loupe_model *m, loupe__sink *s) {
         uint64_t h = loupe__hash_str(n->name);
         loupe__puts(s, "<g><title>");
         put_xml(s, n->name, 0);
-        putf(s, " (%llu ns, %.2f%%)</title>", (unsigned long long)n->total_ns,
+        putf(s, " (%llu %s, %.2f%%)</title>", (unsigned long long)n->total_ns,
+             f.samples ? (n->total_ns == 1 ? "sample" : "samples") : "ns",
              (double)n->total_ns * 100.0 / (double)total);
         putf(s,
              "<rect x=\"%.2f\" y=\"%u\" width=\"%.2f\" height=\"%d\" fill=\"rgb(%u,%u,%u)\" "

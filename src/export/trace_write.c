@@ -76,3 +76,44 @@ int loupe__write_file(const loupe_model *m, const char *path, int gz,
     free(tmp);
     return 0;
 }
+
+/* The flame-graph writers with a fixed weight (loupe__write_file takes no context). */
+static int folded_time(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_folded_weighted(m, s, LOUPE_FLAME_WEIGHT_TIME);
+}
+
+static int folded_samples(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_folded_weighted(m, s, LOUPE_FLAME_WEIGHT_SAMPLES);
+}
+
+static int svg_time(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_svg_weighted(m, s, LOUPE_FLAME_WEIGHT_TIME);
+}
+
+static int svg_samples(const loupe_model *m, loupe__sink *s) {
+    return loupe__write_svg_weighted(m, s, LOUPE_FLAME_WEIGHT_SAMPLES);
+}
+
+int loupe_trace_write_opts(const loupe_model *m, const char *path, loupe_file_format format,
+                           const loupe_write_options *o) {
+    loupe_flame_weight w = o != NULL ? o->flame_weight : LOUPE_FLAME_WEIGHT_AUTO;
+    if (w != LOUPE_FLAME_WEIGHT_AUTO && w != LOUPE_FLAME_WEIGHT_TIME &&
+        w != LOUPE_FLAME_WEIGHT_SAMPLES) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_trace_write_opts: flame_weight %d is none of "
+                          "LOUPE_FLAME_WEIGHT_AUTO, _TIME and _SAMPLES",
+                          (int)w);
+    }
+    if (w == LOUPE_FLAME_WEIGHT_AUTO || (format != LOUPE_FILE_FOLDED && format != LOUPE_FILE_SVG)) {
+        return loupe_trace_write(m, path, format);
+    }
+    if (m == NULL || path == NULL) {
+        return loupe__err(LOUPE_EINVALID, "loupe_trace_write_opts: %s is NULL",
+                          m == NULL ? "the model" : "path");
+    }
+    int samples = w == LOUPE_FLAME_WEIGHT_SAMPLES;
+    if (format == LOUPE_FILE_FOLDED) {
+        return loupe__write_file(m, path, 0, samples ? folded_samples : folded_time);
+    }
+    return loupe__write_file(m, path, 0, samples ? svg_samples : svg_time);
+}

@@ -28,6 +28,9 @@ int loupe__write_folded(const loupe_model *m, loupe__sink *s);
 
 /* An SVG flame graph of the same call tree (svg.c). */
 int loupe__write_svg(const loupe_model *m, loupe__sink *s);
+/* The same two with a loupe_flame_weight (LOUPE_FLAME_WEIGHT_*; the two above take AUTO). */
+int loupe__write_folded_weighted(const loupe_model *m, loupe__sink *s, int weight);
+int loupe__write_svg_weighted(const loupe_model *m, loupe__sink *s, int weight);
 
 /* Perfetto native protobuf (.pftrace; perfetto_proto.c): one sequence, interned names, delta
  * timestamps on an incremental clock, streamed packet by packet. */

@@ -9,7 +9,9 @@
  *            warnings: one per thread that dropped events }
  *   /host:CPU: one XLine per thread (id = OS tid, name = thread name, or for an unnamed one the
  *            name line_name() gives it) and a line "_counters_"
- *            holding the counter samples (event name = counter, stat "value"); plane stats
+ *            holding the counter samples (event name = counter, stat "value"), then one
+ *            "CPU samples <tid>" line per sampled thread ("CPU samples" at the end of this
+ *            file, with the frames' event metadata and the stack table); plane stats
  *            profile_start_time / profile_stop_time (ns since the Unix epoch), events_recorded,
  *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_id (int64,
  *            as jax), process_name, and loupe_thread_<tid>_{recorded,dropped,capacity_needed}
@@ -247,9 +249,16 @@ typedef struct writer {
     size_t nflows;
     uint64_t *line_size; /* per thread (+1: the counters line) */
     int oom;
-    int range;   /* a time beyond int64 picoseconds */
-    char **acct; /* per thread: the names of its ACCT plane stats */
+    int range;           /* a time beyond int64 picoseconds */
+    char **acct;         /* per thread: the names of its ACCT plane stats */
+    struct xsamples *xs; /* the CPU samples' lines, frames and stack table (NULL: none) */
 } writer;
+
+static void samples_lines(writer *w, pb *p);
+static void samples_stats(writer *w, pb *p);
+static void samples_emeta(writer *w, pb *p);
+static int samples_prepare(writer *w);
+static void samples_free(writer *w);
 
 static size_t sid(writer *w, const char *name, int is_bool) {
     smeta k = {name, is_bool};
@@ -632,6 +641,7 @@ static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
         put_stat(p, 6, sid(w, "process_id", 0), (stat_val){4, m->pid, 0}); /* as jax */
         stat_ref(w, p, "process_name", m->process_name ? m->process_name : "");
         stat_u64(w, p, "unmatched_ends", m->unmatched_ends);
+        samples_stats(w, p);
     }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
@@ -695,6 +705,9 @@ static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
         put_len(p, 3, w->line_size[m->thread_count]);
         counters_body(w, p);
     }
+    if (spec->kind == P_HOST) {
+        samples_lines(w, p);
+    }
     plane_stats(w, p, spec);
     /* event metadata first: its stats may add stat metadata */
     for (size_t i = 0; i < w->em.count; i++) {
@@ -706,6 +719,9 @@ static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
         put_u64f(p, 1, i + 1);
         put_len(p, 2, c.n);
         emeta_body(w, p, i + 1, e);
+    }
+    if (spec->kind == P_HOST) {
+        samples_emeta(w, p); /* before the stat metadata: the frames' stats add to it */
     }
     for (size_t i = 0; i < w->sm.count; i++) {
         const smeta *s = (const smeta *)w->sm.items + i;
@@ -800,6 +816,9 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
         }
         qsort(w.flows, w.nflows, sizeof(*w.flows), cmp_flow_end);
     }
+    if ((rc = samples_prepare(&w)) != 0) {
+        goto done;
+    }
     /* pass 1: ids and sizes */
     uint64_t total = 0;
     for (size_t i = 0; i < nplanes; i++) {
@@ -861,6 +880,7 @@ done:
         free(w.acct[t]);
     }
     free(w.acct);
+    samples_free(&w);
     free(tables);
     free(plane_size);
     free(w.line_size);
@@ -869,4 +889,352 @@ done:
     free(devs);
     free(gpu_names);
     return rc;
+}
+
+/* ---- CPU samples (loupe's convention: XProf has no sampled-profile viewer) ----
+ *
+ * In /host:CPU, after the threads' lines and "_counters_": one XLine per sampled thread, named
+ * "CPU samples <tid>" (with " (<thread name>)" when it has one), id max tid + 2 + k (ids no
+ * thread line has: XProf's trace viewer makes each line id a row, so a sample line sharing its
+ * thread's id would nest its events into the zones). One event per sample, in time order:
+ * metadata = the innermost frame (so the trace viewer names the sample by the function it hit),
+ * duration = the sampling period (1 µs when unknown), cut at the thread's next sample; stats
+ * tid (uint64), cpu (uint64, absent when unknown), stack (ref: "outer;...;inner", the folded
+ * form) and loupe_stack (uint64: the leaf's index in loupe_stack_nodes; absent with no stack).
+ * Frames: XEventMetadata ids after the zones' (first frame id = zones' count + 1, in the model's
+ * frame order), name = function, stats loupe_frame (int64: the frame index), file (ref), line
+ * (int64), inlined (int64 1), module (ref), module_offset (uint64), each only when set; a sample
+ * with no stack has the metadata after the frames, named "[no stack]". Plane stats:
+ * loupe_sample_period_ns, loupe_samples_lost (uint64), loupe_stack_nodes (bytes: per node in
+ * order the varints parent + 1 (0 = outermost) and frame index) and loupe_off_cpu (bytes: per
+ * thread with intervals the varints tid, count, then start_ns and dur_ns per interval). */
+
+typedef struct xsamples {
+    size_t *order;   /* sample indices by (thread, ts) */
+    size_t *line_at; /* per sample line: its first entry in order (nlines + 1 entries) */
+    size_t nlines;
+    uint64_t *line_size;
+    char **stack;         /* per stack node: "outer;...;inner", malloc'd (NULL until needed) */
+    uint32_t *path;       /* stack_str()'s work list */
+    unsigned char *nodes; /* loupe_stack_nodes */
+    size_t nodes_len;
+    unsigned char *off; /* loupe_off_cpu */
+    size_t off_len;
+    uint64_t line_id0;
+    size_t fbase; /* frame f's metadata id is fbase + 1 + f */
+} xsamples;
+
+typedef struct sample_key {
+    size_t thread;
+    uint64_t ts_ns;
+    size_t index;
+} sample_key;
+
+static int cmp_sample_key(const void *pa, const void *pb_) {
+    const sample_key *a = pa, *b = pb_;
+    if (a->thread != b->thread) {
+        return a->thread < b->thread ? -1 : 1;
+    }
+    if (a->ts_ns != b->ts_ns) {
+        return a->ts_ns < b->ts_ns ? -1 : 1;
+    }
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* loupe_stack_nodes' parent: index + 1, 0 for the outermost frame. */
+static uint64_t node_parent(const loupe_stack_node *sn) {
+    return sn->parent == UINT32_MAX ? 0 : (uint64_t)sn->parent + 1u;
+}
+
+static size_t varints_at(unsigned char *dst, size_t at, uint64_t v) {
+    if (dst == NULL) {
+        return at + loupe__pb_varint_size(v);
+    }
+    return at + loupe__pb_put_varint_at(dst + at, v);
+}
+
+/* The stack string of node k: its parent's, ";", its function (memoised per node; the nodes
+ * without one are built outermost first, through xs->path). NULL on OOM. */
+static const char *stack_str(writer *w, uint32_t k) {
+    xsamples *xs = w->xs;
+    const loupe_model *m = w->m;
+    size_t n = 0;
+    for (uint32_t top = k; top != UINT32_MAX && top < m->stack_node_count &&
+                           xs->stack[top] == NULL && n < m->stack_node_count;
+         top = m->stack_nodes[top].parent) {
+        xs->path[n++] = top;
+    }
+    for (size_t i = n; i-- > 0;) {
+        uint32_t node = xs->path[i];
+        uint32_t par = m->stack_nodes[node].parent;
+        const char *up = par < m->stack_node_count ? xs->stack[par] : NULL;
+        uint32_t fi = m->stack_nodes[node].frame;
+        const char *fn = fi < m->frame_count ? m->frames[fi].function : "";
+        size_t pl = up != NULL ? strlen(up) + 1 : 0, fl = strlen(fn);
+        char *str = malloc(pl + fl + 1);
+        if (str == NULL) {
+            w->oom = 1;
+            return NULL;
+        }
+        if (up != NULL) {
+            memcpy(str, up, pl - 1);
+            str[pl - 1] = ';';
+        }
+        memcpy(str + pl, fn, fl + 1);
+        xs->stack[node] = str;
+    }
+    return xs->stack[k];
+}
+
+static int samples_prepare(writer *w) {
+    const loupe_model *m = w->m;
+    if (m->sample_count == 0 && m->frame_count == 0 && m->sample_period_ns == 0 &&
+        m->samples_lost == 0) {
+        return 0;
+    }
+    xsamples *xs = calloc(1, sizeof *xs);
+    if (xs == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    }
+    w->xs = xs;
+    xs->order = malloc((m->sample_count + 1) * sizeof(size_t));
+    xs->line_at = malloc((m->sample_count + 1) * sizeof(size_t));
+    xs->line_size = calloc(m->sample_count + 1, sizeof(uint64_t));
+    xs->stack = calloc(m->stack_node_count + 1, sizeof(char *));
+    xs->path = malloc((m->stack_node_count + 1) * sizeof(uint32_t));
+    sample_key *keys = malloc((m->sample_count + 1) * sizeof(sample_key));
+    if (xs->order == NULL || xs->line_at == NULL || xs->line_size == NULL || xs->stack == NULL ||
+        xs->path == NULL || keys == NULL) {
+        free(keys);
+        return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        keys[i] = (sample_key){m->samples[i].thread, m->samples[i].ts_ns, i};
+    }
+    qsort(keys, m->sample_count, sizeof(sample_key), cmp_sample_key);
+    for (size_t i = 0; i < m->sample_count; i++) {
+        xs->order[i] = keys[i].index;
+    }
+    free(keys);
+    for (size_t i = 0; i < m->sample_count; i++) {
+        if (i == 0 || m->samples[xs->order[i]].thread != m->samples[xs->order[i - 1]].thread) {
+            xs->line_at[xs->nlines++] = i;
+        }
+    }
+    xs->line_at[xs->nlines] = m->sample_count;
+    uint64_t max_id = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        max_id = m->threads[t].tid > max_id ? m->threads[t].tid : max_id;
+    }
+    xs->line_id0 = max_id < (uint64_t)INT64_MAX - m->sample_count - 2 ? max_id + 2 : 0;
+    for (uint32_t k = 0; k < m->stack_node_count; k++) {
+        const loupe_stack_node *sn = &m->stack_nodes[k];
+        xs->nodes_len = varints_at(NULL, xs->nodes_len, node_parent(sn));
+        xs->nodes_len = varints_at(NULL, xs->nodes_len, sn->frame);
+    }
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->off_cpu_count == 0 || th->kind == LOUPE_TRACK_GPU) {
+            continue;
+        }
+        xs->off_len = varints_at(NULL, xs->off_len, th->tid);
+        xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu_count);
+        for (size_t i = 0; i < th->off_cpu_count; i++) {
+            xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu[i].start_ns);
+            xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu[i].dur_ns);
+        }
+    }
+    xs->nodes = malloc(xs->nodes_len + 1);
+    xs->off = malloc(xs->off_len + 1);
+    if (xs->nodes == NULL || xs->off == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    }
+    size_t at = 0;
+    for (uint32_t k = 0; k < m->stack_node_count; k++) {
+        at = varints_at(xs->nodes, at, node_parent(&m->stack_nodes[k]));
+        at = varints_at(xs->nodes, at, m->stack_nodes[k].frame);
+    }
+    at = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->off_cpu_count == 0 || th->kind == LOUPE_TRACK_GPU) {
+            continue;
+        }
+        at = varints_at(xs->off, at, th->tid);
+        at = varints_at(xs->off, at, th->off_cpu_count);
+        for (size_t i = 0; i < th->off_cpu_count; i++) {
+            at = varints_at(xs->off, at, th->off_cpu[i].start_ns);
+            at = varints_at(xs->off, at, th->off_cpu[i].dur_ns);
+        }
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        uint32_t k = m->samples[i].stack;
+        if (k < m->stack_node_count && stack_str(w, k) == NULL) {
+            return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+        }
+    }
+    return 0;
+}
+
+static void samples_free(writer *w) {
+    xsamples *xs = w->xs;
+    if (xs == NULL) {
+        return;
+    }
+    for (size_t k = 0; xs->stack != NULL && k < w->m->stack_node_count; k++) {
+        free(xs->stack[k]);
+    }
+    free(xs->stack);
+    free(xs->path);
+    free(xs->order);
+    free(xs->line_at);
+    free(xs->line_size);
+    free(xs->nodes);
+    free(xs->off);
+    free(xs);
+    w->xs = NULL;
+}
+
+static void sample_event(writer *w, pb *p, size_t i, uint64_t next_ns, int has_next,
+                         uint64_t line_ns) {
+    const loupe_model *m = w->m;
+    const loupe_sample *s = &m->samples[i];
+    int stacked = s->stack < m->stack_node_count;
+    uint64_t frame = stacked ? m->stack_nodes[s->stack].frame : m->frame_count;
+    uint64_t dur = m->sample_period_ns != 0 ? m->sample_period_ns : 1000;
+    if (has_next && next_ns - s->ts_ns < dur) {
+        dur = next_ns - s->ts_ns;
+    }
+    put_u64f(p, 1, w->xs->fbase + 1 + frame);
+    put_u64f(p, 2, ps(w, s->ts_ns - line_ns));
+    if (dur != 0) {
+        put_u64f(p, 3, ps(w, dur));
+    }
+    put_stat(p, 4, sid(w, "tid", 0), (stat_val){3, m->threads[s->thread].tid, 0});
+    if (s->cpu != UINT32_MAX) {
+        put_stat(p, 4, sid(w, "cpu", 0), (stat_val){3, s->cpu, 0});
+    }
+    if (stacked) {
+        put_stat(p, 4, sid(w, "stack", 0), (stat_val){7, sid(w, w->xs->stack[s->stack], 0), 0});
+        put_stat(p, 4, sid(w, "loupe_stack", 0), (stat_val){3, s->stack, 0});
+    }
+}
+
+static void sample_line_body(writer *w, pb *p, size_t l) {
+    const loupe_model *m = w->m;
+    xsamples *xs = w->xs;
+    size_t a = xs->line_at[l], b = xs->line_at[l + 1];
+    const loupe_sample *first = &m->samples[xs->order[a]];
+    const loupe_model_thread *th = &m->threads[first->thread];
+    uint64_t t0 = first->ts_ns;
+    put_u64f(p, 1, xs->line_id0 + l);
+    char name[160];
+    snprintf(name, sizeof name, th->name[0] ? "CPU samples %llu (%s)" : "CPU samples %llu",
+             (unsigned long long)th->tid, th->name);
+    put_str(p, 2, name);
+    put_u64f(p, 3, t0);
+    uint64_t end = m->samples[xs->order[b - 1]].ts_ns;
+    if (end > t0) {
+        put_u64f(p, 9, ps(w, end - t0));
+    }
+    for (size_t j = a; j < b; j++) {
+        size_t i = xs->order[j];
+        int has_next = j + 1 < b;
+        uint64_t next_ns = has_next ? m->samples[xs->order[j + 1]].ts_ns : 0;
+        pb c = {NULL, 0};
+        sample_event(w, &c, i, next_ns, has_next, t0);
+        put_len(p, 4, c.n);
+        if (p->s != NULL) {
+            sample_event(w, p, i, next_ns, has_next, t0);
+        } else {
+            p->n += c.n;
+        }
+    }
+}
+
+static void samples_lines(writer *w, pb *p) {
+    xsamples *xs = w->xs;
+    if (xs == NULL) {
+        return;
+    }
+    xs->fbase = w->em.count; /* the zones' metadata are all assigned by now */
+    for (size_t l = 0; l < xs->nlines; l++) {
+        if (p->s == NULL) {
+            pb c = {NULL, 0};
+            sample_line_body(w, &c, l);
+            xs->line_size[l] = c.n;
+        }
+        put_len(p, 3, xs->line_size[l]);
+        sample_line_body(w, p, l);
+    }
+}
+
+static void stat_bytes(writer *w, pb *p, const char *name, const unsigned char *b, size_t n) {
+    size_t mid = sid(w, name, 0);
+    put_len(p, 6, loupe__pb_uint_size(1, mid) + loupe__pb_len_size(6, n));
+    put_u64f(p, 1, mid);
+    put_len(p, 6, n);
+    if (p->s != NULL && n > 0) {
+        loupe__put(p->s, (const char *)b, n);
+    }
+    p->n += n;
+}
+
+static void samples_stats(writer *w, pb *p) {
+    xsamples *xs = w->xs;
+    if (xs == NULL) {
+        return;
+    }
+    stat_u64(w, p, "loupe_sample_period_ns", w->m->sample_period_ns);
+    stat_u64(w, p, "loupe_samples_lost", w->m->samples_lost);
+    stat_bytes(w, p, "loupe_stack_nodes", xs->nodes, xs->nodes_len);
+    if (xs->off_len > 0) {
+        stat_bytes(w, p, "loupe_off_cpu", xs->off, xs->off_len);
+    }
+}
+
+static void frame_body(writer *w, pb *p, size_t id, size_t f) {
+    const loupe_model *m = w->m;
+    put_u64f(p, 1, id);
+    if (f >= m->frame_count) {
+        put_str(p, 2, "[no stack]");
+        return;
+    }
+    const loupe_frame *fr = &m->frames[f];
+    put_str(p, 2, fr->function);
+    put_stat(p, 5, sid(w, "loupe_frame", 0), (stat_val){4, f, 0});
+    if (fr->file[0]) {
+        put_stat(p, 5, sid(w, "file", 0), (stat_val){7, sid(w, fr->file, 0), 0});
+    }
+    if (fr->line != 0) {
+        put_stat(p, 5, sid(w, "line", 0), (stat_val){4, fr->line, 0});
+    }
+    if (fr->inlined) {
+        put_stat(p, 5, sid(w, "inlined", 0), (stat_val){4, 1, 0});
+    }
+    if (fr->module[0]) {
+        put_stat(p, 5, sid(w, "module", 0), (stat_val){7, sid(w, fr->module, 0), 0});
+    }
+    if (fr->module_offset != 0) {
+        put_stat(p, 5, sid(w, "module_offset", 0), (stat_val){3, fr->module_offset, 0});
+    }
+}
+
+/* The frames' metadata and "[no stack]" (written also when no sample uses it: the ids stay
+ * fbase + 1 + f either way). */
+static void samples_emeta(writer *w, pb *p) {
+    xsamples *xs = w->xs;
+    if (xs == NULL) {
+        return;
+    }
+    for (size_t f = 0; f <= w->m->frame_count; f++) {
+        size_t id = xs->fbase + 1 + f;
+        pb c = {NULL, 0};
+        frame_body(w, &c, id, f);
+        uint64_t entry = loupe__pb_uint_size(1, id) + loupe__pb_len_size(2, c.n);
+        put_len(p, 4, entry);
+        put_u64f(p, 1, id);
+        put_len(p, 2, c.n);
+        frame_body(w, p, id, f);
+    }
 }

@@ -134,6 +134,8 @@ typedef struct track {
     /* from loupe's "tracks" annotation */
     int has_meta;
     uint64_t m_kind, m_device, m_tid, m_rec, m_drop, m_cap;
+    int has_pid; /* a thread track's ThreadDescriptor pid: its samples' (pid, tid) key */
+    uint64_t pid;
 } track;
 
 typedef struct clockref {
@@ -526,7 +528,10 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
         const char *tname = NULL;
         uint64_t tid = 0;
         while ((k = next(r, &q, &g, "ThreadDescriptor", &rc)) > 0) {
-            if (g.field == 2 && (rc = want(r, &g, PB_VARINT, "ThreadDescriptor")) == 0) {
+            if (g.field == 1 && (rc = want(r, &g, PB_VARINT, "ThreadDescriptor")) == 0) {
+                t->pid = (uint32_t)g.v; /* int32 */
+                t->has_pid = 1;
+            } else if (g.field == 2 && (rc = want(r, &g, PB_VARINT, "ThreadDescriptor")) == 0) {
                 tid = g.v;
             } else if (g.field == 5 && (rc = want(r, &g, PB_LEN, "ThreadDescriptor")) == 0) {
                 tname = str(r, &g);
@@ -1329,10 +1334,10 @@ int loupe__perfetto_proto_read_file(const char *path, loupe_model **out) {
  * does}; frames (6) {iid 1, function_name_id 2, mapping_id 3, rel_pc 4}; callstacks (7)
  * {iid 1, frame_ids 2, outermost first}. Read in that order whatever the order in the message
  * (a callstack may use a frame of the same packet). PerfSample (TracePacket 66): cpu 1, pid 2,
- * tid 3, callstack_iid 4; its thread is the thread track with that tid (else a thread of that
- * pid's process). A frame, mapping or callstack iid that was never defined is a stack cut there,
- * counted in one warning. loupe's "loupe_samples" instant restores period, losses, the frames'
- * file/line/inlined and the off-CPU intervals. */
+ * tid 3, callstack_iid 4; its thread is the thread track with that (pid, tid) (sample_track();
+ * else a thread of that pid's process). A frame, mapping or callstack iid that was never defined is
+ * a stack cut there, counted in one warning. loupe's "loupe_samples" instant restores period,
+ * losses, the frames' file/line/inlined and the off-CPU intervals. */
 
 enum { PK_FUNC = 5, PK_FRAME = 6, PK_STACK = 7, PK_PATH = 17, PK_MAPPING = 19, PK_EXTRA = 100 };
 
@@ -1486,6 +1491,26 @@ static int do_profile_interned(reader *r, const loupe__pbf *idf, size_t si, cons
     return 0;
 }
 
+/* The thread of a sample of (pid, tid): the thread track with that tid whose ThreadDescriptor
+ * has that pid, else one with that tid and no pid (or any, when the sample has no pid: 0);
+ * never another process's thread that shares the tid. SIZE_MAX when none (*rc 0) or on OOM. */
+static size_t sample_track(reader *r, uint64_t pid, uint64_t tid, int *rc) {
+    track *loose = NULL;
+    for (size_t i = 0; i < r->trk_count; i++) {
+        track *t = &r->trk[i];
+        if (t->kind != TK_THREAD || t->tid != tid) {
+            continue;
+        }
+        if (pid != 0 && t->has_pid && t->pid == pid) {
+            return track_thread(r, t, rc);
+        }
+        if (loose == NULL && (pid == 0 || !t->has_pid)) {
+            loose = t;
+        }
+    }
+    return loose != NULL ? track_thread(r, loose, rc) : SIZE_MAX;
+}
+
 static int do_perf_sample(reader *r, const loupe__pbf *pf, uint64_t ts, size_t si, const seq *s) {
     loupe__pbr p = sub(r, pf);
     loupe__pbf f = {0};
@@ -1505,14 +1530,9 @@ static int do_perf_sample(reader *r, const loupe__pbf *pf, uint64_t ts, size_t s
     if (k < 0) {
         return rc;
     }
-    size_t th = SIZE_MAX;
-    for (size_t i = 0; i < r->trk_count && th == SIZE_MAX; i++) {
-        if (r->trk[i].kind == TK_THREAD && r->trk[i].tid == v[3]) {
-            th = track_thread(r, &r->trk[i], &rc);
-            if (th == SIZE_MAX) {
-                return rc;
-            }
-        }
+    size_t th = sample_track(r, v[2], v[3], &rc);
+    if (rc != 0) {
+        return rc;
     }
     if (th == SIZE_MAX) {
         size_t proc = loupe__mb_process(r->mb, v[2]);

@@ -7,7 +7,9 @@
  * - Planes "/host:CPU" (tracks of kind LOUPE_TRACK_THREAD) and "/device:GPU:<n>" (kind
  *   LOUPE_TRACK_GPU, device n): one track per XLine (tid = line id, name = line name; lines
  *   sharing an id in a plane are one track). A host line named "_counters_" holds counter
- *   samples (event name, stat "value"). "Task Environment": its str_value stats are metadata.
+ *   samples (event name, stat "value"); in a loupe file, lines "CPU samples ..." hold the CPU
+ *   samples ("CPU samples" at the end of this file). "Task Environment": its str_value stats are
+ *   metadata.
  *   Other planes (/host:metadata, /host:python-tracer, ...) are skipped.
  * - Events: start = line timestamp_ns + offset_ps / 1000, duration_ps / 1000 (ns, truncated);
  *   name = the event metadata's name; stats become args (int64, uint64, double, str and ref
@@ -342,7 +344,15 @@ typedef struct reader {
     size_t args_cap;
     int have_time;
     uint64_t min_ns, max_ns;
+    struct rsamples *rs; /* the CPU samples' tables (samples_*() below); NULL when none */
 } reader;
+
+static int samples_plane_stat(reader *x, const plane *pl, const stat *st);
+static int samples_is_line(const reader *x, const unsigned char *name, size_t n);
+static int samples_line(reader *x, plane *pl, span s, int64_t line_ns);
+static int samples_plane_end(reader *x, plane *pl);
+static int samples_finish(reader *x);
+static void samples_free(reader *x);
 
 static int oom(reader *x) {
     return x->r.rc = loupe__err(LOUPE_ENOMEM, "%s: out of memory reading the XPlane", x->r.path);
@@ -769,6 +779,9 @@ static int read_line(reader *x, plane *pl, span s, int gpu, uint32_t device) {
     if (ts < 0 || ts >= NS_LIMIT) {
         return fail(&x->r, body.off, "line timestamp_ns before 0 or beyond 2^62 ns");
     }
+    if (!gpu && samples_is_line(x, name.p, name.n)) {
+        return samples_line(x, pl, body, ts);
+    }
     int counters = !gpu && name.n == 10 && memcmp(name.p, "_counters_", 10) == 0;
     size_t t = SIZE_MAX;
     if (!counters) {
@@ -905,6 +918,13 @@ static int read_plane(reader *x, span s, int pass) {
             loupe_model *m = x->m;
             uint64_t v;
             if (pass == 0 && kind == PL_HOST) {
+                int sr = samples_plane_stat(x, &pl, &st);
+                if (sr < 0) {
+                    break;
+                }
+                if (sr > 0) {
+                    continue;
+                }
                 if (key_is(&pl, st.mid, "loupe_version")) {
                     x->is_loupe = 1;
                 } else if (plane_u64(x, &pl, &st, "profile_start_time", &v)) {
@@ -950,6 +970,9 @@ static int read_plane(reader *x, span s, int pass) {
                 m->process_name = a.type == LOUPE_ARG_STRING ? a.v.s : m->process_name;
             }
         }
+    }
+    if (x->r.rc == 0 && pass == 1 && kind == PL_HOST) {
+        samples_plane_end(x, &pl);
     }
     free(pl.sm);
     free(pl.em);
@@ -1057,6 +1080,7 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
         if (x.nflows > 0) {
             link_flows(&x);
         }
+        samples_finish(&x);
         if (m->host == NULL) {
             m->host = loupe__mb_str(x.mb, "");
         }
@@ -1071,6 +1095,7 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     free(x.tslot);
     free(x.flows);
     free(x.args);
+    samples_free(&x);
     free(buf);
     if (x.r.rc != 0) {
         loupe__mb_abort(x.mb);
@@ -1130,5 +1155,286 @@ int loupe__xplane_sniff(const char *buf, size_t n) {
             return 0;
         }
         fields++;
+    }
+}
+
+/* ---- CPU samples (loupe's convention, src/export/xplane.c says what goes where) ----
+ *
+ * The host plane's stats loupe_stack_nodes, loupe_off_cpu, loupe_sample_period_ns and
+ * loupe_samples_lost (pass 0), the frames from the event metadata with a loupe_frame stat, and
+ * the lines named "CPU samples ..." of a loupe file that has loupe_stack_nodes: each event a
+ * sample of the thread its tid stat names, at its start, its stack the loupe_stack node. A
+ * frame index, parent or stack node that refers to nothing, or a sample without a tid, is
+ * warned about (the sample is kept without a stack, or dropped without a thread), never guessed.
+ */
+
+typedef struct rsamples {
+    span nodes, off; /* the bytes of loupe_stack_nodes and loupe_off_cpu */
+    int have_nodes;
+    int built;      /* the frames and nodes are in the builder */
+    uint32_t *fmap; /* file frame index -> builder frame */
+    size_t nf;
+    uint32_t *nmap; /* file node index -> builder node */
+    size_t nn;
+    uint64_t no_tid, bad_stack;
+} rsamples;
+
+static rsamples *rsamp(reader *x) {
+    if (x->rs == NULL && (x->rs = calloc(1, sizeof(rsamples))) == NULL) {
+        oom(x);
+    }
+    return x->rs;
+}
+
+/* 1 when st is one of the samples' plane stats (kept), 0 when not, -1 on OOM. */
+static int samples_plane_stat(reader *x, const plane *pl, const stat *st) {
+    int nodes = key_is(pl, st->mid, "loupe_stack_nodes"),
+        off = key_is(pl, st->mid, "loupe_off_cpu");
+    if (key_is(pl, st->mid, "loupe_sample_period_ns")) {
+        x->m->sample_period_ns = st->u;
+        return 1;
+    }
+    if (key_is(pl, st->mid, "loupe_samples_lost")) {
+        x->m->samples_lost = st->u;
+        return 1;
+    }
+    if (!nodes && !off) {
+        return 0;
+    }
+    rsamples *rs = rsamp(x);
+    if (rs == NULL) {
+        return -1;
+    }
+    span v = st->type == 6 ? st->str : (span){NULL, 0, st->off};
+    if (nodes) {
+        rs->nodes = v;
+        rs->have_nodes = 1;
+    } else {
+        rs->off = v;
+    }
+    return 1;
+}
+
+static int samples_is_line(const reader *x, const unsigned char *name, size_t n) {
+    static const char pre[] = "CPU samples";
+    return x->is_loupe && x->rs != NULL && x->rs->have_nodes && n >= sizeof(pre) - 1 &&
+           memcmp(name, pre, sizeof(pre) - 1) == 0;
+}
+
+/* A frame from an event metadata with a loupe_frame stat: 1 with *fi and *fr set, 0 when it
+ * is no frame, negative on an error. */
+static int frame_of(reader *x, const plane *pl, const emeta *em, uint64_t *fi, loupe_frame *fr) {
+    int is_frame = 0;
+    memset(fr, 0, sizeof *fr);
+    fr->function = intern(x, em->name);
+    fr->file = fr->module = "";
+    span s = em->stats;
+    field f;
+    int k;
+    while ((k = next(&x->r, &s, &f)) == 1) {
+        if (f.num != 5) {
+            continue;
+        }
+        stat st;
+        if (read_stat(&x->r, f.sub, &st) != 0) {
+            return x->r.rc;
+        }
+        loupe_arg a;
+        if (key_is(pl, st.mid, "loupe_frame")) {
+            is_frame = 1;
+            *fi = st.u;
+        } else if (key_is(pl, st.mid, "line")) {
+            fr->line = (uint32_t)st.u;
+        } else if (key_is(pl, st.mid, "inlined")) {
+            fr->inlined = st.u != 0;
+        } else if (key_is(pl, st.mid, "module_offset")) {
+            fr->module_offset = st.u;
+        } else if (key_is(pl, st.mid, "file") || key_is(pl, st.mid, "module")) {
+            if (stat_arg(x, pl, &st, &a) != 0) {
+                return x->r.rc;
+            }
+            const char *v = a.type == LOUPE_ARG_STRING ? a.v.s : "";
+            *(key_is(pl, st.mid, "file") ? &fr->file : &fr->module) = v;
+        }
+    }
+    return k < 0 ? k : is_frame;
+}
+
+/* The frames and the stack tree into the builder, once per file. */
+static int samples_build(reader *x, plane *pl) {
+    rsamples *rs = x->rs;
+    if (rs->built) {
+        return 0;
+    }
+    rs->built = 1;
+    rs->nf = pl->nem;
+    rs->fmap = malloc((rs->nf + 1) * sizeof(uint32_t));
+    rs->nmap = malloc((rs->nodes.n / 2 + 1) * sizeof(uint32_t));
+    if (rs->fmap == NULL || rs->nmap == NULL) {
+        return oom(x);
+    }
+    for (size_t i = 0; i < rs->nf; i++) {
+        rs->fmap[i] = UINT32_MAX;
+    }
+    for (size_t i = 0; i < pl->nem; i++) {
+        uint64_t fi = 0;
+        loupe_frame fr;
+        int k = frame_of(x, pl, &pl->em[i], &fi, &fr);
+        if (k < 0) {
+            return x->r.rc;
+        }
+        if (k == 0) {
+            continue;
+        }
+        if (fi >= rs->nf) {
+            loupe__mb_warn(x->mb, "%s: XPlane: frame index %llu is beyond the %zu event metadata",
+                           x->r.path, (unsigned long long)fi, rs->nf);
+            continue;
+        }
+        rs->fmap[fi] = loupe__mb_frame(x->mb, &fr);
+    }
+    loupe__pbr c = {rs->nodes.p, rs->nodes.p + rs->nodes.n, x->r.base};
+    while (c.p < c.end) {
+        uint64_t parent, frame;
+        if (loupe__pbr_varint(&c, &parent) != 0 || loupe__pbr_varint(&c, &frame) != 0) {
+            return fail(&x->r, rs->nodes.off, "loupe_stack_nodes: a varint cut short or too long");
+        }
+        uint32_t up = UINT32_MAX, fb = frame < rs->nf ? rs->fmap[frame] : UINT32_MAX;
+        if (parent > rs->nn || fb == UINT32_MAX) {
+            loupe__mb_warn(x->mb,
+                           "%s: XPlane: stack node %zu names %s %llu, which is not there; the "
+                           "samples with this stack have none",
+                           x->r.path, rs->nn, parent > rs->nn ? "parent" : "frame",
+                           (unsigned long long)(parent > rs->nn ? parent - 1 : frame));
+            rs->nmap[rs->nn++] = UINT32_MAX;
+            continue;
+        }
+        if (parent > 0) {
+            up = rs->nmap[parent - 1];
+        }
+        rs->nmap[rs->nn++] =
+            parent > 0 && up == UINT32_MAX ? UINT32_MAX : loupe__mb_stack(x->mb, up, fb);
+    }
+    return loupe__mb_failed(x->mb) ? oom(x) : 0;
+}
+
+static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
+    uint64_t off_ps = 0, tid = 0, cpu = UINT32_MAX, stack = UINT64_MAX;
+    int have_tid = 0;
+    size_t ev_off = s.off;
+    field f;
+    int k;
+    while ((k = next(&x->r, &s, &f)) == 1) {
+        if (f.num == 2 && want(&x->r, &f, 0) == 0) {
+            off_ps = f.v;
+        } else if (f.num == 4 && want(&x->r, &f, 2) == 0) {
+            stat st;
+            if (read_stat(&x->r, f.sub, &st) != 0) {
+                return x->r.rc;
+            }
+            if (key_is(pl, st.mid, "tid")) {
+                tid = st.u;
+                have_tid = 1;
+            } else if (key_is(pl, st.mid, "cpu")) {
+                cpu = st.u < UINT32_MAX ? st.u : UINT32_MAX;
+            } else if (key_is(pl, st.mid, "loupe_stack")) {
+                stack = st.u;
+            }
+        }
+        if (x->r.rc) {
+            return x->r.rc;
+        }
+    }
+    if (k < 0) {
+        return k;
+    }
+    int64_t ts = line_ns + (int64_t)(off_ps / 1000);
+    if ((int64_t)off_ps < 0 || ts >= NS_LIMIT) {
+        return fail(&x->r, ev_off, "a sample's time is negative or beyond 2^62 ns");
+    }
+    rsamples *rs = x->rs;
+    if (!have_tid) {
+        rs->no_tid++;
+        return 0;
+    }
+    uint32_t node = UINT32_MAX;
+    if (stack != UINT64_MAX) {
+        node = stack < rs->nn ? rs->nmap[stack] : UINT32_MAX;
+        rs->bad_stack += node == UINT32_MAX;
+    }
+    size_t t = track_of(x, 0, 0, tid);
+    if (t == SIZE_MAX) {
+        return x->r.rc;
+    }
+    return loupe__mb_sample(x->mb, t, (uint64_t)ts, node, (uint32_t)cpu) != 0 ? oom(x) : 0;
+}
+
+static int samples_line(reader *x, plane *pl, span s, int64_t line_ns) {
+    if (samples_build(x, pl) != 0) {
+        return x->r.rc;
+    }
+    field f;
+    int k;
+    while ((k = next(&x->r, &s, &f)) == 1) {
+        if (f.num == 4 && (want(&x->r, &f, 2) != 0 || sample_event(x, pl, f.sub, line_ns) != 0)) {
+            return x->r.rc;
+        }
+    }
+    return k < 0 ? k : 0;
+}
+
+/* Frames that no sample line brought in (a model with frames but no samples). */
+static int samples_plane_end(reader *x, plane *pl) {
+    if (x->is_loupe && x->rs != NULL && x->rs->have_nodes) {
+        return samples_build(x, pl);
+    }
+    return 0;
+}
+
+static int samples_finish(reader *x) {
+    rsamples *rs = x->rs;
+    if (rs == NULL || !x->is_loupe || x->r.rc != 0) {
+        return x->r.rc;
+    }
+    if (rs->no_tid > 0) {
+        loupe__mb_warn(x->mb, "%s: XPlane: %llu samples without a tid stat dropped", x->r.path,
+                       (unsigned long long)rs->no_tid);
+    }
+    if (rs->bad_stack > 0) {
+        loupe__mb_warn(x->mb,
+                       "%s: XPlane: %llu samples name a stack node that loupe_stack_nodes does "
+                       "not hold or could not resolve; kept without a stack",
+                       x->r.path, (unsigned long long)rs->bad_stack);
+    }
+    loupe__pbr c = {rs->off.p, rs->off.p + rs->off.n, x->r.base};
+    while (c.p != NULL && c.p < c.end) {
+        uint64_t tid, n;
+        if (loupe__pbr_varint(&c, &tid) != 0 || loupe__pbr_varint(&c, &n) != 0 ||
+            n > (uint64_t)(c.end - c.p) / 2) {
+            return fail(&x->r, rs->off.off, "loupe_off_cpu: cut short or a count past its end");
+        }
+        size_t t = track_of(x, 0, 0, tid);
+        if (t == SIZE_MAX) {
+            return x->r.rc;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t start, dur;
+            if (loupe__pbr_varint(&c, &start) != 0 || loupe__pbr_varint(&c, &dur) != 0) {
+                return fail(&x->r, rs->off.off, "loupe_off_cpu: a varint cut short or too long");
+            }
+            if (loupe__mb_off_cpu(x->mb, t, start, dur) != 0) {
+                return oom(x);
+            }
+        }
+    }
+    return 0;
+}
+
+static void samples_free(reader *x) {
+    if (x->rs != NULL) {
+        free(x->rs->fmap);
+        free(x->rs->nmap);
+        free(x->rs);
+        x->rs = NULL;
     }
 }
