@@ -916,11 +916,21 @@ static int do_counter(reader *r, const evf *ev, size_t idx, int64_t ts) {
     if (args == NULL || args->type != LOUPE__J_OBJ) {
         return 0;
     }
+    /* a counter track of the event's process */
+    uint64_t pid = 0, tid;
+    const char *tname;
+    size_t process;
+    if ((rc = event_ids(r, ev, idx, &pid, &tid, &tname)) != 0) {
+        return rc;
+    }
+    if ((process = process_of(r, pid)) == SIZE_MAX) {
+        return oom(r);
+    }
     const loupe__jp *p = &r->p;
     int only_value = args->count == 1 && loupe__jp_get(p, args, "value") != NULL;
     for (uint32_t i = args->first; i != 0; i = p->nodes[i].next) {
         const loupe__jnode *v = &p->nodes[i];
-        loupe_counter_sample c = {.ts_ns = (uint64_t)ts};
+        loupe_counter_sample c = {.ts_ns = (uint64_t)ts, .process = process};
         uint64_t u;
         double d;
         if (loupe__jp_i64(v, &c.i)) {
