@@ -3,8 +3,13 @@
  *
  * Object form, streamed event by event:
  *   {"displayTimeUnit":"ns","metadata":{...},"traceEvents":[
- *     M process_name, M thread_name + thread_sort_index per thread,
+ *     M process_name per process, M thread_name + thread_sort_index per thread,
  *     X slices per thread in start order (parents first), i instants, C counters]}
+ * - Each track and counter under its process's pid (processes[0]: the model's pid, 1 when 0);
+ *   GPU tracks under a pid per device (model/tracks.h). An async track: b and e per slice (the e
+ *   right after its b, so every reader pairs them whatever the overlaps) and n per instant, id =
+ *   the track's tid as a hex string, cat = its first slice's category (readers key async tracks
+ *   by (pid, cat, id)), "loupe_track" = its name on b and n.
  * - ts/dur in µs from the trace origin, printed with exactly 3 decimals: ns exact (Perfetto's
  *   json_trace_tokenizer.cc parses them as doubles: ts×1000 < 2^53 keeps ns exact for 104 days).
  * - Slices are X events (no B/E pairing problems); equal starts are ordered longer first.

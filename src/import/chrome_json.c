@@ -21,18 +21,26 @@
  *   process_name / thread_name; flows v2 (bind_id with flow_out / flow_in on X or B; integer
  *   ids, hex strings as Perfetto reads them, other strings hashed) and v1 (s / t / f keyed by
  *   (id, cat, name); s, t and f with bp "e" bind to the innermost slice enclosing ts, f else to
- *   the next slice to begin on the thread), ends chained in time order. Every other phase (async
- *   b/n/e, samples, objects, ...) and empty {} events are skipped.
+ *   the next slice to begin on the thread), ends chained in time order; async b / e / n (Chrome's
+ * nestable async events) onto the LOUPE_TRACK_ASYNC track of (pid, cat, id), named by the
+ * loupe_track member (loupe's writer puts the model track's name there), else the first event's
+ * name, else its cat; an e closes the latest open b of its track with the same name (else the
+ * latest one); an async event with no id is rejected. Every other phase (samples, objects, ...) and
+ * empty {} events are skipped.
  * - Time: ts/dur in µs, converted to ns exactly from the decimal text (round half away from
  *   zero past 3 decimals), numeric strings accepted as Perfetto does. An event whose ts is
  *   negative or whose ts, dur or end is beyond 2^62 ns (146 years) is excluded and counted in a
  *   warning (one such ts would stretch the trace over years); an X with a negative dur likewise.
  *   Times are made relative to the smallest ts (M events excluded) unless the file is loupe's
  *   (a "loupe_version" key in "metadata" or "otherData"): its ts already are.
- * - Threads: one model thread per tid (B/E stacks too); an event with no tid (or tid 0, as
- *   Perfetto) uses its pid. A string pid/tid that is not a number becomes a hash and names the
- *   thread (Perfetto's hack). The process: the pid of the first timed event (loupe: metadata
- *   "pid"), named by the process_name of that pid, else the first process_name.
+ * - Processes and threads: one model process per pid (any uint64), in the order first seen
+ *   (processes[0], the model's pid, is the first; a loupe file's metadata "pid" wins), named by
+ *   its process_name; one model thread per (pid, tid), so two pids never share a thread; an event
+ *   with no tid (or tid 0, as Perfetto) uses its pid. A string pid/tid that is not a number
+ *   becomes a hash and names the thread (Perfetto's hack). loupe's GPU processes (pid
+ *   LOUPE__GPU_PID_BASE + device, model/tracks.h) give GPU tracks of processes[0]. Counters
+ *   belong to their event's process. M events without a tid are applied at the end
+ *   (apply_pending: uftrace's per-thread M events).
  * - Integers are exact from INT64_MIN to UINT64_MAX (args: LOUPE_ARG_INT64, or LOUPE_ARG_UINT64
  *   above INT64_MAX). An args object may carry "loupe_types": {"<key>": "int64" | "uint64"}: the
  *   string value of <key> is then that integer (loupe's writer puts integers beyond 2^53 so, as
