@@ -26,7 +26,7 @@
 #include "import/readers.h"
 #include "model/builder.h"
 
-enum { FMT_CHROME, FMT_COUNT };
+enum { FMT_CHROME, FMT_PERFETTO, FMT_COUNT };
 
 static void add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, const char *name) {
     size_t i = loupe__mb_slice(mb, t);
@@ -78,13 +78,18 @@ static loupe_model *round_trip(const loupe_model *m, int fmt) {
     loupe__sink s;
     loupe__sink_open_mem(&s);
     switch (fmt) {
+    case FMT_PERFETTO:
+        assert_int_equal(loupe__write_perfetto_proto(m, &s), 0);
+        break;
     default:
         assert_int_equal(loupe__write_chrome_json(m, &s, 0), 0);
         break;
     }
     assert_int_equal(loupe__sink_close(&s), 0);
     loupe_model *back = NULL;
-    int rc = loupe__chrome_json_read_mem("mem.json", s.mem, s.mem_len, &back);
+    int rc = fmt == FMT_PERFETTO
+                 ? loupe__perfetto_proto_read_mem("mem.pftrace", s.mem, s.mem_len, &back)
+                 : loupe__chrome_json_read_mem("mem.json", s.mem, s.mem_len, &back);
     assert_int_equal(rc, 0);
     return back;
 }
