@@ -634,7 +634,7 @@ static void test_hostile(void **state) {
     assert_string_equal(mk->threads[0].slices[0].args[0].v.s, "");
     loupe_model_free(mk);
     /* unknown phases are skipped, as Perfetto does */
-    loupe_model *m = read_text("[{\"ph\":\"b\",\"ts\":\"no\"},{\"ph\":\"Q\"},{\"ph\":\"XX\"}]");
+    loupe_model *m = read_text("[{\"ph\":\"O\",\"ts\":\"no\"},{\"ph\":\"Q\"},{\"ph\":\"XX\"}]");
     assert_int_equal(m->thread_count, 0);
     loupe_model_free(m);
 }

@@ -3,8 +3,13 @@
  *
  * Object form, streamed event by event:
  *   {"displayTimeUnit":"ns","metadata":{...},"traceEvents":[
- *     M process_name, M thread_name + thread_sort_index per thread,
+ *     M process_name per process, M thread_name + thread_sort_index per thread,
  *     X slices per thread in start order (parents first), i instants, C counters]}
+ * - Each track and counter under its process's pid (processes[0]: the model's pid, 1 when 0);
+ *   GPU tracks under a pid per device (model/tracks.h). An async track: b and e per slice (the e
+ *   right after its b, so every reader pairs them whatever the overlaps) and n per instant, id =
+ *   the track's tid as a hex string, cat = its first slice's category (readers key async tracks
+ *   by (pid, cat, id)), "loupe_track" = its name on b and n.
  * - ts/dur in µs from the trace origin, printed with exactly 3 decimals: ns exact (Perfetto's
  *   json_trace_tokenizer.cc parses them as doubles: ts×1000 < 2^53 keeps ns exact for 104 days).
  * - Slices are X events (no B/E pairing problems); equal starts are ordered longer first.
@@ -135,6 +140,45 @@ static uint64_t flow_id(uint64_t id) {
     return id & (uint64_t)INT64_MAX;
 }
 
+/* The pid of process p: processes[0]'s is the model's (1 when unknown, as Chrome needs one). */
+static uint64_t proc_pid(const loupe_model *m, size_t p) {
+    if (p == 0 || p >= m->process_count) {
+        return m->pid ? m->pid : 1;
+    }
+    return m->processes[p].pid;
+}
+
+/* A track's loss-accounting key prefix: loupe_[pid_<pid>_]{thread,async}_<tid>_ (the pid part
+ * for processes other than processes[0]; GPU tracks are processes[0]'s, as the reader puts
+ * them). */
+static void acct_key(const loupe_model *m, const loupe_model_thread *th, const char *field, char *k,
+                     size_t n) {
+    const char *what = th->kind == LOUPE_TRACK_ASYNC ? "async" : "thread";
+    if (th->process == 0 || th->kind == LOUPE_TRACK_GPU) {
+        snprintf(k, n, "loupe_%s_%llu_%s", what, (unsigned long long)th->tid, field);
+    } else {
+        snprintf(k, n, "loupe_pid_%llu_%s_%llu_%s", (unsigned long long)proc_pid(m, th->process),
+                 what, (unsigned long long)th->tid, field);
+    }
+}
+
+/* The cat of an async track's b / e / n events: the reader keys async tracks by (pid, cat, id),
+ * so one track's events share one (its first slice's category). */
+static const char *async_cat(const loupe_model_thread *th) {
+    return th->slice_count > 0 ? th->slices[0].category : "";
+}
+
+/* An async event's id: the track's tid as a hex string (exact for any uint64; Perfetto's and
+ * loupe's readers take "0x..." ids as hex). */
+static void put_async_id(loupe__sink *s, const loupe_model_thread *th) {
+    char id[32];
+    snprintf(id, sizeof id, "0x%llx", (unsigned long long)th->tid);
+    loupe__puts(s, ",\"id\":");
+    loupe__put_jstr(s, id);
+    loupe__puts(s, ",\"cat\":");
+    loupe__put_jstr(s, async_cat(th));
+}
+
 /* GPU tracks get a process per device ("/device:GPU:<n>", as XProf names device planes), with a
  * pid above Linux's pid_max; host threads keep the process's pid. */
 static uint64_t track_pid(const loupe_model_thread *th, uint64_t pid) {
@@ -174,12 +218,16 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     put_kv_u64(s, &first, "truncated_zones", m->truncated_zones);
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
-        char k[96];
-        snprintf(k, sizeof k, "loupe_thread_%llu_recorded", (unsigned long long)th->tid);
+        char k[128];
+        if (th->kind == LOUPE_TRACK_ASYNC && th->events_recorded == 0 && th->events_dropped == 0 &&
+            th->capacity_needed == 0) {
+            continue; /* the reader finds an async track's key only among tracks with events */
+        }
+        acct_key(m, th, "recorded", k, sizeof k);
         put_kv_u64(s, &first, k, th->events_recorded);
-        snprintf(k, sizeof k, "loupe_thread_%llu_dropped", (unsigned long long)th->tid);
+        acct_key(m, th, "dropped", k, sizeof k);
         put_kv_u64(s, &first, k, th->events_dropped);
-        snprintf(k, sizeof k, "loupe_thread_%llu_capacity_needed", (unsigned long long)th->tid);
+        acct_key(m, th, "capacity_needed", k, sizeof k);
         put_kv_u64(s, &first, k, th->capacity_needed);
     }
     for (size_t i = 0; i < m->metadata_count; i++) {
@@ -192,10 +240,23 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     loupe__puts(s, ",\"name\":\"process_name\",\"args\":{\"name\":");
     loupe__put_jstr(s, m->process_name[0] ? m->process_name : "loupe");
     loupe__puts(s, "}}");
+    /* Every other process: its pid, named when it has a name (a process without one still gets
+     * its M event, so that a process without tracks keeps its pid). */
+    for (size_t p = 1; p < m->process_count; p++) {
+        uint64_t ppid = proc_pid(m, p);
+        put_head(s, "M", ppid, ppid);
+        loupe__puts(s, ",\"name\":\"process_name\",\"args\":{\"name\":");
+        loupe__put_jstr(s, m->processes[p].name);
+        loupe__puts(s, "}}");
+    }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
-        uint64_t tid = th->tid ? th->tid : pid;
-        uint64_t tpid = track_pid(th, pid);
+        uint64_t ppid = proc_pid(m, th->process);
+        uint64_t tid = th->tid ? th->tid : ppid;
+        uint64_t tpid = track_pid(th, ppid);
+        if (th->kind == LOUPE_TRACK_ASYNC) {
+            continue; /* named by its events' loupe_track; no thread of its own */
+        }
         if (th->kind == LOUPE_TRACK_GPU && first_of_device(m, t)) {
             char dev[48];
             snprintf(dev, sizeof dev, "/device:GPU:%u", th->device);
@@ -250,22 +311,36 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
-        uint64_t tid = th->tid ? th->tid : pid;
-        uint64_t tpid = track_pid(th, pid);
+        uint64_t ppid = proc_pid(m, th->process);
+        uint64_t tid = th->tid ? th->tid : ppid;
+        uint64_t tpid = track_pid(th, ppid);
+        int async = th->kind == LOUPE_TRACK_ASYNC;
+        if (async) {
+            tid = ppid; /* the id keys the track; tid is only where Chrome wants one */
+        }
         const size_t *mark = used != NULL ? used[t] : NULL;
         for (size_t i = 0; i < th->slice_count; i++) {
             const loupe_slice *sl = &th->slices[i];
             if (!in_bound(sl->start_ns, sl->dur_ns)) {
                 continue;
             }
-            put_head(s, "X", tpid, tid);
+            put_head(s, async ? "b" : "X", tpid, tid);
             loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, sl->start_ns);
-            loupe__puts(s, ",\"dur\":");
-            loupe__put_us(s, sl->dur_ns);
+            if (async) {
+                /* b right before its e: any reader pairs them, whatever the overlaps */
+                put_async_id(s, th);
+                loupe__puts(s, ",\"loupe_track\":");
+                loupe__put_jstr(s, th->name);
+            } else {
+                loupe__puts(s, ",\"dur\":");
+                loupe__put_us(s, sl->dur_ns);
+            }
             loupe__puts(s, ",\"name\":");
             loupe__put_jstr(s, sl->name);
-            if (sl->category[0]) {
+            if (async) {
+                /* the category is the track's (async_cat) */
+            } else if (sl->category[0]) {
                 loupe__puts(s, ",\"cat\":");
                 loupe__put_jstr(s, sl->category);
             }
@@ -280,14 +355,30 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
                 put_args(s, sl->args, sl->arg_count, sl->flags);
             }
             loupe__put(s, "}", 1);
+            if (async) {
+                put_head(s, "e", tpid, tid);
+                loupe__puts(s, ",\"ts\":");
+                loupe__put_us(s, sl->start_ns + sl->dur_ns);
+                put_async_id(s, th);
+                loupe__puts(s, ",\"name\":");
+                loupe__put_jstr(s, sl->name);
+                loupe__put(s, "}", 1);
+            }
         }
         for (size_t i = 0; i < th->instant_count; i++) {
             const loupe_instant *in = &th->instants[i];
             if (!in_bound(in->ts_ns, 0)) {
                 continue;
             }
-            put_head(s, "i", tpid, tid);
-            loupe__puts(s, ",\"s\":\"t\",\"ts\":");
+            put_head(s, async ? "n" : "i", tpid, tid);
+            if (async) {
+                put_async_id(s, th);
+                loupe__puts(s, ",\"loupe_track\":");
+                loupe__put_jstr(s, th->name);
+            } else {
+                loupe__puts(s, ",\"s\":\"t\"");
+            }
+            loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, in->ts_ns);
             loupe__puts(s, ",\"name\":");
             loupe__put_jstr(s, in->name);
@@ -308,7 +399,8 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             size_t th_i = end == 0 ? fl->from_thread : fl->to_thread;
             size_t sl_i = end == 0 ? fl->from_slice : fl->to_slice;
             const loupe_model_thread *th = &m->threads[th_i];
-            put_head(s, end == 0 ? "s" : "f", track_pid(th, pid), th->tid ? th->tid : pid);
+            uint64_t ppid = proc_pid(m, th->process);
+            put_head(s, end == 0 ? "s" : "f", track_pid(th, ppid), th->tid ? th->tid : ppid);
             loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, th->slices[sl_i].start_ns);
             loupe__puts(s, ",\"id\":");
@@ -326,7 +418,8 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         if (!in_bound(c->ts_ns, 0)) {
             continue;
         }
-        put_head(s, "C", pid, pid);
+        uint64_t cpid = proc_pid(m, c->process);
+        put_head(s, "C", cpid, cpid);
         loupe__puts(s, ",\"ts\":");
         loupe__put_us(s, c->ts_ns);
         loupe__puts(s, ",\"name\":");

@@ -10,9 +10,9 @@
  *     when known.
  *   "samples": [{"pid", "tid", "ts" (µs, ns exact), "cpu" (when known), "name": "cpu",
  *     "sf" (the leaf's id; absent when no stack was taken), "weight": 1}].
- *   "loupeSamples": {"period_ns", "lost", "off_cpu": [{"tid", "start_ns", "dur_ns"}]}: what the
- *     format has no field for (viewers skip unknown top-level keys).
- * Nothing is written when the model has no samples, no losses and no off-CPU intervals.
+ *   "loupeSamples": {"period_ns", "lost", "off_cpu": [{"pid", "tid", "start_ns", "dur_ns"}]}: what
+ * the format has no field for (viewers skip unknown top-level keys). Nothing is written when the
+ * model has no samples, no losses and no off-CPU intervals.
  */
 #include "export/writers.h"
 
@@ -114,8 +114,11 @@ void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         for (size_t i = 0; i < th->off_cpu_count; i++) {
-            loupe__puts(s, first ? "{\"tid\":" : ",{\"tid\":");
+            uint64_t tpid = th->process < m->process_count ? m->processes[th->process].pid : pid;
+            loupe__puts(s, first ? "{\"pid\":" : ",{\"pid\":");
             first = 0;
+            loupe__put_u64(s, tpid ? tpid : pid);
+            loupe__puts(s, ",\"tid\":");
             loupe__put_u64(s, th->tid ? th->tid : pid);
             loupe__puts(s, ",\"start_ns\":");
             loupe__put_u64(s, th->off_cpu[i].start_ns);

@@ -147,6 +147,7 @@ typedef struct writer {
     flow_end *fe;
     size_t fe_count;
     const char **cnames; /* distinct counter names, by track */
+    size_t *cproc;       /* per counter track: the process of its first sample (its parent) */
     size_t cname_count;
     itab ctab; /* counter name -> index + 1 */
     size_t ci; /* next counter sample */
@@ -343,6 +344,20 @@ static uint64_t thread_uuid(size_t t) {
     return 2 + (uint64_t)t;
 }
 
+/* The uuid of process p's track: 1 for processes[0], after the threads' and counters' for the
+ * others. */
+static uint64_t process_uuid(const writer *w, size_t p) {
+    if (p == 0 || p >= w->m->process_count) {
+        return 1;
+    }
+    return 2 + (uint64_t)w->m->thread_count + (uint64_t)w->cname_count + (uint64_t)(p - 1);
+}
+
+/* The pid of process p (processes[0]: the model's). */
+static uint64_t process_pid(const loupe_model *m, size_t p) {
+    return p == 0 || p >= m->process_count ? m->pid : m->processes[p].pid;
+}
+
 static void put_descriptors(writer *w) {
     const loupe_model *m = w->m;
     loupe__pb *p = &w->pkt;
@@ -383,6 +398,21 @@ static void put_descriptors(writer *w) {
     loupe__pb_end(p, pd);
     loupe__pb_end(p, td);
     put_packet(w);
+    for (size_t k = 1; k < m->process_count; k++) {
+        p->len = 0;
+        loupe__pb_uint(p, TP_TIMESTAMP, w->base);
+        loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
+        td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
+        loupe__pb_uint(p, 1, process_uuid(w, k));
+        pd = loupe__pb_begin(p, 3);
+        loupe__pb_uint(p, 1, m->processes[k].pid);
+        if (m->processes[k].name[0]) {
+            loupe__pb_str(p, 6, m->processes[k].name);
+        }
+        loupe__pb_end(p, pd);
+        loupe__pb_end(p, td);
+        put_packet(w);
+    }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         p->len = 0;
@@ -392,16 +422,17 @@ static void put_descriptors(writer *w) {
         loupe__pb_uint(p, 1, thread_uuid(t));
         if (th->kind == LOUPE_TRACK_THREAD) {
             size_t d = loupe__pb_begin(p, 4); /* field 4, TrackDescriptor.thread */
-            loupe__pb_uint(p, 1, pid);        /* field 1, ThreadDescriptor.pid, int32 */
-            loupe__pb_uint(p, 2, th->tid);    /* field 2, ThreadDescriptor.tid, int64 */
+            /* field 1, ThreadDescriptor.pid, int32: its process's */
+            loupe__pb_uint(p, 1, th->process == 0 ? pid : process_pid(m, th->process));
+            loupe__pb_uint(p, 2, th->tid); /* field 2, ThreadDescriptor.tid, int64 */
             if (th->name[0]) {
                 loupe__pb_str(p, 5, th->name); /* field 5, ThreadDescriptor.thread_name */
             }
             loupe__pb_end(p, d);
         } else {
-            /* A GPU track: a named track under the process (field 5, parent_uuid; field 2,
-             * name). Its tid and device travel in the "tracks" annotation. */
-            loupe__pb_uint(p, 5, 1);
+            /* A GPU or async track: a named track under its process (field 5, parent_uuid;
+             * field 2, name). Its kind, tid and device travel in the "tracks" annotation. */
+            loupe__pb_uint(p, 5, process_uuid(w, th->process));
             loupe__pb_str(p, 2, th->name);
         }
         loupe__pb_end(p, td);
@@ -413,7 +444,7 @@ static void put_descriptors(writer *w) {
         loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
         td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
         loupe__pb_uint(p, 1, thread_uuid(m->thread_count + k));
-        loupe__pb_uint(p, 5, 1); /* field 5, parent_uuid: the process */
+        loupe__pb_uint(p, 5, process_uuid(w, w->cproc[k])); /* field 5, parent_uuid */
         loupe__pb_str(p, 2, w->cnames[k]);
         size_t cd = loupe__pb_begin(p, 8); /* field 8, TrackDescriptor.counter: {} */
         loupe__pb_end(p, cd);
@@ -634,6 +665,12 @@ static int prepare(writer *w) {
                 return -1;
             }
             w->cnames = nn;
+            size_t *np = realloc(w->cproc, (w->cname_count + 1) * sizeof(*np));
+            if (np == NULL) {
+                return -1;
+            }
+            w->cproc = np;
+            w->cproc[w->cname_count] = m->counters[i].process;
             w->cnames[w->cname_count++] = m->counters[i].name;
         } else if (w->oom) {
             return -1;
@@ -663,6 +700,7 @@ static void writer_free(writer *w) {
     free(w->cur);
     free(w->fe);
     free(w->cnames);
+    free(w->cproc);
 }
 
 int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {

@@ -21,8 +21,12 @@
  *   process_name / thread_name; flows v2 (bind_id with flow_out / flow_in on X or B; integer
  *   ids, hex strings as Perfetto reads them, other strings hashed) and v1 (s / t / f keyed by
  *   (id, cat, name); s, t and f with bp "e" bind to the innermost slice enclosing ts, f else to
- *   the next slice to begin on the thread), ends chained in time order. Every other phase (async
- *   b/n/e, 'P' samples, objects, ...) and empty {} events are skipped.
+ *   the next slice to begin on the thread), ends chained in time order; async b / e / n (Chrome's
+ * nestable async events) onto the LOUPE_TRACK_ASYNC track of (pid, cat, id), named by the
+ * loupe_track member (loupe's writer puts the model track's name there), else the first event's
+ * name, else its cat; an e closes the latest open b of its track with the same name (else the
+ * latest one); an async event with no id is rejected. Every other phase (samples, objects, ...) and
+ * empty {} events are skipped.
  * - CPU samples: the top-level "stackFrames" dictionary and "samples" array (the format's
  *   "StackFrames Dictionary" and "Global Samples"; see read_samples at the end of this file).
  * - Time: ts/dur in µs, converted to ns exactly from the decimal text (round half away from
@@ -31,10 +35,14 @@
  *   warning (one such ts would stretch the trace over years); an X with a negative dur likewise.
  *   Times are made relative to the smallest ts (M events excluded) unless the file is loupe's
  *   (a "loupe_version" key in "metadata" or "otherData"): its ts already are.
- * - Threads: one model thread per tid (B/E stacks too); an event with no tid (or tid 0, as
- *   Perfetto) uses its pid. A string pid/tid that is not a number becomes a hash and names the
- *   thread (Perfetto's hack). The process: the pid of the first timed event (loupe: metadata
- *   "pid"), named by the process_name of that pid, else the first process_name.
+ * - Processes and threads: one model process per pid (any uint64), in the order first seen
+ *   (processes[0], the model's pid, is the first; a loupe file's metadata "pid" wins), named by
+ *   its process_name; one model thread per (pid, tid), so two pids never share a thread; an event
+ *   with no tid (or tid 0, as Perfetto) uses its pid. A string pid/tid that is not a number
+ *   becomes a hash and names the thread (Perfetto's hack). loupe's GPU processes (pid
+ *   LOUPE__GPU_PID_BASE + device, model/tracks.h) give GPU tracks of processes[0]. Counters
+ *   belong to their event's process. M events without a tid are applied at the end
+ *   (apply_pending: uftrace's per-thread M events).
  * - Integers are exact from INT64_MIN to UINT64_MAX (args: LOUPE_ARG_INT64, or LOUPE_ARG_UINT64
  *   above INT64_MAX). An args object may carry "loupe_types": {"<key>": "int64" | "uint64"}: the
  *   string value of <key> is then that integer (loupe's writer puts integers beyond 2^53 so, as
@@ -58,6 +66,7 @@
 #include "import/json.h"
 #include "import/readers.h"
 #include "model/builder.h"
+#include "model/tracks.h"
 
 #include <loupe/reader.h>
 
@@ -100,15 +109,24 @@ typedef struct flow_end {
     int in, out, v1, next; /* next: v1 f without bp "e" binds to the next slice to begin */
 } flow_end;
 
-typedef struct pid_name {
+/* A process_name / thread_name M event without a tid, applied at the end (see apply_pending). */
+typedef struct pending_name {
     uint64_t pid;
     const char *name;
-} pid_name;
+    int thread;
+} pending_name;
+
+/* A track's key: a thread (cat NULL) or an async track (cat interned, tid = the event id). */
+typedef struct track_key {
+    uint64_t tid;
+    size_t process;
+    const char *cat;
+} track_key;
 
 /* An event's members, found in one pass (the last one of a repeated key wins). */
 typedef struct evf {
     const loupe__jnode *ph, *ts, *dur, *pid, *tid, *name, *cat, *args, *id, *bind_id, *flow_in,
-        *flow_out, *bp;
+        *flow_out, *bp, *loupe_track;
 } evf;
 
 typedef struct reader {
@@ -118,8 +136,8 @@ typedef struct reader {
     loupe__jp p; /* events and scratch values */
     loupe__jp q; /* metadata / otherData: their nodes live to the end */
     int loupe;   /* the file is loupe's (metadata loupe_version) */
-    /* tid -> thread index: open addressing, value index+1 (0 = empty) */
-    uint64_t *hkey;
+    /* (process, tid, cat) -> track index: open addressing, value index+1 (0 = empty) */
+    track_key *hkey;
     size_t *hval;
     size_t hcap, hcount;
     tstate *ts;
@@ -133,12 +151,11 @@ typedef struct reader {
     /* the span of the trace (absolute ns) and its first pid, found as events are read */
     int have_time;
     int64_t min_ns, max_ns;
-    int have_pid;
-    uint64_t first_pid;
+    uint64_t last_pid; /* the process of the last pid looked up (a trace has few) */
+    size_t last_process;
+    pending_name *pending;
+    size_t pending_count, pending_cap;
     int64_t origin_ns; /* subtracted from every time at the end (finish_model) */
-    /* process_name per pid: the model's pid is known only at the end */
-    pid_name *pnames;
-    size_t pname_count, pname_cap;
     uint64_t unmatched;
     /* excluded events, reported at the end: times out of range, X with a negative dur */
     uint64_t bad_time, neg_dur;
@@ -173,11 +190,17 @@ static uint64_t hash_u64(uint64_t x) {
     return x;
 }
 
-/* The model thread for tid (created when missing); SIZE_MAX on out-of-memory. */
-static size_t thread_of(reader *r, uint64_t tid) {
+static uint64_t track_hash(const track_key *k) {
+    return hash_u64(k->tid ^ ((uint64_t)k->process * 0x9e3779b97f4a7c15ull) ^
+                    (uint64_t)(uintptr_t)k->cat);
+}
+
+/* The model track for a key (created when missing: a thread, or with a cat an async track of
+ * that process); SIZE_MAX on out-of-memory. */
+static size_t track_of(reader *r, size_t process, uint64_t tid, const char *cat) {
     if (r->hcount * 2 >= r->hcap) {
         size_t nc = r->hcap ? r->hcap * 2 : 64;
-        uint64_t *nk = calloc(nc, sizeof(*nk));
+        track_key *nk = calloc(nc, sizeof(*nk));
         size_t *nv = calloc(nc, sizeof(*nv));
         if (nk == NULL || nv == NULL) {
             free(nk);
@@ -186,7 +209,7 @@ static size_t thread_of(reader *r, uint64_t tid) {
         }
         for (size_t i = 0; i < r->hcap; i++) {
             if (r->hval[i] != 0) {
-                size_t j = (size_t)hash_u64(r->hkey[i]) & (nc - 1);
+                size_t j = (size_t)track_hash(&r->hkey[i]) & (nc - 1);
                 while (nv[j] != 0) {
                     j = (j + 1) & (nc - 1);
                 }
@@ -200,21 +223,60 @@ static size_t thread_of(reader *r, uint64_t tid) {
         r->hval = nv;
         r->hcap = nc;
     }
-    size_t j = (size_t)hash_u64(tid) & (r->hcap - 1);
+    track_key key = {tid, process, cat};
+    size_t j = (size_t)track_hash(&key) & (r->hcap - 1);
     while (r->hval[j] != 0) {
-        if (r->hkey[j] == tid) {
+        const track_key *e = &r->hkey[j];
+        if (e->tid == tid && e->process == process && e->cat == cat) {
             return r->hval[j] - 1;
         }
         j = (j + 1) & (r->hcap - 1);
     }
-    size_t t = loupe__mb_thread(r->mb, tid);
+    size_t t;
+    if (cat == NULL) {
+        t = loupe__mb_thread_in(r->mb, process, tid);
+    } else {
+        /* An async track: its own key, never a thread's (a thread may have the same number). */
+        t = loupe__mb_thread_add(r->mb, tid);
+        if (t != SIZE_MAX) {
+            loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
+            th->kind = LOUPE_TRACK_ASYNC;
+            th->process = process;
+        }
+    }
     if (t == SIZE_MAX || loupe__grow((void **)&r->ts, &r->ts_cap, t + 1, sizeof(tstate)) != 0) {
         return SIZE_MAX;
     }
-    r->hkey[j] = tid;
+    r->hkey[j] = key;
     r->hval[j] = t + 1;
     r->hcount++;
     return t;
+}
+
+static size_t thread_of(reader *r, size_t process, uint64_t tid) {
+    return track_of(r, process, tid, NULL);
+}
+
+/* loupe's GPU tracks (model/tracks.h): pid LOUPE__GPU_PID_BASE + device with a LOUPE__GPU_TID
+ * tid of that device. They belong to processes[0] and are GPU tracks again when read back. */
+static int gpu_track(uint64_t pid, uint64_t tid, uint32_t *device) {
+    if (pid < LOUPE__GPU_PID_BASE || pid - LOUPE__GPU_PID_BASE > 255 || (tid >> 40) != 1 ||
+        ((tid >> 32) & 0xff) != pid - LOUPE__GPU_PID_BASE) {
+        return 0;
+    }
+    *device = (uint32_t)(pid - LOUPE__GPU_PID_BASE);
+    return 1;
+}
+
+/* The model process of a pid: one per pid, in the order first seen. SIZE_MAX on OOM. */
+static size_t process_of(reader *r, uint64_t pid) {
+    if (r->last_process != SIZE_MAX && r->last_pid == pid) {
+        return r->last_process;
+    }
+    size_t p = loupe__mb_process(r->mb, pid);
+    r->last_pid = pid;
+    r->last_process = p;
+    return p;
 }
 
 /* Parses a whole string as a finite double. */
@@ -286,6 +348,9 @@ static void event_fields(const loupe__jp *p, const loupe__jnode *ev, evf *f) {
             break;
         case 'b':
             slot = strcmp(k, "bind_id") == 0 ? &f->bind_id : strcmp(k, "bp") == 0 ? &f->bp : NULL;
+            break;
+        case 'l':
+            slot = strcmp(k, "loupe_track") == 0 ? &f->loupe_track : NULL;
             break;
         case 'f':
             slot = strcmp(k, "flow_in") == 0    ? &f->flow_in
@@ -463,8 +528,10 @@ static int conv_args(reader *r, const loupe__jnode *args, uint32_t *n) {
     return loupe__mb_failed(r->mb) ? oom(r) : 0;
 }
 
-/* The thread an event belongs to: tid, or pid when tid is absent or 0. */
-static int event_thread(reader *r, const evf *f, size_t idx, size_t *out) {
+/* An event's pid and tid (tid = pid when absent or 0); a string that is no number is hashed and
+ * given back in *tname (the thread's name then). */
+static int event_ids(reader *r, const evf *f, size_t idx, uint64_t *pid_out, uint64_t *tid_out,
+                     const char **tname_out) {
     uint64_t tid = 0, pid = 0;
     const char *tname = NULL, *pname = NULL;
     if (f->tid != NULL && get_id(f->tid, 10, &tid, &tname) != 0) {
@@ -479,12 +546,63 @@ static int event_thread(reader *r, const evf *f, size_t idx, size_t *out) {
         tid = pid;
         tname = pname;
     }
-    size_t t = thread_of(r, tid);
+    *pid_out = pid;
+    *tid_out = tid;
+    *tname_out = tname;
+    return 0;
+}
+
+/* The thread an event belongs to: (pid, tid), tid = pid when absent or 0; each pid is a process
+ * of its own (two pids' tid 7 are two threads). */
+static int event_thread(reader *r, const evf *f, size_t idx, size_t *out) {
+    uint64_t tid, pid;
+    const char *tname;
+    int rc = event_ids(r, f, idx, &pid, &tid, &tname);
+    if (rc != 0) {
+        return rc;
+    }
+    uint32_t device;
+    int gpu = gpu_track(pid, tid, &device);
+    size_t p = gpu ? 0 : process_of(r, pid);
+    size_t t = p == SIZE_MAX ? SIZE_MAX : thread_of(r, p, tid);
     if (t == SIZE_MAX) {
         return oom(r);
     }
-    if (tname != NULL && loupe__mb_thread_at(r->mb, t)->name[0] == 0) {
+    loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
+    if (gpu) {
+        th->kind = LOUPE_TRACK_GPU;
+        th->device = device;
+    }
+    if (tname != NULL && th->name[0] == 0) {
         loupe__mb_thread_name(r->mb, t, tname);
+    }
+    *out = t;
+    return 0;
+}
+
+/* The async track of a b / e / n event: (pid, cat, id), named by "loupe_track" (loupe's writer
+ * puts the model track's name there) or else the first event's name, or its cat. */
+static int event_async(reader *r, const evf *f, size_t idx, const char *name, size_t *out) {
+    uint64_t tid, pid, id;
+    const char *tname, *cat = "";
+    int rc = event_ids(r, f, idx, &pid, &tid, &tname);
+    if (rc != 0 || (rc = get_str(r, f->cat, idx, "cat", &cat)) != 0) {
+        return rc;
+    }
+    if (f->id == NULL || get_id(f->id, 16, &id, NULL) != 0) {
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: async event without an id", r->path, idx);
+    }
+    size_t p = process_of(r, pid);
+    size_t t = p == SIZE_MAX ? SIZE_MAX : track_of(r, p, id, loupe__mb_str(r->mb, cat));
+    if (t == SIZE_MAX || loupe__mb_failed(r->mb)) {
+        return oom(r);
+    }
+    if (loupe__mb_thread_at(r->mb, t)->name[0] == 0) {
+        const char *tn = name[0] ? name : cat;
+        if (f->loupe_track != NULL && f->loupe_track->type == LOUPE__J_STR) {
+            tn = f->loupe_track->s;
+        }
+        loupe__mb_thread_name(r->mb, t, tn);
     }
     *out = t;
     return 0;
@@ -677,7 +795,7 @@ static int link_flows(reader *r) {
 
 static int timed_phase(char ph) {
     return ph == 'X' || ph == 'B' || ph == 'E' || ph == 'i' || ph == 'I' || ph == 'C' ||
-           ph == 's' || ph == 't' || ph == 'f';
+           ph == 's' || ph == 't' || ph == 'f' || ph == 'b' || ph == 'e' || ph == 'n';
 }
 
 static int do_slice(reader *r, const evf *ev, size_t idx, char ph, int64_t ts, int64_t dur) {
@@ -685,8 +803,9 @@ static int do_slice(reader *r, const evf *ev, size_t idx, char ph, int64_t ts, i
     const char *name, *cat;
     uint32_t nargs;
     int rc;
-    if ((rc = event_thread(r, ev, idx, &t)) != 0 ||
-        (rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
+    if ((rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
+        (rc = (ph == 'b' ? event_async(r, ev, idx, name, &t) : event_thread(r, ev, idx, &t))) !=
+            0 ||
         (rc = get_str(r, ev->cat, idx, "cat", &cat)) != 0 ||
         (rc = conv_args(r, ev->args, &nargs)) != 0) {
         return rc;
@@ -714,7 +833,7 @@ static int do_slice(reader *r, const evf *ev, size_t idx, char ph, int64_t ts, i
     if (loupe__mb_slice_args(r->mb, t, s, r->args, nargs) != 0) {
         return oom(r);
     }
-    if (ph == 'B') {
+    if (ph == 'B' || ph == 'b') {
         if (loupe__grow((void **)&st->stack, &st->cap, st->depth + 1, sizeof(open_b)) != 0) {
             return oom(r);
         }
@@ -723,21 +842,40 @@ static int do_slice(reader *r, const evf *ev, size_t idx, char ph, int64_t ts, i
     return flow_v2_end(r, ev, t, s, ts, idx);
 }
 
-/* E: closes the innermost open B of the thread; merges its args (replacing equal keys). */
-static int do_end(reader *r, const evf *ev, size_t idx, int64_t ts) {
+/* E: closes the innermost open B of the thread; merges its args (replacing equal keys).
+ * e: closes the latest open b of its async track with the same name (async slices need not
+ * nest: b A, b B, e A closes A), else the latest one. */
+static int do_end(reader *r, const evf *ev, size_t idx, char ph, int64_t ts) {
     size_t t;
     uint32_t nargs;
     int rc;
-    if ((rc = event_thread(r, ev, idx, &t)) != 0) {
+    const char *name = "";
+    if (ph == 'e' && ((rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
+                      (rc = event_async(r, ev, idx, name, &t)) != 0)) {
+        return rc;
+    }
+    if (ph == 'E' && (rc = event_thread(r, ev, idx, &t)) != 0) {
         return rc;
     }
     tstate *st = &r->ts[t];
     st->events++;
-    if (st->depth == 0 || ts < st->stack[st->depth - 1].start_ns) {
+    size_t open = st->depth;
+    if (ph == 'e' && name[0]) {
+        const loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
+        while (open > 0 && strcmp(th->slices[st->stack[open - 1].slice].name, name) != 0) {
+            open--;
+        }
+        if (open == 0) {
+            open = st->depth;
+        }
+    }
+    if (open == 0 || ts < st->stack[open - 1].start_ns) {
         r->unmatched++;
         return 0;
     }
-    open_b b = st->stack[--st->depth];
+    open_b b = st->stack[open - 1];
+    memmove(&st->stack[open - 1], &st->stack[open], (st->depth - open) * sizeof(open_b));
+    st->depth--;
     loupe__mb_slice_at(r->mb, t, b.slice)->dur_ns = (uint64_t)(ts - b.start_ns);
     if ((rc = conv_args(r, ev->args, &nargs)) != 0) {
         return rc;
@@ -763,13 +901,14 @@ static int do_end(reader *r, const evf *ev, size_t idx, int64_t ts) {
     return loupe__mb_failed(r->mb) ? oom(r) : 0;
 }
 
-static int do_instant(reader *r, const evf *ev, size_t idx, int64_t ts) {
+static int do_instant(reader *r, const evf *ev, size_t idx, char ph, int64_t ts) {
     size_t t;
     const char *name;
     uint32_t nargs;
     int rc;
-    if ((rc = event_thread(r, ev, idx, &t)) != 0 ||
-        (rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
+    if ((rc = get_str(r, ev->name, idx, "name", &name)) != 0 ||
+        (rc = (ph == 'n' ? event_async(r, ev, idx, name, &t) : event_thread(r, ev, idx, &t))) !=
+            0 ||
         (rc = conv_args(r, ev->args, &nargs)) != 0) {
         return rc;
     }
@@ -792,11 +931,21 @@ static int do_counter(reader *r, const evf *ev, size_t idx, int64_t ts) {
     if (args == NULL || args->type != LOUPE__J_OBJ) {
         return 0;
     }
+    /* a counter track of the event's process */
+    uint64_t pid = 0, tid;
+    const char *tname;
+    size_t process;
+    if ((rc = event_ids(r, ev, idx, &pid, &tid, &tname)) != 0) {
+        return rc;
+    }
+    if ((process = process_of(r, pid)) == SIZE_MAX) {
+        return oom(r);
+    }
     const loupe__jp *p = &r->p;
     int only_value = args->count == 1 && loupe__jp_get(p, args, "value") != NULL;
     for (uint32_t i = args->first; i != 0; i = p->nodes[i].next) {
         const loupe__jnode *v = &p->nodes[i];
-        loupe_counter_sample c = {.ts_ns = (uint64_t)ts};
+        loupe_counter_sample c = {.ts_ns = (uint64_t)ts, .process = process};
         uint64_t u;
         double d;
         if (loupe__jp_i64(v, &c.i)) {
@@ -845,7 +994,19 @@ static int do_meta_event(reader *r, const evf *ev, size_t idx) {
     if (nv == NULL || nv->type != LOUPE__J_STR) {
         return 0;
     }
-    if (strcmp(name, "thread_name") == 0) {
+    if (ev->tid == NULL &&
+        (strcmp(name, "thread_name") == 0 || strcmp(name, "process_name") == 0)) {
+        uint64_t pid = 0;
+        if (ev->pid != NULL && get_id(ev->pid, 10, &pid, NULL) != 0) {
+            return loupe__err(LOUPE_EFORMAT, "%s: event %zu: pid is not an integer", r->path, idx);
+        }
+        if (loupe__grow((void **)&r->pending, &r->pending_cap, r->pending_count + 1,
+                        sizeof(pending_name)) != 0) {
+            return oom(r);
+        }
+        r->pending[r->pending_count++] =
+            (pending_name){pid, loupe__mb_str(r->mb, nv->s), name[0] == 't'};
+    } else if (strcmp(name, "thread_name") == 0) {
         size_t t;
         if ((rc = event_thread(r, ev, idx, &t)) != 0) {
             return rc;
@@ -856,11 +1017,15 @@ static int do_meta_event(reader *r, const evf *ev, size_t idx) {
         if (ev->pid != NULL && get_id(ev->pid, 10, &pid, NULL) != 0) {
             return loupe__err(LOUPE_EFORMAT, "%s: event %zu: pid is not an integer", r->path, idx);
         }
-        if (loupe__grow((void **)&r->pnames, &r->pname_cap, r->pname_count + 1, sizeof(pid_name)) !=
-            0) {
+        if (pid >= LOUPE__GPU_PID_BASE && pid - LOUPE__GPU_PID_BASE <= 255 &&
+            strncmp(nv->s, "/device:GPU:", 12) == 0) {
+            return 0; /* the process loupe's writer gives a GPU device's tracks (gpu_track) */
+        }
+        size_t p = process_of(r, pid);
+        if (p == SIZE_MAX) {
             return oom(r);
         }
-        r->pnames[r->pname_count++] = (pid_name){pid, loupe__mb_str(r->mb, nv->s)};
+        loupe__mb_process_at(r->mb, p)->name = loupe__mb_str(r->mb, nv->s);
     }
     return loupe__mb_failed(r->mb) ? oom(r) : 0;
 }
@@ -926,19 +1091,19 @@ static int process_event(reader *r, const loupe__jnode *node, size_t idx) {
             r->max_ns = ts + dur;
         }
         r->have_time = 1;
-        if (!r->have_pid && ev.pid != NULL && get_id(ev.pid, 10, &r->first_pid, NULL) == 0) {
-            r->have_pid = 1;
-        }
     }
     switch (ph) {
     case 'X':
     case 'B':
+    case 'b':
         return do_slice(r, &ev, idx, ph, ts, dur);
     case 'E':
-        return do_end(r, &ev, idx, ts);
+    case 'e':
+        return do_end(r, &ev, idx, ph, ts);
     case 'i':
     case 'I':
-        return do_instant(r, &ev, idx, ts);
+    case 'n':
+        return do_instant(r, &ev, idx, ph, ts);
     case 'C':
         return do_counter(r, &ev, idx, ts);
     case 'M':
@@ -977,36 +1142,73 @@ static int meta_double(reader *r, const char *key, const loupe__jnode *v, double
     return loupe__err(LOUPE_EFORMAT, "%s: metadata \"%s\" is not a number", r->path, key);
 }
 
-/* loupe_thread_<tid>_<field>: the thread's loss accounting. 1 when the key is one, 0 if not. */
-static int meta_thread(reader *r, const char *key, const loupe__jnode *v, int *rc) {
-    static const char prefix[] = "loupe_thread_";
-    if (strncmp(key, prefix, sizeof(prefix) - 1) != 0) {
-        return 0;
-    }
-    const char *p = key + sizeof(prefix) - 1;
+/* Reads "<digits><stop>" at *p into *out and moves *p past it. */
+static int key_u64(const char **p, char stop, uint64_t *out) {
     char *end;
-    if (!is_digit(*p)) {
+    if (!is_digit(**p)) {
         return 0;
     }
     errno = 0;
-    uint64_t tid = strtoull(p, &end, 10);
-    if (errno == ERANGE || *end != '_') {
+    *out = strtoull(*p, &end, 10);
+    if (errno == ERANGE || *end != stop) {
         return 0;
     }
-    end++;
-    if (strcmp(end, "recorded") != 0 && strcmp(end, "dropped") != 0 &&
-        strcmp(end, "capacity_needed") != 0) {
+    *p = end + 1;
+    return 1;
+}
+
+/* loupe_[pid_<pid>_]{thread,async}_<tid>_<field>: a track's loss accounting (the writer's keys:
+ * the pid part for a process other than processes[0]). 1 when the key is one, 0 if not. */
+static int meta_thread(reader *r, const char *key, const loupe__jnode *v, int *rc) {
+    const char *p = key;
+    uint64_t pid = 0, tid;
+    size_t process = 0;
+    if (strncmp(p, "loupe_", 6) != 0) {
         return 0;
     }
-    size_t t = thread_of(r, tid);
-    if (t == SIZE_MAX) {
+    p += 6;
+    if (strncmp(p, "pid_", 4) == 0) {
+        p += 4;
+        if (!key_u64(&p, '_', &pid)) {
+            return 0;
+        }
+        if ((process = process_of(r, pid)) == SIZE_MAX) {
+            *rc = oom(r);
+            return 1;
+        }
+    }
+    int async = strncmp(p, "async_", 6) == 0;
+    if (!async && strncmp(p, "thread_", 7) != 0) {
+        return 0;
+    }
+    p += async ? 6 : 7;
+    if (!key_u64(&p, '_', &tid)) {
+        return 0;
+    }
+    if (strcmp(p, "recorded") != 0 && strcmp(p, "dropped") != 0 &&
+        strcmp(p, "capacity_needed") != 0) {
+        return 0;
+    }
+    size_t t = SIZE_MAX;
+    if (async) {
+        /* the async tracks are known by now (the metadata is read after the events) */
+        for (size_t i = 0; i < r->m->thread_count && t == SIZE_MAX; i++) {
+            const loupe_model_thread *th = &r->m->threads[i];
+            t = th->kind == LOUPE_TRACK_ASYNC && th->process == process && th->tid == tid
+                    ? i
+                    : SIZE_MAX;
+        }
+        if (t == SIZE_MAX) {
+            return 1; /* an async track without events: nothing to account to */
+        }
+    } else if ((t = thread_of(r, process, tid)) == SIZE_MAX) {
         *rc = oom(r);
         return 1;
     }
     loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
-    uint64_t *field = strcmp(end, "recorded") == 0  ? &th->events_recorded
-                      : strcmp(end, "dropped") == 0 ? &th->events_dropped
-                                                    : &th->capacity_needed;
+    uint64_t *field = strcmp(p, "recorded") == 0  ? &th->events_recorded
+                      : strcmp(p, "dropped") == 0 ? &th->events_dropped
+                                                  : &th->capacity_needed;
     *rc = meta_u64(r, key, v, field);
     return 1;
 }
@@ -1066,11 +1268,59 @@ static void reader_free(reader *r) {
     free(r->hkey);
     free(r->hval);
     free(r->flows);
+    free(r->pending);
     free(r->args);
-    free(r->pnames);
     free(r->dump);
     loupe__jp_free(&r->p);
     loupe__jp_free(&r->q);
+}
+
+static size_t find_process(const loupe_model *m, uint64_t pid) {
+    for (size_t i = 0; i < m->process_count; i++) {
+        if (m->processes[i].pid == pid) {
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+static size_t find_tid(const loupe_model *m, uint64_t tid) {
+    for (size_t i = 0; i < m->thread_count; i++) {
+        if (m->threads[i].kind == LOUPE_TRACK_THREAD && m->threads[i].tid == tid) {
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+/* M events without a tid name the thread (pid, pid) and the process pid, unless pid is no
+ * process but another process's tid: uftrace writes {"ph":"M","pid":<tid>} for its threads
+ * (names both ways, "[25898] mt"), and the events of that tid carry the real pid. Such a name goes
+ * to that thread, and no process is made of the tid. */
+static int apply_pending(reader *r) {
+    loupe_model *m = r->m;
+    for (size_t i = 0; i < r->pending_count; i++) {
+        const pending_name *n = &r->pending[i];
+        size_t p = find_process(m, n->pid);
+        size_t t = p == SIZE_MAX ? find_tid(m, n->pid) : SIZE_MAX;
+        if (t != SIZE_MAX) {
+            if (n->thread && m->threads[t].name[0] == 0) {
+                loupe__mb_thread_name(r->mb, t, n->name);
+            }
+            continue;
+        }
+        if (p == SIZE_MAX && (p = process_of(r, n->pid)) == SIZE_MAX) {
+            return oom(r);
+        }
+        if (!n->thread) {
+            loupe__mb_process_at(r->mb, p)->name = n->name;
+        } else if ((t = thread_of(r, p, n->pid)) == SIZE_MAX) {
+            return oom(r);
+        } else if (m->threads[t].name[0] == 0) {
+            loupe__mb_thread_name(r->mb, t, n->name);
+        }
+    }
+    return 0;
 }
 
 /* After the last event: times made relative to the origin, B still open closed, the metadata
@@ -1105,10 +1355,12 @@ static int finish_model(reader *r, const loupe__jnode *meta, const loupe__jnode 
     for (size_t i = 0; i < m->counter_count; i++) {
         m->counters[i].ts_ns -= o;
     }
+    if ((rc = apply_pending(r)) != 0) {
+        return rc;
+    }
     if ((rc = read_samples(r, o)) != 0) {
         return rc;
     }
-    m->pid = r->first_pid;
     int has_duration = 0;
     if (other != NULL && (rc = read_meta(r, other, &has_duration)) != 0) {
         return rc;
@@ -1116,15 +1368,12 @@ static int finish_model(reader *r, const loupe__jnode *meta, const loupe__jnode 
     if (meta != NULL && (rc = read_meta(r, meta, &has_duration)) != 0) {
         return rc;
     }
-    /* One process in the model: the name given to its pid, else the first name seen. */
-    if (r->pname_count > 0) {
-        m->process_name = r->pnames[0].name;
-    }
-    for (size_t i = 0; i < r->pname_count; i++) {
-        if (r->pnames[i].pid == m->pid) {
-            m->process_name = r->pnames[i].name;
-            break;
+    /* processes[0] (the first pid seen) is the model's own process. */
+    if (m->process_count > 0) {
+        if (!r->loupe || m->pid == 0) {
+            m->pid = m->processes[0].pid;
         }
+        m->process_name = m->processes[0].name;
     }
     if ((rc = link_flows(r)) != 0) {
         return rc;
@@ -1588,6 +1837,7 @@ int loupe__chrome_json_read_stream(const char *path, char *buf, size_t n, size_t
     *out = NULL;
     reader r;
     memset(&r, 0, sizeof(r));
+    r.last_process = SIZE_MAX;
     r.path = path;
     /* A UTF-8 BOM: the window starts after it. */
     size_t skip = n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
@@ -1783,7 +2033,8 @@ static int read_samples(reader *r, uint64_t origin) {
             continue;
         }
         uint64_t pid = member_u64(r, v, "pid", 0), tid = member_u64(r, v, "tid", 0);
-        size_t t = thread_of(r, tid != 0 ? tid : pid);
+        size_t proc = process_of(r, pid);
+        size_t t = proc == SIZE_MAX ? SIZE_MAX : thread_of(r, proc, tid != 0 ? tid : pid);
         if (t == SIZE_MAX) {
             rc = oom(r);
             break;
@@ -1828,7 +2079,10 @@ static int read_samples(reader *r, uint64_t origin) {
             if (v->type != LOUPE__J_OBJ) {
                 continue;
             }
-            size_t t = thread_of(r, member_u64(r, v, "tid", 0));
+            /* "pid" since the model's processes; a file without it: the first process */
+            const loupe__jnode *pn = loupe__jp_get(&r->q, v, "pid");
+            size_t proc = pn != NULL ? process_of(r, member_u64(r, v, "pid", 0)) : 0;
+            size_t t = proc == SIZE_MAX ? SIZE_MAX : thread_of(r, proc, member_u64(r, v, "tid", 0));
             if (t == SIZE_MAX || loupe__mb_off_cpu(r->mb, t, member_u64(r, v, "start_ns", 0),
                                                    member_u64(r, v, "dur_ns", 0)) != 0) {
                 return oom(r);

@@ -129,7 +129,8 @@ typedef struct track {
     size_t thread; /* model thread index, SIZE_MAX when none yet */
     const char *name;
     uint64_t tid;
-    size_t *stack; /* open slices */
+    size_t process; /* the model process: its own (a process track) or its parent's */
+    size_t *stack;  /* open slices */
     size_t depth, cap;
     /* from loupe's "tracks" annotation */
     int has_meta;
@@ -299,6 +300,7 @@ static size_t track_thread(reader *r, track *t, int *rc) {
     loupe_model_thread *th = loupe__mb_thread_at(r->mb, i);
     th->tid = t->kind == TK_THREAD ? t->tid : t->uuid;
     th->kind = LOUPE_TRACK_THREAD;
+    th->process = t->process;
     loupe__mb_thread_name(r->mb, i, t->name);
     t->thread = i;
     return i;
@@ -455,10 +457,16 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
     loupe__pbr p = sub(r, df);
     loupe__pbf f = {0}, proc = {0}, thr = {0};
     int rc = 0, k, has_uuid = 0, has_proc = 0, has_thr = 0, has_counter = 0;
-    uint64_t uuid = 0;
+    uint64_t uuid = 0, parent = 0;
     const char *name = NULL;
     while ((k = next(r, &p, &f, "TrackDescriptor", &rc)) > 0) {
         switch (f.field) {
+        case 5: /* parent_uuid: a track under a process track belongs to that process */
+            if ((rc = want(r, &f, PB_VARINT, "TrackDescriptor")) != 0) {
+                return rc;
+            }
+            parent = f.v;
+            break;
         case 1: /* uuid */
             if ((rc = want(r, &f, PB_VARINT, "TrackDescriptor")) != 0) {
                 return rc;
@@ -498,27 +506,49 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
     if (!has_uuid) {
         return 0;
     }
+    size_t parent_process = 0;
+    if (parent != 0) {
+        track *pt = get_track(r, parent, &rc);
+        if (pt == NULL) {
+            return rc;
+        }
+        parent_process = pt->kind == TK_PROCESS && pt->process != SIZE_MAX ? pt->process : 0;
+    }
     track *t = get_track(r, uuid, &rc);
     if (t == NULL) {
         return rc;
     }
+    t->process = parent_process;
     if (has_proc) {
         loupe__pbr q = sub(r, &proc);
         loupe__pbf g = {0};
+        const char *pname = NULL;
+        t->process = SIZE_MAX;
         t->kind = TK_PROCESS;
         while ((k = next(r, &q, &g, "ProcessDescriptor", &rc)) > 0) {
             if (g.field == 1 && (rc = want(r, &g, PB_VARINT, "ProcessDescriptor")) == 0) {
+                /* int32 in Perfetto's schema; loupe's writer puts any uint64 pid there */
+                uint64_t pid = g.v <= UINT32_MAX ? (uint32_t)g.v : g.v;
                 if (r->m->pid == 0) {
-                    r->m->pid = (uint32_t)g.v; /* int32 */
+                    r->m->pid = pid;
+                }
+                if ((t->process = loupe__mb_process(r->mb, pid)) == SIZE_MAX) {
+                    return oom(r);
                 }
             } else if (g.field == 6 && (rc = want(r, &g, PB_LEN, "ProcessDescriptor")) == 0) {
                 if (r->m->process_name[0] == 0) {
                     r->m->process_name = str(r, &g);
                 }
+                pname = str(r, &g);
             }
             if (rc != 0) {
                 return rc;
             }
+        }
+        if (t->process == SIZE_MAX) {
+            t->process = 0; /* no pid: the model's own */
+        } else if (k >= 0 && pname != NULL) {
+            loupe__mb_process_at(r->mb, t->process)->name = pname;
         }
         return k < 0 ? rc : 0;
     }
@@ -531,6 +561,10 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
             if (g.field == 1 && (rc = want(r, &g, PB_VARINT, "ThreadDescriptor")) == 0) {
                 t->pid = (uint32_t)g.v; /* int32 */
                 t->has_pid = 1;
+                uint64_t pid = g.v <= UINT32_MAX ? (uint32_t)g.v : g.v;
+                if ((t->process = loupe__mb_process(r->mb, pid)) == SIZE_MAX) {
+                    return oom(r);
+                }
             } else if (g.field == 2 && (rc = want(r, &g, PB_VARINT, "ThreadDescriptor")) == 0) {
                 tid = g.v;
             } else if (g.field == 5 && (rc = want(r, &g, PB_LEN, "ThreadDescriptor")) == 0) {
@@ -931,7 +965,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
     }
     if (type == 4) { /* COUNTER */
         if (t->kind == TK_COUNTER && has_cval) {
-            loupe_counter_sample c = {ts, t->name, cdouble, (int64_t)cval, 0.0, 0};
+            loupe_counter_sample c = {ts, t->name, cdouble, (int64_t)cval, 0.0, t->process};
             if (cdouble) {
                 memcpy(&c.d, &cval, sizeof(double));
                 c.i = 0;
@@ -1151,7 +1185,9 @@ static int finish(reader *r) {
         }
         loupe_model_thread *th = loupe__mb_thread_at(r->mb, t->thread);
         if (t->has_meta) {
-            th->kind = t->m_kind == LOUPE_TRACK_GPU ? LOUPE_TRACK_GPU : LOUPE_TRACK_THREAD;
+            th->kind = t->m_kind == LOUPE_TRACK_GPU     ? LOUPE_TRACK_GPU
+                       : t->m_kind == LOUPE_TRACK_ASYNC ? LOUPE_TRACK_ASYNC
+                                                        : LOUPE_TRACK_THREAD;
             th->device = (uint32_t)t->m_device;
             th->tid = t->m_tid;
             th->events_recorded = t->m_rec;
