@@ -49,22 +49,29 @@ static void usage(FILE *f) {
                     d->host_prefixed ? "<host>" : "", d->suffix);
         }
     }
-    fprintf(
-        f, "                         default: jax.profiler's set (json,xplane)\n"
-           "  -q, --quiet            print only the run directory\n"
-           "  -h, --help             this help\n"
-           "\n"
-           "Only PROGRAM itself is traced, not the programs it runs (a wrapper script gets\n"
-           "nothing: record the real program). A program killed by a signal, or one that\n"
-           "calls _exit() or execs, has its trace written by loupe record from the memory\n"
-           "it recorded into (the cause is said). Statically linked programs (or ones linked with\n"
-           "libloupe.a) cannot be recorded this way: call loupe_start_trace(). A program that\n"
-           "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
-           "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
-           "\n"
-           "example:\n"
-           "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
-           "  loupe summary /tmp/prof\n");
+    fprintf(f,
+            "                         default: jax.profiler's set (json,xplane)\n"
+            "  --no-follow            trace PROGRAM only, not the processes it forks or the\n"
+            "                         programs they exec (default: the whole process tree)\n"
+            "  -q, --quiet            print only the run directory\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "The whole process tree is traced: fork()ed children record into their own\n"
+            "buffers and exec()ed programs from their start; every process writes\n"
+            "<host>.<pid>.* files into the one run directory, which summary, convert and\n"
+            "view read as one multi-process timeline. loupe record waits for PROGRAM only;\n"
+            "a child that outlives it writes its files when it exits. PROGRAM, when killed\n"
+            "by a signal or when it calls _exit() or execs, has its trace written by loupe\n"
+            "record from the memory it recorded into (the cause is said); other processes\n"
+            "of the tree that die that way leave no file. Statically linked programs (or ones "
+            "linked with\n"
+            "libloupe.a) cannot be recorded this way: call loupe_start_trace(). A program that\n"
+            "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
+            "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
+            "\n"
+            "example:\n"
+            "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
+            "  loupe summary /tmp/prof\n");
 }
 
 /* The preload library: beside this executable (build tree), else in the install libdir. */
@@ -202,7 +209,7 @@ static const char *field(const char *lines, const char *key, char *buf, size_t s
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
-    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0;
+    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, follow = 1;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -230,6 +237,10 @@ int loupe_cmd_record(int argc, char **argv) {
             keep_last = 1;
         } else if (strcmp(a, "--lazy-buffers") == 0) {
             lazy = 1;
+        } else if (strcmp(a, "--no-follow") == 0) {
+            follow = 0;
+        } else if (strcmp(a, "--follow") == 0) {
+            follow = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -296,6 +307,15 @@ int loupe_cmd_record(int argc, char **argv) {
                 strerror(md));
         return 1;
     }
+    /* One run directory for the whole tree, made here: every process writes
+     * <host>.<pid><suffix> into it. */
+    char run_made[PATH_MAX];
+    if (loupe_run_dir_make(abs_log, NULL, run_made, sizeof run_made) != 0) {
+        fprintf(stderr, "loupe record: cannot make the run directory: %s\n", loupe_last_error());
+        return 1;
+    }
+    char host[256] = "";
+    (void)gethostname(host, sizeof host - 1);
     const char *tmpdir = getenv("TMPDIR");
     char result[PATH_MAX];
     snprintf(result, sizeof result, "%s/loupe-record-XXXXXX",
@@ -337,6 +357,8 @@ int loupe_cmd_record(int argc, char **argv) {
         }
         setenv("LD_PRELOAD", ldp, 1);
         setenv("LOUPE_RECORD_DIR", abs_log, 1);
+        setenv("LOUPE_RECORD_RUN_DIR", run_made, 1);
+        setenv("LOUPE_RECORD_FOLLOW", follow ? "1" : "0", 1);
         setenv("LOUPE_RECORD_RESULT", result, 1);
         if (level) {
             setenv("LOUPE_RECORD_LEVEL", level, 1);
@@ -400,10 +422,29 @@ int loupe_cmd_record(int argc, char **argv) {
                      code);
         }
         const char *slash = strrchr(argv[i], '/');
+        /* <host>.<pid>, or <host>.<pid>.0 when a program it exec'd (same pid, traced from its
+         * start under follow) wrote that name already. */
+        char prefix[512], probe[PATH_MAX + 600], cmdline[4096] = "";
+        snprintf(prefix, sizeof prefix, "%s.%ld", host[0] ? host : "localhost", (long)pid);
+        snprintf(probe, sizeof probe, "%s/%s.trace.json.gz", run_made, prefix);
+        int taken = access(probe, F_OK) == 0;
+        snprintf(probe, sizeof probe, "%s/%s.xplane.pb", run_made, prefix);
+        taken = taken || access(probe, F_OK) == 0;
+        if (taken) {
+            snprintf(prefix, sizeof prefix, "%s.%ld.0", host[0] ? host : "localhost", (long)pid);
+        }
+        for (int k = i; k < argc; k++) {
+            size_t l = strlen(cmdline);
+            snprintf(cmdline + l, sizeof cmdline - l, "%s%s", k > i ? " " : "", argv[k]);
+        }
         loupe_recover_options ro = {.log_dir = abs_log,
                                     .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
                                     .process_name = slash ? slash + 1 : argv[i],
-                                    .cause = cause};
+                                    .cause = cause,
+                                    .run_dir = run_made,
+                                    .file_prefix = prefix,
+                                    .cmdline = cmdline,
+                                    .parent_pid = (uint64_t)getpid()};
         loupe_trace_result rr = {.size = sizeof rr};
         int rc = loupe_recover_trace(shm, &ro, &rr);
         close(shm);
@@ -424,6 +465,7 @@ int loupe_cmd_record(int argc, char **argv) {
     } else if (shm >= 0) {
         close(shm);
     }
+    (void)rmdir(run_made); /* when no process of the tree wrote into it (fails otherwise) */
     if (WIFSIGNALED(st)) {
         fprintf(stderr,
                 "loupe record: %s was killed by signal %d (%s) before it could write "

@@ -64,5 +64,10 @@ unsigned loupe__formats_available(void);
  * left untouched. */
 int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
                      unsigned formats, loupe_trace_result *result);
+/* The same into an existing (or made) directory run_dir, the files named <file_prefix><suffix>
+ * (NULL or "": the host name; see loupe_trace_options.file_prefix): loupe record's run directory,
+ * which every process of the traced tree writes into. A failure removes only this call's files. */
+int loupe__write_run_into(const loupe_model *m, const char *run_dir, const char *file_prefix,
+                          unsigned formats, loupe_trace_result *result);
 
 #endif

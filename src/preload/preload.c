@@ -13,15 +13,22 @@
  *   LOUPE_RECORD_LAZY           "1": lazy_buffers (populate buffers as they fill)
  *   LOUPE_RECORD_FORMATS        the files to write: a comma list of format names
  *                               (loupe_format_parse_list()); unset = the default set
- *   LOUPE_RECORD_RESULT         path of the result file to write at exit
+ *   LOUPE_RECORD_RESULT         path of the result file to write at exit (only the first
+ *                               process writes it: the variable is removed at its start)
+ *   LOUPE_RECORD_RUN_DIR        the run directory loupe record made: every process writes
+ *                               <host>.<pid><suffix> into it (file_prefix, run_dir)
+ *   LOUPE_RECORD_FOLLOW         "1": follow the process tree (keep LD_PRELOAD and these
+ *                               variables for exec'd programs; a fork()ed child starts a
+ *                               session of its own in the atfork child handler)
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
- * being recorded) and removes itself from LD_PRELOAD so that programs the traced one execs are
- * not traced into the same directory. A program linked with libloupe.so shares the same library
+ * being recorded). Without LOUPE_RECORD_FOLLOW it removes itself from LD_PRELOAD so that programs
+ * the traced one execs are not traced. A program linked with libloupe.so shares the same library
  * (the loader matches the soname), so its annotations land in this session.
  */
 #include <loupe/loupe.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -65,17 +72,71 @@ static void strip_preload(void) {
 
 static void loupe_preload_stop(void);
 
+/* The options, kept for a fork()ed child's session (their strings are copies here: a child
+ * must not depend on the environment the program may have changed). */
+static loupe_trace_options opts;
+static char opt_dir[4096], opt_run_dir[4096], opt_prefix[512];
+static int following;
+
+/* "<host>.<pid>" for this process. */
+static void set_prefix(void) {
+    char host[256] = "";
+    (void)gethostname(host, sizeof host - 1);
+    snprintf(opt_prefix, sizeof opt_prefix, "%s.%ld", host[0] ? host : "localhost", (long)getpid());
+}
+
+static void start_session(void) {
+    int r = loupe_start_trace(&opts);
+    if (r != 0) {
+        fprintf(stderr, "loupe: could not start tracing (pid %ld): %s: %s\n", (long)getpid(),
+                loupe_strerror(r), loupe_last_error());
+        return;
+    }
+    started = 1;
+    started_pid = getpid();
+}
+
+/* A fork()ed child under follow: a session of its own, into its own region (libloupe's own
+ * atfork child handler, registered before this one and so run first, forgot the parent's).
+ * The rule (docs/record.md): this runs before fork() returns in the child, and calls malloc,
+ * mmap and pthread_create; glibc makes those safe in the child of a multithreaded parent (its
+ * fork resets malloc's arena locks and the stdio locks: glibc's posix/fork.c), and loupe uses
+ * no lock of the program's. Nothing of the parent's recording is copied: the child's region
+ * starts empty. */
+static void child_after_fork(void) {
+    started = 0;
+    if (!following) {
+        return;
+    }
+    result_path[0] = 0; /* the result file is the first process's */
+    set_prefix();
+    start_session();
+}
+
 __attribute__((constructor)) static void loupe_preload_start(void) {
     const char *dir = getenv("LOUPE_RECORD_DIR");
     if (dir == NULL || dir[0] == 0) {
         return;
     }
-    strip_preload();
+    const char *fw = getenv("LOUPE_RECORD_FOLLOW");
+    following = fw != NULL && strcmp(fw, "1") == 0;
+    if (!following) {
+        strip_preload();
+    }
     const char *rp = getenv("LOUPE_RECORD_RESULT");
     snprintf(result_path, sizeof result_path, "%s", rp ? rp : "");
+    unsetenv("LOUPE_RECORD_RESULT"); /* later processes of the tree write only their files */
     loupe_trace_options o;
     memset(&o, 0, sizeof o);
-    o.log_dir = dir;
+    snprintf(opt_dir, sizeof opt_dir, "%s", dir);
+    o.log_dir = opt_dir;
+    const char *rd = getenv("LOUPE_RECORD_RUN_DIR");
+    if (rd != NULL && rd[0]) {
+        snprintf(opt_run_dir, sizeof opt_run_dir, "%s", rd);
+        o.run_dir = opt_run_dir;
+        set_prefix();
+        o.file_prefix = opt_prefix;
+    }
     const char *lv = getenv("LOUPE_RECORD_LEVEL");
     if (lv != NULL && lv[0]) {
         int l = atoi(lv);
@@ -104,17 +165,19 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
                 loupe_last_error());
     }
     o.function_tracing = 1;
-    unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
+    if (!following) {
+        unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
+    }
     setenv("LOUPE_RECORD", "1", 1);
-    int r = loupe_start_trace(&o);
-    if (r != 0) {
-        fprintf(stderr, "loupe: could not start tracing: %s: %s\n", loupe_strerror(r),
-                loupe_last_error());
+    opts = o;
+    start_session();
+    if (!started) {
         return;
     }
-    started = 1;
-    started_pid = getpid();
-    (void)atexit(loupe_preload_stop);
+    (void)atexit(loupe_preload_stop); /* a forked child inherits it: it stops its own session */
+    if (following) {
+        (void)pthread_atfork(NULL, NULL, child_after_fork);
+    }
     loupe_set_thread_name("main");
 }
 
@@ -126,8 +189,9 @@ int loupe__kept_counts(loupe_trace_result *res);
 /* Registered with atexit() right after the start, so it runs before libloupe's own exit check
  * (which warns about sessions nobody stopped). */
 static void loupe_preload_stop(void) {
-    /* A child the program forked inherits this handler: it is not the recorded process (its
-     * session is closed at fork) and must not touch the result file. */
+    /* A child the program forked inherits this handler: without follow it is not recorded (its
+     * session is closed at fork); with follow it stops its own session here, and only the
+     * first process has a result file. */
     if (!started || getpid() != started_pid) {
         return;
     }
