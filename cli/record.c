@@ -426,10 +426,14 @@ int loupe_cmd_record(int argc, char **argv) {
          * start under follow) wrote that name already. */
         char prefix[512], probe[PATH_MAX + 600], cmdline[4096] = "";
         snprintf(prefix, sizeof prefix, "%s.%ld", host[0] ? host : "localhost", (long)pid);
-        snprintf(probe, sizeof probe, "%s/%s.trace.json.gz", run_made, prefix);
-        int taken = access(probe, F_OK) == 0;
-        snprintf(probe, sizeof probe, "%s/%s.xplane.pb", run_made, prefix);
-        taken = taken || access(probe, F_OK) == 0;
+        int taken = 0;
+        for (size_t k = 0; k < loupe_format_count() && !taken; k++) {
+            const loupe_format_desc *d = loupe_format_info(k);
+            if (d->run_dir_bit != 0 && d->host_prefixed) {
+                snprintf(probe, sizeof probe, "%s/%s%s", run_made, prefix, d->suffix);
+                taken = access(probe, F_OK) == 0;
+            }
+        }
         if (taken) {
             snprintf(prefix, sizeof prefix, "%s.%ld.0", host[0] ? host : "localhost", (long)pid);
         }

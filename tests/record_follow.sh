@@ -17,7 +17,7 @@ procs() {
   "$build/loupe" summary "$1" --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-for p in sorted(d["processes"], key=lambda p: (p["cmdline"], p["slices"])):
+for p in sorted(d["processes"], key=lambda p: (p["slices"], p["cmdline"])):
     print(p["slices"], p["cmdline"].replace(sys.argv[1], "P"), "parent_ok" if p["parent_pid"] else "no_parent")
 print("zones", " ".join("%s=%d" % (z["name"], z["count"]) for z in sorted(d["zones"], key=lambda z: z["name"])))' "$probe"
 }
@@ -98,4 +98,30 @@ merged=$("$build/loupe" summary "$run" --json | python3 -c 'import json,sys; pri
 got=$("$build/loupe" summary "$tmp/merged.trace.json.gz" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["slices"])')
 [ "$got" = 26 ] || fail "convert: $got slices, want 26"
 echo "record_follow: 2-file run: 1 + 25 slices merged, converted"
+# 6. clock corrections (loupe_clock_offset_* metadata, hand-written): a fixed offset, and a
+# drift interpolated between two measurements (the nearer one outside them)
+mkdir -p "$tmp/ck"
+python3 - "$tmp/ck" <<'PY'
+import json, sys
+def f(name, origin, meta, slices, pid):
+    md = {"loupe_version": "0.2", "origin_unix_ns": str(origin), "pid": str(pid), "host": "h",
+          "clock": "monotonic"}
+    md.update(meta)
+    ev = [{"ph": "X", "name": n, "ts": ts, "dur": 1, "pid": pid, "tid": pid} for n, ts in slices]
+    open(sys.argv[1] + "/" + name, "w").write(json.dumps({"traceEvents": ev, "metadata": md}))
+f("h.1.trace.json.gz", 1000000000, {}, [("a", 0)], 1)
+f("h.2.trace.json.gz", 1000002000, {"loupe_clock_offset_ns": "3000"}, [("b", 1)], 2)
+f("h.3.trace.json.gz", 1000000000, {"loupe_clock_offset_ns": "0",
+  "loupe_clock_offset_end_ns": "10000", "loupe_clock_offset_at_ns": "0",
+  "loupe_clock_offset_end_at_ns": "10000"}, [("c", 5), ("d", 20)], 3)
+PY
+"$build/loupe" convert "$tmp/ck" -o "$tmp/ck.json" 2>"$tmp/errck" || fail "clock: $(cat "$tmp/errck")"
+got=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+print(" ".join("%s=%g" % (e["name"], e["ts"]) for e in sorted(ev, key=lambda e: e.get("name", "")) if e.get("ph") == "X"))' "$tmp/ck.json")
+# a: the origin; b: 2 us later + 1 us + 3 us offset; c: 5 us + 5 us (half-way); d: 20 + 10 us
+[ "$got" = "a=0 b=6 c=10 d=30" ] || fail "clock: $got"
+echo "record_follow: clock offsets: fixed and drift applied"
 echo "record_follow: ok"
