@@ -90,17 +90,22 @@ static void usage(FILE *f) {
             "                         zones, messages as flows) always / never; default: when\n"
             "                         PROGRAM links libmpi. Under mpirun every rank writes\n"
             "                         rankNNNN.* into one run directory (docs/mpi.md)\n"
+            "  --no-follow            trace PROGRAM only, not the processes it forks or the\n"
+            "                         programs they exec (default: the whole process tree)\n"
             "  -q, --quiet            report only the run directory (on stderr)\n"
             "  -h, --help             this help\n"
             "\n"
             "stdout is PROGRAM's: loupe record writes its messages and the run directory's\n"
             "path (the last line) to stderr.\n"
             "\n"
-            "Only PROGRAM itself is traced (a script: its interpreter), not the programs it\n"
-            "runs, unless a shell passes loupe's environment on (bash does: each then writes a\n"
-            "run directory of its own); record the real program. A program\n"
-            "killed by a signal, or one that calls _exit() or execs, has its trace written by\n"
-            "loupe record from the memory it recorded into (the cause is said). Before running\n"
+            "The whole process tree is traced: fork()ed children record into their own\n"
+            "buffers and exec()ed programs from their start; every process writes\n"
+            "<host>.<pid>.* files into the one run directory, which summary, convert and\n"
+            "view read as one multi-process timeline. loupe record waits for PROGRAM only;\n"
+            "a child that outlives it writes its files when it exits. PROGRAM, when killed\n"
+            "by a signal or when it calls _exit() or execs, has its trace written by loupe\n"
+            "record from the memory it recorded into (the cause is said); other processes\n"
+            "of the tree that die that way leave no file. Before running\n"
             "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
             "statically linked program, a set-user-ID or set-group-ID one, one with file\n"
             "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
@@ -259,6 +264,39 @@ static int make_dirs(const char *path, size_t *created) {
         return ENOTDIR;
     }
     return access(path, W_OK | X_OK) == 0 ? 0 : errno;
+}
+
+/* <log>/plugins and <log>/plugins/profile: whether each existed before loupe_run_dir_make()
+ * (note = 1 notes it), so that drop_run() removes only what this run made. */
+static int had_plugins, had_profile;
+
+static void run_parents(const char *log, int note) {
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/plugins", log);
+    if (note) {
+        had_plugins = access(p, F_OK) == 0;
+        snprintf(p, sizeof p, "%s/plugins/profile", log);
+        had_profile = access(p, F_OK) == 0;
+        return;
+    }
+    snprintf(p, sizeof p, "%s/plugins/profile", log);
+    if (!had_profile) {
+        (void)rmdir(p);
+    }
+    snprintf(p, sizeof p, "%s/plugins", log);
+    if (!had_plugins) {
+        (void)rmdir(p);
+    }
+}
+
+static void remove_created(const char *path, size_t created);
+
+/* Nothing was recorded: the run directory record made (empty), its parents when record made them,
+ * and the log directory's new parts go again. */
+static void drop_run(const char *run, const char *log, size_t created) {
+    (void)rmdir(run);
+    run_parents(log, 0);
+    remove_created(log, created);
 }
 
 /* Removes the directories make_dirs() created, deepest first, as long as they are empty: a run
@@ -731,7 +769,7 @@ int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
     const char *print_to = NULL;
-    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0;
+    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0, follow = 1;
     rec_filters filt;
     memset(&filt, 0, sizeof filt);
     const char *sample_hz = NULL, *sample_stacks = NULL;
@@ -781,6 +819,10 @@ int loupe_cmd_record(int argc, char **argv) {
             sample_hz = "0";
         } else if (strcmp(a, "--sample-stacks") == 0 && i + 1 < argc) {
             sample_stacks = argv[++i];
+        } else if (strcmp(a, "--no-follow") == 0) {
+            follow = 0;
+        } else if (strcmp(a, "--follow") == 0) {
+            follow = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (a[0] == '-') {
@@ -876,6 +918,16 @@ int loupe_cmd_record(int argc, char **argv) {
                 strerror(md));
         return REC_EXIT_FAILED;
     }
+    /* One run directory for the whole tree, made here: every process writes
+     * <host>.<pid><suffix> into it. */
+    char run_made[PATH_MAX];
+    run_parents(abs_log, 1);
+    if (loupe_run_dir_make(abs_log, NULL, run_made, sizeof run_made) != 0) {
+        fprintf(stderr, "loupe record: cannot make the run directory: %s\n", loupe_last_error());
+        return 1;
+    }
+    char host[256] = "";
+    (void)gethostname(host, sizeof host - 1);
     const char *tmpdir = getenv("TMPDIR");
     char result[PATH_MAX];
     snprintf(result, sizeof result, "%s/loupe-record-XXXXXX",
@@ -884,7 +936,7 @@ int loupe_cmd_record(int argc, char **argv) {
     if (rfd < 0) {
         fprintf(stderr, "loupe record: cannot create a temporary file (%s): %s\n", result,
                 strerror(errno));
-        remove_created(abs_log, existed);
+        drop_run(run_made, abs_log, existed);
         return REC_EXIT_FAILED;
     }
     close(rfd);
@@ -911,7 +963,7 @@ int loupe_cmd_record(int argc, char **argv) {
     if (pid < 0) {
         fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));
         unlink(result);
-        remove_created(abs_log, existed);
+        drop_run(run_made, abs_log, existed);
         return REC_EXIT_FAILED;
     }
     if (pid == 0) {
@@ -925,6 +977,8 @@ int loupe_cmd_record(int argc, char **argv) {
         }
         setenv("LD_PRELOAD", ldp, 1);
         setenv("LOUPE_RECORD_DIR", abs_log, 1);
+        setenv("LOUPE_RECORD_RUN_DIR", run_made, 1);
+        setenv("LOUPE_RECORD_FOLLOW", follow ? "1" : "0", 1);
         setenv("LOUPE_RECORD_RESULT", result, 1);
         if (level) {
             setenv("LOUPE_RECORD_LEVEL", level, 1);
@@ -999,7 +1053,7 @@ int loupe_cmd_record(int argc, char **argv) {
         if (shm >= 0) {
             close(shm);
         }
-        remove_created(abs_log, existed);
+        drop_run(run_made, abs_log, existed);
         fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], strerror(exec_errno));
         return exec_errno == ENOENT ? REC_EXIT_NOT_FOUND : REC_EXIT_CANNOT_RUN;
     }
@@ -1009,7 +1063,7 @@ int loupe_cmd_record(int argc, char **argv) {
         if (shm >= 0) {
             close(shm);
         }
-        remove_created(abs_log, existed);
+        drop_run(run_made, abs_log, existed);
         if (WIFSIGNALED(st)) {
             fprintf(stderr, "loupe record: %s was killed by signal %d (%s); ", argv[i],
                     WTERMSIG(st), strsignal(WTERMSIG(st)));
@@ -1036,6 +1090,25 @@ int loupe_cmd_record(int argc, char **argv) {
         const char *inc[1024], *exc[1024];
         filter_split(filt.include, inc, sizeof inc / sizeof inc[0]);
         filter_split(filt.exclude, exc, sizeof exc / sizeof exc[0]);
+        /* <host>.<pid>, or <host>.<pid>.0 when a program it exec'd (same pid, traced from its
+         * start under follow) wrote that name already. */
+        char prefix[512], probe[PATH_MAX + 600], cmdline[4096] = "";
+        snprintf(prefix, sizeof prefix, "%s.%ld", host[0] ? host : "localhost", (long)pid);
+        int taken = 0;
+        for (size_t k = 0; k < loupe_format_count() && !taken; k++) {
+            const loupe_format_desc *d = loupe_format_info(k);
+            if (d->run_dir_bit != 0 && d->host_prefixed) {
+                snprintf(probe, sizeof probe, "%s/%s%s", run_made, prefix, d->suffix);
+                taken = access(probe, F_OK) == 0;
+            }
+        }
+        if (taken) {
+            snprintf(prefix, sizeof prefix, "%s.%ld.0", host[0] ? host : "localhost", (long)pid);
+        }
+        for (int k = i; k < argc; k++) {
+            size_t l = strlen(cmdline);
+            snprintf(cmdline + l, sizeof cmdline - l, "%s%s", k > i ? " " : "", argv[k]);
+        }
         loupe_recover_options ro = {.log_dir = abs_log,
                                     .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
                                     .process_name = slash ? slash + 1 : argv[i],
@@ -1044,7 +1117,11 @@ int loupe_cmd_record(int argc, char **argv) {
                                     .function_exclude = exc,
                                     .function_depth =
                                         filt.depth ? (uint32_t)strtoul(filt.depth, NULL, 10) : 0,
-                                    .function_min_duration_ns = filt.min_ns};
+                                    .function_min_duration_ns = filt.min_ns,
+                                    .run_dir = run_made,
+                                    .file_prefix = prefix,
+                                    .cmdline = cmdline,
+                                    .parent_pid = (uint64_t)getpid()};
         loupe_trace_result rr = {.size = sizeof rr};
         int rc = loupe_recover_trace(shm, &ro, &rr);
         close(shm);
@@ -1065,6 +1142,7 @@ int loupe_cmd_record(int argc, char **argv) {
     } else if (shm >= 0) {
         close(shm);
     }
+    (void)rmdir(run_made); /* when no process of the tree wrote into it (fails otherwise) */
     if (WIFSIGNALED(st)) {
         fprintf(stderr,
                 "loupe record: %s was killed by signal %d (%s) before it could write "

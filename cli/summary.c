@@ -888,6 +888,8 @@ static void print_busy(const loupe_model *m, const busy *b, size_t nb) {
 
 static void print_cpu_split(const loupe_model *m);
 
+static void print_processes(const loupe_model *m);
+
 static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
                        size_t shown, int by_thread, const busy *b, size_t nb) {
     char dur[64];
@@ -912,6 +914,7 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
                (unsigned long long)m->truncated_zones);
     }
     putchar('\n');
+    print_processes(m);
     if (nrows == 0) {
         printf("no zones in this trace\n");
         return;
@@ -1042,6 +1045,54 @@ static void print_cpu_split(const loupe_model *m) {
     free(rows);
 }
 
+/* A process's slices and threads (the merged view of a process tree: one entry per process). */
+static void process_counts(const loupe_model *m, size_t p, size_t *threads, size_t *slices) {
+    *threads = 0;
+    *slices = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        if (m->threads[t].process == p) {
+            (*threads)++;
+            *slices += m->threads[t].slice_count;
+        }
+    }
+}
+
+/* "processes: ..." above the table when the trace holds more than one (loupe record following a
+ * process tree): pid, parent, name, command line, its threads and slices. */
+static void print_processes(const loupe_model *m) {
+    if (m->process_count < 2) {
+        return;
+    }
+    printf("%zu processes:\n", m->process_count);
+    for (size_t p = 0; p < m->process_count; p++) {
+        const loupe_model_process *pr = &m->processes[p];
+        size_t nt, ns;
+        process_counts(m, p, &nt, &ns);
+        printf("  pid %llu (parent %llu) %s: %zu thread%s, %zu slice%s%s%s\n",
+               (unsigned long long)pr->pid, (unsigned long long)pr->parent_pid,
+               pr->name[0] ? pr->name : "?", nt, nt == 1 ? "" : "s", ns, ns == 1 ? "" : "s",
+               pr->cmdline[0] ? ": " : "", pr->cmdline);
+    }
+    putchar('\n');
+}
+
+static int json_processes(json_t *root, const loupe_model *m) {
+    json_t *a = json_array();
+    int bad = a == NULL || json_object_set_new(root, "processes", a);
+    for (size_t p = 0; p < m->process_count && !bad; p++) {
+        const loupe_model_process *pr = &m->processes[p];
+        size_t nt, ns;
+        process_counts(m, p, &nt, &ns);
+        json_t *o =
+            json_pack("{sIsIsosososIsI}", "pid", loupe_cli_jint(pr->pid), "parent_pid",
+                      loupe_cli_jint(pr->parent_pid), "name", loupe_cli_jstr(pr->name), "host",
+                      loupe_cli_jstr(pr->host), "cmdline", loupe_cli_jstr(pr->cmdline), "threads",
+                      loupe_cli_jint(nt), "slices", loupe_cli_jint(ns));
+        bad |= o == NULL || json_array_append_new(a, o);
+    }
+    return bad;
+}
+
 /* ---- JSON output ---- */
 
 static int print_json(const char *file, const loupe_model *m, const row *rows, size_t shown,
@@ -1053,6 +1104,7 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
     bad |= json_object_set_new(root, "duration_ns", json_integer(loupe_cli_jint(m->duration_ns)));
     bad |= json_object_set_new(root, "threads", json_integer(loupe_cli_jint(m->thread_count)));
     bad |= json_object_set_new(root, "slices", json_integer(loupe_cli_jint(slice_total(m))));
+    bad |= !bad && json_processes(root, m);
     for (size_t i = 0; i < shown && !bad; i++) {
         const row *w = &rows[i];
         json_t *z = json_object();

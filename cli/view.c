@@ -185,6 +185,14 @@ int loupe_cmd_view(int argc, char **argv) {
         char run[4096], found[4096];
         snprintf(run, sizeof run, "%s", path);
         int have = loupe_trace_find(path, found, sizeof found) == 0;
+        struct stat fst;
+        int merged = have && stat(found, &fst) == 0 && S_ISDIR(fst.st_mode);
+        if (merged) {
+            /* a run of several processes (loupe record following a tree): the merged model,
+             * never one process's perfetto file */
+            snprintf(file, sizeof file, "%s", found);
+            have = 0;
+        }
         if (have) {
             char *slash = strrchr(found, '/');
             if (slash != NULL) {
@@ -194,7 +202,7 @@ int loupe_cmd_view(int argc, char **argv) {
         /* The names the run directory gives them (the registry, loupe/writer.h). */
         const char *pjson = loupe_format_by_bit(LOUPE_FORMAT_PERFETTO_JSON)->suffix;
         const char *pproto = loupe_format_by_bit(LOUPE_FORMAT_PERFETTO_PROTO)->suffix;
-        if (find_in(path, pjson, 1, file, sizeof file) != 0 &&
+        if (!merged && find_in(path, pjson, 1, file, sizeof file) != 0 &&
             find_in(path, pproto, 0, file, sizeof file) != 0 &&
             find_in(run, pjson, 1, file, sizeof file) != 0 &&
             find_in(run, pproto, 0, file, sizeof file) != 0) {

@@ -89,9 +89,9 @@ print(next(z["total_ns"] for z in json.load(sys.stdin)["zones"] if z["name"] == 
     done | awk '{ t[NR] = $1; s += $1; if ($1 > m) m = $1 } END { printf "%.2f", m / (s / NR) }')
     max_ratio=$(awk -v n=$n 'BEGIN { printf "%.2f", 2 * n / (n + 1) }')
     ok=$(awk -v a="$ratio" -v b="$want_ratio" -v hi="$max_ratio" \
-        'BEGIN { d = a - b; print (a != "" && d < 0.011 && d > -0.011 && a <= hi + 0.005 && a > 1.1) }')
+        'BEGIN { d = a - b; print (a != "" && d < 0.011 && d > -0.011 && a > 1.1) }')
     if [ "$ok" != 1 ] || [ "$rank" != "$last" ]; then
-        echo "FAIL: -np $n: compute imbalance '$ratio' on rank '$rank', want $want_ratio (<= $max_ratio) on $last"
+        echo "FAIL: -np $n: compute imbalance '$ratio' on rank '$rank', want $want_ratio (about $max_ratio less the sleeps' overshoot) on $last"
         fail=1
     fi
     # rank n-1 arrives last at every MPI_Allreduce, (n - 1) * 30 ms after rank 0 (-1 ms, + 25 ms

@@ -44,7 +44,14 @@ extern "C" {
 #endif
 
 /** Reads the trace file at path into a new model (*out; free with loupe_model_free()). What was
- * dropped or repaired on the way is in (*out)->warnings.
+ * dropped or repaired on the way is in (*out)->warnings. A file's "loupe_cmdline" and
+ * "loupe_parent_pid" metadata fill processes[0].cmdline / parent_pid.
+ * path may also be a run directory that several processes wrote (`loupe record` following a
+ * process tree: <host>.<pid>.xplane.pb / .pftrace / .trace.json.gz files): one file per
+ * process is read (.xplane.pb, else .pftrace, else .trace.json.gz) and all are merged into one
+ * model, a process per file (processes[0] the earliest), times moved onto the earliest file's
+ * origin_unix_ns plus each file's loupe_clock_offset_* correction (docs/record.md); a reader's
+ * warnings are prefixed with the file's name. A directory without such files is LOUPE_EIO.
  * Errors: LOUPE_EINVALID (NULL argument, LOUPE_READ_MAX_BYTES not a positive number), LOUPE_EIO
  * (cannot open or read: the detail names the path and errno), LOUPE_EFORMAT (not a trace,
  * malformed, beyond the size limit: the detail says what and where, e.g. the line and column of
@@ -55,7 +62,9 @@ LOUPE_API int loupe_trace_read(const char *path, loupe_model **out);
 
 /** Resolves what `loupe summary PATH` accepts into one trace file: a trace file as is; a run
  * directory (its fastest complete trace: *.xplane.pb, else *.pftrace, else *.trace.json.gz, else
- * one *.json / *.json.gz; never a *.tmp, which is a write that did not finish); a log_dir (the
+ * one *.json / *.json.gz; never a *.tmp, which is a write that did not finish; the directory
+ * itself when it holds the files of two or more processes, <host>.<pid><suffix>, which
+ * loupe_trace_read() merges); a log_dir (the
  * newest run under plugins/profile, in natural order of names, that holds a complete trace; the
  * runs skipped on the way are named by loupe_trace_find_skipped()). Writes the file's path into
  * buf (size bytes).

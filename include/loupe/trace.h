@@ -159,6 +159,16 @@ typedef struct loupe_trace_options {
      * but one frame for code built with -fomit-frame-pointer) or LOUPE_SAMPLING_STACKS_NONE
      * (the sampled address only). */
     int sampling_stacks;
+    /** Optional: write the files into this directory (made when missing) instead of a new
+     * <log_dir>/plugins/profile/<run>: the run directory `loupe record` makes once
+     * (loupe_run_dir_make()) and every process of the traced tree writes into. log_dir is still
+     * required (it holds crash dumps). Copied; made absolute at the start. */
+    const char *run_dir;
+    /** Optional: the files' name prefix instead of the host name: "<file_prefix>.trace.json.gz",
+     * "<file_prefix>.xplane.pb", ...; perfetto_trace.json.gz, which has no host prefix, becomes
+     * "<file_prefix>.perfetto_trace.json.gz". One path component; NULL or "" = the host name.
+     * `loupe record` gives each process "<host>.<pid>". Copied. */
+    const char *file_prefix;
 } loupe_trace_options;
 
 /** The sampling rate `loupe record` uses unless told otherwise (999: not a divisor of common
@@ -255,6 +265,17 @@ LOUPE_API int loupe_stop_trace_if_active(loupe_trace_result *result);
  * LOUPE_EIO, LOUPE_ENOMEM. Thread-safety: any thread. */
 LOUPE_API int loupe_write_last_trace(const char *log_dir, loupe_trace_result *result);
 
+/** Makes a new run directory <log_dir>/plugins/profile/<run_name or YYYY_MM_DD_HH_MM_SS>[_N]
+ * (log_dir and plugins/profile made with parents; the name is claimed with mkdir(2), so two
+ * callers in one second get two directories) and writes its path into buf (size bytes). For
+ * a run that several processes write into (loupe_trace_options.run_dir: `loupe record` makes
+ * one for the whole process tree). Errors: LOUPE_EINVALID (NULL or empty log_dir, no buf,
+ * run_name not one path component, the path longer than buf: the directory is then removed),
+ * LOUPE_EIO (a directory cannot be made: the detail names the path and errno).
+ * Thread-safety: any thread. */
+LOUPE_API int loupe_run_dir_make(const char *log_dir, const char *run_name, char *buf,
+                                 size_t size);
+
 /** Options of loupe_recover_trace(). Zero-initialise. */
 typedef struct loupe_recover_options {
     /** Required: the log directory the run directory goes under (as loupe_start_trace's). */
@@ -275,6 +296,17 @@ typedef struct loupe_recover_options {
     const char *const *function_exclude;
     uint32_t function_depth;
     uint64_t function_min_duration_ns;
+    /** Optional: write into this directory instead of a new run directory under log_dir (as
+     * loupe_trace_options.run_dir). Copied. */
+    const char *run_dir;
+    /** Optional: the files' name prefix instead of the host name (as
+     * loupe_trace_options.file_prefix). */
+    const char *file_prefix;
+    /** Optional: the process's command line (arguments separated by spaces) and its parent's
+     * pid, written into the trace's metadata as "loupe_cmdline" / "loupe_parent_pid" (a
+     * process's own session writes them from /proc/self/cmdline and getppid()). */
+    const char *cmdline;
+    uint64_t parent_pid;
 } loupe_recover_options;
 
 /** Writes the trace a program was recording when it died (SIGKILL, a crash, _exit(), exec)

@@ -7,8 +7,9 @@
  * Each file is written as <file>.tmp and renamed when complete, so a failed write (disk full,
  * EIO) leaves no truncated file that looks finished; the error names the path and errno.
  * The loupe_trace_result helpers (loupe/trace.h) live here too: this file fills its paths.
- * A shared run directory (loupe__set_run_target: the ranks of an MPI job, docs/mpi.md) is used
- * as it is, not claimed, and the files are named by the process's prefix (rank0003.xplane.pb).
+ * A run directory given by the session (loupe_trace_options.run_dir: the one `loupe record` made
+ * for a process tree, or an MPI job's, docs/mpi.md) is used as it is, not claimed, and the files
+ * are named by the process's prefix (<host>.<pid>.xplane.pb, rank0003.xplane.pb).
  */
 #include "export/writers.h"
 
@@ -168,27 +169,10 @@ static void write_all(write_job *jobs, size_t n) {
     }
 }
 
-/* The shared run directory (loupe__set_run_target): "" when unset. Under last_lock. */
-static char target_dir[LOUPE_PATH_MAX], target_prefix[128];
-
-void loupe__set_run_target(const char *run_dir, const char *file_prefix) {
-    pthread_mutex_lock(&last_lock);
-    snprintf(target_dir, sizeof target_dir, "%s", run_dir ? run_dir : "");
-    snprintf(target_prefix, sizeof target_prefix, "%s", file_prefix ? file_prefix : "");
-    pthread_mutex_unlock(&last_lock);
-}
-
-int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
-                     unsigned formats, loupe_trace_result *res) {
-    if (formats == 0) {
-        return loupe__err(LOUPE_EINVALID, "no output format selected");
-    }
-    char shared[LOUPE_PATH_MAX], prefix[128];
-    pthread_mutex_lock(&last_lock);
-    memcpy(shared, target_dir, sizeof shared);
-    memcpy(prefix, target_prefix, sizeof prefix);
-    pthread_mutex_unlock(&last_lock);
-    int is_shared = shared[0] != 0;
+/* Claims a new run directory under <log_dir>/plugins/profile (made with parents) into run
+ * (LOUPE_PATH_MAX bytes): mkdir(2) is atomic, so a name taken by another session or process
+ * gets _1, _2, ... */
+static int claim_run(const char *log_dir, const char *run_name, char run[LOUPE_PATH_MAX]) {
     char dir[LOUPE_PATH_MAX];
     if (snprintf(dir, sizeof dir, "%s/plugins/profile", log_dir) >= (int)sizeof dir) {
         return loupe__err(LOUPE_EINVALID, "log_dir is too long (%zu bytes)", strlen(log_dir));
@@ -206,35 +190,59 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         localtime_r(&now, &tm);
         strftime(name, sizeof name, "%Y_%m_%d_%H_%M_%S", &tm);
     }
-    char run[LOUPE_PATH_MAX];
-    if (is_shared) {
-        if (strlen(shared) >= sizeof run - 300) {
-            return loupe__err(LOUPE_EINVALID, "run directory path is too long: %s", shared);
-        }
-        int rs = loupe__mkdirs(shared);
-        if (rs != 0) {
-            return rs;
-        }
-        memcpy(run, shared, strlen(shared) + 1);
-    }
-    for (int i = 0; !is_shared; i++) {
-        int n = i == 0 ? snprintf(run, sizeof run, "%s/%s", dir, name)
-                       : snprintf(run, sizeof run, "%s/%s_%d", dir, name, i);
-        if (n >= (int)sizeof run - 300) {
+    for (int i = 0;; i++) {
+        int n = i == 0 ? snprintf(run, LOUPE_PATH_MAX, "%s/%s", dir, name)
+                       : snprintf(run, LOUPE_PATH_MAX, "%s/%s_%d", dir, name, i);
+        if (n >= LOUPE_PATH_MAX - 300) {
             return loupe__err(LOUPE_EINVALID, "run directory path is too long: %s", run);
         }
         if (mkdir(run, 0777) == 0) {
-            break;
+            return 0;
         }
         if (errno != EEXIST || i >= 100000) {
             int e = errno;
             return loupe__err(LOUPE_EIO, "cannot create %s: %s (errno %d)", run, strerror(e), e);
         }
     }
+}
+
+int loupe_run_dir_make(const char *log_dir, const char *run_name, char *buf, size_t size) {
+    if (log_dir == NULL || log_dir[0] == 0 || buf == NULL || size == 0) {
+        return loupe__err(LOUPE_EINVALID, "loupe_run_dir_make: %s",
+                          buf == NULL || size == 0 ? "no buffer" : "log_dir is required");
+    }
+    if (run_name != NULL && (strchr(run_name, '/') != NULL || strcmp(run_name, ".") == 0 ||
+                             strcmp(run_name, "..") == 0)) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_run_dir_make: run_name \"%s\" is not one path component",
+                          run_name);
+    }
+    char run[LOUPE_PATH_MAX];
+    int r = claim_run(log_dir, run_name, run);
+    if (r != 0) {
+        return r;
+    }
+    if (strlen(run) >= size) {
+        rmdir(run);
+        return loupe__err(LOUPE_EINVALID, "loupe_run_dir_make: %s needs %zu bytes, buf holds %zu",
+                          run, strlen(run) + 1, size);
+    }
+    memcpy(buf, run, strlen(run) + 1);
+    return 0;
+}
+
+/* Writes m's files into the existing directory run, named <prefix><suffix> (prefix: the host
+ * name when NULL or ""; the formats that are not host-prefixed get "<prefix>." in front when a
+ * prefix is given, so that processes sharing run never write the same file). made: run was made
+ * for this call and is removed on failure. */
+static int write_files(const loupe_model *m, const char *run, const char *prefix, int made,
+                       unsigned formats, loupe_trace_result *res) {
     char host[256];
-    loupe__hostname(host, sizeof host);
-    if (is_shared && prefix[0]) {
-        snprintf(host, sizeof host, "%s", prefix); /* rank0003.xplane.pb */
+    int own_prefix = prefix != NULL && prefix[0] != 0;
+    if (own_prefix) {
+        snprintf(host, sizeof host, "%s", prefix);
+    } else {
+        loupe__hostname(host, sizeof host);
     }
     size_t nformats = loupe_format_count();
     char(*written)[LOUPE_PATH_MAX + 300] = calloc(nformats, sizeof *written);
@@ -244,7 +252,7 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         free(written);
         free(files);
         free(run_copy);
-        if (!is_shared) {
+        if (made) {
             rmdir(run);
         }
         return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
@@ -255,7 +263,7 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         free(written);
         free(files);
         free(run_copy);
-        if (!is_shared) {
+        if (made) {
             rmdir(run);
         }
         return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", run);
@@ -269,7 +277,7 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         char *path = written[njobs];
         if (o->d.host_prefixed) {
             snprintf(path, sizeof written[0], "%s/%.200s%s", run, host, o->d.suffix);
-        } else if (is_shared) { /* the ranks' perfetto_trace.json.gz must not collide */
+        } else if (own_prefix) {
             snprintf(path, sizeof written[0], "%s/%.200s.%s", run, host, o->d.suffix);
         } else {
             snprintf(path, sizeof written[0], "%s/%s", run, o->d.suffix);
@@ -323,7 +331,7 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
                 free(files[i].path);
             }
         }
-        if (!is_shared) { /* the other ranks' files stay */
+        if (made) {
             rmdir(run);
         }
         free(written);
@@ -348,6 +356,28 @@ int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_
         return loupe__err(limit_err, "%s; the other files of %s were written", limit_detail, run);
     }
     return 0;
+}
+
+int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
+                     unsigned formats, loupe_trace_result *res) {
+    if (formats == 0) {
+        return loupe__err(LOUPE_EINVALID, "no output format selected");
+    }
+    char run[LOUPE_PATH_MAX];
+    int r = claim_run(log_dir, run_name, run);
+    return r != 0 ? r : write_files(m, run, NULL, 1, formats, res);
+}
+
+int loupe__write_run_into(const loupe_model *m, const char *run_dir, const char *file_prefix,
+                          unsigned formats, loupe_trace_result *res) {
+    if (formats == 0) {
+        return loupe__err(LOUPE_EINVALID, "no output format selected");
+    }
+    if (strlen(run_dir) >= LOUPE_PATH_MAX - 300) {
+        return loupe__err(LOUPE_EINVALID, "run directory path is too long: %s", run_dir);
+    }
+    int r = loupe__mkdirs(run_dir);
+    return r != 0 ? r : write_files(m, run_dir, file_prefix, 0, formats, res);
 }
 
 const char *loupe__last_run_dir(char *buf, size_t size) {

@@ -127,6 +127,43 @@ static int put_path(char *buf, size_t size, const char *dir, const char *name) {
     return 0;
 }
 
+/* The length of the "<host>.<pid>" prefix when name is one and then suffix, else 0 (the same rule
+ * as src/import/run.c, which reads such a run). */
+static size_t pid_prefix(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    if (n <= k || strcmp(name + n - k, suffix) != 0) {
+        return 0;
+    }
+    size_t p = n - k, d = p;
+    while (d > 0 && is_digit(name[d - 1])) {
+        d--;
+    }
+    return d < p && d >= 2 && name[d - 1] == '.' ? p : 0;
+}
+
+/* Non-zero when names hold traces of two or more processes (<host>.<pid><suffix>, written by
+ * `loupe record` following a process tree): the run is read whole, merged (src/import/run.c). */
+static int multi_process(char **names, size_t n, const char *const *suffixes, size_t ns) {
+    const char *first = NULL;
+    size_t first_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t s = 0; s < ns; s++) {
+            size_t pl = pid_prefix(names[i], suffixes[s]);
+            if (pl == 0) {
+                continue;
+            }
+            if (first == NULL) {
+                first = names[i];
+                first_len = pl;
+            } else if (pl != first_len || strncmp(first, names[i], pl) != 0) {
+                return 1;
+            }
+            break;
+        }
+    }
+    return 0;
+}
+
 /* The trace to read in a run directory: of loupe's own files the one that reads fastest and
  * holds the whole model (an .xplane.pb, then a .pftrace: protobuf, no text to parse; on 3 M
  * events 8.8 and 4.8 M events/s against 3.3 for the .trace.json.gz), else any *.json /
@@ -151,6 +188,12 @@ static int trace_in_dir(const char *dir, char *buf, size_t size, size_t *tmp_out
     const char *pick = NULL;
     int found = 0;
     *tmp_out = 0;
+    const char *const proc_suffixes[] = {xp->suffix, pf->suffix, js->suffix};
+    if (multi_process(names, n, proc_suffixes, 3)) {
+        free_names(names, n);
+        rc = put_path(buf, size, dir, NULL); /* the directory: loupe_trace_read() merges it */
+        return rc != 0 ? rc : 1;
+    }
     for (size_t i = 0; i < n; i++) {
         *tmp_out += ends_with(names[i], ".tmp") ? 1u : 0u;
     }

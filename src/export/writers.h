@@ -59,15 +59,6 @@ unsigned loupe__formats(unsigned formats, int create_perfetto_trace);
 /* Copies the last run directory any stop or write wrote in this process ("" when none) into buf.
  * Exported for the preload library (loupe record). */
 LOUPE_API const char *loupe__last_run_dir(char *buf, size_t size);
-/* A run directory shared by several processes (the ranks of an MPI job, docs/mpi.md): once set,
- * this process's writes go into run_dir itself (made with its parents when missing; not claimed
- * exclusively, as the ranks share it) as <file_prefix><suffix> for the host-prefixed formats and
- * <file_prefix>.<name> for the others, instead of a new <log_dir>/plugins/profile/<time>/ with
- * <host> names. NULL or "" run_dir goes back to the default. Both strings are copied (cut at
- * LOUPE_PATH_MAX and 127 bytes). Exported for the preload library, which takes them from
- * LOUPE_RECORD_RUN_DIR and LOUPE_RECORD_FILE_PREFIX. Thread-safety: any thread. */
-LOUPE_API void loupe__set_run_target(const char *run_dir, const char *file_prefix);
-
 /* LOUPE_EINVALID (detail naming fn) when r is not NULL and r->size is neither 0 nor at least
  * sizeof(loupe_trace_result); else 0. */
 int loupe__result_check(const loupe_trace_result *r, const char *fn);
@@ -83,5 +74,10 @@ unsigned loupe__formats_available(void);
  * left untouched. */
 int loupe__write_run(const loupe_model *m, const char *log_dir, const char *run_name,
                      unsigned formats, loupe_trace_result *result);
+/* The same into an existing (or made) directory run_dir, the files named <file_prefix><suffix>
+ * (NULL or "": the host name; see loupe_trace_options.file_prefix): loupe record's run directory,
+ * which every process of the traced tree writes into. A failure removes only this call's files. */
+int loupe__write_run_into(const loupe_model *m, const char *run_dir, const char *file_prefix,
+                          unsigned formats, loupe_trace_result *result);
 
 #endif

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "import/readers.h"
 #include "model/builder.h"
+#include "model/merge.h"
 
 #include <loupe/reader.h>
 
@@ -161,7 +162,7 @@ static int more_json(void *ctx, char *buf, size_t cap, size_t *got) {
     return rc;
 }
 
-int loupe_trace_read(const char *path, loupe_model **out) {
+static int read_one(const char *path, loupe_model **out) {
     if (out != NULL) {
         *out = NULL;
     }
@@ -179,7 +180,8 @@ int loupe_trace_read(const char *path, loupe_model **out) {
         return loupe__err(LOUPE_EIO, "%s: %s", path, strerror(errno));
     }
     if (S_ISDIR(st.st_mode)) {
-        return loupe__err(LOUPE_EIO, "%s: %s", path, strerror(EISDIR));
+        /* a run directory several processes wrote: their merged view (run.c) */
+        return loupe__read_run(path, out);
     }
     errno = 0;
     gzFile f = gzopen(path, "rb");
@@ -316,6 +318,14 @@ int loupe_trace_read(const char *path, loupe_model **out) {
             loupe_model_free(*out);
             *out = NULL;
         }
+    }
+    return rc;
+}
+
+int loupe_trace_read(const char *path, loupe_model **out) {
+    int rc = read_one(path, out);
+    if (rc == 0) {
+        loupe__model_lift_process_meta(*out); /* the command line and parent: metadata keys */
     }
     return rc;
 }

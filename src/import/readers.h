@@ -39,4 +39,9 @@ int loupe__perfetto_proto_read_file(const char *path, loupe_model **out);
  * spare bytes after it, as loupe_trace_read() reads files). Returns 0 or a LOUPE_E* code. */
 int loupe__trace_read_mem(const char *name, char *buf, size_t n, loupe_model **out);
 
+/* Reads a run directory that several processes wrote (<prefix>.<pid> files: loupe record
+ * following a process tree) into one merged model (run.c); a directory without such files is
+ * LOUPE_EIO (EISDIR), as before. */
+int loupe__read_run(const char *dir, loupe_model **out);
+
 #endif

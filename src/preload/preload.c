@@ -21,18 +21,23 @@
  *   LOUPE_RECORD_MIN_DURATION_NS function_min_duration_ns
  *   LOUPE_RECORD_RESULT         path of the result file: "started=1" once the session started
  *                               (so loupe record can tell a program the preload never reached:
- *                               a static or setuid one), the counts at exit
- *   LOUPE_RECORD_RESULT         path of the result file to write at exit
- *   LOUPE_RECORD_RUN_DIR        a run directory shared with other processes (MPI ranks:
- *   LOUPE_RECORD_FILE_PREFIX    docs/mpi.md) and this process's file-name prefix (rank0003)
+ *                               a static or setuid one), the counts at exit (only the first process
+ * writes it: the variable is removed at its start) LOUPE_RECORD_RUN_DIR        the run directory
+ * loupe record made: every process writes <host>.<pid><suffix> into it (file_prefix, run_dir)
+ *   LOUPE_RECORD_FILE_PREFIX    the first process's file-name prefix instead of <host>.<pid>
+ *                               (an MPI rank's rank0003: docs/mpi.md); removed at its start
+ *   LOUPE_RECORD_FOLLOW         "1": follow the process tree (keep LD_PRELOAD and these
+ *                               variables for exec'd programs; a fork()ed child starts a
+ *                               session of its own in the atfork child handler)
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
- * being recorded) and removes itself from LD_PRELOAD so that programs the traced one execs are
- * not traced into the same directory. A program linked with libloupe.so shares the same library
+ * being recorded). Without LOUPE_RECORD_FOLLOW it removes itself from LD_PRELOAD so that programs
+ * the traced one execs are not traced. A program linked with libloupe.so shares the same library
  * (the loader matches the soname), so its annotations land in this session.
  */
 #include <loupe/loupe.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -76,7 +81,6 @@ static void strip_preload(void) {
 }
 
 static void loupe_preload_stop(void);
-static void take_run_target(void);
 
 /* The globs of LOUPE_RECORD_FILTER / _EXCLUDE, kept for the process's life (small; the session
  * copies them): reachable from here, so that a leak checker does not count them. */
@@ -116,17 +120,77 @@ static void mark_started(void) {
     }
 }
 
+/* The options, kept for a fork()ed child's session (their strings are copies here: a child
+ * must not depend on the environment the program may have changed). */
+static loupe_trace_options opts;
+static char opt_dir[4096], opt_run_dir[4096], opt_prefix[512];
+static int following;
+
+/* "<host>.<pid>" for this process. */
+static void set_prefix(void) {
+    char host[256] = "";
+    (void)gethostname(host, sizeof host - 1);
+    snprintf(opt_prefix, sizeof opt_prefix, "%s.%ld", host[0] ? host : "localhost", (long)getpid());
+}
+
+static void start_session(void) {
+    int r = loupe_start_trace(&opts);
+    if (r != 0) {
+        fprintf(stderr, "loupe: could not start tracing (pid %ld): %s: %s\n", (long)getpid(),
+                loupe_strerror(r), loupe_last_error());
+        return;
+    }
+    started = 1;
+    started_pid = getpid();
+}
+
+/* A fork()ed child under follow: a session of its own, into its own region (libloupe's own
+ * atfork child handler, registered before this one and so run first, forgot the parent's).
+ * The rule (docs/record.md): this runs before fork() returns in the child, and calls malloc,
+ * mmap and pthread_create; glibc makes those safe in the child of a multithreaded parent (its
+ * fork resets malloc's arena locks and the stdio locks: glibc's posix/fork.c), and loupe uses
+ * no lock of the program's. Nothing of the parent's recording is copied: the child's region
+ * starts empty. */
+static void child_after_fork(void) {
+    started = 0;
+    if (!following) {
+        return;
+    }
+    result_path[0] = 0; /* the result file is the first process's */
+    set_prefix();
+    start_session();
+}
+
 __attribute__((constructor)) static void loupe_preload_start(void) {
     const char *dir = getenv("LOUPE_RECORD_DIR");
     if (dir == NULL || dir[0] == 0) {
         return;
     }
-    strip_preload();
+    const char *fw = getenv("LOUPE_RECORD_FOLLOW");
+    following = fw != NULL && strcmp(fw, "1") == 0;
+    if (!following) {
+        strip_preload();
+    }
     const char *rp = getenv("LOUPE_RECORD_RESULT");
     snprintf(result_path, sizeof result_path, "%s", rp ? rp : "");
+    unsetenv("LOUPE_RECORD_RESULT"); /* later processes of the tree write only their files */
     loupe_trace_options o;
     memset(&o, 0, sizeof o);
-    o.log_dir = dir;
+    snprintf(opt_dir, sizeof opt_dir, "%s", dir);
+    o.log_dir = opt_dir;
+    const char *rd = getenv("LOUPE_RECORD_RUN_DIR");
+    if (rd != NULL && rd[0]) {
+        snprintf(opt_run_dir, sizeof opt_run_dir, "%s", rd);
+        o.run_dir = opt_run_dir;
+        const char *fp = getenv("LOUPE_RECORD_FILE_PREFIX");
+        if (fp != NULL && fp[0]) {
+            snprintf(opt_prefix, sizeof opt_prefix, "%s", fp); /* an MPI rank's rank0003 */
+        } else {
+            set_prefix();
+        }
+        o.file_prefix = opt_prefix;
+    }
+    unsetenv("LOUPE_RECORD_FILE_PREFIX"); /* the processes this one runs: <host>.<pid> */
     const char *lv = getenv("LOUPE_RECORD_LEVEL");
     if (lv != NULL && lv[0]) {
         int l = atoi(lv);
@@ -177,47 +241,34 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     if (md != NULL && md[0]) {
         o.function_min_duration_ns = strtoull(md, NULL, 10);
     }
-    take_run_target();
-    unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
+    if (!following) {
+        unsetenv("LOUPE_RECORD_DIR"); /* children do not start sessions of their own */
+    }
     setenv("LOUPE_RECORD", "1", 1);
-    int r = loupe_start_trace(&o);
-    if (r != 0) {
-        fprintf(stderr, "loupe: could not start tracing: %s: %s\n", loupe_strerror(r),
-                loupe_last_error());
+    opts = o;
+    start_session();
+    if (!started) {
         return;
     }
-    started = 1;
-    started_pid = getpid();
     mark_started();
-    (void)atexit(loupe_preload_stop);
+    (void)atexit(loupe_preload_stop); /* a forked child inherits it: it stops its own session */
+    if (following) {
+        (void)pthread_atfork(NULL, NULL, child_after_fork);
+    }
     loupe_set_thread_name("main");
 }
 
 /* In libloupe (src/export/rundir.c): the last run directory written in this process. */
 const char *loupe__last_run_dir(char *buf, size_t size);
-/* In libloupe (src/export/rundir.c): a run directory shared by the ranks of an MPI job. */
-void loupe__set_run_target(const char *run_dir, const char *file_prefix);
-
-/* MPI ranks (docs/mpi.md): `loupe record` names one run directory for the whole job and a file
- * prefix per rank; taken out of the environment so that programs this one runs do not write
- * over the rank's files. */
-static void take_run_target(void) {
-    const char *rd = getenv("LOUPE_RECORD_RUN_DIR");
-    const char *fp = getenv("LOUPE_RECORD_FILE_PREFIX");
-    if (rd != NULL && rd[0]) {
-        loupe__set_run_target(rd, fp);
-    }
-    unsetenv("LOUPE_RECORD_RUN_DIR");
-    unsetenv("LOUPE_RECORD_FILE_PREFIX");
-}
 /* In libloupe (src/session/session.c): the kept trace's counts. */
 int loupe__kept_counts(loupe_trace_result *res);
 
 /* Registered with atexit() right after the start, so it runs before libloupe's own exit check
  * (which warns about sessions nobody stopped). */
 static void loupe_preload_stop(void) {
-    /* A child the program forked inherits this handler: it is not the recorded process (its
-     * session is closed at fork) and must not touch the result file. */
+    /* A child the program forked inherits this handler: without follow it is not recorded (its
+     * session is closed at fork); with follow it stops its own session here, and only the
+     * first process has a result file. */
     if (!started || getpid() != started_pid) {
         return;
     }

@@ -13,6 +13,7 @@
 #include "base/fs.h"
 #include "export/writers.h"
 #include "model/builder.h"
+#include "model/merge.h"
 #include "record/collect.h"
 #include "record/region.h"
 #include "record/record.h"
@@ -177,7 +178,9 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
                           o->function_depth != 0 || o->function_min_duration_ns != 0,
     };
     loupe__mb *mb = loupe__mb_new();
-    if (mb == NULL || loupe__collect(mb, &p) != 0) {
+    if (mb == NULL ||
+        loupe__session_process_meta(mb, o->parent_pid, o->cmdline != NULL ? o->cmdline : "") != 0 ||
+        loupe__collect(mb, &p) != 0) {
         loupe__mb_abort(mb);
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory while collecting");
         goto out;
@@ -187,7 +190,11 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory while collecting");
         goto out;
     }
-    rc = loupe__write_run(m, o->log_dir, o->run_name, loupe__formats(o->formats, 0), res);
+    loupe__model_lift_process_meta(m);
+    rc = o->run_dir != NULL && o->run_dir[0] != 0
+             ? loupe__write_run_into(m, o->run_dir, o->file_prefix, loupe__formats(o->formats, 0),
+                                     res)
+             : loupe__write_run(m, o->log_dir, o->run_name, loupe__formats(o->formats, 0), res);
     if (rc == 0 && loupe__result_fill(res, m) != 0) {
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory (the trace was "
                                       "written)");

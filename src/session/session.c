@@ -12,6 +12,7 @@
 #include "export/writers.h"
 #include "gpu/gpu_internal.h"
 #include "model/builder.h"
+#include "model/merge.h"
 #include "record/collect.h"
 #include "record/record.h"
 #include "record/sample.h"
@@ -33,6 +34,7 @@ static int capturing; /* the active session is a profiler-server capture (captur
 static uint64_t session_state;
 static uint64_t start_ticks, start_mono_ns, start_real_ns;
 static char *opt_log_dir, *opt_run_name;
+static char *opt_run_dir, *opt_file_prefix; /* NULL: a new run directory, host-named files */
 static int opt_perfetto;
 static int opt_link; /* create_perfetto_link */
 static uint32_t opt_link_ms;
@@ -273,6 +275,12 @@ int loupe_start_trace(const loupe_trace_options *o) {
                           "most 100 bytes",
                           o->run_name);
     }
+    if (o->file_prefix != NULL && o->file_prefix[0] != 0 && !valid_run_name(o->file_prefix)) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: file_prefix \"%s\" must be one path component of "
+                          "at most 100 bytes",
+                          o->file_prefix);
+    }
     if (o->device_tracer_level < 0 || o->device_tracer_level > 1) {
         return loupe__err(LOUPE_EINVALID,
                           "loupe_start_trace: device_tracer_level %d is out of range (0 off, 1 on)",
@@ -321,9 +329,27 @@ int loupe_start_trace(const loupe_trace_options *o) {
     /* Absolute now: a chdir() during the session must not move the trace. */
     char *ld = realpath(o->log_dir, NULL);
     char *rn = o->run_name ? strdup(o->run_name) : NULL;
-    if (ld == NULL || (o->run_name != NULL && rn == NULL)) {
+    char *rd = NULL, *fp = NULL;
+    if (o->run_dir != NULL && o->run_dir[0] != 0) {
+        r = loupe__mkdirs(o->run_dir);
+        rd = r == 0 ? realpath(o->run_dir, NULL) : NULL;
+        if (r != 0) {
+            free(ld);
+            free(rn);
+            pthread_mutex_unlock(&session_lock);
+            return loupe__err_prefix(r, "loupe_start_trace: run_dir");
+        }
+    }
+    if (o->file_prefix != NULL && o->file_prefix[0] != 0) {
+        fp = strdup(o->file_prefix);
+    }
+    if (ld == NULL || (o->run_name != NULL && rn == NULL) ||
+        (o->run_dir != NULL && o->run_dir[0] != 0 && rd == NULL) ||
+        (o->file_prefix != NULL && o->file_prefix[0] != 0 && fp == NULL)) {
         free(ld);
         free(rn);
+        free(rd);
+        free(fp);
         pthread_mutex_unlock(&session_lock);
         return loupe__err(LOUPE_ENOMEM, "loupe_start_trace: out of memory");
     }
@@ -342,6 +368,8 @@ int loupe_start_trace(const loupe_trace_options *o) {
         globs_free(fe);
         free(ld);
         free(rn);
+        free(rd);
+        free(fp);
         pthread_mutex_unlock(&session_lock);
         return loupe__err_prefix(r, "loupe_start_trace");
     }
@@ -356,8 +384,12 @@ int loupe_start_trace(const loupe_trace_options *o) {
     drop_kept();
     free(opt_log_dir);
     free(opt_run_name);
+    free(opt_run_dir);
+    free(opt_file_prefix);
     opt_log_dir = ld;
     opt_run_name = rn;
+    opt_run_dir = rd;
+    opt_file_prefix = fp;
     opt_perfetto = o->create_perfetto_trace != 0 || o->create_perfetto_link != 0;
     opt_link = o->create_perfetto_link != 0;
     opt_link_ms = o->perfetto_link_timeout_ms;
@@ -460,6 +492,41 @@ static void label_mpi_process(loupe__mb *mb, const loupe__collect_params *p) {
     }
 }
 
+/* /proc/self/cmdline, its NUL separators made spaces (the model's cmdline); "" when unreadable. */
+static void read_cmdline(char *buf, size_t size) {
+    buf[0] = 0;
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (f == NULL) {
+        return;
+    }
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    while (n > 0 && buf[n - 1] == 0) {
+        n--; /* the last argument's terminator */
+    }
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = buf[i] == 0 ? ' ' : buf[i];
+    }
+    buf[n] = 0;
+}
+
+int loupe__session_process_meta(loupe__mb *mb, uint64_t parent_pid, const char *cmdline) {
+    char line[4096], ppid[32];
+    if (cmdline == NULL) {
+        read_cmdline(line, sizeof line);
+        cmdline = line;
+    }
+    snprintf(ppid, sizeof ppid, "%llu", (unsigned long long)parent_pid);
+    int r = 0;
+    if (cmdline[0] != 0) {
+        r = loupe__mb_metadata(mb, "loupe_cmdline", cmdline);
+    }
+    if (r == 0 && parent_pid != 0) {
+        r = loupe__mb_metadata(mb, "loupe_parent_pid", ppid);
+    }
+    return r;
+}
+
 /* Ends the active session (the gate closes first: the session is over whatever happens next) and
  * collects every thread's events. Called with session_lock held. NULL when out of memory. */
 static loupe_model *collect_session(void) {
@@ -496,6 +563,9 @@ static loupe_model *collect_session(void) {
     };
     loupe__mb *mb = loupe__mb_new();
     int failed = mb == NULL;
+    if (!failed) {
+        failed = loupe__session_process_meta(mb, (uint64_t)getppid(), NULL) != 0;
+    }
     loupe__keeper_pause(); /* the chains change under recycling */
     loupe__registry_lock_take();
     if (!failed) {
@@ -526,7 +596,9 @@ static loupe_model *collect_session(void) {
         loupe__mb_abort(mb);
         return NULL;
     }
-    return loupe__mb_finish(mb);
+    loupe_model *m = loupe__mb_finish(mb);
+    loupe__model_lift_process_meta(m);
+    return m;
 }
 
 int loupe_stop_trace(loupe_trace_result *res) {
@@ -562,8 +634,11 @@ int loupe_stop_trace(loupe_trace_result *res) {
         lr = calloc(1, sizeof *lr);
     }
     int stats_failed = fill_result(lr) != 0;
-    int r = loupe__write_run(kept, opt_log_dir, opt_run_name,
-                             loupe__formats(kept_formats, kept_perfetto), lr);
+    int r = opt_run_dir != NULL
+                ? loupe__write_run_into(kept, opt_run_dir, opt_file_prefix,
+                                        loupe__formats(kept_formats, kept_perfetto), lr)
+                : loupe__write_run(kept, opt_log_dir, opt_run_name,
+                                   loupe__formats(kept_formats, kept_perfetto), lr);
     if (r != 0) {
         loupe__err_append("the trace is kept: call loupe_write_last_trace() with another "
                           "directory");

@@ -22,6 +22,13 @@ LOUPE_API int loupe__set_metadata_mpi(const char *key, const char *value);
  * built before any writer. Valid until the next start. */
 const loupe_model *loupe__kept_model(void);
 
+/* Writes the process's "loupe_cmdline" (cmdline, or /proc/self/cmdline when NULL, NUL separators
+ * made spaces) and "loupe_parent_pid" (when not 0) into the builder's metadata: what the merged
+ * view of a process tree (src/import/run.c) reads back into processes[].cmdline / parent_pid.
+ * 0 or LOUPE_ENOMEM. */
+struct loupe__mb;
+int loupe__session_process_meta(struct loupe__mb *mb, uint64_t parent_pid, const char *cmdline);
+
 /* The program's name: the basename of /proc/self/exe, in buf. */
 const char *loupe__process_name(char *buf, size_t size);
 

@@ -1,0 +1,360 @@
+/* merge.c: the merged view of a run directory that several processes wrote (loupe record
+ * following a process tree, MPI ranks): one model, a process per part, every part's times moved
+ * onto one origin. The parts are models read from files (src/import/run.c reads them); this
+ * file only copies through the builder, so the merged model is sorted and checked like any other
+ * (finish computes depths and lanes again, remaps flows). */
+#include "model/merge.h"
+
+#include "base/error.h"
+#include "model/builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *meta_get(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return NULL;
+}
+
+void loupe__model_lift_process_meta(loupe_model *m) {
+    if (m == NULL || m->process_count == 0) {
+        return;
+    }
+    loupe_model_process *p = &m->processes[0];
+    const char *cmd = meta_get(m, "loupe_cmdline");
+    if (cmd != NULL && (p->cmdline == NULL || p->cmdline[0] == 0)) {
+        p->cmdline = cmd; /* the model's own string storage: same lifetime */
+    }
+    const char *pp = meta_get(m, "loupe_parent_pid");
+    if (pp != NULL && p->parent_pid == 0) {
+        p->parent_pid = strtoull(pp, NULL, 10);
+    }
+}
+
+/* A metadata value as int64; 0 and *ok = 0 when absent or not a whole decimal number. */
+static int64_t meta_i64(const loupe_model *m, const char *key, int *ok) {
+    const char *v = meta_get(m, key);
+    *ok = 0;
+    if (v == NULL || v[0] == 0) {
+        return 0;
+    }
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*end != 0) {
+        return 0;
+    }
+    *ok = 1;
+    return (int64_t)x;
+}
+
+loupe__clock_fix loupe__clock_fix_of(const loupe_model *m) {
+    loupe__clock_fix f;
+    memset(&f, 0, sizeof f);
+    int ok, ok_end, ok_at, ok_end_at;
+    f.offset_ns = meta_i64(m, "loupe_clock_offset_ns", &ok);
+    int64_t e = meta_i64(m, "loupe_clock_offset_end_ns", &ok_end);
+    int64_t a = meta_i64(m, "loupe_clock_offset_at_ns", &ok_at);
+    int64_t b = meta_i64(m, "loupe_clock_offset_end_at_ns", &ok_end_at);
+    /* Drift needs both measurements and their times, the second after the first. */
+    if (ok && ok_end && ok_at && ok_end_at && a >= 0 && b > a) {
+        f.has_end = 1;
+        f.end_ns = e;
+        f.at_ns = (uint64_t)a;
+        f.end_at_ns = (uint64_t)b;
+    }
+    return f;
+}
+
+int64_t loupe__clock_fix_at(const loupe__clock_fix *f, uint64_t t) {
+    if (!f->has_end || t <= f->at_ns) {
+        return f->offset_ns;
+    }
+    if (t >= f->end_at_ns) {
+        return f->end_ns;
+    }
+    double frac = (double)(t - f->at_ns) / (double)(f->end_at_ns - f->at_ns);
+    return f->offset_ns + (int64_t)((double)(f->end_ns - f->offset_ns) * frac);
+}
+
+/* One part's time transform: ts + shift + the correction at ts, never below 0. */
+typedef struct part_time {
+    int64_t shift;
+    loupe__clock_fix fix;
+} part_time;
+
+static uint64_t move(const part_time *pt, uint64_t ts) {
+    int64_t v = (int64_t)ts + pt->shift + loupe__clock_fix_at(&pt->fix, ts);
+    return v < 0 ? 0 : (uint64_t)v;
+}
+
+/* Args with their strings interned in the merged builder. */
+static loupe_arg *copy_args(loupe__mb *mb, const loupe_arg *a, uint32_t n) {
+    if (n == 0) {
+        return NULL;
+    }
+    loupe_arg *out = loupe__mb_alloc(mb, sizeof *out * n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = a[i];
+        out[i].key = loupe__mb_str(mb, a[i].key);
+        if (a[i].type == LOUPE_ARG_STRING) {
+            out[i].v.s = loupe__mb_str(mb, a[i].v.s != NULL ? a[i].v.s : "");
+        }
+    }
+    return out;
+}
+
+/* The merged stack node of part node i (memo: UINT32_MAX - 1 = not yet mapped). Parents are
+ * mapped first, iteratively (a deep stack must not recurse deeply). */
+static uint32_t map_stack(loupe__mb *mb, const loupe_model *p, const uint32_t *frame_map,
+                          uint32_t *memo, uint32_t i) {
+    const uint32_t todo = UINT32_MAX - 1;
+    if (i >= p->stack_node_count) {
+        return UINT32_MAX;
+    }
+    while (memo[i] == todo) {
+        /* walk up to the outermost node not mapped yet, map it, repeat */
+        uint32_t j = i;
+        for (uint32_t guard = 0; guard < p->stack_node_count; guard++) {
+            uint32_t up = p->stack_nodes[j].parent;
+            if (up >= p->stack_node_count || memo[up] != todo) {
+                break;
+            }
+            j = up;
+        }
+        uint32_t up = p->stack_nodes[j].parent;
+        uint32_t parent = up >= p->stack_node_count ? UINT32_MAX : memo[up];
+        uint32_t f = p->stack_nodes[j].frame;
+        memo[j] = loupe__mb_stack(mb, parent, f < p->frame_count ? frame_map[f] : UINT32_MAX);
+        if (memo[j] == todo) {
+            memo[j] = UINT32_MAX;
+        }
+    }
+    return memo[i];
+}
+
+static int copy_samples(loupe__mb *mb, const loupe_model *p, const size_t *thread_map,
+                        const part_time *pt) {
+    if (p->sample_count == 0) {
+        return 0;
+    }
+    uint32_t *frame_map = calloc(p->frame_count + 1, sizeof *frame_map);
+    uint32_t *memo = malloc((p->stack_node_count + 1) * sizeof *memo);
+    if (frame_map == NULL || memo == NULL) {
+        free(frame_map);
+        free(memo);
+        return loupe__err(LOUPE_ENOMEM, "merging samples: out of memory");
+    }
+    for (size_t i = 0; i < p->frame_count; i++) {
+        loupe_frame f = p->frames[i];
+        f.function = loupe__mb_str(mb, f.function ? f.function : "");
+        f.file = loupe__mb_str(mb, f.file ? f.file : "");
+        f.module = loupe__mb_str(mb, f.module ? f.module : "");
+        frame_map[i] = loupe__mb_frame(mb, &f);
+    }
+    for (size_t i = 0; i < p->stack_node_count; i++) {
+        memo[i] = UINT32_MAX - 1;
+    }
+    int r = 0;
+    for (size_t i = 0; i < p->sample_count && r == 0; i++) {
+        const loupe_sample *s = &p->samples[i];
+        if (s->thread >= p->thread_count) {
+            continue;
+        }
+        uint32_t st =
+            s->stack == UINT32_MAX ? UINT32_MAX : map_stack(mb, p, frame_map, memo, s->stack);
+        r = loupe__mb_sample(mb, thread_map[s->thread], move(pt, s->ts_ns), st, s->cpu);
+    }
+    free(frame_map);
+    free(memo);
+    return r;
+}
+
+/* Copies part p (its processes from process index base on) into the builder. */
+static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, const part_time *pt) {
+    size_t np = p->process_count ? p->process_count : 1;
+    size_t *proc_map = calloc(np, sizeof *proc_map);
+    size_t *thread_map = calloc(p->thread_count + 1, sizeof *thread_map);
+    if (proc_map == NULL || thread_map == NULL) {
+        free(proc_map);
+        free(thread_map);
+        return loupe__err(LOUPE_ENOMEM, "merging %s: out of memory", name);
+    }
+    int r = 0;
+    for (size_t i = 0; i < np && r == 0; i++) {
+        const loupe_model_process *src = p->process_count ? &p->processes[i] : NULL;
+        size_t at = loupe__mb_process_add(mb, src ? src->pid : p->pid);
+        if (at == SIZE_MAX) {
+            r = LOUPE_ENOMEM;
+            break;
+        }
+        proc_map[i] = at;
+        loupe_model_process *d = loupe__mb_process_at(mb, at);
+        d->name = loupe__mb_str(mb, src && src->name  ? src->name
+                                    : p->process_name ? p->process_name
+                                                      : "");
+        d->host = loupe__mb_str(mb, src && src->host ? src->host : p->host ? p->host : "");
+        d->label = loupe__mb_str(mb, src && src->label ? src->label : "");
+        d->cmdline = loupe__mb_str(mb, src && src->cmdline ? src->cmdline : "");
+        d->parent_pid = src ? src->parent_pid : 0;
+        d->rank = src ? src->rank : -1;
+    }
+    for (size_t t = 0; t < p->thread_count && r == 0; t++) {
+        const loupe_model_thread *st = &p->threads[t];
+        size_t nt = loupe__mb_thread_add(mb, st->tid);
+        if (nt == SIZE_MAX) {
+            r = LOUPE_ENOMEM;
+            break;
+        }
+        thread_map[t] = nt;
+        loupe__mb_thread_name(mb, nt, st->name ? st->name : "");
+        loupe_model_thread *dt = loupe__mb_thread_at(mb, nt);
+        dt->kind = st->kind;
+        dt->device = st->device;
+        dt->events_recorded = st->events_recorded;
+        dt->events_dropped = st->events_dropped;
+        dt->capacity_needed = st->capacity_needed;
+        dt->process = st->process < np ? proc_map[st->process] : proc_map[0];
+        for (size_t s = 0; s < st->slice_count && r == 0; s++) {
+            const loupe_slice *ss = &st->slices[s];
+            size_t k = loupe__mb_slice(mb, nt);
+            loupe_arg *args = copy_args(mb, ss->args, ss->arg_count);
+            if (k == SIZE_MAX || (ss->arg_count != 0 && args == NULL)) {
+                r = LOUPE_ENOMEM;
+                break;
+            }
+            loupe_slice *ds = loupe__mb_slice_at(mb, nt, k);
+            uint64_t a = move(pt, ss->start_ns), b = move(pt, ss->start_ns + ss->dur_ns);
+            ds->start_ns = a;
+            ds->dur_ns = b > a ? b - a : 0;
+            ds->name = loupe__mb_str(mb, ss->name ? ss->name : "");
+            ds->category = loupe__mb_str(mb, ss->category ? ss->category : "");
+            ds->flags = ss->flags;
+            ds->depth = ss->depth;
+            ds->arg_count = ss->arg_count;
+            ds->args = args;
+        }
+        for (size_t s = 0; s < st->instant_count && r == 0; s++) {
+            const loupe_instant *in = &st->instants[s];
+            r = loupe__mb_instant(mb, nt, move(pt, in->ts_ns), in->name ? in->name : "", in->args,
+                                  in->arg_count);
+        }
+        for (size_t s = 0; s < st->off_cpu_count && r == 0; s++) {
+            const loupe_interval *iv = &st->off_cpu[s];
+            uint64_t a = move(pt, iv->start_ns), b = move(pt, iv->start_ns + iv->dur_ns);
+            r = loupe__mb_off_cpu(mb, nt, a, b > a ? b - a : 0);
+        }
+    }
+    for (size_t i = 0; i < p->counter_count && r == 0; i++) {
+        loupe_counter_sample c = p->counters[i];
+        c.ts_ns = move(pt, c.ts_ns);
+        c.name = loupe__mb_str(mb, c.name ? c.name : "");
+        c.process = c.process < np ? proc_map[c.process] : proc_map[0];
+        r = loupe__mb_counter(mb, &c);
+    }
+    for (size_t i = 0; i < p->flow_count && r == 0; i++) {
+        const loupe_flow *f = &p->flows[i];
+        if (f->from_thread < p->thread_count && f->to_thread < p->thread_count) {
+            r = loupe__mb_flow(mb, f->id, thread_map[f->from_thread], f->from_slice,
+                               thread_map[f->to_thread], f->to_slice);
+        }
+    }
+    if (r == 0) {
+        r = copy_samples(mb, p, thread_map, pt);
+    }
+    for (size_t i = 0; i < p->warning_count && r == 0; i++) {
+        r = loupe__mb_warn(mb, "%s: %s", name, p->warnings[i]);
+    }
+    free(proc_map);
+    free(thread_map);
+    if (r == 0 && loupe__mb_failed(mb)) {
+        r = LOUPE_ENOMEM;
+    }
+    return r == LOUPE_ENOMEM ? loupe__err(LOUPE_ENOMEM, "merging %s: out of memory", name) : r;
+}
+
+int loupe__model_merge(loupe_model *const *parts, const char *const *names, size_t n,
+                       loupe_model **out) {
+    *out = NULL;
+    if (n == 0) {
+        return loupe__err(LOUPE_EINVALID, "merging: no part to merge");
+    }
+    part_time *pts = calloc(n, sizeof *pts);
+    loupe__mb *mb = loupe__mb_new();
+    if (pts == NULL || mb == NULL) {
+        free(pts);
+        loupe__mb_abort(mb);
+        return loupe__err(LOUPE_ENOMEM, "merging %zu parts: out of memory", n);
+    }
+    /* The reference origin: the earliest part's start on the run's clock (its wall-clock origin
+     * plus its correction at its ts 0). A part without an origin stays where it is. */
+    int64_t origin = INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        pts[i].fix = loupe__clock_fix_of(parts[i]);
+        if (parts[i]->origin_unix_ns != 0) {
+            int64_t o = (int64_t)parts[i]->origin_unix_ns + loupe__clock_fix_at(&pts[i].fix, 0);
+            origin = o < origin ? o : origin;
+        }
+    }
+    if (origin == INT64_MAX) {
+        origin = 0;
+    }
+    loupe_model *m = loupe__mb_model(mb);
+    const loupe_model *first = parts[0];
+    m->pid = first->pid;
+    m->process_name = loupe__mb_str(mb, first->process_name ? first->process_name : "");
+    m->host = loupe__mb_str(mb, first->host ? first->host : "");
+    m->clock = loupe__mb_str(mb, first->clock ? first->clock : "");
+    m->tsc_ghz = first->tsc_ghz;
+    m->origin_unix_ns = (uint64_t)(origin > 0 ? origin : 0);
+    m->sample_period_ns = first->sample_period_ns;
+    uint64_t end = 0;
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        const loupe_model *p = parts[i];
+        pts[i].shift = p->origin_unix_ns != 0 ? (int64_t)p->origin_unix_ns - origin : 0;
+        if (p->origin_unix_ns == 0 && n > 1) {
+            r = loupe__mb_warn(mb,
+                               "%s: no origin_unix_ns (a trace without wall-clock time): its "
+                               "times are not moved onto the run's clock",
+                               names[i]);
+        }
+        if (r == 0) {
+            r = copy_part(mb, p, names[i], &pts[i]);
+        }
+        uint64_t e = move(&pts[i], p->duration_ns);
+        end = e > end ? e : end;
+        m = loupe__mb_model(mb);
+        m->unmatched_ends += p->unmatched_ends;
+        m->samples_lost += p->samples_lost;
+        if (p->sample_period_ns != 0 && m->sample_period_ns == 0) {
+            m->sample_period_ns = p->sample_period_ns;
+        }
+    }
+    /* The first part's metadata, then each other part's keys the first lacks. */
+    for (size_t i = n; i-- > 0 && r == 0;) {
+        for (size_t k = 0; k < parts[i]->metadata_count && r == 0; k++) {
+            r = loupe__mb_metadata(mb, parts[i]->metadata[k].key, parts[i]->metadata[k].value);
+        }
+    }
+    free(pts);
+    if (r != 0) {
+        loupe__mb_abort(mb);
+        return r;
+    }
+    m = loupe__mb_model(mb);
+    m->duration_ns = end;
+    loupe_model *done = loupe__mb_finish(mb);
+    if (done == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "merging %zu parts: out of memory", n);
+    }
+    *out = done;
+    return 0;
+}

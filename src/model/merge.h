@@ -1,0 +1,44 @@
+/* merge.h: several models (one per process file of a run directory) into one multi-process
+ * model, and the process metadata a session writes (internal to libloupe; src/import/run.c and
+ * the session use it). */
+#ifndef LOUPE_MODEL_MERGE_H
+#define LOUPE_MODEL_MERGE_H
+
+#include <loupe/model.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sets m->processes[0].cmdline and parent_pid from the metadata keys "loupe_cmdline" and
+ * "loupe_parent_pid" where they are unset ("" / 0): how a process's command line and parent
+ * travel through every format (metadata round-trips everywhere). m may be NULL. */
+void loupe__model_lift_process_meta(loupe_model *m);
+
+/* A linear clock correction of one part (the MPI engineer's clock offsets, docs/formats.md):
+ * offset_ns is added to the part's timestamps; with has_end, the offset goes linearly from
+ * offset_ns at at_ns to end_ns at end_at_ns (the part's own times of the two measurements),
+ * and is the nearer measurement's outside them. */
+typedef struct loupe__clock_fix {
+    int64_t offset_ns;
+    int has_end;
+    int64_t end_ns;
+    uint64_t at_ns, end_at_ns;
+} loupe__clock_fix;
+
+/* Reads a part's correction from its metadata ("loupe_clock_offset_ns", optionally
+ * "loupe_clock_offset_end_ns", "loupe_clock_offset_at_ns", "loupe_clock_offset_end_at_ns"):
+ * all zero when it has none. */
+loupe__clock_fix loupe__clock_fix_of(const loupe_model *m);
+/* The offset at the part's own time t (ns). */
+int64_t loupe__clock_fix_at(const loupe__clock_fix *f, uint64_t t);
+
+/* Merges n parts (each one process file: processes, threads, slices, instants, counters, flows,
+ * samples with their frames and stacks, off-CPU intervals, loss counts, warnings prefixed with
+ * names[i]) into a new model (*out): every part's processes are processes of their own (two
+ * parts with one pid stay two), its timestamps moved onto the earliest part's origin
+ * (origin_unix_ns: one host, one wall clock) plus its clock correction. The model's own pid,
+ * name and host are the first part's; its metadata is the first part's, each other part's keys
+ * that it lacks added. Returns 0, LOUPE_EINVALID (n == 0), LOUPE_ENOMEM. */
+int loupe__model_merge(loupe_model *const *parts, const char *const *names, size_t n,
+                       loupe_model **out);
+
+#endif

@@ -1,0 +1,54 @@
+/* follow.c: a program for tests/record_follow.sh (loupe record following a process tree):
+ *   follow zones NAME N       N zones named NAME, then exit
+ *   follow server K N         forks K workers, each recording N "worker" zones and exiting;
+ *                             the parent records one "serve" zone around the wait
+ *   follow killed N           forks a child that records N zones and is killed by SIGKILL;
+ *                             the parent records N "parent" zones and exits normally
+ * Linked with libloupe.so: under loupe record its zones land in the preloaded session. */
+#include <loupe/loupe.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void zones(const char *name, int n) {
+    for (int i = 0; i < n; i++) {
+        loupe_zone_end_dyn(loupe_zone_begin_dyn(name, LOUPE_LEVEL_ZONE));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "zones") == 0) {
+        zones(argv[2], atoi(argv[3]));
+        return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "server") == 0) {
+        int k = atoi(argv[2]), n = atoi(argv[3]);
+        LOUPE_ZONE("serve");
+        for (int w = 0; w < k; w++) {
+            pid_t p = fork();
+            if (p == 0) {
+                zones("worker", n);
+                exit(0);
+            }
+        }
+        while (wait(NULL) > 0) {
+        }
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "killed") == 0) {
+        int n = atoi(argv[2]);
+        pid_t p = fork();
+        if (p == 0) {
+            zones("doomed", n);
+            raise(SIGKILL);
+        }
+        waitpid(p, NULL, 0);
+        zones("parent", n);
+        return 0;
+    }
+    fprintf(stderr, "usage: follow zones NAME N | server K N | killed N\n");
+    return 2;
+}
