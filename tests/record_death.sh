@@ -35,7 +35,7 @@ for how in kill segv abort _exit exec; do
   grep -qF "loupe record: $probe $cause; 40,001 events recovered, 0 dropped" "$tmp/err-$how" ||
     fail "$how: message: $(cat "$tmp/err-$how")"
   [ -d "$out" ] || fail "$how: no run directory printed ($out)"
-  got=$(summary "$out") || fail "$how: summary failed"
+  got=$(summary "$out" 2>"$tmp/sumerr-$how") || fail "$how: summary failed: $(cat "$tmp/sumerr-$how"; ls -la "$out")"
   [ "$got" = "5000 10000 1 1" ] || fail "$how: zones/truncated: $got"
   echo "record_death: $how: exit $st, 40,001 events recovered, the open zone truncated"
 done
