@@ -957,6 +957,16 @@ static uint64_t off_cpu_in(const loupe_model_thread *th, uint64_t a, uint64_t d)
     return off;
 }
 
+/* Three durations right-aligned in 12 display columns ("µs" is 3 bytes, 2 columns), then 2
+ * spaces. */
+static void put_cells(const char *a, const char *b, const char *c) {
+    const char *cell[3] = {a, b, c};
+    for (int q = 0; q < 3; q++) {
+        pad(12 - (cols(cell[q]) < 12 ? cols(cell[q]) : 12));
+        printf("%s%s", cell[q], q < 2 ? " " : "  ");
+    }
+}
+
 typedef struct cpu_row {
     const char *name;
     uint64_t total, off;
@@ -982,8 +992,8 @@ static void print_cpu_split(const loupe_model *m) {
         return;
     }
     char a[64], b[64], c[64];
-    printf("\non- vs. off-CPU (context switches):\n%-32s %12s %12s %12s\n", "thread", "traced",
-           "on-CPU", "off-CPU");
+    printf("\non- vs. off-CPU (context switches):\n%12s %12s %12s  %s\n", "traced", "on-CPU",
+           "off-CPU", "thread");
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
@@ -993,13 +1003,14 @@ static void print_cpu_split(const loupe_model *m) {
         loupe_cli_fmt_dur(a, sizeof a, m->duration_ns);
         loupe_cli_fmt_dur(b, sizeof b, m->duration_ns - off);
         loupe_cli_fmt_dur(c, sizeof c, off);
-        char who[96];
-        snprintf(who, sizeof who, "%s (%llu)", th->name[0] ? th->name : "thread",
-                 (unsigned long long)th->tid);
-        printf("%-32s %12s %12s %12s\n", who, a, b, c);
+        put_cells(a, b, c);
+        put_name(th->name[0] ? th->name : "thread");
+        printf(" (%llu)\n", (unsigned long long)th->tid);
     }
+    /* One row per zone name: the model interns its strings, so the name's pointer is its key
+     * (an open-addressed table: a trace has millions of slices and thousands of names). */
     cpu_row *rows = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = 0, cap = 0, *slot = NULL, scap = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
@@ -1007,36 +1018,55 @@ static void print_cpu_split(const loupe_model *m) {
         }
         for (size_t i = 0; i < th->slice_count; i++) {
             const loupe_slice *sl = &th->slices[i];
-            size_t k = 0;
-            while (k < n && strcmp(rows[k].name, sl->name) != 0) {
-                k++;
-            }
-            if (k == n) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 64;
-                    cpu_row *g = realloc(rows, cap * sizeof *rows);
-                    if (g == NULL) {
-                        free(rows);
-                        return;
-                    }
-                    rows = g;
+            if ((n + 1) * 2 > scap) {
+                size_t nc = scap ? scap * 2 : 256;
+                size_t *ns = calloc(nc, sizeof *ns);
+                cpu_row *g = realloc(rows, nc / 2 * sizeof *rows);
+                if (ns == NULL || g == NULL) {
+                    free(ns);
+                    free(g != NULL ? g : rows);
+                    free(slot);
+                    return;
                 }
-                rows[n++] = (cpu_row){sl->name, 0, 0};
+                rows = g;
+                cap = nc / 2;
+                for (size_t k = 0; k < n; k++) {
+                    size_t j = ((uintptr_t)rows[k].name >> 4) * 0x9E3779B97F4A7C15ull & (nc - 1);
+                    while (ns[j] != 0) {
+                        j = (j + 1) & (nc - 1);
+                    }
+                    ns[j] = k + 1;
+                }
+                free(slot);
+                slot = ns;
+                scap = nc;
             }
-            rows[k].total += sl->dur_ns;
-            rows[k].off += off_cpu_in(th, sl->start_ns, sl->dur_ns);
+            size_t j = ((uintptr_t)sl->name >> 4) * 0x9E3779B97F4A7C15ull & (scap - 1);
+            while (slot[j] != 0 && rows[slot[j] - 1].name != sl->name) {
+                j = (j + 1) & (scap - 1);
+            }
+            if (slot[j] == 0) {
+                rows[n] = (cpu_row){sl->name, 0, 0};
+                slot[j] = ++n;
+            }
+            cpu_row *rw = &rows[slot[j] - 1];
+            rw->total += sl->dur_ns;
+            rw->off += off_cpu_in(th, sl->start_ns, sl->dur_ns);
         }
     }
+    free(slot);
+    (void)cap;
     if (n > 0) {
         qsort(rows, n, sizeof *rows, cmp_cpu_row);
-        printf("\n%-32s %12s %12s %12s\n", "zone (most off-CPU first)", "total", "on-CPU",
-               "off-CPU");
+        printf("\n%12s %12s %12s  %s\n", "total", "on-CPU", "off-CPU", "zone (most off-CPU first)");
         for (size_t k = 0; k < n && k < CPU_ROWS; k++) {
             loupe_cli_fmt_dur(a, sizeof a, rows[k].total);
             loupe_cli_fmt_dur(b, sizeof b, rows[k].total - rows[k].off);
             loupe_cli_fmt_dur(c, sizeof c, rows[k].off);
-            printf("%-32.32s %12s %12s %12s%s\n", rows[k].name, a, b, c,
-                   rows[k].off * 2 > rows[k].total ? "  mostly off-CPU (waiting)" : "");
+            /* the name last and whole (names are never cut) */
+            put_cells(a, b, c);
+            put_name(rows[k].name);
+            printf("%s\n", rows[k].off * 2 > rows[k].total ? "  (mostly off-CPU: waiting)" : "");
         }
         if (n > CPU_ROWS) {
             printf("(%zu more zone names)\n", n - CPU_ROWS);

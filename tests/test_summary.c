@@ -486,6 +486,34 @@ static void test_overlap_not_double_counted(void **state) {
     json_decref(j);
 }
 
+/* On- vs. off-CPU: a thread off the CPU for 800 us of a 1 ms zone "wait": the exact table. */
+static void test_off_cpu(void **state) {
+    (void)state;
+    char path[4200], args[4300];
+    snprintf(path, sizeof path, "%s/offcpu.json", g_dir);
+    tu_write_file(
+        path, "{\"traceEvents\":[{\"ph\":\"M\",\"pid\":1,\"tid\":7,\"name\":\"thread_name\","
+              "\"args\":{\"name\":\"worker\"}},"
+              "{\"ph\":\"X\",\"pid\":1,\"tid\":7,\"ts\":0,\"dur\":1000,\"name\":\"wait\"},"
+              "{\"ph\":\"X\",\"pid\":1,\"tid\":7,\"ts\":1000,\"dur\":500,\"name\":\"work\"}],"
+              "\"samples\":[],\"loupeSamples\":{\"period_ns\":0,\"lost\":0,\"off_cpu\":[{\"pid\":1,"
+              "\"tid\":7,\"start_ns\":100000,\"dur_ns\":800000}]}}");
+    char *out;
+    snprintf(args, sizeof args, "'%s'", path);
+    assert_int_equal(summary(args, &out), 0);
+    const char *want = "\non- vs. off-CPU (context switches):\n"
+                       "      traced       on-CPU      off-CPU  thread\n"
+                       "    1.500 ms   700.000 µs   800.000 µs  worker (7)\n"
+                       "\n"
+                       "       total       on-CPU      off-CPU  zone (most off-CPU first)\n"
+                       "    1.000 ms   200.000 µs   800.000 µs  wait  (mostly off-CPU: waiting)\n"
+                       "  500.000 µs   500.000 µs         0 ns  work\n";
+    if (strstr(out, want) == NULL) {
+        fail_msg("no on/off-CPU table in:\n%s", out);
+    }
+    free(out);
+}
+
 static void test_help(void **state) {
     (void)state;
     char *out;
@@ -508,6 +536,7 @@ int main(void) {
         cmocka_unit_test(test_reentered_drops),
         cmocka_unit_test(test_overlapping_kernels),
         cmocka_unit_test(test_overlap_not_double_counted),
+        cmocka_unit_test(test_off_cpu),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
