@@ -273,8 +273,7 @@ LOUPE_API int loupe_write_last_trace(const char *log_dir, loupe_trace_result *re
  * run_name not one path component, the path longer than buf: the directory is then removed),
  * LOUPE_EIO (a directory cannot be made: the detail names the path and errno).
  * Thread-safety: any thread. */
-LOUPE_API int loupe_run_dir_make(const char *log_dir, const char *run_name, char *buf,
-                                 size_t size);
+LOUPE_API int loupe_run_dir_make(const char *log_dir, const char *run_name, char *buf, size_t size);
 
 /** Options of loupe_recover_trace(). Zero-initialise. */
 typedef struct loupe_recover_options {
