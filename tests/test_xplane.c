@@ -304,7 +304,7 @@ static void test_flow_conventions(void **state) {
         "  stat_metadata { key: 1 value { id: 1 name: \"loupe_version\" } }\n"
         "  stat_metadata { key: 2 value { id: 2 name: \"loupe_flow_out\" } }\n"
         "  stat_metadata { key: 3 value { id: 3 name: \"loupe_flow_in\" } }\n"
-        "  stats { metadata_id: 1 str_value: \"0.2.0\" } }\n");
+        "  stats { metadata_id: 1 str_value: \"0.3.0\" } }\n");
     assert_int_equal(m->flow_count, 1);
     assert_int_equal(m->flows[0].id, 7);
     assert_int_equal(m->threads[m->flows[0].from_thread].tid, 5);
