@@ -142,6 +142,25 @@ typedef struct loupe_trace_options {
     /* Every call that function_filter, function_exclude, function_depth or
      * function_min_duration_ns dropped is counted (not lost): the trace's metadata
      * loupe_functions_filtered, written whenever one of them is set. */
+    /** The spool: NULL (the default) = none; "" = log_dir; else a directory, created (with
+     * parents) when missing. With a spool, a background thread (the keeper) writes each chunk
+     * a thread has filled and moved on from to <spool_dir>/loupe-spool-<pid>.bin (a 24-byte
+     * header and the chunk's 64 KiB, in the order written) about every millisecond and gives
+     * its memory back to the session: spooled chunks no longer count against session_events,
+     * so a long session's memory stays bounded by session_events while every event is kept
+     * (events are dropped only when the threads fill the capacity faster than the spool
+     * drains it, counted as usual). buffer_events is ignored with a spool (no per-thread
+     * limit: session_events bounds the memory). The stop reads the file back, in order, and
+     * removes it. Keep-first only: with LOUPE_OVERFLOW_KEEP_LAST the start fails with
+     * LOUPE_EINVALID. A spool_dir that cannot be created or a file that cannot be opened fails
+     * the start with LOUPE_EIO (the detail names the path and errno). A write that fails
+     * later (ENOSPC, EFBIG, EIO) never stops the program: the spool is off for the rest of the
+     * session, the chunks stay in memory (counting against session_events again), and the
+     * trace's metadata loupe_spool_error says "write to <file> failed after <n> chunks:
+     * <strerror> (errno N)". Under `loupe record`, a program that dies leaves the file behind
+     * and its recovery does not read it: the recovered trace's metadata loupe_spool_missing
+     * says "<n> chunks were spooled to <file> and are not in this recovery". Copied. */
+    const char *spool_dir;
 } loupe_trace_options;
 
 /** loupe_trace_options.crash_dump: install no fatal-signal handlers. */

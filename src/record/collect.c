@@ -18,6 +18,7 @@
 #include "model/builder.h"
 #include "record/names.h"
 #include "record/record.h"
+#include "record/spool.h"
 
 #include <assert.h>
 #include <fnmatch.h>
@@ -722,6 +723,50 @@ static int cmp_id(const void *pa, const void *pb) {
     return a->id < b->id ? -1 : (a->id > b->id);
 }
 
+/* The spool's chunks of one thread (spool.c), walked before its chunks in memory. */
+typedef struct spool_walk {
+    collector *c;
+    size_t ti;
+    walk_state *ws;
+    uint64_t n;
+} spool_walk;
+
+static int spool_chunk(const loupe__ev *slots, size_t n, void *arg) {
+    spool_walk *sw = arg;
+    sw->n += n;
+    return walk(sw->c, sw->ti, slots, n, 0, sw->ws);
+}
+
+/* Walks the chunks t spooled this session (none when it recorded into a region read from
+ * outside: a recovery says what it misses, spool_metadata). The events read, or -1. */
+static int64_t walk_spooled(collector *c, loupe__thread *t, size_t ti, walk_state *ws) {
+    if (c->foreign || t->ring) {
+        return 0;
+    }
+    spool_walk sw = {c, ti, ws, 0};
+    if (loupe__spool_each(loupe__desc_index(c->rg, t), spool_chunk, &sw) != 0) {
+        return -1;
+    }
+    return (int64_t)sw.n;
+}
+
+/* The spool's metadata: the write error that turned it off, and for a region read after its
+ * program died, the chunks that are in the spool file and not in the region. */
+static int spool_metadata(collector *c) {
+    const loupe__region_hdr *h = c->rg;
+    if (!c->foreign && loupe__spool_error()[0] != 0) {
+        return loupe__mb_metadata(c->mb, "loupe_spool_error", loupe__spool_error());
+    }
+    uint64_t n = __atomic_load_n(&h->spool_chunks, __ATOMIC_ACQUIRE);
+    if (c->foreign && n != 0) {
+        char v[1200];
+        snprintf(v, sizeof v, "%llu chunks were spooled to %.1024s and are not in this recovery",
+                 (unsigned long long)n, h->spool_path);
+        return loupe__mb_metadata(c->mb, "loupe_spool_missing", v);
+    }
+    return 0;
+}
+
 /* Walks one thread's chain: its chunks in order, the current one up to the published cur, or
  * its packed tail; a one-segment ring oldest-first. Fills the thread's counts. */
 static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
@@ -734,6 +779,10 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     uint64_t n = 0, total = 0;
     int r = 0;
     uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
+    int64_t spooled = walk_spooled(c, t, ti, &ws);
+    if (spooled < 0) {
+        return -1;
+    }
     if (t->ring && wraps > 0) {
         size_t k;
         loupe__ev *copy = ring_copy(c, t, &k);
@@ -779,6 +828,8 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
         }
         total = n;
     }
+    n += (uint64_t)spooled;
+    total += (uint64_t)spooled;
     if (r != 0) {
         return -1;
     }
@@ -911,6 +962,9 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)c.filtered);
         failed = loupe__mb_metadata(c.mb, "loupe_functions_filtered", v) != 0;
+    }
+    if (!failed) {
+        failed = spool_metadata(&c) != 0;
     }
     if (!failed) {
         failed = pair_flows(&c) != 0;

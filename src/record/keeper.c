@@ -13,6 +13,7 @@
 
 #include "record/names.h"
 #include "record/region.h"
+#include "record/spool.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +46,7 @@ static int keep(void) {
     if (loupe__region_shared()) {
         loupe__names_scan();
     }
+    loupe__spool_pass(); /* after the names: a chunk leaves memory with its names copied */
     uint64_t bump = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
     uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
     uint64_t want = bump + AHEAD_CHUNKS;

@@ -74,6 +74,14 @@ void loupe__registry_lock_give(void) {
     pthread_mutex_unlock(&registry_lock);
 }
 
+int loupe__registry_lock_try(void) {
+    if (pthread_mutex_trylock(&registry_lock) != 0) {
+        return 0;
+    }
+    __atomic_store_n(&registry_owner, (uintptr_t)&registry_me, __ATOMIC_RELAXED);
+    return 1;
+}
+
 int loupe__registry_held(void) {
     return __atomic_load_n(&registry_owner, __ATOMIC_RELAXED) == (uintptr_t)&registry_me;
 }
@@ -179,7 +187,7 @@ static uint32_t chunk_take(uint32_t owner) {
     return c;
 }
 
-static void chunk_give(uint32_t c) {
+void loupe__chunk_give(uint32_t c) {
     loupe__region_hdr *h = LOUPE__HDR;
     loupe__chunk_meta *m = loupe__meta(loupe__region, c);
     __atomic_store_n(&m->owner, 0, __ATOMIC_RELAXED);
@@ -362,7 +370,8 @@ static int next_segment(loupe__thread *t, uint64_t need) {
         uint32_t c = chunk_take(me);
         if (c != LOUPE__NO_CHUNK) {
             loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used_here;
-            __atomic_store_n(&loupe__meta(loupe__region, t->cur_chunk)->next, c, __ATOMIC_RELAXED);
+            /* release: the spool (spool.c) reads used once it sees next */
+            __atomic_store_n(&loupe__meta(loupe__region, t->cur_chunk)->next, c, __ATOMIC_RELEASE);
             t->used_slots = total;
             set_segment(t, c, t->limit_slots - total, depth);
             return 0;
@@ -778,7 +787,7 @@ static void thread_exit(void *p) {
                 t->first_chunk = LOUPE__NO_CHUNK;
                 uint32_t c = t->cur_chunk;
                 t->cur_chunk = LOUPE__NO_CHUNK;
-                chunk_give(c);
+                loupe__chunk_give(c);
             }
         }
         if (!__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) && (pid_t)t->tid != getpid()) {
@@ -789,7 +798,7 @@ static void thread_exit(void *p) {
         uint32_t c = t->cur_chunk;
         t->cur_chunk = t->first_chunk = LOUPE__NO_CHUNK;
         __atomic_store_n(&t->hot.state, 0, __ATOMIC_RELAXED);
-        chunk_give(c);
+        loupe__chunk_give(c);
     }
     loupe__tls = NULL;
     __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
@@ -821,7 +830,7 @@ static void recycle_one(loupe__thread *t, void *arg) {
         uint32_t next = __atomic_load_n(&m->next, __ATOMIC_RELAXED);
         if (exited || c != t->cur_chunk) {
             if (m->owner == me + 1) {
-                chunk_give(c);
+                loupe__chunk_give(c);
             }
         }
         c = next;
@@ -830,7 +839,7 @@ static void recycle_one(loupe__thread *t, void *arg) {
     if (exited) {
         if (t->cur_chunk != LOUPE__NO_CHUNK &&
             loupe__meta(loupe__region, t->cur_chunk)->owner == me + 1) {
-            chunk_give(t->cur_chunk);
+            loupe__chunk_give(t->cur_chunk);
         }
         t->cur_chunk = LOUPE__NO_CHUNK;
         t->tail_chunk = LOUPE__NO_CHUNK;
@@ -850,7 +859,7 @@ void loupe__rec_recycle(void) {
     __atomic_store_n(&LOUPE__HDR->tail_chunk, 0, __ATOMIC_RELEASE);
     while (tc != UINT32_MAX && tc != LOUPE__NO_CHUNK) {
         uint32_t next = __atomic_load_n(&loupe__meta(loupe__region, tc)->next, __ATOMIC_RELAXED);
-        chunk_give(tc);
+        loupe__chunk_give(tc);
         tc = next;
     }
     pthread_mutex_unlock(&tail_lock);
@@ -1047,9 +1056,10 @@ int loupe__rec_prepare(const loupe__session_params *p) {
         chunks = h->nchunks;
     }
     __atomic_store_n(&params.session_slots, p->session_slots, __ATOMIC_RELAXED);
-    __atomic_store_n(&params.thread_slots,
-                     p->thread_slots < p->session_slots ? p->thread_slots : p->session_slots,
-                     __ATOMIC_RELAXED);
+    /* With the spool, memory is bounded by the session's capacity whatever a thread records:
+     * no per-thread limit (a thread's spooled chunks leave the capacity). */
+    uint64_t ts = p->thread_slots < p->session_slots ? p->thread_slots : p->session_slots;
+    __atomic_store_n(&params.thread_slots, p->spool ? UINT64_MAX : ts, __ATOMIC_RELAXED);
     __atomic_store_n(&params.ring, p->ring, __ATOMIC_RELAXED);
     __atomic_store_n(&func_depth, p->func_depth, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_chunks, chunks, __ATOMIC_RELAXED);
