@@ -37,7 +37,7 @@
 
 /* Written at the open and the close (keeper paused, gate closed) and by the keeper's passes. */
 static int spool_fd = -1;
-static int spool_failed;     /* a write failed: no more spooling this session */
+static int spool_failed;     /* a write failed: no more spooling this session (atomic) */
 static uint64_t spool_n;     /* records written (atomic: loupe__spool_chunks reads it) */
 static uint32_t *spool_desc; /* the descriptor of each record */
 static size_t spool_cap;
@@ -47,7 +47,7 @@ static pid_t spool_pid; /* the process that opened it: a fork child must not rem
 
 int loupe__spool_open(const char *dir) {
     loupe__spool_close();
-    spool_failed = 0;
+    __atomic_store_n(&spool_failed, 0, __ATOMIC_RELAXED);
     spool_err[0] = 0;
     __atomic_store_n(&spool_n, 0, __ATOMIC_RELAXED);
     if (dir == NULL) {
@@ -99,7 +99,7 @@ void loupe__spool_close(void) {
 }
 
 static void fail(int e) {
-    spool_failed = 1;
+    __atomic_store_n(&spool_failed, 1, __ATOMIC_RELEASE);
     snprintf(spool_err, sizeof spool_err, "write to %s failed after %llu chunks: %s (errno %d)",
              spool_file, (unsigned long long)spool_n, strerror(e), e);
     /* A record cut short stays out of the file: the collector reads spool_n records only. */
@@ -160,7 +160,7 @@ static void spool_thread(loupe__thread *t, void *arg) {
     }
     loupe__region_hdr *h = LOUPE__HDR;
     int shared = loupe__region_shared();
-    while (!spool_failed) {
+    while (!loupe__spool_failed()) {
         uint32_t c = __atomic_load_n(&t->first_chunk, __ATOMIC_RELAXED);
         if (c == LOUPE__NO_CHUNK || c >= h->nchunks) {
             return;
@@ -189,7 +189,7 @@ static void spool_thread(loupe__thread *t, void *arg) {
 }
 
 void loupe__spool_pass(void) {
-    if (spool_fd < 0 || spool_failed || loupe__region == NULL) {
+    if (spool_fd < 0 || loupe__spool_failed() || loupe__region == NULL) {
         return;
     }
     if (!loupe__registry_lock_try()) {
@@ -198,6 +198,10 @@ void loupe__spool_pass(void) {
     uint64_t state = __atomic_load_n(&LOUPE__HDR->state, __ATOMIC_ACQUIRE);
     loupe__threads_each(spool_thread, &state);
     loupe__registry_lock_give();
+}
+
+int loupe__spool_failed(void) {
+    return __atomic_load_n(&spool_failed, __ATOMIC_ACQUIRE);
 }
 
 uint64_t loupe__spool_chunks(void) {

@@ -39,8 +39,10 @@ void loupe__spool_pass(void);
 int loupe__spool_each(uint32_t desc, int (*fn)(const loupe__ev *slots, size_t n, void *arg),
                       void *arg);
 
-/* Chunks spooled this session; 0 when off. */
+/* Chunks spooled this session; 0 when off. Any thread. */
 uint64_t loupe__spool_chunks(void);
+/* Non-zero once a write failed this session (the spool is off). Any thread. */
+int loupe__spool_failed(void);
 /* The spool file's path ("" when off), and the write error that turned it off ("" when none):
  * "write to <file> failed after <n> chunks: <strerror> (errno N)". Valid until the next open. */
 const char *loupe__spool_path(void);
