@@ -147,6 +147,8 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
         fprintf(stderr, "loupe: LOUPE_RECORD_FORMATS: %s: writing the default set\n",
                 loupe_last_error());
     }
+    /* loupe record --spool[=DIR]: set (even empty: the log directory) means a spool */
+    o.spool_dir = getenv("LOUPE_RECORD_SPOOL");
     o.function_tracing = 1;
     filter_globs = env_lines("LOUPE_RECORD_FILTER");
     exclude_globs = env_lines("LOUPE_RECORD_EXCLUDE");
