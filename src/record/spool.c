@@ -188,16 +188,18 @@ static void spool_thread(loupe__thread *t, void *arg) {
     }
 }
 
-void loupe__spool_pass(void) {
+uint64_t loupe__spool_pass(void) {
     if (spool_fd < 0 || loupe__spool_failed() || loupe__region == NULL) {
-        return;
+        return 0;
     }
     if (!loupe__registry_lock_try()) {
-        return; /* the next pass, a millisecond later */
+        return 0; /* the next pass, a millisecond later */
     }
+    uint64_t before = spool_n;
     uint64_t state = __atomic_load_n(&LOUPE__HDR->state, __ATOMIC_ACQUIRE);
     loupe__threads_each(spool_thread, &state);
     loupe__registry_lock_give();
+    return spool_n - before;
 }
 
 int loupe__spool_failed(void) {

@@ -29,8 +29,9 @@ int loupe__spool_open(const char *dir);
  * head of a keep-first thread's chain that the thread has moved on from. Takes the registry lock
  * only when it is free (thread exit and the collector rewrite chains under it): a busy lock
  * skips the pass. A write error (ENOSPC, EFBIG, EIO) turns the spool off for the session; the
- * chunks then stay in memory. */
-void loupe__spool_pass(void);
+ * chunks then stay in memory. Returns the chunks written (the keeper passes again at once while
+ * there were some: the threads fill chunks faster than a pass a millisecond drains them). */
+uint64_t loupe__spool_pass(void);
 
 /* The collector's side (with the keeper paused): calls fn for each chunk spooled from
  * descriptor desc, in the order it was written, with its slots in a buffer that is valid during
