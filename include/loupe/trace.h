@@ -144,7 +144,7 @@ typedef struct loupe_trace_options {
      * loupe_functions_filtered, written whenever one of them is set. */
     /** The spool: NULL (the default) = none; "" = log_dir; else a directory, created (with
      * parents) when missing. With a spool, a background thread (the keeper) writes each chunk
-     * a thread has filled and moved on from to <spool_dir>/loupe-spool-<pid>.bin (a 24-byte
+     * a thread has filled and moved on from to <spool_dir>/loupe-spool-<pid>.bin (a 32-byte
      * header and the chunk's 64 KiB, in the order written) about every millisecond and gives
      * its memory back to the session: spooled chunks no longer count against session_events,
      * so a long session's memory stays bounded by session_events while every event is kept
@@ -157,9 +157,10 @@ typedef struct loupe_trace_options {
      * later (ENOSPC, EFBIG, EIO) never stops the program: the spool is off for the rest of the
      * session, the chunks stay in memory (counting against session_events again), and the
      * trace's metadata loupe_spool_error says "write to <file> failed after <n> chunks:
-     * <strerror> (errno N)". Under `loupe record`, a program that dies leaves the file behind
-     * and its recovery does not read it: the recovered trace's metadata loupe_spool_missing
-     * says "<n> chunks were spooled to <file> and are not in this recovery". Copied. */
+     * <strerror> (errno N)". A program that dies under `loupe record` (or leaves a crash dump)
+     * is recovered from its region and this file, every event, and the file is removed then;
+     * when the file is gone, the recovered trace's metadata loupe_spool_missing says "<n>
+     * chunks were spooled to <file> and are not in this recovery". Copied. */
     const char *spool_dir;
 } loupe_trace_options;
 

@@ -737,31 +737,37 @@ static int spool_chunk(const loupe__ev *slots, size_t n, void *arg) {
     return walk(sw->c, sw->ti, slots, n, 0, sw->ws);
 }
 
-/* Walks the chunks t spooled this session (none when it recorded into a region read from
- * outside: a recovery says what it misses, spool_metadata). The events read, or -1. */
+/* Walks the chunks t spooled this session: from the spool's own index, or for a region read
+ * from outside after its program died, from the file its header names. The events read, or -1. */
 static int64_t walk_spooled(collector *c, loupe__thread *t, size_t ti, walk_state *ws) {
-    if (c->foreign || t->ring) {
+    if (t->ring) {
         return 0;
     }
     spool_walk sw = {c, ti, ws, 0};
-    if (loupe__spool_each(loupe__desc_index(c->rg, t), spool_chunk, &sw) != 0) {
+    uint32_t d = loupe__desc_index(c->rg, t);
+    int r = c->foreign ? loupe__spool_each_in(c->rg, d, spool_chunk, &sw)
+                       : loupe__spool_each(d, spool_chunk, &sw);
+    if (r != 0) {
         return -1;
     }
     return (int64_t)sw.n;
 }
 
 /* The spool's metadata: the write error that turned it off, and for a region read after its
- * program died, the chunks that are in the spool file and not in the region. */
+ * program died whose spool file is gone, the chunks that were only in it. */
 static int spool_metadata(collector *c) {
     const loupe__region_hdr *h = c->rg;
     if (!c->foreign && loupe__spool_error()[0] != 0) {
         return loupe__mb_metadata(c->mb, "loupe_spool_error", loupe__spool_error());
     }
     uint64_t n = __atomic_load_n(&h->spool_chunks, __ATOMIC_ACQUIRE);
-    if (c->foreign && n != 0) {
+    char path[sizeof h->spool_path];
+    memcpy(path, h->spool_path, sizeof path);
+    path[sizeof path - 1] = 0; /* a dead program's header may hold anything */
+    if (c->foreign && n != 0 && access(path, R_OK) != 0) {
         char v[1200];
-        snprintf(v, sizeof v, "%llu chunks were spooled to %.1024s and are not in this recovery",
-                 (unsigned long long)n, h->spool_path);
+        snprintf(v, sizeof v, "%llu chunks were spooled to %s and are not in this recovery",
+                 (unsigned long long)n, path);
         return loupe__mb_metadata(c->mb, "loupe_spool_missing", v);
     }
     return 0;

@@ -132,7 +132,7 @@ typedef struct loupe__region_hdr {
     uint32_t dumped;
     char log_dir[1024];
     /* The spool (spool.c), written by the keeper: chunks written to spool_path ("" = none) and
-     * no longer in the region; a recovery says they are missing from it. */
+     * no longer in the region; a recovery reads them back from there (spool_each_in). */
     uint64_t spool_chunks;
     char spool_path[1024];
 } loupe__region_hdr;

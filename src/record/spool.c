@@ -18,6 +18,9 @@
  * The file: records of {loupe__spool_rec, 64 KiB of slots}, at seq * record size. The keeper
  * keeps, in memory, the descriptor of each record (4 bytes per 64 KiB chunk) so that the
  * collector reads each thread's records with pread, in order, one chunk buffer at a time.
+ * A recovery (the program died) has no such index: it reads the records' headers from the file
+ * the region's header names, as many as the header counts, plus the one a death may have left
+ * written but not counted (loupe__spool_each_in).
  */
 #include "record/spool.h"
 
@@ -118,7 +121,7 @@ static int put(const loupe__thread *t, uint32_t c, uint32_t used) {
         spool_desc = v;
         spool_cap = cap;
     }
-    loupe__spool_rec rec = {t->id, spool_n, used, loupe__desc_index(loupe__region, t)};
+    loupe__spool_rec rec = {t->id, spool_n, used, loupe__desc_index(loupe__region, t), c, 0};
     struct iovec iov[2] = {
         {&rec, sizeof rec},
         {loupe__chunk(loupe__region, c), (size_t)LOUPE__CHUNK_SLOTS * sizeof(loupe__ev)},
@@ -145,9 +148,14 @@ static int put(const loupe__thread *t, uint32_t c, uint32_t used) {
         }
     }
     spool_desc[spool_n] = rec.desc;
+    return 0;
+}
+
+/* Counts the record put() wrote last, once its chunk is out of the chain (the order a recovery
+ * relies on: written, out of the chain, counted, back in the pool). */
+static void counted(void) {
     __atomic_store_n(&spool_n, spool_n + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&LOUPE__HDR->spool_chunks, spool_n, __ATOMIC_RELEASE);
-    return 0;
 }
 
 /* The chunks at the head of t's chain that t finished, written and given back in order. */
@@ -180,7 +188,8 @@ static void spool_thread(loupe__thread *t, void *arg) {
         if (put(t, c, used) != 0) {
             return; /* the chunk stays: the thread's events count against the capacity again */
         }
-        __atomic_store_n(&t->first_chunk, next, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->first_chunk, next, __ATOMIC_RELEASE);
+        counted();
         if (shared) {
             t->keeper_scanned -= used; /* the scan counts from the chain's head */
         }
@@ -216,6 +225,74 @@ const char *loupe__spool_path(void) {
 
 const char *loupe__spool_error(void) {
     return spool_err;
+}
+
+/* Reads record i of fd (REC_SIZE bytes) into buf. 0, 1 when the file ends before it, or -1
+ * with the detail set. */
+static int read_rec(int fd, const char *file, uint64_t i, char *buf) {
+    size_t got = 0;
+    while (got < REC_SIZE) {
+        ssize_t k = pread(fd, buf + got, REC_SIZE - got, (off_t)(i * REC_SIZE + got));
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k == 0) {
+            return 1;
+        }
+        if (k < 0) {
+            int e = errno;
+            (void)loupe__err(LOUPE_EIO, "cannot read %s: %s (errno %d)", file, strerror(e), e);
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+int loupe__spool_each_in(const void *region, uint32_t desc,
+                         int (*fn)(const loupe__ev *slots, size_t n, void *arg), void *arg) {
+    const loupe__region_hdr *h = region;
+    uint64_t n = __atomic_load_n(&h->spool_chunks, __ATOMIC_ACQUIRE);
+    char file[sizeof h->spool_path];
+    memcpy(file, h->spool_path, sizeof file);
+    file[sizeof file - 1] = 0;
+    if (file[0] == 0 || desc >= h->max_threads) {
+        return 0;
+    }
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0; /* gone: the recovery says what it misses (collect.c) */
+    }
+    char *buf = malloc(REC_SIZE);
+    if (buf == NULL) {
+        close(fd);
+        (void)loupe__err(LOUPE_ENOMEM, "out of memory while reading the spool");
+        return -1;
+    }
+    const loupe__thread *t = loupe__desc((void *)(uintptr_t)region, desc);
+    int r = 0;
+    for (uint64_t i = 0; i <= n && r == 0; i++) {
+        int k = read_rec(fd, file, i, buf);
+        if (k != 0) {
+            r = k < 0 ? -1 : 0;
+            break;
+        }
+        loupe__spool_rec rec;
+        memcpy(&rec, buf, sizeof rec);
+        if (rec.seq != i || rec.used > LOUPE__CHUNK_SLOTS) {
+            break; /* not a record of this session */
+        }
+        if (rec.desc != desc) {
+            continue;
+        }
+        if (i == n && __atomic_load_n(&t->first_chunk, __ATOMIC_ACQUIRE) == rec.chunk) {
+            break; /* written, but the program died before it left the chain: read from there */
+        }
+        r = fn((const loupe__ev *)(const void *)(buf + sizeof rec), rec.used, arg);
+    }
+    free(buf);
+    close(fd);
+    return r;
 }
 
 int loupe__spool_each(uint32_t desc, int (*fn)(const loupe__ev *slots, size_t n, void *arg),

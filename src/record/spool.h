@@ -16,6 +16,9 @@ typedef struct loupe__spool_rec {
     uint64_t seq;       /* the record's number in the file, from 0 */
     uint32_t used;      /* slots the thread wrote in the chunk */
     uint32_t desc;      /* the descriptor index of the thread (one per thread and session) */
+    uint32_t chunk;     /* the chunk's index in the region (a recovery tells a record the
+                           program died before taking out of its chain) */
+    uint32_t pad;
 } loupe__spool_rec;
 
 /* Opens the spool for a session: creates dir (with parents) and the file
@@ -39,6 +42,14 @@ uint64_t loupe__spool_pass(void);
  * file failed (the detail set). */
 int loupe__spool_each(uint32_t desc, int (*fn)(const loupe__ev *slots, size_t n, void *arg),
                       void *arg);
+
+/* The same for a region read from outside after its program died (recover.c through the
+ * collector): reads the header's spool_path, the records the header counts (spool_chunks), and
+ * the one after them when the program died between writing it and counting it (unless that
+ * chunk is still the head of its thread's chain in the region: it was not taken out yet).
+ * 0 with nothing read when the file is gone; -1 when reading failed (the detail set). */
+int loupe__spool_each_in(const void *region, uint32_t desc,
+                         int (*fn)(const loupe__ev *slots, size_t n, void *arg), void *arg);
 
 /* Chunks spooled this session; 0 when off. Any thread. */
 uint64_t loupe__spool_chunks(void);
