@@ -9,8 +9,9 @@
  *
  * The recording threads pace themselves on their own descriptor (white box: record/record.h):
  * after each burst of a quarter chunk, a thread waits until the keeper has spooled every chunk
- * it finished, so that it never holds more than two chunks and the capacity (8 chunks, 4
- * threads) is never the limit: the test checks the spool, not a race with the keeper. */
+ * it finished and given it back, so that it never holds more than two chunks and the capacity
+ * (8 chunks, 4 threads) is never the limit: the test checks the spool, not a race with the
+ * keeper. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,12 +62,22 @@ static long vm_rss_kib(void) {
 }
 
 /* Waits until the keeper has spooled every chunk this thread finished (its chain is its
- * current chunk only), or the spool failed. 0, or -1 after 20 s. */
+ * current chunk only) and given them back to the pool, or the spool failed. The keeper takes a
+ * chunk out of the chain before it gives it back: the pass that did so is over once the keeper's
+ * heartbeat (written first in each pass) changes. 0, or -1 after 20 s. */
 static int wait_spooled(void) {
     loupe__thread *t = (loupe__thread *)(void *)loupe__tls;
+    uint64_t beat = 0;
+    int out = 0;
     for (int i = 0; i < 200000; i++) {
-        if (t == NULL || loupe__spool_failed() ||
-            __atomic_load_n(&t->first_chunk, __ATOMIC_RELAXED) == t->cur_chunk) {
+        if (t == NULL || loupe__spool_failed()) {
+            return 0;
+        }
+        if (!out && __atomic_load_n(&t->first_chunk, __ATOMIC_ACQUIRE) == t->cur_chunk) {
+            out = 1;
+            beat = __atomic_load_n(&LOUPE__HDR->rate_mono, __ATOMIC_ACQUIRE);
+        }
+        if (out && __atomic_load_n(&LOUPE__HDR->rate_mono, __ATOMIC_ACQUIRE) != beat) {
             return 0;
         }
         struct timespec d = {0, 100000};
@@ -155,6 +166,11 @@ static void test_spool_keeps_every_event(void **state) {
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(stat(file, &st), -1); /* removed at the stop */
     assert_int_equal(errno, ENOENT);
+    for (size_t i = 0; i < r.thread_count; i++) {
+        fprintf(stderr, "test_spool: thread %zu: %llu recorded, %llu dropped\n", i,
+                (unsigned long long)r.threads[i].events_recorded,
+                (unsigned long long)r.threads[i].events_dropped);
+    }
     assert_int_equal(r.events_recorded, TOTAL_EVENTS);
     assert_int_equal(r.events_dropped, 0);
     assert_int_equal(r.thread_count, THREADS);

@@ -1044,7 +1044,11 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
 
 int loupe__rec_prepare(const loupe__session_params *p) {
     (void)pthread_once(&exit_key_once, exit_key_make);
+    /* A larger region replaces loupe__region, which the keeper reads in its passes and its
+     * wait: swap it between two passes. */
+    loupe__keeper_pause();
     int r = loupe__region_ensure(p->session_slots);
+    loupe__keeper_resume();
     if (r != 0) {
         return r;
     }
