@@ -51,6 +51,11 @@ static void usage(FILE *f) {
             "                         reached, the thread's oldest events give way (default:\n"
             "                         keep the first, drop and count the rest)\n"
             "  --lazy-buffers         accepted for scripts; memory is pooled since 0.2\n"
+            "  --spool[=DIR]          write the chunks threads have filled to\n"
+            "                         DIR/loupe-spool-<pid>.bin (default: the log directory)\n"
+            "                         while tracing and read them back at the end: memory\n"
+            "                         stays within --session-events, every event is kept;\n"
+            "                         --buffer-events is then ignored (not with --keep-last)\n"
             "  --filter GLOB          function tracing: keep only calls to functions whose name\n"
             "                         matches GLOB (fnmatch(3), e.g. 'parse_*'), and the calls\n"
             "                         made inside them; repeatable\n"
@@ -768,7 +773,7 @@ static int say_run_dir(const char *run_dir, const char *print_to) {
 int loupe_cmd_record(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
-    const char *print_to = NULL;
+    const char *print_to = NULL, *spool = NULL;
     int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0, follow = 1;
     rec_filters filt;
     memset(&filt, 0, sizeof filt);
@@ -807,6 +812,8 @@ int loupe_cmd_record(int argc, char **argv) {
             print_to = argv[++i];
         } else if (strcmp(a, "--keep-last") == 0) {
             keep_last = 1;
+        } else if (strcmp(a, "--spool") == 0 || strncmp(a, "--spool=", 8) == 0) {
+            spool = a[7] == '=' ? a + 8 : "";
         } else if (strcmp(a, "--lazy-buffers") == 0) {
             lazy = 1;
         } else if (strcmp(a, "--no-check") == 0) {
@@ -865,6 +872,11 @@ int loupe_cmd_record(int argc, char **argv) {
     if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
         fprintf(stderr, "loupe record: --buffer-events must be a number from 64 to %u, not '%s'\n",
                 UINT32_MAX, buffer);
+        return REC_EXIT_FAILED;
+    }
+    if (spool != NULL && keep_last) {
+        fprintf(stderr, "loupe record: --spool keeps the first events; it cannot be combined "
+                        "with --keep-last\n");
         return REC_EXIT_FAILED;
     }
     unsigned bits = 0;
@@ -1006,6 +1018,9 @@ int loupe_cmd_record(int argc, char **argv) {
         }
         if (lazy) {
             setenv("LOUPE_RECORD_LAZY", "1", 1);
+        }
+        if (spool) {
+            setenv("LOUPE_RECORD_SPOOL", spool, 1);
         }
         filter_env(&filt);
         loupe_cli_mpi_child_setup(abs_log, preload, argv[i], mpi);

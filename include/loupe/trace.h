@@ -169,6 +169,26 @@ typedef struct loupe_trace_options {
      * "<file_prefix>.perfetto_trace.json.gz". One path component; NULL or "" = the host name.
      * `loupe record` gives each process "<host>.<pid>". Copied. */
     const char *file_prefix;
+    /** The spool: NULL (the default) = none; "" = log_dir; else a directory, created (with
+     * parents) when missing. With a spool, a background thread (the keeper) writes each chunk
+     * a thread has filled and moved on from to <spool_dir>/loupe-spool-<pid>.bin (a 32-byte
+     * header and the chunk's 64 KiB, in the order written) about every millisecond and gives
+     * its memory back to the session: spooled chunks no longer count against session_events,
+     * so a long session's memory stays bounded by session_events while every event is kept
+     * (events are dropped only when the threads fill the capacity faster than the spool
+     * drains it, counted as usual). buffer_events is ignored with a spool (no per-thread
+     * limit: session_events bounds the memory). The stop reads the file back, in order, and
+     * removes it. Keep-first only: with LOUPE_OVERFLOW_KEEP_LAST the start fails with
+     * LOUPE_EINVALID. A spool_dir that cannot be created or a file that cannot be opened fails
+     * the start with LOUPE_EIO (the detail names the path and errno). A write that fails
+     * later (ENOSPC, EFBIG, EIO) never stops the program: the spool is off for the rest of the
+     * session, the chunks stay in memory (counting against session_events again), and the
+     * trace's metadata loupe_spool_error says "write to <file> failed after <n> chunks:
+     * <strerror> (errno N)". A program that dies under `loupe record` (or leaves a crash dump)
+     * is recovered from its region and this file, every event, and the file is removed then;
+     * when the file is gone, the recovered trace's metadata loupe_spool_missing says "<n>
+     * chunks were spooled to <file> and are not in this recovery". Copied. */
+    const char *spool_dir;
 } loupe_trace_options;
 
 /** The sampling rate `loupe record` uses unless told otherwise (999: not a divisor of common

@@ -228,6 +228,8 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
                             : strcmp(ss, "none") == 0 ? LOUPE_SAMPLING_STACKS_NONE
                                                       : LOUPE_SAMPLING_STACKS_DWARF;
     }
+    /* loupe record --spool[=DIR]: set (even empty: the log directory) means a spool */
+    o.spool_dir = getenv("LOUPE_RECORD_SPOOL");
     o.function_tracing = 1;
     filter_globs = env_lines("LOUPE_RECORD_FILTER");
     exclude_globs = env_lines("LOUPE_RECORD_EXCLUDE");

@@ -25,6 +25,7 @@
 #include "model/builder.h"
 #include "record/names.h"
 #include "record/record.h"
+#include "record/spool.h"
 
 #include <assert.h>
 #include <fnmatch.h>
@@ -878,6 +879,56 @@ static int cmp_id(const void *pa, const void *pb) {
     return a->id < b->id ? -1 : (a->id > b->id);
 }
 
+/* The spool's chunks of one thread (spool.c), walked before its chunks in memory. */
+typedef struct spool_walk {
+    collector *c;
+    size_t ti;
+    walk_state *ws;
+    uint64_t n;
+} spool_walk;
+
+static int spool_chunk(const loupe__ev *slots, size_t n, void *arg) {
+    spool_walk *sw = arg;
+    sw->n += n;
+    return walk(sw->c, sw->ti, slots, n, 0, sw->ws);
+}
+
+/* Walks the chunks t spooled this session: from the spool's own index, or for a region read
+ * from outside after its program died, from the file its header names. The events read, or -1. */
+static int64_t walk_spooled(collector *c, loupe__thread *t, size_t ti, walk_state *ws) {
+    if (t->ring) {
+        return 0;
+    }
+    spool_walk sw = {c, ti, ws, 0};
+    uint32_t d = loupe__desc_index(c->rg, t);
+    int r = c->foreign ? loupe__spool_each_in(c->rg, d, spool_chunk, &sw)
+                       : loupe__spool_each(d, spool_chunk, &sw);
+    if (r != 0) {
+        return -1;
+    }
+    return (int64_t)sw.n;
+}
+
+/* The spool's metadata: the write error that turned it off, and for a region read after its
+ * program died whose spool file is gone, the chunks that were only in it. */
+static int spool_metadata(collector *c) {
+    const loupe__region_hdr *h = c->rg;
+    if (!c->foreign && loupe__spool_error()[0] != 0) {
+        return loupe__mb_metadata(c->mb, "loupe_spool_error", loupe__spool_error());
+    }
+    uint64_t n = __atomic_load_n(&h->spool_chunks, __ATOMIC_ACQUIRE);
+    char path[sizeof h->spool_path];
+    memcpy(path, h->spool_path, sizeof path);
+    path[sizeof path - 1] = 0; /* a dead program's header may hold anything */
+    if (c->foreign && n != 0 && access(path, R_OK) != 0) {
+        char v[1200];
+        snprintf(v, sizeof v, "%llu chunks were spooled to %s and are not in this recovery",
+                 (unsigned long long)n, path);
+        return loupe__mb_metadata(c->mb, "loupe_spool_missing", v);
+    }
+    return 0;
+}
+
 /* Walks one thread's chain: its chunks in order, the current one up to the published cur, or
  * its packed tail; a one-segment ring oldest-first. Fills the thread's counts. */
 static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
@@ -890,6 +941,10 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
     uint64_t n = 0, total = 0;
     int r = 0;
     uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
+    int64_t spooled = walk_spooled(c, t, ti, &ws);
+    if (spooled < 0) {
+        return -1;
+    }
     if (t->ring && wraps > 0) {
         size_t k;
         loupe__ev *copy = ring_copy(c, t, &k);
@@ -935,6 +990,8 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
         }
         total = n;
     }
+    n += (uint64_t)spooled;
+    total += (uint64_t)spooled;
     if (r != 0) {
         return -1;
     }
@@ -1067,6 +1124,9 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)c.filtered);
         failed = loupe__mb_metadata(c.mb, "loupe_functions_filtered", v) != 0;
+    }
+    if (!failed) {
+        failed = spool_metadata(&c) != 0;
     }
     if (!failed) {
         failed = pair_flows(&c) != 0;

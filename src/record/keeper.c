@@ -13,6 +13,7 @@
 
 #include "record/names.h"
 #include "record/region.h"
+#include "record/spool.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +46,8 @@ static int keep(void) {
     if (loupe__region_shared()) {
         loupe__names_scan();
     }
+    /* after the names: a chunk leaves memory with its names copied */
+    int spooling = loupe__spool_pass() != 0;
     uint64_t bump = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
     uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
     uint64_t want = bump + AHEAD_CHUNKS;
@@ -57,7 +60,7 @@ static int keep(void) {
         want = have + POPULATE_STEP;
     }
     loupe__region_populate(want);
-    return want < target;
+    return want < target || spooling;
 }
 
 static void *keeper_main(void *arg) {

@@ -74,6 +74,14 @@ void loupe__registry_lock_give(void) {
     pthread_mutex_unlock(&registry_lock);
 }
 
+int loupe__registry_lock_try(void) {
+    if (pthread_mutex_trylock(&registry_lock) != 0) {
+        return 0;
+    }
+    __atomic_store_n(&registry_owner, (uintptr_t)&registry_me, __ATOMIC_RELAXED);
+    return 1;
+}
+
 int loupe__registry_held(void) {
     return __atomic_load_n(&registry_owner, __ATOMIC_RELAXED) == (uintptr_t)&registry_me;
 }
@@ -179,7 +187,7 @@ static uint32_t chunk_take(uint32_t owner) {
     return c;
 }
 
-static void chunk_give(uint32_t c) {
+void loupe__chunk_give(uint32_t c) {
     loupe__region_hdr *h = LOUPE__HDR;
     loupe__chunk_meta *m = loupe__meta(loupe__region, c);
     __atomic_store_n(&m->owner, 0, __ATOMIC_RELAXED);
@@ -362,7 +370,8 @@ static int next_segment(loupe__thread *t, uint64_t need) {
         uint32_t c = chunk_take(me);
         if (c != LOUPE__NO_CHUNK) {
             loupe__meta(loupe__region, t->cur_chunk)->used = (uint32_t)used_here;
-            __atomic_store_n(&loupe__meta(loupe__region, t->cur_chunk)->next, c, __ATOMIC_RELAXED);
+            /* release: the spool (spool.c) reads used once it sees next */
+            __atomic_store_n(&loupe__meta(loupe__region, t->cur_chunk)->next, c, __ATOMIC_RELEASE);
             t->used_slots = total;
             set_segment(t, c, t->limit_slots - total, depth);
             return 0;
@@ -830,7 +839,7 @@ static void thread_exit(void *p) {
                 t->first_chunk = LOUPE__NO_CHUNK;
                 uint32_t c = t->cur_chunk;
                 t->cur_chunk = LOUPE__NO_CHUNK;
-                chunk_give(c);
+                loupe__chunk_give(c);
             }
         }
         if (!__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) && (pid_t)t->tid != getpid()) {
@@ -841,7 +850,7 @@ static void thread_exit(void *p) {
         uint32_t c = t->cur_chunk;
         t->cur_chunk = t->first_chunk = LOUPE__NO_CHUNK;
         __atomic_store_n(&t->hot.state, 0, __ATOMIC_RELAXED);
-        chunk_give(c);
+        loupe__chunk_give(c);
     }
     loupe__tls = NULL;
     __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
@@ -873,7 +882,7 @@ static void recycle_one(loupe__thread *t, void *arg) {
         uint32_t next = __atomic_load_n(&m->next, __ATOMIC_RELAXED);
         if (exited || c != t->cur_chunk) {
             if (m->owner == me + 1) {
-                chunk_give(c);
+                loupe__chunk_give(c);
             }
         }
         c = next;
@@ -882,7 +891,7 @@ static void recycle_one(loupe__thread *t, void *arg) {
     if (exited) {
         if (t->cur_chunk != LOUPE__NO_CHUNK &&
             loupe__meta(loupe__region, t->cur_chunk)->owner == me + 1) {
-            chunk_give(t->cur_chunk);
+            loupe__chunk_give(t->cur_chunk);
         }
         t->cur_chunk = LOUPE__NO_CHUNK;
         t->tail_chunk = LOUPE__NO_CHUNK;
@@ -902,7 +911,7 @@ void loupe__rec_recycle(void) {
     __atomic_store_n(&LOUPE__HDR->tail_chunk, 0, __ATOMIC_RELEASE);
     while (tc != UINT32_MAX && tc != LOUPE__NO_CHUNK) {
         uint32_t next = __atomic_load_n(&loupe__meta(loupe__region, tc)->next, __ATOMIC_RELAXED);
-        chunk_give(tc);
+        loupe__chunk_give(tc);
         tc = next;
     }
     pthread_mutex_unlock(&tail_lock);
@@ -1087,7 +1096,11 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
 
 int loupe__rec_prepare(const loupe__session_params *p) {
     (void)pthread_once(&exit_key_once, exit_key_make);
+    /* A larger region replaces loupe__region, which the keeper reads in its passes and its
+     * wait: swap it between two passes. */
+    loupe__keeper_pause();
     int r = loupe__region_ensure(p->session_slots);
+    loupe__keeper_resume();
     if (r != 0) {
         return r;
     }
@@ -1100,9 +1113,10 @@ int loupe__rec_prepare(const loupe__session_params *p) {
         chunks = h->nchunks;
     }
     __atomic_store_n(&params.session_slots, p->session_slots, __ATOMIC_RELAXED);
-    __atomic_store_n(&params.thread_slots,
-                     p->thread_slots < p->session_slots ? p->thread_slots : p->session_slots,
-                     __ATOMIC_RELAXED);
+    /* With the spool, memory is bounded by the session's capacity whatever a thread records:
+     * no per-thread limit (a thread's spooled chunks leave the capacity). */
+    uint64_t ts = p->thread_slots < p->session_slots ? p->thread_slots : p->session_slots;
+    __atomic_store_n(&params.thread_slots, p->spool ? UINT64_MAX : ts, __ATOMIC_RELAXED);
     __atomic_store_n(&params.ring, p->ring, __ATOMIC_RELAXED);
     __atomic_store_n(&func_depth, p->func_depth, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_chunks, chunks, __ATOMIC_RELAXED);

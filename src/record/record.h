@@ -140,11 +140,16 @@ typedef struct loupe__region_hdr {
      * (0: the file is the whole region). Written by the fatal-signal handler before the dump. */
     uint32_t dumped;
     char log_dir[1024];
+    /* The spool (spool.c), written by the keeper: chunks written to spool_path ("" = none) and
+     * no longer in the region; a recovery reads them back from there (spool_each_in). */
+    uint64_t spool_chunks;
+    char spool_path[1024];
 } loupe__region_hdr;
 
 /* The region layout's version (the header's version field): 2 since the descriptors hold the
- * function filters' counters. A region of another version is not read (recover.c). */
-#define LOUPE__REGION_VERSION 2u
+ * function filters' counters, 3 since the header ends with the spool's fields. A region of
+ * another version is not read (recover.c). */
+#define LOUPE__REGION_VERSION 3u
 
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;
@@ -172,6 +177,7 @@ typedef struct loupe__session_params {
     uint64_t thread_slots;  /* each thread's limit, in slots (<= session_slots) */
     int ring;               /* keep-last */
     uint32_t func_depth;    /* function tracing: deepest call recorded per thread, 0 = all */
+    int spool;              /* the keeper spools full chunks (spool.c): thread_slots is lifted */
 } loupe__session_params;
 
 /* Prepares the region for a session (maps it at the first call, or when shm_fd >= 0 maps that
@@ -200,6 +206,13 @@ int loupe__registry_held(void);
 /* Non-zero between loupe__gate_open() and loupe__gate_close(). The state word cannot tell (a
  * level-0 session's low bits are 0, as a closed gate's): this is a separate flag, for asserts. */
 int loupe__gate_is_open(void);
+/* Takes the registry lock when it is free: 1 when taken (give it back), 0 when another thread
+ * holds it. For the keeper (spool.c), which must not wait for it: the stop takes it while
+ * holding the keeper's lock. */
+int loupe__registry_lock_try(void);
+/* Gives chunk c back to the session's pool (its capacity counts one chunk less). The caller
+ * took it out of its owner's chain: the spool (spool.c), recycling. */
+void loupe__chunk_give(uint32_t c);
 /* Takes (1) or releases (0) the lock that packs exited threads' tails: fork's handlers. */
 void loupe__rec_tail_lock(int take);
 /* A fork child: closes the gate and forgets the region (it is the parent's, maybe shared):

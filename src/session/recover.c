@@ -195,6 +195,9 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
              ? loupe__write_run_into(m, o->run_dir, o->file_prefix, loupe__formats(o->formats, 0),
                                      res)
              : loupe__write_run(m, o->log_dir, o->run_name, loupe__formats(o->formats, 0), res);
+    if (rc == 0 && h->spool_path[0] != 0 && memchr(h->spool_path, 0, sizeof h->spool_path)) {
+        (void)unlink(h->spool_path); /* its chunks were read back into the trace just written */
+    }
     if (rc == 0 && loupe__result_fill(res, m) != 0) {
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory (the trace was "
                                       "written)");

@@ -16,6 +16,7 @@
 #include "record/collect.h"
 #include "record/record.h"
 #include "record/sample.h"
+#include "record/spool.h"
 #include "session/capture.h"
 #include "session/link.h"
 #include "session/session.h"
@@ -230,14 +231,24 @@ static void open_session(int level, int function_tracing) {
 
 /* The recorder's parameters for a session: its capacity and each thread's limit, in slots. */
 static int prepare_recorder(uint64_t session_events, uint32_t buffer_events, int ring,
-                            uint32_t func_depth) {
+                            uint32_t func_depth, int spool) {
     loupe__session_params p = {
         .session_slots = session_events ? session_events : LOUPE_DEFAULT_SESSION_EVENTS,
         .thread_slots = buffer_events ? buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS,
         .ring = ring,
         .func_depth = func_depth,
+        .spool = spool,
     };
     return loupe__rec_prepare(&p);
+}
+
+/* Opens the session's spool (spool.h) in spool_dir ("" = the session's log_dir ld), with the
+ * keeper held (it reads the spool's state in its passes). */
+static int open_spool(const char *spool_dir, const char *ld) {
+    loupe__keeper_pause();
+    int r = loupe__spool_open(spool_dir == NULL ? NULL : spool_dir[0] ? spool_dir : ld);
+    loupe__keeper_resume();
+    return r;
 }
 
 int loupe_start_trace(const loupe_trace_options *o) {
@@ -268,6 +279,11 @@ int loupe_start_trace(const loupe_trace_options *o) {
         return loupe__err(LOUPE_EINVALID,
                           "loupe_start_trace: buffer_events %u is below the minimum of 64",
                           o->buffer_events);
+    }
+    if (o->spool_dir != NULL && o->overflow == LOUPE_OVERFLOW_KEEP_LAST) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_trace: spool_dir needs the keep-first overflow policy (a "
+                          "keep-last session reuses its oldest chunks instead of spooling them)");
     }
     if (!valid_run_name(o->run_name)) {
         return loupe__err(LOUPE_EINVALID,
@@ -362,7 +378,11 @@ int loupe_start_trace(const loupe_trace_options *o) {
         return loupe__err(LOUPE_ENOMEM, "loupe_start_trace: out of memory");
     }
     r = prepare_recorder(o->session_events, o->buffer_events,
-                         o->overflow == LOUPE_OVERFLOW_KEEP_LAST, o->function_depth);
+                         o->overflow == LOUPE_OVERFLOW_KEEP_LAST, o->function_depth,
+                         o->spool_dir != NULL);
+    if (r == 0) {
+        r = open_spool(o->spool_dir, ld);
+    }
     if (r != 0) {
         globs_free(fi);
         globs_free(fe);
@@ -575,6 +595,7 @@ static loupe_model *collect_session(void) {
         label_mpi_process(mb, &p);
     }
     loupe__rec_recycle();
+    loupe__spool_close(); /* read back by the collector: nothing of this session is left in it */
     /* collected: nothing for a recovery to do, and exiting threads let go of everything */
     __atomic_store_n(&LOUPE__HDR->stopped, 1, __ATOMIC_RELEASE);
     loupe__registry_lock_give();
@@ -693,7 +714,10 @@ int loupe__capture_start(int level, int device_level) {
     }
     /* The kept trace stays: it belongs to the last local session. Captures use the default
      * capacities, keeping the first events. */
-    int r = prepare_recorder(0, 0, 0, 0);
+    int r = prepare_recorder(0, 0, 0, 0, 0);
+    if (r == 0) {
+        r = open_spool(NULL, NULL); /* no spool in a capture */
+    }
     if (r != 0) {
         pthread_mutex_unlock(&session_lock);
         return r;
