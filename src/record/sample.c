@@ -251,7 +251,9 @@ static bool u_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp) {
 static bool u_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg) {
     (void)dwfl;
     (void)arg;
-    if (addr >= u_cur.sp && addr + 8 <= u_cur.sp + u_cur.stack_size) {
+    /* No "addr + 8" here: libdw asks for addresses up to UINT64_MAX (a garbage CFA), and the sum
+     * wrapped past the check (a SIGSEGV seen in an MPI rank's sampler under load). */
+    if (addr >= u_cur.sp && u_cur.stack_size >= 8 && addr - u_cur.sp <= u_cur.stack_size - 8) {
         memcpy(result, u_cur.stack + (addr - u_cur.sp), 8);
         return true;
     }
