@@ -94,11 +94,11 @@ print(next(z["total_ns"] for z in json.load(sys.stdin)["zones"] if z["name"] == 
         echo "FAIL: -np $n: compute imbalance '$ratio' on rank '$rank', want $want_ratio (about $max_ratio less the sleeps' overshoot) on $last"
         fail=1
     fi
-    # rank n-1 arrives last at every MPI_Allreduce, (n - 1) * 30 ms after rank 0 (-1 ms, + 25 ms
+    # rank n-1 arrives last at every MPI_Allreduce, (n - 1) * 30 ms after rank 0 (-1 ms, + 100 ms
     # of scheduling on an oversubscribed, loaded machine)
     hint=$(echo "$sum" | grep '^critical rank: rank .* arrives last at MPI_Allreduce #')
     by_ms=$(echo "$hint" | sed -n 's/.* by \([0-9.]*\) ms .*/\1/p')
-    ok=$(awk -v b="$by_ms" -v n=$n 'BEGIN { lo = (n - 1) * 30; print (b != "" && b >= lo - 1 && b <= lo + 25) }')
+    ok=$(awk -v b="$by_ms" -v n=$n 'BEGIN { lo = (n - 1) * 30; print (b != "" && b >= lo - 1 && b <= lo + 100) }')
     if ! echo "$hint" | grep -q "^critical rank: rank $last arrives" || [ "$ok" != 1 ]; then
         echo "FAIL: -np $n: critical-rank hint '$hint', want rank $last by about $(((n - 1) * 30)) ms"
         fail=1
