@@ -1062,7 +1062,9 @@ static int processes_setup(reader *x) {
         mp->parent_pid = pr->parent_pid;
         mp->rank = pr->rank;
     }
-    qsort(x->lines, x->nlines, sizeof(lmap), cmp_lmap);
+    if (x->nlines > 1) {
+        qsort(x->lines, x->nlines, sizeof(lmap), cmp_lmap);
+    }
     uint64_t bad = 0;
     for (size_t i = 0; i < x->nlines; i++) {
         lmap *lm = &x->lines[i];
