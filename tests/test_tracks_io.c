@@ -192,6 +192,14 @@ static void test_xplane_processes(void **state) {
     p1->host = "node2";
     p1->parent_pid = 100;
     p1->rank = 3;
+    /* a sample on each tid 7: the XPlane's "tid" stat alone would put both in process 0 */
+    loupe_sample smp[2] = {{.ts_ns = 1100, .thread = 0, .stack = UINT32_MAX, .cpu = 1},
+                           {.ts_ns = 1300, .thread = 1, .stack = UINT32_MAX, .cpu = 2}};
+    assert_int_equal(m->threads[0].process, 0);
+    assert_int_equal(m->threads[1].process, 1);
+    m->samples = smp;
+    m->sample_count = 2;
+    m->sample_period_ns = 100;
     loupe__sink s;
     loupe__sink_open_mem(&s);
     assert_int_equal(loupe__write_xplane(m, &s), 0);
@@ -206,9 +214,19 @@ static void test_xplane_processes(void **state) {
     assert_true(has(&s, "loupe_line_10_lane"));
     assert_false(has(&s, "loupe_line_11_"));
     assert_false(has(&s, "loupe_line_7_"));
+    m->samples = NULL;
+    m->sample_count = 0;
     loupe_model *back = NULL;
     assert_int_equal(loupe__xplane_read_mem("mem.xplane.pb", s.mem, s.mem_len, &back), 0);
     check_two_processes(back);
+    assert_int_equal(back->sample_count, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const loupe_model_thread *th = &back->threads[back->samples[i].thread];
+        assert_int_equal(back->samples[i].ts_ns, 1100 + 200 * i);
+        assert_int_equal(back->samples[i].cpu, 1 + i);
+        assert_int_equal(th->tid, 7);
+        assert_int_equal(th->process, i);
+    }
     const loupe_model_process *q = &back->processes[1];
     assert_string_equal(q->cmdline, "helper --jobs 2");
     assert_string_equal(q->label, "rank 3");

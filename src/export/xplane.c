@@ -16,6 +16,9 @@
  *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_id (int64,
  *            as jax), process_name, and loupe_thread_<tid>_{recorded,dropped,capacity_needed}
  *            per line, _unnamed = 1 for a line named here (GPU planes: theirs).
+ *            Threads of other processes than processes[0] and async tracks' lanes: lines of
+ *            their own after the largest tid, with loupe_line_<id>_* and loupe_process_<k>_*
+ *            plane stats ("processes" below, lines_prepare()).
  *   /host:metadata: loupe_version (str_value) and process_id, where jax writes its versions.
  *   Task Environment: profile_start_time, profile_stop_time (uint64, as XLA writes them),
  *            profile_options (a ProfileOptions, bytes) and the user metadata
@@ -1355,6 +1358,9 @@ static void sample_event(writer *w, pb *p, size_t i, uint64_t next_ns, int has_n
         put_u64f(p, 3, ps(w, dur));
     }
     put_stat(p, 4, sid(w, "tid", 0), (stat_val){3, m->threads[s->thread].tid, 0});
+    if (w->lname[s->thread] != NULL) { /* another process's thread: the tid alone is ambiguous */
+        put_stat(p, 4, sid(w, "loupe_line", 0), (stat_val){3, w->line_id[s->thread], 0});
+    }
     if (s->cpu != UINT32_MAX) {
         put_stat(p, 4, sid(w, "cpu", 0), (stat_val){3, s->cpu, 0});
     }

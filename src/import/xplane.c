@@ -21,7 +21,12 @@
  *   is dropped: drop_step_root()); loupe_thread_<tid>_unnamed gives a track back its "" name.
  * - Plane stats of a loupe file (loupe_version present): profile_start_time (origin),
  *   profile_stop_time (duration), pid, process_name, clock, tsc_ghz, unmatched_ends and
- *   loupe_thread_<tid>_{recorded,dropped,capacity_needed}. XSpace.hostnames[0] is the host.
+ *   loupe_thread_<line id>_{recorded,dropped,capacity_needed}. XSpace.hostnames[0] is the host.
+ *   loupe_process_<k>_* give the processes (in order), loupe_line_<id>_{process,tid,lane} a
+ *   line's (process, tid) and, with _lane, that it is a lane of an async track (the lanes of one
+ *   (process, tid) are one LOUPE_TRACK_ASYNC track); the line's name loses the writer's
+ *   "<process> (<pid>) / " prefix and " (lane N)" suffix (own_name()). A counter event's
+ *   loupe_process and a sample's loupe_line stat say whose they are.
  * - Times: a loupe file's are relative to the session start already; any other file's are made
  *   relative to its earliest event (or kept when profile_start_time says they are relative).
  *
@@ -1550,8 +1555,8 @@ static int samples_build(reader *x, plane *pl) {
 }
 
 static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
-    uint64_t off_ps = 0, tid = 0, cpu = UINT32_MAX, stack = UINT64_MAX;
-    int have_tid = 0;
+    uint64_t off_ps = 0, tid = 0, cpu = UINT32_MAX, stack = UINT64_MAX, line = 0;
+    int have_tid = 0, have_line = 0;
     size_t ev_off = s.off;
     field f;
     int k;
@@ -1570,6 +1575,9 @@ static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
                 cpu = st.u < UINT32_MAX ? st.u : UINT32_MAX;
             } else if (key_is(pl, st.mid, "loupe_stack")) {
                 stack = st.u;
+            } else if (key_is(pl, st.mid, "loupe_line")) { /* the thread's line: its process */
+                line = st.u;
+                have_line = 1;
             }
         }
         if (x->r.rc) {
@@ -1593,7 +1601,8 @@ static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
         node = stack < rs->nn ? rs->nmap[stack] : UINT32_MAX;
         rs->bad_stack += node == UINT32_MAX;
     }
-    size_t t = track_of(x, 0, 0, tid);
+    const lmap *lm = NULL;
+    size_t t = have_line ? host_track(x, line, &lm) : track_of(x, 0, 0, tid);
     if (t == SIZE_MAX) {
         return x->r.rc;
     }
