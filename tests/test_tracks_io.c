@@ -200,6 +200,11 @@ static void test_xplane_processes(void **state) {
     m->samples = smp;
     m->sample_count = 2;
     m->sample_period_ns = 100;
+    loupe_interval off[2] = {{1400, 50}, {1450, 20}};
+    m->threads[0].off_cpu = &off[0];
+    m->threads[0].off_cpu_count = 1;
+    m->threads[1].off_cpu = &off[1];
+    m->threads[1].off_cpu_count = 1;
     loupe__sink s;
     loupe__sink_open_mem(&s);
     assert_int_equal(loupe__write_xplane(m, &s), 0);
@@ -216,6 +221,8 @@ static void test_xplane_processes(void **state) {
     assert_false(has(&s, "loupe_line_7_"));
     m->samples = NULL;
     m->sample_count = 0;
+    m->threads[0].off_cpu = m->threads[1].off_cpu = NULL;
+    m->threads[0].off_cpu_count = m->threads[1].off_cpu_count = 0;
     loupe_model *back = NULL;
     assert_int_equal(loupe__xplane_read_mem("mem.xplane.pb", s.mem, s.mem_len, &back), 0);
     check_two_processes(back);
@@ -226,6 +233,9 @@ static void test_xplane_processes(void **state) {
         assert_int_equal(back->samples[i].cpu, 1 + i);
         assert_int_equal(th->tid, 7);
         assert_int_equal(th->process, i);
+        assert_int_equal(th->off_cpu_count, 1);
+        assert_int_equal(th->off_cpu[0].start_ns, off[i].start_ns);
+        assert_int_equal(th->off_cpu[0].dur_ns, off[i].dur_ns);
     }
     const loupe_model_process *q = &back->processes[1];
     assert_string_equal(q->cmdline, "helper --jobs 2");

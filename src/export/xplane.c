@@ -1157,7 +1157,8 @@ done:
  * with no stack has the metadata after the frames, named "[no stack]". Plane stats:
  * loupe_sample_period_ns, loupe_samples_lost (uint64), loupe_stack_nodes (bytes: per node in
  * order the varints parent + 1 (0 = outermost) and frame index) and loupe_off_cpu (bytes: per
- * thread with intervals the varints tid, count, then start_ns and dur_ns per interval). */
+ * thread with intervals the varints line id (its tid in processes[0]), count, then start_ns and
+ * dur_ns per interval). */
 
 typedef struct xsamples {
     size_t *order;   /* sample indices by (thread, ts) */
@@ -1284,7 +1285,7 @@ static int samples_prepare(writer *w) {
         if (th->off_cpu_count == 0 || th->kind == LOUPE_TRACK_GPU) {
             continue;
         }
-        xs->off_len = varints_at(NULL, xs->off_len, th->tid);
+        xs->off_len = varints_at(NULL, xs->off_len, w->line_id[t]);
         xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu_count);
         for (size_t i = 0; i < th->off_cpu_count; i++) {
             xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu[i].start_ns);
@@ -1307,7 +1308,7 @@ static int samples_prepare(writer *w) {
         if (th->off_cpu_count == 0 || th->kind == LOUPE_TRACK_GPU) {
             continue;
         }
-        at = varints_at(xs->off, at, th->tid);
+        at = varints_at(xs->off, at, w->line_id[t]);
         at = varints_at(xs->off, at, th->off_cpu_count);
         for (size_t i = 0; i < th->off_cpu_count; i++) {
             at = varints_at(xs->off, at, th->off_cpu[i].start_ns);

@@ -1653,7 +1653,8 @@ static int samples_finish(reader *x) {
             n > (uint64_t)(c.end - c.p) / 2) {
             return fail(&x->r, rs->off.off, "loupe_off_cpu: cut short or a count past its end");
         }
-        size_t t = track_of(x, 0, 0, tid);
+        const lmap *lm = NULL; /* keyed by line id: = tid in processes[0] */
+        size_t t = host_track(x, tid, &lm);
         if (t == SIZE_MAX) {
             return x->r.rc;
         }
