@@ -8,6 +8,9 @@
  * - a foreign Chrome JSON with pids 1, 2, 3, 4 and 9794104243884136841 (a valid uint64), the same
  *   tid in two pids, and async b/e/n events: one process per pid, two tracks for the shared tid,
  *   the async slices on their own track.
+ * - both through XPlane too, and its layout: the other process's thread and each async lane a
+ *   line of its own (names and line ids), the processes' fields (cmdline, label, host, parent,
+ *   rank) back from the plane stats.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,7 +29,7 @@
 #include "import/readers.h"
 #include "model/builder.h"
 
-enum { FMT_CHROME, FMT_PERFETTO, FMT_COUNT };
+enum { FMT_CHROME, FMT_PERFETTO, FMT_XPLANE, FMT_COUNT };
 
 static void add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, const char *name) {
     size_t i = loupe__mb_slice(mb, t);
@@ -81,6 +84,9 @@ static loupe_model *round_trip(const loupe_model *m, int fmt) {
     case FMT_PERFETTO:
         assert_int_equal(loupe__write_perfetto_proto(m, &s), 0);
         break;
+    case FMT_XPLANE:
+        assert_int_equal(loupe__write_xplane(m, &s), 0);
+        break;
     default:
         assert_int_equal(loupe__write_chrome_json(m, &s, 0), 0);
         break;
@@ -89,7 +95,8 @@ static loupe_model *round_trip(const loupe_model *m, int fmt) {
     loupe_model *back = NULL;
     int rc = fmt == FMT_PERFETTO
                  ? loupe__perfetto_proto_read_mem("mem.pftrace", s.mem, s.mem_len, &back)
-                 : loupe__chrome_json_read_mem("mem.json", s.mem, s.mem_len, &back);
+             : fmt == FMT_XPLANE ? loupe__xplane_read_mem("mem.xplane.pb", s.mem, s.mem_len, &back)
+                                 : loupe__chrome_json_read_mem("mem.json", s.mem, s.mem_len, &back);
     assert_int_equal(rc, 0);
     return back;
 }
@@ -161,6 +168,85 @@ static void test_round_trip(void **state) {
         check_two_processes(back);
         loupe_model_free(back);
     }
+    loupe_model_free(m);
+}
+
+static int has(const loupe__sink *s, const char *str) {
+    size_t n = strlen(str);
+    for (size_t i = 0; i + n <= s->mem_len; i++) {
+        if (memcmp(s->mem + i, str, n) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The XPlane layout: every process's threads are lines of /host:CPU, one line per async lane,
+ * the names say whose; the processes' fields come back from the plane stats. */
+static void test_xplane_processes(void **state) {
+    (void)state;
+    loupe_model *m = two_processes();
+    loupe_model_process *p1 = &m->processes[1];
+    p1->cmdline = "helper --jobs 2";
+    p1->label = "rank 3";
+    p1->host = "node2";
+    p1->parent_pid = 100;
+    p1->rank = 3;
+    /* a sample on each tid 7: the XPlane's "tid" stat alone would put both in process 0 */
+    loupe_sample smp[2] = {{.ts_ns = 1100, .thread = 0, .stack = UINT32_MAX, .cpu = 1},
+                           {.ts_ns = 1300, .thread = 1, .stack = UINT32_MAX, .cpu = 2}};
+    assert_int_equal(m->threads[0].process, 0);
+    assert_int_equal(m->threads[1].process, 1);
+    m->samples = smp;
+    m->sample_count = 2;
+    m->sample_period_ns = 100;
+    loupe_interval off[2] = {{1400, 50}, {1450, 20}};
+    m->threads[0].off_cpu = &off[0];
+    m->threads[0].off_cpu_count = 1;
+    m->threads[1].off_cpu = &off[1];
+    m->threads[1].off_cpu_count = 1;
+    loupe__sink s;
+    loupe__sink_open_mem(&s);
+    assert_int_equal(loupe__write_xplane(m, &s), 0);
+    assert_int_equal(loupe__sink_close(&s), 0);
+    assert_true(has(&s, "helper (200) / worker"));
+    assert_true(has(&s, "requests (lane 0)"));
+    assert_true(has(&s, "requests (lane 1)"));
+    /* after the largest tid (7): the other process's tid 7 is line 8, the lanes 9 and 10 */
+    assert_true(has(&s, "loupe_line_8_process"));
+    assert_false(has(&s, "loupe_line_8_lane"));
+    assert_true(has(&s, "loupe_line_9_lane"));
+    assert_true(has(&s, "loupe_line_10_lane"));
+    assert_false(has(&s, "loupe_line_11_"));
+    assert_false(has(&s, "loupe_line_7_"));
+    m->samples = NULL;
+    m->sample_count = 0;
+    m->threads[0].off_cpu = m->threads[1].off_cpu = NULL;
+    m->threads[0].off_cpu_count = m->threads[1].off_cpu_count = 0;
+    loupe_model *back = NULL;
+    assert_int_equal(loupe__xplane_read_mem("mem.xplane.pb", s.mem, s.mem_len, &back), 0);
+    check_two_processes(back);
+    assert_int_equal(back->sample_count, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const loupe_model_thread *th = &back->threads[back->samples[i].thread];
+        assert_int_equal(back->samples[i].ts_ns, 1100 + 200 * i);
+        assert_int_equal(back->samples[i].cpu, 1 + i);
+        assert_int_equal(th->tid, 7);
+        assert_int_equal(th->process, i);
+        assert_int_equal(th->off_cpu_count, 1);
+        assert_int_equal(th->off_cpu[0].start_ns, off[i].start_ns);
+        assert_int_equal(th->off_cpu[0].dur_ns, off[i].dur_ns);
+    }
+    const loupe_model_process *q = &back->processes[1];
+    assert_string_equal(q->cmdline, "helper --jobs 2");
+    assert_string_equal(q->label, "rank 3");
+    assert_string_equal(q->host, "node2");
+    assert_int_equal(q->parent_pid, 100);
+    assert_int_equal(q->rank, 3);
+    assert_int_equal(back->processes[0].rank, -1);
+    assert_int_equal(back->processes[0].parent_pid, 0);
+    assert_string_equal(back->processes[0].cmdline, "");
+    loupe_model_free(back);
     loupe_model_free(m);
 }
 
@@ -237,6 +323,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_foreign),
+        cmocka_unit_test(test_xplane_processes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

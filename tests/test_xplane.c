@@ -960,6 +960,71 @@ static void dump_case(const char *dir, const char *name, const loupe_model *m) {
     json_decref(root);
 }
 
+static void add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, const char *name) {
+    size_t i = loupe__mb_slice(mb, t);
+    assert_true(i != SIZE_MAX);
+    *loupe__mb_slice_at(mb, t, i) = (loupe_slice){.start_ns = start,
+                                                  .dur_ns = dur,
+                                                  .name = loupe__mb_str(mb, name),
+                                                  .category = loupe__mb_str(mb, "")};
+}
+
+/* Two processes (pid 100 "app", pid 200 "helper") with a thread tid 7 each, an async track with
+ * two overlapping slices and a counter per process; the lines XProf must show are written out
+ * by hand: process 0's thread keeps line id 7, the other process's tid 7 is line 8 named
+ * "helper (200) / worker", the async lanes lines 9 and 10. */
+static void dump_processes(const char *dir) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 100;
+    m->process_name = loupe__mb_str(mb, "app");
+    m->host = loupe__mb_str(mb, "host-p");
+    m->clock = loupe__mb_str(mb, "monotonic");
+    m->origin_unix_ns = 1700000000000000000ull;
+    m->duration_ns = 10000;
+    assert_int_equal(loupe__mb_process(mb, 100), 0);
+    size_t p1 = loupe__mb_process(mb, 200);
+    loupe__mb_process_at(mb, p1)->name = loupe__mb_str(mb, "helper");
+    size_t a = loupe__mb_thread_in(mb, 0, 7), b = loupe__mb_thread_in(mb, p1, 7);
+    loupe__mb_thread_name(mb, a, "main");
+    loupe__mb_thread_name(mb, b, "worker");
+    add_slice(mb, a, 1000, 500, "load");
+    add_slice(mb, b, 1200, 300, "compute");
+    size_t q = loupe__mb_thread_add(mb, 77);
+    loupe__mb_thread_at(mb, q)->kind = LOUPE_TRACK_ASYNC;
+    loupe__mb_thread_name(mb, q, "requests");
+    add_slice(mb, q, 2000, 3000, "req 1");
+    add_slice(mb, q, 2500, 1000, "req 2");
+    loupe_counter_sample c = {.ts_ns = 1500, .name = "queue", .i = 3};
+    assert_int_equal(loupe__mb_counter(mb, &c), 0);
+    c = (loupe_counter_sample){
+        .ts_ns = 1600, .name = "heap", .is_double = 1, .d = 2.5, .process = p1};
+    assert_int_equal(loupe__mb_counter(mb, &c), 0);
+    m = loupe__mb_finish(mb);
+    assert_non_null(m);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/processes.xplane.pb", dir);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    loupe_model_free(m);
+    json_t *root = json_pack(
+        "{s[{sssIsssss[[sII]]s[]}{sssIsssss[[sII]]s[]}{sssIsssss[[sII]]s[]}"
+        "{sssIsssss[[sII]]s[]}]s[[sIf][sIf]]s[]s[]s[]}",
+        "tracks", "plane", "/host:CPU", "tid", (json_int_t)7, "name", "main", "shown", "main",
+        "slices", "load", (json_int_t)1000, (json_int_t)500, "instants", "plane", "/host:CPU",
+        "tid", (json_int_t)8, "name", "worker", "shown", "helper (200) / worker", "slices",
+        "compute", (json_int_t)1200, (json_int_t)300, "instants", "plane", "/host:CPU", "tid",
+        (json_int_t)9, "name", "requests", "shown", "requests (lane 0)", "slices", "req 1",
+        (json_int_t)2000, (json_int_t)3000, "instants", "plane", "/host:CPU", "tid", (json_int_t)10,
+        "name", "requests", "shown", "requests (lane 1)", "slices", "req 2", (json_int_t)2500,
+        (json_int_t)1000, "instants", "counters", "queue", (json_int_t)1500, 3.0, "heap",
+        (json_int_t)1600, 2.5, "steps", "flows", "sample_stacks");
+    assert_non_null(root);
+    snprintf(path, sizeof path, "%s/processes.expect.json", dir);
+    assert_int_equal(json_dump_file(root, path, JSON_ENSURE_ASCII), 0);
+    json_decref(root);
+}
+
 static void dump(void **state) {
     (void)state;
     const char *dir = getenv("LOUPE_XPLANE_DUMP");
@@ -979,6 +1044,7 @@ static void dump(void **state) {
     m = samples_model();
     dump_case(dir, "samples", m);
     loupe_model_free(m);
+    dump_processes(dir);
     tu_rmtree(logs);
     free(logs);
 }

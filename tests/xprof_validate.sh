@@ -3,7 +3,8 @@
 # trace-viewer converter and jax.profiler.ProfileData (tests/xprof_check.py says what is checked).
 # The files: test_xplane in dump mode (a hand-built model with every event kind, GPU planes and
 # hostile names, a recorded two-thread session with 20 steps, and 3 steps of 10, 20 and 30 ms
-# with flows to a worker thread, hand-built and recorded, and CPU samples on two threads), each with `loupe summary --json` of
+# with flows to a worker thread, hand-built and recorded, CPU samples on two threads, and two
+# processes with an async track: their lines and names), each with `loupe summary --json` of
 # it for the step check.
 # Needs pip packages xprof and jax in one venv shared by every build directory and every run:
 # $LOUPE_XPROF_VENV when set (tools/test.sh sets it to build-test/.venv-xprof for all its
@@ -26,7 +27,7 @@ if ! LOUPE_XPLANE_DUMP=$tmp "$build/tests/test_xplane" >"$tmp/dump.log" 2>&1; th
   exit 1
 fi
 status=0
-for c in full session steps recorded_steps samples; do
+for c in full session steps recorded_steps samples processes; do
   echo "== $c.xplane.pb ($(stat -c %s "$tmp/$c.xplane.pb") bytes)"
   if ! "$build/loupe" summary --json --top 0 "$tmp/$c.xplane.pb" >"$tmp/$c.summary.json"; then
     echo "xprof_validate: FAIL: loupe summary $c.xplane.pb"

@@ -16,6 +16,9 @@
  *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_id (int64,
  *            as jax), process_name, and loupe_thread_<tid>_{recorded,dropped,capacity_needed}
  *            per line, _unnamed = 1 for a line named here (GPU planes: theirs).
+ *            Threads of other processes than processes[0] and async tracks' lanes: lines of
+ *            their own after the largest tid, with loupe_line_<id>_* and loupe_process_<k>_*
+ *            plane stats ("processes" below, lines_prepare()).
  *   /host:metadata: loupe_version (str_value) and process_id, where jax writes its versions.
  *   Task Environment: profile_start_time, profile_stop_time (uint64, as XLA writes them),
  *            profile_options (a ProfileOptions, bytes) and the user metadata
@@ -51,6 +54,7 @@
 #include "base/utf8.h"
 
 #include <loupe/loupe.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +256,15 @@ typedef struct writer {
     int range;           /* a time beyond int64 picoseconds */
     char **acct;         /* per thread: the names of its ACCT plane stats */
     struct xsamples *xs; /* the CPU samples' lines, frames and stack table (NULL: none) */
+    /* Processes (lines_prepare()): per thread its first line id (a host thread of processes[0]:
+     * its tid) and its line count (an async track: one per lane, others 1); the name of a line
+     * of another process or an async track (NULL: line_name()). */
+    uint64_t *line_id;
+    uint32_t *lanes;
+    char **lname;
+    char **keys; /* the plane-stat names of process_stats(), malloc'd */
+    size_t nkeys;
+    uint64_t max_line_id; /* over every thread's lines (GPU tracks: their tid) */
 } writer;
 
 static void samples_lines(writer *w, pb *p);
@@ -407,6 +420,9 @@ static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
         stat_val v =
             e->cs->is_double ? (stat_val){2, 0, e->cs->d} : (stat_val){4, (uint64_t)e->cs->i, 0};
         put_stat(p, 4, sid(w, "value", 0), v);
+        if (e->cs->process != 0) { /* another process's counter; the reader puts it back there */
+            put_stat(p, 4, sid(w, "loupe_process", 0), (stat_val){3, e->cs->process, 0});
+        }
     }
 }
 
@@ -467,25 +483,73 @@ static const char *line_name(const loupe_model *m, const loupe_model_thread *th,
     if (th->name[0]) {
         return th->name;
     }
-    if (th->kind != LOUPE_TRACK_GPU && th->tid == m->pid && m->process_name != NULL &&
-        m->process_name[0]) {
-        return m->process_name;
+    uint64_t pid = m->pid;
+    const char *pname = m->process_name;
+    if (th->process != 0 && th->process < m->process_count) {
+        pid = m->processes[th->process].pid;
+        pname = m->processes[th->process].name;
+    }
+    if (th->kind == LOUPE_TRACK_THREAD && th->tid == pid && pname != NULL && pname[0]) {
+        return pname;
     }
     snprintf(buf, n, "%s %llu", th->kind == LOUPE_TRACK_GPU ? "track" : "thread",
              (unsigned long long)th->tid);
     return buf;
 }
 
-/* XLine body of thread t: slices and instants merged in time order (instants after slices that
- * start at the same ns). */
-static void line_body(writer *w, pb *p, size_t t) {
+/* A line of another process than processes[0], or an async track's: its own line ids, names
+ * and plane stats (lines_prepare()). GPU tracks stay on their planes. */
+static int is_special(const loupe_model_thread *th) {
+    return th->kind != LOUPE_TRACK_GPU && (th->process != 0 || th->kind == LOUPE_TRACK_ASYNC);
+}
+
+/* An async track's lane `lane`: the first and last event times of its slices with depth ==
+ * lane (its instants go to lane 0). */
+static void lane_span(const loupe_model_thread *th, uint32_t lane, uint64_t *t0, uint64_t *t1) {
+    uint64_t a = UINT64_MAX, b = 0;
+    for (size_t i = 0; i < th->slice_count; i++) {
+        const loupe_slice *s = &th->slices[i];
+        if (s->depth == lane) {
+            a = s->start_ns < a ? s->start_ns : a;
+            b = s->start_ns + s->dur_ns > b ? s->start_ns + s->dur_ns : b;
+        }
+    }
+    for (size_t i = 0; lane == 0 && i < th->instant_count; i++) {
+        a = th->instants[i].ts_ns < a ? th->instants[i].ts_ns : a;
+        b = th->instants[i].ts_ns > b ? th->instants[i].ts_ns : b;
+    }
+    *t0 = a == UINT64_MAX ? 0 : a;
+    *t1 = b;
+}
+
+/* XLine body of thread t (of its lane `lane` when async): slices and instants merged in time
+ * order (instants after slices that start at the same ns). */
+static void line_body(writer *w, pb *p, size_t t, uint32_t lane) {
     const loupe_model_thread *th = &w->m->threads[t];
-    uint64_t t0 = line_start(th);
-    put_u64f(p, 1, th->tid);
+    int async = th->kind == LOUPE_TRACK_ASYNC;
+    uint64_t t0 = line_start(th), end = line_end(th);
+    if (async) {
+        lane_span(th, lane, &t0, &end);
+    }
+    put_u64f(p, 1, w->line_id[t] + lane);
     char name[64];
-    put_str(p, 2, line_name(w->m, th, name, sizeof name));
+    if (w->lname[t] == NULL) {
+        put_str(p, 2, line_name(w->m, th, name, sizeof name));
+    } else if (!async) {
+        put_str(p, 2, w->lname[t]);
+    } else {
+        /* "<track> (lane N)": an XLine's events must nest, so each lane is a line */
+        size_t n = strlen(w->lname[t]) + 32;
+        char *ln = malloc(n);
+        if (ln == NULL) {
+            w->oom = 1;
+            return;
+        }
+        snprintf(ln, n, "%s (lane %u)", w->lname[t], lane);
+        put_str(p, 2, ln);
+        free(ln);
+    }
     put_u64f(p, 3, t0);
-    uint64_t end = line_end(th);
     if (end > t0) {
         put_u64f(p, 9, ps(w, end - t0));
     }
@@ -529,7 +593,14 @@ static void line_body(writer *w, pb *p, size_t t) {
             e.nflows = f1 - fe;
             fe = f1;
             i++;
+            if (async && s->depth != lane) {
+                continue;
+            }
         } else {
+            if (async && lane != 0) {
+                k++;
+                continue;
+            }
             const loupe_instant *in = &th->instants[k++];
             e.start_ns = in->ts_ns;
             e.name = in->name;
@@ -545,10 +616,7 @@ static void line_body(writer *w, pb *p, size_t t) {
 static void counters_body(writer *w, pb *p) {
     const loupe_model *m = w->m;
     uint64_t t0 = m->counters[0].ts_ns;
-    uint64_t max_id = 0;
-    for (size_t t = 0; t < m->thread_count; t++) {
-        max_id = m->threads[t].tid > max_id ? m->threads[t].tid : max_id;
-    }
+    uint64_t max_id = w->max_line_id;
     /* An id no host thread has: XProf takes the tid from it. */
     put_u64f(p, 1, max_id < (uint64_t)INT64_MAX ? max_id + 1 : 0);
     put_str(p, 2, "_counters_");
@@ -605,6 +673,171 @@ static void stat_profile_options(writer *w, pb *p) {
     p->n += sizeof opts;
 }
 
+/* ---- processes: lines of other processes and async tracks ----
+ *
+ * XProf's trace viewer shows /host:CPU's lines as the threads of one process (one row per line
+ * id), so every process's threads go there: a thread of processes[0] keeps line id = tid (the
+ * jax-shaped file of a single process is unchanged); a thread of another process, and each lane
+ * of an async track (an XLine's events must nest; async slices overlap), gets a line id after
+ * the largest tid, named "<process name> (<pid>) / <thread name>" (without the prefix in
+ * processes[0]; + " (lane N)" per lane). Plane stats loupe_line_<id>_{pid,process,tid} (and
+ * _lane for an async track's lanes) let the reader rebuild (process, tid, kind); with several
+ * processes, loupe_process_<k>_{pid,name,host,label,cmdline,parent_pid,rank} keep them, in the
+ * model's order (the Chrome writer's loupe_pid_<pid>_* do the same in JSON). */
+enum { LK = 4, PK = 7 };
+
+static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *dup_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return NULL;
+    }
+    char *out = malloc((size_t)n + 1);
+    if (out != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(out, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    return out;
+}
+
+static int lines_prepare(writer *w) {
+    const loupe_model *m = w->m;
+    size_t n = m->thread_count;
+    w->line_id = calloc(n + 1, sizeof(*w->line_id));
+    w->lanes = calloc(n + 1, sizeof(*w->lanes));
+    w->lname = calloc(n + 1, sizeof(*w->lname));
+    if (w->line_id == NULL || w->lanes == NULL || w->lname == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    }
+    size_t nkeys = 0;
+    uint64_t max_id = 0;
+    for (size_t t = 0; t < n; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        w->lanes[t] = 1;
+        if (!is_special(th)) {
+            w->line_id[t] = th->tid;
+            max_id = th->tid > max_id ? th->tid : max_id;
+        }
+    }
+    uint64_t next = max_id;
+    for (size_t t = 0; t < n; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (!is_special(th)) {
+            continue;
+        }
+        for (size_t i = 0; th->kind == LOUPE_TRACK_ASYNC && i < th->slice_count; i++) {
+            uint32_t d = th->slices[i].depth;
+            w->lanes[t] = d >= w->lanes[t] ? d + 1 : w->lanes[t];
+        }
+        if (next > (uint64_t)INT64_MAX - w->lanes[t] - 1) {
+            return loupe__err(LOUPE_EUNSUPPORTED,
+                              "XPlane: no free line id for thread %llu (line ids are int64)",
+                              (unsigned long long)th->tid);
+        }
+        w->line_id[t] = next + 1;
+        next += w->lanes[t];
+        const loupe_model_process *pr = &m->processes[th->process];
+        char buf[64];
+        const char *own = th->name[0] ? th->name : line_name(m, th, buf, sizeof buf);
+        w->lname[t] = th->process == 0 ? dup_printf("%s", own)
+                                       : dup_printf("%s (%llu) / %s", pr->name,
+                                                    (unsigned long long)pr->pid, own);
+        if (w->lname[t] == NULL) {
+            return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+        }
+        nkeys += (size_t)LK * w->lanes[t];
+    }
+    w->max_line_id = next;
+    size_t np = m->process_count > 1 ? m->process_count : 0;
+    nkeys += PK * np;
+    if (nkeys == 0) {
+        return 0;
+    }
+    /* the stat names, in the order process_stats() uses them (the tables keep the pointers) */
+    if ((w->keys = calloc(nkeys, sizeof(*w->keys))) == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    }
+    static const char *const lwhat[LK] = {"pid", "process", "tid", "lane"};
+    static const char *const pwhat[PK] = {"pid",     "name",       "host", "label",
+                                          "cmdline", "parent_pid", "rank"};
+    for (size_t t = 0; t < n; t++) {
+        for (uint32_t l = 0; w->lname[t] != NULL && l < w->lanes[t]; l++) {
+            for (size_t k = 0; k < LK; k++) {
+                w->keys[w->nkeys++] = dup_printf("loupe_line_%llu_%s",
+                                                 (unsigned long long)(w->line_id[t] + l), lwhat[k]);
+            }
+        }
+    }
+    for (size_t q = 0; q < np; q++) {
+        for (size_t k = 0; k < PK; k++) {
+            w->keys[w->nkeys++] =
+                dup_printf("loupe_process_%llu_%s", (unsigned long long)q, pwhat[k]);
+        }
+    }
+    for (size_t i = 0; i < w->nkeys; i++) {
+        if (w->keys[i] == NULL) {
+            return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+        }
+    }
+    return 0;
+}
+
+static void lines_free(writer *w) {
+    for (size_t t = 0; w->lname != NULL && t < w->m->thread_count; t++) {
+        free(w->lname[t]);
+    }
+    for (size_t i = 0; i < w->nkeys; i++) {
+        free(w->keys[i]);
+    }
+    free(w->keys);
+    free(w->lname);
+    free(w->lanes);
+    free(w->line_id);
+}
+
+/* The host plane's stats of lines_prepare(): per special line its pid, process index, tid (and
+ * lane), then per process its fields (those unset are left out; rank -1 = not MPI). */
+static void process_stats(writer *w, pb *p) {
+    const loupe_model *m = w->m;
+    size_t k = 0;
+    for (size_t t = 0; w->nkeys > 0 && t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        for (uint32_t l = 0; w->lname[t] != NULL && l < w->lanes[t]; l++, k += LK) {
+            stat_u64(w, p, w->keys[k], m->processes[th->process].pid);
+            stat_u64(w, p, w->keys[k + 1], th->process);
+            stat_u64(w, p, w->keys[k + 2], th->tid);
+            if (th->kind == LOUPE_TRACK_ASYNC) {
+                stat_u64(w, p, w->keys[k + 3], l);
+            }
+        }
+    }
+    for (size_t q = 0; k < w->nkeys; q++, k += PK) {
+        const loupe_model_process *pr = &m->processes[q];
+        stat_u64(w, p, w->keys[k], pr->pid);
+        stat_ref(w, p, w->keys[k + 1], pr->name);
+        if (pr->host[0]) {
+            stat_ref(w, p, w->keys[k + 2], pr->host);
+        }
+        if (pr->label[0]) {
+            stat_ref(w, p, w->keys[k + 3], pr->label);
+        }
+        if (pr->cmdline[0]) {
+            stat_ref(w, p, w->keys[k + 4], pr->cmdline);
+        }
+        if (pr->parent_pid != 0) {
+            stat_u64(w, p, w->keys[k + 5], pr->parent_pid);
+        }
+        if (pr->rank >= 0) {
+            put_stat(p, 6, sid(w, w->keys[k + 6], 0), (stat_val){4, (uint64_t)pr->rank, 0});
+        }
+    }
+}
+
 /* Plane-level stats (field 6). */
 static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
     const loupe_model *m = w->m;
@@ -655,6 +888,9 @@ static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
             stat_u64(w, p, w->acct[ACCT * t + 3], 1);
         }
     }
+    if (spec->kind == P_HOST) {
+        process_stats(w, p);
+    }
 }
 
 static void emeta_body(writer *w, pb *p, size_t id, const emeta *e) {
@@ -688,13 +924,22 @@ static void plane_body(writer *w, pb *p, const plane_spec *spec, int64_t id) {
         if (!in_plane(&m->threads[t], spec)) {
             continue;
         }
+        if (m->threads[t].kind == LOUPE_TRACK_ASYNC) {
+            for (uint32_t l = 0; l < w->lanes[t]; l++) { /* sized again: no size per lane kept */
+                pb c = {NULL, 0};
+                line_body(w, &c, t, l);
+                put_len(p, 3, c.n);
+                line_body(w, p, t, l);
+            }
+            continue;
+        }
         if (p->s == NULL) {
             pb c = {NULL, 0};
-            line_body(w, &c, t);
+            line_body(w, &c, t, 0);
             w->line_size[t] = c.n;
         }
         put_len(p, 3, w->line_size[t]);
-        line_body(w, p, t);
+        line_body(w, p, t, 0);
     }
     if (spec->kind == P_HOST && m->counter_count > 0) {
         if (p->s == NULL) {
@@ -775,10 +1020,14 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
         rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
         goto done;
     }
+    if ((rc = lines_prepare(&w)) != 0) {
+        goto done;
+    }
     for (size_t t = 0; t < ACCT * m->thread_count; t++) {
         static const char *const what[ACCT] = {"recorded", "dropped", "capacity_needed", "unnamed"};
         char k[96];
-        snprintf(k, sizeof k, "loupe_thread_%llu_%s", (unsigned long long)m->threads[t / ACCT].tid,
+        /* keyed by line id: a thread of processes[0] by its tid, as before processes */
+        snprintf(k, sizeof k, "loupe_thread_%llu_%s", (unsigned long long)w.line_id[t / ACCT],
                  what[t % ACCT]);
         if ((w.acct[t] = strdup(k)) == NULL) {
             rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
@@ -880,6 +1129,7 @@ done:
         free(w.acct[t]);
     }
     free(w.acct);
+    lines_free(&w);
     samples_free(&w);
     free(tables);
     free(plane_size);
@@ -907,7 +1157,8 @@ done:
  * with no stack has the metadata after the frames, named "[no stack]". Plane stats:
  * loupe_sample_period_ns, loupe_samples_lost (uint64), loupe_stack_nodes (bytes: per node in
  * order the varints parent + 1 (0 = outermost) and frame index) and loupe_off_cpu (bytes: per
- * thread with intervals the varints tid, count, then start_ns and dur_ns per interval). */
+ * thread with intervals the varints line id (its tid in processes[0]), count, then start_ns and
+ * dur_ns per interval). */
 
 typedef struct xsamples {
     size_t *order;   /* sample indices by (thread, ts) */
@@ -1022,10 +1273,7 @@ static int samples_prepare(writer *w) {
         }
     }
     xs->line_at[xs->nlines] = m->sample_count;
-    uint64_t max_id = 0;
-    for (size_t t = 0; t < m->thread_count; t++) {
-        max_id = m->threads[t].tid > max_id ? m->threads[t].tid : max_id;
-    }
+    uint64_t max_id = w->max_line_id;
     xs->line_id0 = max_id < (uint64_t)INT64_MAX - m->sample_count - 2 ? max_id + 2 : 0;
     for (uint32_t k = 0; k < m->stack_node_count; k++) {
         const loupe_stack_node *sn = &m->stack_nodes[k];
@@ -1037,7 +1285,7 @@ static int samples_prepare(writer *w) {
         if (th->off_cpu_count == 0 || th->kind == LOUPE_TRACK_GPU) {
             continue;
         }
-        xs->off_len = varints_at(NULL, xs->off_len, th->tid);
+        xs->off_len = varints_at(NULL, xs->off_len, w->line_id[t]);
         xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu_count);
         for (size_t i = 0; i < th->off_cpu_count; i++) {
             xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu[i].start_ns);
@@ -1060,7 +1308,7 @@ static int samples_prepare(writer *w) {
         if (th->off_cpu_count == 0 || th->kind == LOUPE_TRACK_GPU) {
             continue;
         }
-        at = varints_at(xs->off, at, th->tid);
+        at = varints_at(xs->off, at, w->line_id[t]);
         at = varints_at(xs->off, at, th->off_cpu_count);
         for (size_t i = 0; i < th->off_cpu_count; i++) {
             at = varints_at(xs->off, at, th->off_cpu[i].start_ns);
@@ -1111,6 +1359,9 @@ static void sample_event(writer *w, pb *p, size_t i, uint64_t next_ns, int has_n
         put_u64f(p, 3, ps(w, dur));
     }
     put_stat(p, 4, sid(w, "tid", 0), (stat_val){3, m->threads[s->thread].tid, 0});
+    if (w->lname[s->thread] != NULL) { /* another process's thread: the tid alone is ambiguous */
+        put_stat(p, 4, sid(w, "loupe_line", 0), (stat_val){3, w->line_id[s->thread], 0});
+    }
     if (s->cpu != UINT32_MAX) {
         put_stat(p, 4, sid(w, "cpu", 0), (stat_val){3, s->cpu, 0});
     }

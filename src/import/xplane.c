@@ -21,7 +21,12 @@
  *   is dropped: drop_step_root()); loupe_thread_<tid>_unnamed gives a track back its "" name.
  * - Plane stats of a loupe file (loupe_version present): profile_start_time (origin),
  *   profile_stop_time (duration), pid, process_name, clock, tsc_ghz, unmatched_ends and
- *   loupe_thread_<tid>_{recorded,dropped,capacity_needed}. XSpace.hostnames[0] is the host.
+ *   loupe_thread_<line id>_{recorded,dropped,capacity_needed}. XSpace.hostnames[0] is the host.
+ *   loupe_process_<k>_* give the processes (in order), loupe_line_<id>_{process,tid,lane} a
+ *   line's (process, tid) and, with _lane, that it is a lane of an async track (the lanes of one
+ *   (process, tid) are one LOUPE_TRACK_ASYNC track); the line's name loses the writer's
+ *   "<process> (<pid>) / " prefix and " (lane N)" suffix (own_name()). A counter event's
+ *   loupe_process and a sample's loupe_line stat say whose they are.
  * - Times: a loupe file's are relative to the session start already; any other file's are made
  *   relative to its earliest event (or kept when profile_start_time says they are relative).
  *
@@ -323,11 +328,26 @@ typedef struct flow_end {
 } flow_end;
 
 typedef struct track {
-    int gpu;
+    int gpu; /* 0 host thread, 1 GPU track, 2 async track */
     uint32_t device;
+    size_t process;
     uint64_t tid;
     size_t index; /* in the builder */
 } track;
+
+/* A loupe file's host line of another process or an async track's lane: its
+ * loupe_line_<id>_{pid,process,tid,lane} plane stats (src/export/xplane.c lines_prepare()). */
+typedef struct lmap {
+    uint64_t id, process, tid, lane;
+    unsigned have; /* 1 process, 2 tid, 4 lane */
+} lmap;
+
+/* loupe_process_<k>_* plane stats: the model's processes in order. */
+typedef struct rproc {
+    uint64_t pid, parent_pid;
+    int64_t rank;
+    const char *name, *host, *label, *cmdline;
+} rproc;
 
 typedef struct reader {
     rd r;
@@ -345,6 +365,10 @@ typedef struct reader {
     int have_time;
     uint64_t min_ns, max_ns;
     struct rsamples *rs; /* the CPU samples' tables (samples_*() below); NULL when none */
+    lmap *lines;         /* by id once pass 0 is done */
+    size_t nlines, lines_cap;
+    rproc *procs;
+    size_t nprocs, procs_cap;
 } reader;
 
 static int samples_plane_stat(reader *x, const plane *pl, const stat *st);
@@ -362,20 +386,25 @@ static const char *intern(reader *x, span s) {
     return loupe__mb_strn(x->mb, (const char *)s.p, s.n);
 }
 
-static size_t track_hash(int gpu, uint32_t device, uint64_t tid) {
-    uint64_t h = tid ^ ((uint64_t)device << 1 | (uint64_t)(gpu != 0)) * 0x9e3779b97f4a7c15ull;
+static size_t track_hash(int gpu, uint32_t device, size_t process, uint64_t tid) {
+    uint64_t h = tid ^
+                 ((uint64_t)device << 2 | (gpu == 2   ? 2u
+                                           : gpu != 0 ? 1u
+                                                      : 0u)) *
+                     0x9e3779b97f4a7c15ull ^
+                 (uint64_t)process * 0xc2b2ae3d27d4eb4full;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
     return (size_t)h;
 }
 
-/* The slot of (gpu, device, tid) in x->tslot: its track, or the empty slot for it. */
-static size_t track_slot(const reader *x, int gpu, uint32_t device, uint64_t tid) {
-    size_t j = track_hash(gpu, device, tid) & (x->tslot_cap - 1);
+/* The slot of (gpu, device, process, tid) in x->tslot: its track, or the empty slot for it. */
+static size_t track_slot(const reader *x, int gpu, uint32_t device, size_t process, uint64_t tid) {
+    size_t j = track_hash(gpu, device, process, tid) & (x->tslot_cap - 1);
     while (x->tslot[j] != 0) {
         const track *t = &x->tracks[x->tslot[j] - 1];
-        if (t->gpu == gpu && t->device == device && t->tid == tid) {
+        if (t->gpu == gpu && t->device == device && t->process == process && t->tid == tid) {
             break;
         }
         j = (j + 1) & (x->tslot_cap - 1);
@@ -386,7 +415,7 @@ static size_t track_slot(const reader *x, int gpu, uint32_t device, uint64_t tid
 /* The builder's thread for (plane kind, device, tid); a track per triple, also when a host
  * thread and a GPU track share a tid (so not the builder's tid lookup). A hash: a hostile file
  * with 1e6 lines must not cost 1e12 comparisons. */
-static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
+static size_t track_in(reader *x, int gpu, uint32_t device, size_t process, uint64_t tid) {
     if ((x->ntracks + 1) * 2 > x->tslot_cap) {
         size_t nc = x->tslot_cap ? x->tslot_cap * 2 : 64;
         size_t *nt = calloc(nc, sizeof(*nt));
@@ -399,10 +428,10 @@ static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
         x->tslot_cap = nc;
         for (size_t i = 0; i < x->ntracks; i++) {
             const track *t = &x->tracks[i];
-            x->tslot[track_slot(x, t->gpu, t->device, t->tid)] = i + 1;
+            x->tslot[track_slot(x, t->gpu, t->device, t->process, t->tid)] = i + 1;
         }
     }
-    size_t j = track_slot(x, gpu, device, tid);
+    size_t j = track_slot(x, gpu, device, process, tid);
     if (x->tslot[j] != 0) {
         return x->tracks[x->tslot[j] - 1].index;
     }
@@ -413,11 +442,41 @@ static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
         return SIZE_MAX;
     }
     loupe_model_thread *th = loupe__mb_thread_at(x->mb, idx);
-    th->kind = gpu ? LOUPE_TRACK_GPU : LOUPE_TRACK_THREAD;
+    th->kind = gpu == 1 ? LOUPE_TRACK_GPU : gpu == 2 ? LOUPE_TRACK_ASYNC : LOUPE_TRACK_THREAD;
     th->device = device;
-    x->tracks[x->ntracks++] = (track){gpu, device, tid, idx};
+    th->process = process;
+    x->tracks[x->ntracks++] = (track){gpu, device, process, tid, idx};
     x->tslot[j] = x->ntracks;
     return idx;
+}
+
+static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
+    return track_in(x, gpu != 0, device, 0, tid);
+}
+
+/* A host line's map entry (loupe_line_<id>_* stats), NULL when it has none. */
+static const lmap *line_map(const reader *x, uint64_t id) {
+    size_t lo = 0, hi = x->nlines;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->lines[mid].id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < x->nlines && x->lines[lo].id == id ? &x->lines[lo] : NULL;
+}
+
+/* The track of host line `id`: (process, tid, kind) from its map entry, else process 0's
+ * thread tid = id (jax's files, loupe's processes[0]). */
+static size_t host_track(reader *x, uint64_t id, const lmap **pm) {
+    const lmap *lm = line_map(x, id);
+    *pm = lm;
+    if (lm == NULL) {
+        return track_in(x, 0, 0, 0, id);
+    }
+    return track_in(x, (lm->have & 4) ? 2 : 0, 0, (size_t)lm->process, lm->tid);
 }
 
 static void hex(char *out, span s) {
@@ -662,6 +721,7 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
     int64_t ptype = 0, ctype = 0;
     stat value;
     int have_value = 0;
+    uint64_t cproc = 0; /* a counter's process (loupe_process; 0 when absent) */
     while ((k = next(&x->r, &stats, &f)) == 1) {
         if (f.num != 4) {
             continue;
@@ -673,6 +733,10 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
         if (counters && key_is(pl, st.mid, "value")) {
             value = st;
             have_value = 1;
+            continue;
+        }
+        if (counters && x->is_loupe && key_is(pl, st.mid, "loupe_process")) {
+            cproc = st.u < x->nprocs ? st.u : 0;
             continue;
         }
         if (x->is_loupe && key_is(pl, st.mid, "loupe_truncated")) {
@@ -715,7 +779,7 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
     }
     x->have_time = 1;
     if (counters) {
-        loupe_counter_sample c = {.ts_ns = ts, .name = em->iname};
+        loupe_counter_sample c = {.ts_ns = ts, .name = em->iname, .process = (size_t)cproc};
         if (have_value && value.type == 2) {
             c.is_double = 1;
             memcpy(&c.d, &value.u, 8);
@@ -748,6 +812,30 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
         x->flows[i].slice = sl;
     }
     return 0;
+}
+
+/* The track's own name in a mapped line's name: without the writer's "<process name> (<pid>) / "
+ * (another process's) and " (lane N)" (an async track's lane), where they are there. */
+static void own_name(reader *x, const lmap *lm, span *name) {
+    if (lm->process != 0 && lm->process < x->nprocs) {
+        const rproc *pr = &x->procs[lm->process];
+        char pre[96];
+        int n = snprintf(pre, sizeof pre, " (%llu) / ", (unsigned long long)pr->pid);
+        size_t nl = strlen(pr->name);
+        if (n > 0 && name->n >= nl + (size_t)n && memcmp(name->p, pr->name, nl) == 0 &&
+            memcmp(name->p + nl, pre, (size_t)n) == 0) {
+            name->p += nl + (size_t)n;
+            name->n -= nl + (size_t)n;
+        }
+    }
+    if (lm->have & 4) {
+        char suf[48];
+        int n = snprintf(suf, sizeof suf, " (lane %llu)", (unsigned long long)lm->lane);
+        if (n > 0 && name->n >= (size_t)n &&
+            memcmp(name->p + name->n - (size_t)n, suf, (size_t)n) == 0) {
+            name->n -= (size_t)n;
+        }
+    }
 }
 
 static int read_line(reader *x, plane *pl, span s, int gpu, uint32_t device) {
@@ -785,9 +873,13 @@ static int read_line(reader *x, plane *pl, span s, int gpu, uint32_t device) {
     int counters = !gpu && name.n == 10 && memcmp(name.p, "_counters_", 10) == 0;
     size_t t = SIZE_MAX;
     if (!counters) {
-        t = track_of(x, gpu, device, id);
+        const lmap *lm = NULL;
+        t = gpu ? track_of(x, gpu, device, id) : host_track(x, id, &lm);
         if (t == SIZE_MAX) {
             return x->r.rc;
+        }
+        if (lm != NULL) {
+            own_name(x, lm, &name);
         }
         if (name.n > 0) {
             loupe__mb_thread_name(x->mb, t, intern(x, name));
@@ -845,7 +937,8 @@ static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint
     if (which < 0) {
         return 0;
     }
-    size_t t = track_of(x, gpu, device, tid);
+    const lmap *lm = NULL;
+    size_t t = gpu ? track_of(x, gpu, device, tid) : host_track(x, tid, &lm);
     if (t == SIZE_MAX) {
         return -1;
     }
@@ -861,6 +954,137 @@ static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint
                                  : &th->capacity_needed;
     *dst = st->u;
     return 1;
+}
+
+/* loupe_line_<id>_<what> and loupe_process_<k>_<what> on the host plane (pass 0): 1 when st
+ * was one, 0 when not, -1 on OOM. */
+static int process_stat(reader *x, const plane *pl, const stat *st) {
+    const smeta *km = find_sm(pl, st->mid);
+    static const char lpre[] = "loupe_line_", ppre[] = "loupe_process_";
+    if (km == NULL || km->name.n > 90) {
+        return 0;
+    }
+    char k[96];
+    memcpy(k, km->name.p, km->name.n);
+    k[km->name.n] = 0;
+    int is_line = strncmp(k, lpre, sizeof lpre - 1) == 0;
+    if (!is_line && strncmp(k, ppre, sizeof ppre - 1) != 0) {
+        return 0;
+    }
+    const char *num = k + (is_line ? sizeof lpre : sizeof ppre) - 1;
+    if (*num < '0' || *num > '9') {
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    uint64_t id = strtoull(num, &end, 10);
+    if (errno != 0 || *end != '_') {
+        return 0;
+    }
+    const char *what = end + 1;
+    if (is_line) {
+        int which = strcmp(what, "process") == 0 ? 1
+                    : strcmp(what, "tid") == 0   ? 2
+                    : strcmp(what, "lane") == 0  ? 4
+                                                 : 0;
+        if (which == 0) {
+            return strcmp(what, "pid") == 0; /* the process index says which */
+        }
+        if (x->nlines == 0 || x->lines[x->nlines - 1].id != id) {
+            if (loupe__grow((void **)&x->lines, &x->lines_cap, x->nlines + 1, sizeof(lmap)) != 0) {
+                oom(x);
+                return -1;
+            }
+            x->lines[x->nlines++] = (lmap){id, 0, id, 0, 0};
+        }
+        lmap *lm = &x->lines[x->nlines - 1];
+        uint64_t *dst = which == 1 ? &lm->process : which == 2 ? &lm->tid : &lm->lane;
+        *dst = st->u;
+        lm->have |= (unsigned)which;
+        return 1;
+    }
+    if (id >= 65536) { /* more processes than any run loupe records: not one of the writer's */
+        return 0;
+    }
+    if (id >= x->nprocs) {
+        if (loupe__grow((void **)&x->procs, &x->procs_cap, (size_t)id + 1, sizeof(rproc)) != 0) {
+            oom(x);
+            return -1;
+        }
+        for (size_t q = x->nprocs; q <= id; q++) {
+            x->procs[q] = (rproc){0, 0, -1, "", "", "", ""};
+        }
+        x->nprocs = (size_t)id + 1;
+    }
+    rproc *pr = &x->procs[id];
+    loupe_arg a;
+    const char **sdst = strcmp(what, "name") == 0      ? &pr->name
+                        : strcmp(what, "host") == 0    ? &pr->host
+                        : strcmp(what, "label") == 0   ? &pr->label
+                        : strcmp(what, "cmdline") == 0 ? &pr->cmdline
+                                                       : NULL;
+    if (sdst != NULL) {
+        if (stat_arg(x, pl, st, &a) == 0 && a.type == LOUPE_ARG_STRING) {
+            *sdst = a.v.s;
+        }
+    } else if (strcmp(what, "pid") == 0) {
+        pr->pid = st->u;
+    } else if (strcmp(what, "parent_pid") == 0) {
+        pr->parent_pid = st->u;
+    } else if (strcmp(what, "rank") == 0) {
+        pr->rank = (int64_t)st->u;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static int cmp_lmap(const void *pa, const void *pb) {
+    const lmap *a = pa, *b = pb;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* After pass 0: the processes in the model's order, and the line map sorted by id (a line id
+ * whose process is not one of them goes to processes[0], with a warning). */
+static int processes_setup(reader *x) {
+    if (!x->is_loupe) {
+        x->nlines = 0;
+        x->nprocs = 0;
+        return 0;
+    }
+    for (size_t q = 0; q < x->nprocs; q++) {
+        const rproc *pr = &x->procs[q];
+        size_t i =
+            q == 0 ? loupe__mb_process(x->mb, pr->pid) : loupe__mb_process_add(x->mb, pr->pid);
+        if (i == SIZE_MAX) {
+            return oom(x);
+        }
+        loupe_model_process *mp = loupe__mb_process_at(x->mb, i);
+        mp->name = loupe__mb_str(x->mb, pr->name);
+        mp->host = loupe__mb_str(x->mb, pr->host);
+        mp->label = loupe__mb_str(x->mb, pr->label);
+        mp->cmdline = loupe__mb_str(x->mb, pr->cmdline);
+        mp->parent_pid = pr->parent_pid;
+        mp->rank = pr->rank;
+    }
+    if (x->nlines > 1) {
+        qsort(x->lines, x->nlines, sizeof(lmap), cmp_lmap);
+    }
+    uint64_t bad = 0;
+    for (size_t i = 0; i < x->nlines; i++) {
+        lmap *lm = &x->lines[i];
+        if (lm->process != 0 && lm->process >= x->nprocs) {
+            lm->process = 0;
+            bad++;
+        }
+    }
+    if (bad > 0) {
+        loupe__mb_warn(x->mb,
+                       "%s: XPlane: %llu lines name a process the file does not list; read "
+                       "into the first process",
+                       x->r.path, (unsigned long long)bad);
+    }
+    return 0;
 }
 
 enum { PL_SKIP, PL_HOST, PL_GPU, PL_ENV };
@@ -919,6 +1143,13 @@ static int read_plane(reader *x, span s, int pass) {
             uint64_t v;
             if (pass == 0 && kind == PL_HOST) {
                 int sr = samples_plane_stat(x, &pl, &st);
+                if (sr < 0) {
+                    break;
+                }
+                if (sr > 0) {
+                    continue;
+                }
+                sr = process_stat(x, &pl, &st);
                 if (sr < 0) {
                     break;
                 }
@@ -1030,6 +1261,9 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     x.m = loupe__mb_model(x.mb);
     x.m->clock = loupe__mb_str(x.mb, "");
     for (int pass = 0; pass < 2 && x.r.rc == 0; pass++) {
+        if (pass == 1 && processes_setup(&x) != 0) {
+            break;
+        }
         span s = {(const unsigned char *)buf, n, 0};
         field f;
         int k;
@@ -1093,6 +1327,8 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     }
     free(x.tracks);
     free(x.tslot);
+    free(x.lines);
+    free(x.procs);
     free(x.flows);
     free(x.args);
     samples_free(&x);
@@ -1319,8 +1555,8 @@ static int samples_build(reader *x, plane *pl) {
 }
 
 static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
-    uint64_t off_ps = 0, tid = 0, cpu = UINT32_MAX, stack = UINT64_MAX;
-    int have_tid = 0;
+    uint64_t off_ps = 0, tid = 0, cpu = UINT32_MAX, stack = UINT64_MAX, line = 0;
+    int have_tid = 0, have_line = 0;
     size_t ev_off = s.off;
     field f;
     int k;
@@ -1339,6 +1575,9 @@ static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
                 cpu = st.u < UINT32_MAX ? st.u : UINT32_MAX;
             } else if (key_is(pl, st.mid, "loupe_stack")) {
                 stack = st.u;
+            } else if (key_is(pl, st.mid, "loupe_line")) { /* the thread's line: its process */
+                line = st.u;
+                have_line = 1;
             }
         }
         if (x->r.rc) {
@@ -1362,7 +1601,8 @@ static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
         node = stack < rs->nn ? rs->nmap[stack] : UINT32_MAX;
         rs->bad_stack += node == UINT32_MAX;
     }
-    size_t t = track_of(x, 0, 0, tid);
+    const lmap *lm = NULL;
+    size_t t = have_line ? host_track(x, line, &lm) : track_of(x, 0, 0, tid);
     if (t == SIZE_MAX) {
         return x->r.rc;
     }
@@ -1413,7 +1653,8 @@ static int samples_finish(reader *x) {
             n > (uint64_t)(c.end - c.p) / 2) {
             return fail(&x->r, rs->off.off, "loupe_off_cpu: cut short or a count past its end");
         }
-        size_t t = track_of(x, 0, 0, tid);
+        const lmap *lm = NULL; /* keyed by line id: = tid in processes[0] */
+        size_t t = host_track(x, tid, &lm);
         if (t == SIZE_MAX) {
             return x->r.rc;
         }
