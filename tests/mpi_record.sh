@@ -41,11 +41,25 @@ for n in 2 4; do
     log=$tmp/log$n
     half=$((n / 2))
     # ranks >= n/2 run with their clock 5 s ahead (MPMD: the same program, another env)
-    if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np $half \
-        "$build/loupe" record -q -o "$log" -- "$app" : -np $((n - half)) \
-        env LOUPE_TEST_CLOCK_SHIFT_NS=$shift_ns "$build/loupe" record -q -o "$log" -- "$app" \
-        >"$tmp/out$n" 2>&1; then
-        echo "FAIL: mpirun -np $n:"
+    run_ranks() {
+        timeout 120 mpirun --allow-run-as-root --oversubscribe -np $half \
+            "$build/loupe" record -q -o "$log" -- "$app" : -np $((n - half)) \
+            env LOUPE_TEST_CLOCK_SHIFT_NS=$shift_ns "$build/loupe" record -q -o "$log" -- "$app" \
+            >"$tmp/out$n" 2>&1
+    }
+    run_ranks; st=$?
+    if [ "$st" = 124 ]; then
+        # mpirun did not end within 120 s (seen once in a heavily loaded fresh-clone run, after
+        # every rank's loupe record had printed its run directory): say so loudly, show what
+        # was left, and run once more; a second hang fails.
+        echo "WARN: mpirun -np $n did not end within 120 s; its output:"
+        cat "$tmp/out$n"
+        ps -eo pid,ppid,stat,etime,args | grep -E "mpi_app|loupe|orted|prterun" | grep -v grep
+        rm -rf "$log"
+        run_ranks; st=$?
+    fi
+    if [ "$st" != 0 ]; then
+        echo "FAIL: mpirun -np $n: exit status $st:"
         cat "$tmp/out$n"
         fail=1
         continue
@@ -129,7 +143,7 @@ log=$tmp/log16
 if timeout 300 mpirun --allow-run-as-root --oversubscribe -np 16 \
     "$build/loupe" record -q --format json -o "$log" -- "$app" >"$tmp/out16" 2>&1; then
     run=$(ls -d "$log"/plugins/profile/*)
-    if [ "$(ls "$run" | wc -l)" != 16 ] || ! "$check" "$run" 16 $iter 16 0; then
+    if [ "$(ls "$run" | wc -l)" != 16 ] || ! "$check" "$run" 16 $iter 16 0 2000000; then
         echo "FAIL: -np 16: $(ls "$run" | wc -l) files"
         fail=1
     fi
