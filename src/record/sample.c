@@ -859,6 +859,28 @@ static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
     GElf_Off off;
     GElf_Sym sym;
     const char *fn = dwfl_module_addrinfo(mod, a, &off, &sym, NULL, NULL, NULL);
+    char unnamed[320];
+    if (fn == NULL) {
+        /* No symbol (a stripped library's static function: zlib's deflate internals in Debian's
+         * libz): the unwind tables still say where the function starts, so every address in it
+         * gets one name, <module>+0x<start>, instead of a row per address. */
+        Dwarf_Addr cbias = 0;
+        Dwarf_CFI *cfi = dwfl_module_eh_cfi(mod, &cbias);
+        if (cfi == NULL) {
+            cfi = dwfl_module_dwarf_cfi(mod, &cbias);
+        }
+        Dwarf_Frame *fr = NULL;
+        Dwarf_Addr start = 0, end = 0;
+        if (cfi != NULL && dwarf_cfi_addrframe(cfi, a - cbias, &fr) == 0 &&
+            dwarf_frame_info(fr, &start, &end, NULL) >= 0 && start + cbias >= low) {
+            const char *path = mainfile ? mainfile : (mname ? mname : "?");
+            const char *base = strrchr(path, '/');
+            snprintf(unnamed, sizeof unnamed, "%.256s+0x%llx", base ? base + 1 : path,
+                     (unsigned long long)(start + cbias - low));
+            fn = unnamed;
+        }
+        free(fr);
+    }
     f.function = loupe__mb_str(mb, fn ? fn : "");
     Dwfl_Line *ln = dwfl_module_getsrc(mod, a);
     int lineno = 0;
