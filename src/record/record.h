@@ -233,6 +233,9 @@ void loupe__read_comm(uint64_t tid, char *buf, size_t size);
 /* Symbol name for a code address (ELF .symtab/.dynsym lookup; "0x..." when unknown). */
 void loupe__symbolize(uintptr_t addr, char *buf, size_t size);
 void loupe__symbols_reset(void);
+/* A C++ symbol demangled (malloc'd: free it), or NULL when it is not mangled or cannot be
+ * demangled (no C++ runtime). Allocates and may dlopen libstdc++: not on the hot path. */
+char *loupe__demangle(const char *name);
 /* Calls fn for every function symbol of the objects loaded now (its address, its name as
  * loupe__symbolize gives it) and range for each object's address range. Not on the hot path
  * (libelf, malloc, a lock): the session's start. */

@@ -30,6 +30,7 @@
  */
 
 #include "record/sample.h"
+#include "record/record.h"
 
 #include "base/array.h"
 #include "model/builder.h"
@@ -881,7 +882,9 @@ static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
         }
         free(fr);
     }
-    f.function = loupe__mb_str(mb, fn ? fn : "");
+    char *dm = fn != NULL ? loupe__demangle(fn) : NULL;
+    f.function = loupe__mb_str(mb, dm ? dm : (fn ? fn : ""));
+    free(dm);
     Dwfl_Line *ln = dwfl_module_getsrc(mod, a);
     int lineno = 0;
     const char *src = ln ? dwfl_lineinfo(ln, NULL, &lineno, NULL, NULL, NULL) : NULL;

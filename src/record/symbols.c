@@ -133,7 +133,7 @@ static int add_object(struct dl_phdr_info *info, size_t size, void *data) {
  * itself stays C). NULL when not mangled or not demangled. */
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
-static char *demangle(const char *name) {
+char *loupe__demangle(const char *name) {
     if (strncmp(name, "_Z", 2) != 0) {
         return NULL;
     }
@@ -188,7 +188,7 @@ void loupe__symbolize(uintptr_t addr, char *buf, size_t size) {
         }
         if (lo > 0 && rel < found->syms[lo - 1].hi) {
             const char *name = found->syms[lo - 1].name;
-            char *dm = demangle(name);
+            char *dm = loupe__demangle(name);
             snprintf(buf, size, "%s", dm ? dm : name);
             free(dm);
             pthread_mutex_unlock(&sym_lock);
@@ -224,7 +224,7 @@ void loupe__symbols_each(void (*fn)(uintptr_t addr, const char *name, void *arg)
         range(o->lo, o->hi, arg);
         for (size_t i = 0; i < o->nsyms; i++) {
             const char *name = o->syms[i].name;
-            char *dm = demangle(name);
+            char *dm = loupe__demangle(name);
             fn((uintptr_t)(o->bias + o->syms[i].lo), dm ? dm : name, arg);
             free(dm);
         }
