@@ -129,4 +129,21 @@ print(" ".join("%s=%g" % (e["name"], e["ts"]) for e in sorted(ev, key=lambda e: 
 # a: the origin; b: 2 us later + 1 us + 3 us offset; c: 5 us + 5 us (half-way); d: 20 + 10 us
 [ "$got" = "a=0 b=6 c=10 d=30" ] || fail "clock: $got"
 echo "record_follow: clock offsets: fixed and drift applied"
+# main() ends with pthread_exit() and a worker ends later: the process ends with the worker (as
+# exit(0), POSIX), not kept alive by loupe's keeper and sampler threads (it was: forever)
+cat >"$tmp/pexit.c" <<'EOF2'
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *worker(void *a) { (void)a; usleep(200000); puts("worker done"); return NULL; }
+int main(void) { pthread_t t; pthread_create(&t, NULL, worker, NULL); pthread_exit(0); }
+EOF2
+cc -std=c11 "$tmp/pexit.c" -o "$tmp/pexit" -lpthread
+start=$(date +%s%N)
+out=$(timeout 20 "$build/loupe" record -q -o "$tmp/log7" -- "$tmp/pexit" 2>"$tmp/err7"); st=$?
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$st" = 0 ] || fail "pthread_exit: exit status $st after $ms ms: $(cat "$tmp/err7")"
+[ "$out" = "worker done" ] || fail "pthread_exit: output '$out'"
+[ "$ms" -lt 5000 ] || fail "pthread_exit: took $ms ms"
+echo "record_follow: main's pthread_exit: the process ended with its worker ($ms ms)"
 echo "record_follow: ok"

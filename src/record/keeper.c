@@ -15,9 +15,15 @@
 #include "record/region.h"
 #include "record/spool.h"
 
+#include "record/sample.h"
+
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,19 +69,126 @@ static int keep(void) {
     return want < target || spooling;
 }
 
+static uint64_t keeper_tid;
+
+/* A number field of /proc/self/stat or /proc/self/task/T/stat (proc(5): field 3 is the state,
+ * field 20 num_threads), counted after the ")" that ends the command name. */
+static int stat_field(const char *path, int field, char *state, long *num) {
+    char buf[1024];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (p == NULL || p[1] != ' ') {
+        return -1;
+    }
+    p += 2; /* field 3 */
+    if (state != NULL) {
+        *state = *p;
+    }
+    for (int f = 3; f < field && p != NULL; f++) {
+        p = strchr(p, ' ');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    if (num != NULL) {
+        *num = p != NULL ? strtol(p, NULL, 10) : -1;
+    }
+    return 0;
+}
+
+/* Whether every thread of the process but loupe's own (this keeper, the sampler) is gone: the
+ * program's main thread called pthread_exit() and its other threads have ended. POSIX then ends
+ * the process "as if exit(0)" when the last thread ends; loupe's threads must not keep it
+ * alive (a program that ends main with pthread_exit() never exited under loupe record: seen
+ * with a zombie main thread and the keeper and sampler spinning). Cheap first: one read of the
+ * thread count; the per-thread states only when the count says it is possible. */
+static int only_loupe_left(void) {
+    uint64_t sampler = loupe__sample_tid();
+    long mine = 1 + (sampler != 0), threads = -1;
+    if (stat_field("/proc/self/stat", 20, NULL, &threads) != 0 || threads < 0 ||
+        threads > mine + 1) { /* + 1: a main thread that ended stays a zombie, still counted */
+        return 0;
+    }
+    /* getdents64, not opendir(): the keeper must not call malloc (glibc would give this thread
+     * an arena of its own: 64 MiB more address space, test_record_hostile's churn bound) */
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    int alive = 0;
+    _Alignas(8) char ents[4096];
+    long got;
+    while (!alive && (got = syscall(SYS_getdents64, fd, ents, sizeof ents)) > 0) {
+        for (long off = 0; off < got && !alive;) {
+            /* struct linux_dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name */
+            unsigned short reclen;
+            memcpy(&reclen, ents + off + 16, sizeof reclen);
+            const char *name = ents + off + 19;
+            off += reclen;
+            if (reclen == 0) {
+                break;
+            }
+            if (name[0] < '0' || name[0] > '9') {
+                continue;
+            }
+            uint64_t tid = strtoull(name, NULL, 10);
+            if (tid == keeper_tid || (sampler != 0 && tid == sampler)) {
+                continue;
+            }
+            char path[300], st = 0;
+            snprintf(path, sizeof path, "/proc/self/task/%.32s/stat", name);
+            alive = stat_field(path, 3, &st, NULL) == 0 && st != 'Z' && st != 'X';
+        }
+    }
+    close(fd);
+    return !alive;
+}
+
+/* Every 100 ms (while a session runs, and between sessions): the process ends when only loupe's
+ * threads are left, with exit(0) as POSIX's last pthread_exit() would (its atexit handlers run:
+ * `loupe record`'s stop writes the trace). The keeper's lock is not held here. */
+static void exit_if_orphaned(void) {
+    if (only_loupe_left()) {
+        exit(0);
+    }
+}
+
 static void *keeper_main(void *arg) {
     (void)arg;
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     (void)pthread_setname_np(pthread_self(), "loupe-keeper");
+    keeper_tid = (uint64_t)syscall(SYS_gettid);
+    unsigned passes = 0;
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
         while (loupe__region == NULL || !__atomic_load_n(&LOUPE__HDR->active, __ATOMIC_ACQUIRE)) {
-            pthread_cond_wait(&keeper_cond, &keeper_lock);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 100000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            if (pthread_cond_timedwait(&keeper_cond, &keeper_lock, &until) != 0) {
+                pthread_mutex_unlock(&keeper_lock);
+                exit_if_orphaned();
+                pthread_mutex_lock(&keeper_lock);
+            }
         }
         int behind = keep();
         pthread_mutex_unlock(&keeper_lock);
+        if (++passes % 100 == 0) {
+            exit_if_orphaned();
+        }
         /* Behind the threads' demand: the next pass at once. One thread writing zones at full
          * speed (32 B per ~16 ns: 2 GB/s) outruns a pass of POPULATE_STEP per millisecond
          * (2 MiB populated in 0.25-0.6 ms on the 2-core VM of docs/performance.md, so about

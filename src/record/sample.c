@@ -630,7 +630,7 @@ static void *sampler_main(void *arg) {
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     (void)pthread_setname_np(pthread_self(), "loupe-sampler");
-    s_sampler_tid = (uint64_t)syscall(SYS_gettid);
+    __atomic_store_n(&s_sampler_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     struct pollfd *pf = calloc(MAX_TASKS + 1, sizeof *pf);
     uint64_t last_scan = 0;
     while (!__atomic_load_n(&s_quit, __ATOMIC_ACQUIRE)) {
@@ -725,7 +725,7 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
     close(fd);
     /* The threads running now are sampled from the start on (the sampler thread finds later
      * ones): a thread that blocks right after the start has its switch-out seen. */
-    s_sampler_tid = 0;
+    __atomic_store_n(&s_sampler_tid, 0, __ATOMIC_RELEASE);
     scan();
     s_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     __atomic_store_n(&s_quit, 0, __ATOMIC_RELEASE);
@@ -1098,4 +1098,8 @@ out:
     free_raw();
     pthread_mutex_unlock(&s_lock);
     return rc;
+}
+
+uint64_t loupe__sample_tid(void) {
+    return __atomic_load_n(&s_sampler_tid, __ATOMIC_ACQUIRE);
 }

@@ -25,6 +25,8 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns);
 /* Stops the sampler thread after a last drain and closes the events; the samples stay for
  * loupe__sample_collect(). A no-op when sampling did not run. */
 void loupe__sample_stop(void);
+/* The sampler thread's OS thread id while sampling runs, else 0. Any thread. */
+uint64_t loupe__sample_tid(void);
 /* Adds the session's samples (symbolised now), off-CPU intervals, the loss count and the
  * "loupe_sampling" metadata to mb, then frees them. Host threads the collector added are found
  * by tid in process 0; threads that never recorded get a track of their own (named from the
