@@ -861,13 +861,13 @@ int loupe_cmd_record(int argc, char **argv) {
     if (sample_hz != NULL && parse_u(sample_hz, 100000, &v) != 0) {
         fprintf(stderr, "loupe record: --sample-hz must be a number from 0 to 100000, not '%s'\n",
                 sample_hz);
-        return 2;
+        return REC_EXIT_FAILED;
     }
     if (sample_stacks != NULL && strcmp(sample_stacks, "dwarf") != 0 &&
         strcmp(sample_stacks, "fp") != 0 && strcmp(sample_stacks, "none") != 0) {
         fprintf(stderr, "loupe record: --sample-stacks must be dwarf, fp or none, not '%s'\n",
                 sample_stacks);
-        return 2;
+        return REC_EXIT_FAILED;
     }
     if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
         fprintf(stderr, "loupe record: --buffer-events must be a number from 64 to %u, not '%s'\n",

@@ -917,6 +917,7 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
     print_processes(m);
     if (nrows == 0) {
         printf("no zones in this trace\n");
+        print_cpu_split(m); /* a sampling-only recording still has its threads' off-CPU time */
         return;
     }
     printf("%% time: the time a zone ran (its overlapping slices counted once) as a share of\n"

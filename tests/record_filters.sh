@@ -171,6 +171,15 @@ grep -qxF "loupe record: --depth must be a number from 1 to 1000000, not '0'" "$
 "$loupe" record --filter '' -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
 [ $st = 125 ] || fail "--filter '': exit $st"
 [ -s "$tmp/o" ] && fail "the program ran despite a bad option"
+"$loupe" record --sample-hz 100001 -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--sample-hz 100001: exit $st"
+grep -qxF "loupe record: --sample-hz must be a number from 0 to 100000, not '100001'" "$tmp/e" ||
+  fail "--sample-hz message: $(cat "$tmp/e")"
+"$loupe" record --sample-stacks foo -- "$tmp/calls" >"$tmp/o" 2>"$tmp/e"; st=$?
+[ $st = 125 ] || fail "--sample-stacks foo: exit $st"
+grep -qxF "loupe record: --sample-stacks must be dwarf, fp or none, not 'foo'" "$tmp/e" ||
+  fail "--sample-stacks message: $(cat "$tmp/e")"
+[ -s "$tmp/o" ] && fail "the program ran despite a bad sampling option"
 set -e
 
 # stdout belongs to the program: byte-identical with and without loupe record (-q or not)

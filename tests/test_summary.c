@@ -514,6 +514,28 @@ static void test_off_cpu(void **state) {
     free(out);
 }
 
+/* A sampling-only recording (no zones) still shows its threads' on- and off-CPU time. */
+static void test_off_cpu_no_zones(void **state) {
+    (void)state;
+    char path[4200], args[4300];
+    snprintf(path, sizeof path, "%s/offcpu0.json", g_dir);
+    tu_write_file(path, "{\"metadata\":{\"loupe_version\":\"0.3.0\",\"duration_ns\":\"1500000\"},"
+                        "\"traceEvents\":[{\"ph\":\"M\",\"pid\":1,\"tid\":7,\"name\":"
+                        "\"thread_name\",\"args\":{\"name\":\"worker\"}}],\"samples\":[],"
+                        "\"loupeSamples\":{\"period_ns\":0,\"lost\":0,\"off_cpu\":[{\"pid\":1,"
+                        "\"tid\":7,\"start_ns\":100000,\"dur_ns\":800000}]}}");
+    char *out;
+    snprintf(args, sizeof args, "'%s'", path);
+    assert_int_equal(summary(args, &out), 0);
+    const char *want = "no zones in this trace\n\non- vs. off-CPU (context switches):\n"
+                       "      traced       on-CPU      off-CPU  thread\n"
+                       "    1.500 ms   700.000 µs   800.000 µs  worker (7)\n";
+    if (strstr(out, want) == NULL) {
+        fail_msg("no on/off-CPU table in:\n%s", out);
+    }
+    free(out);
+}
+
 static void test_help(void **state) {
     (void)state;
     char *out;
@@ -537,6 +559,7 @@ int main(void) {
         cmocka_unit_test(test_overlapping_kernels),
         cmocka_unit_test(test_overlap_not_double_counted),
         cmocka_unit_test(test_off_cpu),
+        cmocka_unit_test(test_off_cpu_no_zones),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
