@@ -37,6 +37,16 @@ static void put_hex(loupe__sink *s, uint64_t v) {
     loupe__put(s, buf, (size_t)n);
 }
 
+/* "pid":P,"tid":T of a thread: its process's pid (pid when unknown), its tid (pid for 0). */
+static void put_pid_tid(loupe__sink *s, const loupe_model *m, const loupe_model_thread *th,
+                        uint64_t pid) {
+    uint64_t tpid = th->process < m->process_count ? m->processes[th->process].pid : pid;
+    loupe__puts(s, "\"pid\":");
+    loupe__put_u64(s, tpid ? tpid : pid);
+    loupe__puts(s, ",\"tid\":");
+    loupe__put_u64(s, th->tid ? th->tid : pid);
+}
+
 void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
     if (!has_samples(m)) {
         return;
@@ -84,13 +94,9 @@ void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
         if (smp->thread >= m->thread_count) {
             continue;
         }
-        const loupe_model_thread *th = &m->threads[smp->thread];
-        uint64_t tpid = th->process < m->process_count ? m->processes[th->process].pid : pid;
-        loupe__puts(s, first ? "\n{\"pid\":" : ",\n{\"pid\":");
+        loupe__puts(s, first ? "\n{" : ",\n{");
         first = 0;
-        loupe__put_u64(s, tpid ? tpid : pid);
-        loupe__puts(s, ",\"tid\":");
-        loupe__put_u64(s, th->tid ? th->tid : pid);
+        put_pid_tid(s, m, &m->threads[smp->thread], pid);
         loupe__puts(s, ",\"ts\":");
         loupe__put_us(s, smp->ts_ns);
         if (smp->cpu != UINT32_MAX) {
@@ -114,12 +120,9 @@ void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         for (size_t i = 0; i < th->off_cpu_count; i++) {
-            uint64_t tpid = th->process < m->process_count ? m->processes[th->process].pid : pid;
-            loupe__puts(s, first ? "{\"pid\":" : ",{\"pid\":");
+            loupe__puts(s, first ? "{" : ",{");
             first = 0;
-            loupe__put_u64(s, tpid ? tpid : pid);
-            loupe__puts(s, ",\"tid\":");
-            loupe__put_u64(s, th->tid ? th->tid : pid);
+            put_pid_tid(s, m, th, pid);
             loupe__puts(s, ",\"start_ns\":");
             loupe__put_u64(s, th->off_cpu[i].start_ns);
             loupe__puts(s, ",\"dur_ns\":");

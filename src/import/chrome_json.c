@@ -39,8 +39,8 @@
  *   (processes[0], the model's pid, is the first; a loupe file's metadata "pid" wins), named by
  *   its process_name; one model thread per (pid, tid), so two pids never share a thread; an event
  *   with no tid (or tid 0, as Perfetto) uses its pid. A string pid/tid that is not a number
- *   becomes a hash and names the thread (Perfetto's hack). loupe's GPU processes (pid
- *   LOUPE__GPU_PID_BASE + device, model/tracks.h) give GPU tracks of processes[0]. Counters
+ *   becomes a hash and names the thread (as Perfetto's JSON importer does). loupe's GPU processes
+ * (pid LOUPE__GPU_PID_BASE + device, model/tracks.h) give GPU tracks of processes[0]. Counters
  *   belong to their event's process. M events without a tid are applied at the end
  *   (apply_pending: uftrace's per-thread M events).
  * - Integers are exact from INT64_MIN to UINT64_MAX (args: LOUPE_ARG_INT64, or LOUPE_ARG_UINT64

@@ -115,16 +115,16 @@ static loupe_arg *copy_args(loupe__mb *mb, const loupe_arg *a, uint32_t n) {
  * mapped first, iteratively (a deep stack must not recurse deeply). */
 static uint32_t map_stack(loupe__mb *mb, const loupe_model *p, const uint32_t *frame_map,
                           uint32_t *memo, uint32_t i) {
-    const uint32_t todo = UINT32_MAX - 1;
+    const uint32_t unmapped = UINT32_MAX - 1;
     if (i >= p->stack_node_count) {
         return UINT32_MAX;
     }
-    while (memo[i] == todo) {
+    while (memo[i] == unmapped) {
         /* walk up to the outermost node not mapped yet, map it, repeat */
         uint32_t j = i;
         for (uint32_t guard = 0; guard < p->stack_node_count; guard++) {
             uint32_t up = p->stack_nodes[j].parent;
-            if (up >= p->stack_node_count || memo[up] != todo) {
+            if (up >= p->stack_node_count || memo[up] != unmapped) {
                 break;
             }
             j = up;
@@ -133,7 +133,7 @@ static uint32_t map_stack(loupe__mb *mb, const loupe_model *p, const uint32_t *f
         uint32_t parent = up >= p->stack_node_count ? UINT32_MAX : memo[up];
         uint32_t f = p->stack_nodes[j].frame;
         memo[j] = loupe__mb_stack(mb, parent, f < p->frame_count ? frame_map[f] : UINT32_MAX);
-        if (memo[j] == todo) {
+        if (memo[j] == unmapped) {
             memo[j] = UINT32_MAX;
         }
     }
