@@ -49,6 +49,24 @@ uint64_t loupe__realtime_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (uint64_t)test_shift_ns();
 }
 
+uint64_t loupe__realtime_at(uint64_t mono_ns) {
+    /* The tightest of a few (monotonic, realtime, monotonic) brackets: a thread preempted
+     * between two separate reads would put its whole trace's origin off by the preemption
+     * (hundreds of µs on a loaded node), which no later clock measurement could see. */
+    uint64_t best = UINT64_MAX;
+    int64_t delta = 0; /* realtime - monotonic */
+    for (int i = 0; i < 5; i++) {
+        uint64_t m0 = loupe__mono_ns();
+        uint64_t r = loupe__realtime_ns();
+        uint64_t m1 = loupe__mono_ns();
+        if (m1 - m0 < best) {
+            best = m1 - m0;
+            delta = (int64_t)(r - (m0 + (m1 - m0) / 2));
+        }
+    }
+    return (uint64_t)((int64_t)mono_ns + delta);
+}
+
 uint64_t loupe__now_slow(void) {
     return loupe__mono_ns();
 }

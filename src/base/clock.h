@@ -12,6 +12,9 @@ void loupe__clock_init(void);
 /* CLOCK_MONOTONIC / CLOCK_REALTIME in ns. Async-signal-safe (clock_gettime). */
 uint64_t loupe__mono_ns(void);
 uint64_t loupe__realtime_ns(void);
+/* CLOCK_REALTIME at the moment CLOCK_MONOTONIC read mono_ns, from the tightest of a few
+ * (monotonic, realtime, monotonic) brackets. Async-signal-safe. */
+uint64_t loupe__realtime_at(uint64_t mono_ns);
 /* A (tick, CLOCK_MONOTONIC ns) pair read as close together as possible (the tightest of a few
  * brackets). Ticks are ns when the TSC is not used. */
 void loupe__clock_pair(uint64_t *ticks, uint64_t *mono_ns);

@@ -36,10 +36,10 @@
  *   loupe_clock_sync_round_trip_ns the smallest round trip at MPI_Init
  *
  * The trace's clock is wall-clock time at the session's start plus the monotonic clock since
- * (model.h's origin_unix_ns): this file measures CLOCK_REALTIME, which differs from it only by
- * what NTP slews during the run. LOUPE_TEST_CLOCK_SHIFT_NS (test only, also read by libloupe's
- * clock) shifts this process's wall clock by that many ns, so that a test can check the merge
- * removes a known offset.
+ * (model.h's origin_unix_ns): this file measures with that same clock (loupe__trace_unix_ns), so
+ * an offset also corrects the origin's own error and what NTP slews during the run.
+ * LOUPE_TEST_CLOCK_SHIFT_NS (test only, read by libloupe's clock) shifts this process's wall
+ * clock by that many ns, so that a test can check the merge removes a known offset.
  *
  * Thread-safety: MPI_THREAD_MULTIPLE programs call these from any thread; the sequence tables
  * are under one mutex (an MPI call costs microseconds; the mutex is not the hot path's).
@@ -61,15 +61,11 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- clock ---- */
 
-static int64_t test_shift_ns(void) {
-    const char *s = getenv("LOUPE_TEST_CLOCK_SHIFT_NS");
-    return s != NULL && s[0] ? strtoll(s, NULL, 10) : 0;
-}
+/* In libloupe (src/session/session.c): now on the trace's clock, unix-epoch ns. */
+int64_t loupe__trace_unix_ns(void);
 
-static int64_t clock_ns(int64_t shift) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec + shift;
+static int64_t clock_ns(void) {
+    return loupe__trace_unix_ns();
 }
 
 /* Ping-pongs per rank: the minimum of 32 round trips is stable on a loaded node (most of the
@@ -87,8 +83,7 @@ typedef struct sync_result {
  * (Cristian's algorithm). Every rank of sync_comm must call it. */
 static sync_result clock_sync(void) {
     sync_result res = {0, 0, 0};
-    int64_t shift = test_shift_ns();
-    res.at_ns = clock_ns(shift);
+    res.at_ns = clock_ns();
     if (sync_comm == MPI_COMM_NULL || world_size < 2) {
         return res;
     }
@@ -98,14 +93,14 @@ static sync_result clock_sync(void) {
             int64_t t[2];
             if (world_rank == 0) {
                 PMPI_Recv(t, 1, MPI_INT64_T, r, SYNC_TAG, sync_comm, MPI_STATUS_IGNORE);
-                t[1] = clock_ns(shift);
+                t[1] = clock_ns();
                 PMPI_Send(&t[1], 1, MPI_INT64_T, r, SYNC_TAG, sync_comm);
             } else if (world_rank == r) {
                 int64_t reply;
-                t[0] = clock_ns(shift);
+                t[0] = clock_ns();
                 PMPI_Send(&t[0], 1, MPI_INT64_T, 0, SYNC_TAG, sync_comm);
                 PMPI_Recv(&reply, 1, MPI_INT64_T, 0, SYNC_TAG, sync_comm, MPI_STATUS_IGNORE);
-                t[1] = clock_ns(shift);
+                t[1] = clock_ns();
                 int64_t rtt = t[1] - t[0];
                 if (k == 0 || rtt < res.rtt_ns) {
                     int64_t mid = t[0] + rtt / 2;

@@ -211,7 +211,7 @@ static void open_session(int level, int function_tracing) {
     assert(!active && !loupe__gate_is_open()); /* IDLE: the last stop closed the gate */
     loupe__clock_init();
     loupe__clock_pair(&start_ticks, &start_mono_ns);
-    start_real_ns = loupe__realtime_ns();
+    start_real_ns = loupe__realtime_at(start_mono_ns);
     loupe__region_hdr *h = LOUPE__HDR; /* what a recovery after a death needs (recover.c) */
     h->start_ticks = start_ticks;
     h->start_mono = start_mono_ns;
@@ -225,7 +225,7 @@ static void open_session(int level, int function_tracing) {
      * event of the session, and the kernel's clock for it is the session's (CLOCK_MONOTONIC). */
     (void)loupe__sample_start(opt_sampling_hz, opt_sampling_stacks, start_mono_ns);
     session_state = loupe__gate_open(level, function_tracing);
-    __atomic_store_n(&active, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&active, 1, __ATOMIC_RELEASE); /* after start_*: loupe__trace_unix_ns */
     loupe__keeper_kick();
 }
 
@@ -834,6 +834,16 @@ int loupe_set_metadata(const char *key, const char *value) {
                           key);
     }
     return set_meta(key, value);
+}
+
+/* For libloupe_mpi.so: now on the trace's own clock, as unix-epoch ns (the session's origin plus
+ * CLOCK_MONOTONIC since its start: what the events' times are), so that a clock offset measured
+ * with it corrects the origin's own error too; CLOCK_REALTIME when no session is active. */
+int64_t loupe__trace_unix_ns(void) {
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) {
+        return (int64_t)loupe__realtime_ns();
+    }
+    return (int64_t)start_real_ns + (int64_t)(loupe__mono_ns() - start_mono_ns);
 }
 
 /* For libloupe_mpi.so (src/mpi/pmpi.c), which writes loupe's own MPI and clock-offset keys:

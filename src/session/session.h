@@ -17,6 +17,10 @@ LOUPE_API int loupe__kept_counts(loupe_trace_result *res);
 /* Sets a metadata pair of loupe's own MPI keys (loupe_mpi_*, loupe_clock_*), which
  * loupe_set_metadata() refuses: for libloupe_mpi.so. Errors as loupe_set_metadata()'s. */
 LOUPE_API int loupe__set_metadata_mpi(const char *key, const char *value);
+/* Now on the trace's clock as unix-epoch ns (the session's origin plus CLOCK_MONOTONIC since its
+ * start), CLOCK_REALTIME with no session: libloupe_mpi.so measures clock offsets with it, so
+ * that they correct the origin's own error. Async-signal-safe; any thread. */
+LOUPE_API int64_t loupe__trace_unix_ns(void);
 
 /* The model kept from the last stop (NULL when none): for tests that look at what the collector
  * built before any writer. Valid until the next start. */
