@@ -396,7 +396,8 @@ static void test_cupti_no_gpu_and_level0(void **state) {
      * as a session does: the same note here; level 0 leaves CUPTI alone. */
     int before = n_subscribe;
     loupe_model *m = NULL;
-    assert_int_equal(loupe__capture_start(2, 1), 0);
+    assert_int_equal(loupe__capture_start(&(loupe__capture_opts){.level = 2, .device_level = 1}),
+                     0);
     assert_int_equal(n_subscribe, before + 1);
     assert_string_equal(loupe_gpu_device_tracer_note(),
                         "device tracer: no GPU activity can be recorded "
@@ -404,11 +405,13 @@ static void test_cupti_no_gpu_and_level0(void **state) {
                         "host-only");
     assert_int_equal(loupe__capture_stop(&m), 0);
     loupe_model_free(m);
-    assert_int_equal(loupe__capture_start(2, 0), 0);
+    assert_int_equal(loupe__capture_start(&(loupe__capture_opts){.level = 2, .device_level = 0}),
+                     0);
     assert_int_equal(n_subscribe, before + 1);
     assert_int_equal(loupe__capture_stop(&m), 0);
     loupe_model_free(m);
-    assert_int_equal(loupe__capture_start(2, 3), LOUPE_EINVALID);
+    assert_int_equal(loupe__capture_start(&(loupe__capture_opts){.level = 2, .device_level = 3}),
+                     LOUPE_EINVALID);
 }
 
 static void test_cupti_records(void **state) {

@@ -264,10 +264,36 @@ static void test_status(void **state) {
     assert_string_equal(json_string_value(json_object_get(j, "host")), host);
     json_decref(j);
     resp_free(&r);
+    /* /v1/clock: IDLE, the wall clock, read between our two reads of it */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t before = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    r = req(port, "/v1/clock", NULL, NULL, NULL);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t after = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.ctype, "application/json");
+    j = json_loads(r.body, 0, NULL);
+    assert_int_equal(json_object_size(j), 1);
+    int64_t clk = (int64_t)json_integer_value(json_object_get(j, "unix_time_ns"));
+    assert_true(clk >= before && clk <= after);
+    json_decref(j);
+    resp_free(&r);
     /* a local trace shows */
     char *dir = tu_tmpdir("srv_status");
     loupe_trace_options o = {.log_dir = dir};
     assert_int_equal(loupe_start_trace(&o), 0);
+    /* tracing: the trace's clock (its origin plus CLOCK_MONOTONIC since), which the wall clock
+     * leaves only by what NTP slews in the meantime: 1 ms is far more than that */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    before = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    r = req(port, "/v1/clock", NULL, NULL, NULL);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    after = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    j = json_loads(r.body, 0, NULL);
+    clk = (int64_t)json_integer_value(json_object_get(j, "unix_time_ns"));
+    assert_true(clk >= before - 1000000 && clk <= after + 1000000);
+    json_decref(j);
+    resp_free(&r);
     r = req(port, "/v1/status", NULL, NULL, NULL);
     j = json_loads(r.body, 0, NULL);
     assert_string_equal(json_string_value(json_object_get(j, "state")), "TRACING");
@@ -368,6 +394,61 @@ static void test_capture_json(void **state) {
     assert_int_equal(r.status, 200);
     assert_string_equal(r.empty, "1");
     resp_free(&r);
+    assert_int_equal(loupe_stop_server(), 0);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The client's clock measurement comes back as the trace's loupe_clock_offset_* metadata, and
+ * sample_hz=0 turns sampling off. */
+static void test_capture_clock_keys(void **state) {
+    (void)state;
+    assert_int_equal(loupe_start_server(0), 0);
+    int port = loupe_server_port();
+    resp r = req(port,
+                 "/v1/profile?duration_ms=20&sample_hz=0&clock_offset_ns=-5000000042&clock_offset_"
+                 "uncertainty_ns=7&clock_offset_at_ns=1795950000123456789",
+                 NULL, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    char *dir = tu_tmpdir("srv_clock_keys");
+    char path[512];
+    snprintf(path, sizeof path, "%s/t.trace.json.gz", dir);
+    FILE *f = fopen(path, "wb");
+    fwrite(r.body, 1, r.len, f);
+    fclose(f);
+    resp_free(&r);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    static const char *const want[][2] = {
+        {"loupe_clock_offset_ns", "-5000000042"},
+        {"loupe_clock_offset_uncertainty_ns", "7"},
+        {"loupe_clock_offset_at_ns", "1795950000123456789"},
+        {"loupe_sampling", "off"},
+    };
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        int n = 0;
+        for (size_t i = 0; i < m->metadata_count; i++) {
+            if (strcmp(m->metadata[i].key, want[w][0]) == 0) {
+                assert_string_equal(m->metadata[i].value, want[w][1]);
+                n++;
+            }
+        }
+        assert_int_equal(n, 1);
+    }
+    assert_int_equal(m->sample_count, 0);
+    loupe_model_free(m);
+    /* the next capture, without them, has none (the keys were this capture's) */
+    r = req(port, "/v1/profile?duration_ms=20&sample_hz=0", NULL, NULL, NULL);
+    assert_int_equal(r.status, 200);
+    f = fopen(path, "wb");
+    fwrite(r.body, 1, r.len, f);
+    fclose(f);
+    resp_free(&r);
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        assert_true(strncmp(m->metadata[i].key, "loupe_clock_", 12) != 0);
+    }
+    loupe_model_free(m);
     assert_int_equal(loupe_stop_server(), 0);
     tu_rmtree(dir);
     free(dir);
@@ -490,8 +571,24 @@ static void test_bad_requests(void **state) {
         {"/v1/profile?duration_ms=10&format=svg",
          "format: \"svg\" is not json, xplane or perfetto"},
         {"/v1/profile?duration_ms=10&bogus=1",
-         "bogus: unknown parameter (known: duration_ms, host_tracer_level, format)"},
+         "bogus: unknown parameter (known: duration_ms, host_tracer_level, format, sample_hz, "
+         "clock_offset_ns, clock_offset_uncertainty_ns, clock_offset_at_ns)"},
         {"/v1/profile?duration_ms=%zz", "duration_ms: the value is badly percent-encoded"},
+        {"/v1/profile?duration_ms=10&sample_hz=fast",
+         "sample_hz: \"fast\" is not a whole number of Hz from 0 (off) to 100000"},
+        {"/v1/profile?duration_ms=10&sample_hz=100001",
+         "sample_hz: \"100001\" is not a whole number of Hz from 0 (off) to 100000"},
+        {"/v1/profile?duration_ms=10&sample_hz=1&sample_hz=2", "sample_hz: given more than once"},
+        {"/v1/profile?duration_ms=10&clock_offset_ns=1.5",
+         "clock_offset_ns: \"1.5\" is not a whole number of ns"},
+        {"/v1/profile?duration_ms=10&clock_offset_ns=-",
+         "clock_offset_ns: \"-\" is not a whole number of ns"},
+        {"/v1/profile?duration_ms=10&clock_offset_ns=1&clock_offset_uncertainty_ns=-1",
+         "clock_offset_uncertainty_ns: \"-1\" is not a whole number of ns (not negative)"},
+        {"/v1/profile?duration_ms=10&clock_offset_ns=1&clock_offset_ns=2",
+         "clock_offset_ns: given more than once"},
+        {"/v1/profile?duration_ms=10&clock_offset_at_ns=5",
+         "clock_offset_at_ns: needs clock_offset_ns"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         resp r = req(port, cases[i].path, NULL, NULL, NULL);
@@ -526,7 +623,7 @@ static void test_bad_requests(void **state) {
     /* unknown path, wrong method, a body */
     r = req(port, "/v2/nothing", NULL, NULL, NULL);
     assert_error(&r, 404, "Not found",
-                 "no such path: /v2/nothing (known: /v1/status, /v1/profile)");
+                 "no such path: /v2/nothing (known: /v1/status, /v1/profile, /v1/clock)");
     resp_free(&r);
     r = req(port, "/v1/status", "DELETE", NULL, NULL);
     assert_error(&r, 405, "Method not allowed", "method DELETE is not allowed; use GET");
@@ -725,7 +822,8 @@ static void test_nul_bytes(void **state) {
     raw(port, esc, sizeof esc - 1, out, sizeof out);
     raw_detail(out, d, sizeof d);
     assert_true(strncmp(out, "HTTP/1.1 404", 12) == 0);
-    assert_string_equal(d, "no such path: /v1/status%00 (known: /v1/status, /v1/profile)");
+    assert_string_equal(d,
+                        "no such path: /v1/status%00 (known: /v1/status, /v1/profile, /v1/clock)");
     static const char rawnul[] =
         "GET /v1/status\0junk HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n";
     raw(port, rawnul, sizeof rawnul - 1, out, sizeof out);
@@ -1075,6 +1173,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_busy_port, teardown),
         cmocka_unit_test_teardown(test_status, teardown),
         cmocka_unit_test_teardown(test_capture_json, teardown),
+        cmocka_unit_test_teardown(test_capture_clock_keys, teardown),
         cmocka_unit_test_teardown(test_conflicts, teardown),
         cmocka_unit_test_teardown(test_session_during_capture, teardown),
         cmocka_unit_test_teardown(test_bad_requests, teardown),

@@ -370,7 +370,12 @@ static void profile_begin(gcall *c) {
         reply_error(c, GRPC_STATUS_INVALID_ARGUMENT,
                     "host_name: \"%.200s\" is not a file name (with '/', '.' or '..')", hostname);
     } else {
-        int r = loupe__capture_start((int)level, (int)dlevel);
+        /* ProfileOptions has no sampling field: a capture samples at the default rate, and
+         * host_tracer_level 0 (record nothing) turns sampling off with the rest. */
+        loupe__capture_opts co = {.level = (int)level,
+                                  .device_level = (int)dlevel,
+                                  .sampling_hz = LOUPE__CAPTURE_SAMPLING_HZ};
+        int r = loupe__capture_start(&co);
         if (r == LOUPE_EALREADY_STARTED) {
             /* A local trace needs its owner to stop it: FAILED_PRECONDITION (do not retry as it
              * is). Another capture ends by itself: ABORTED (retry later). */

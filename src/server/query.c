@@ -4,6 +4,7 @@
 #include "base/ascii.h"
 
 #include "base/error.h"
+#include "session/capture.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,26 @@ static int parse_uint(const char *v, uint64_t lo, uint64_t hi, uint64_t *out) {
     return 0;
 }
 
+/* A whole decimal number of at most 19 digits, with a '-' when neg_ok: every int64 but the
+ * most negative one. */
+static int parse_i64(const char *v, int neg_ok, int64_t *out) {
+    int neg = neg_ok && v[0] == '-';
+    const char *d = v + neg;
+    int64_t x = 0;
+    size_t i = 0;
+    for (; d[i]; i++) {
+        if (d[i] < '0' || d[i] > '9' || i >= 19) {
+            return -1;
+        }
+        x = x * 10 + (d[i] - '0');
+    }
+    if (i == 0) {
+        return -1;
+    }
+    *out = neg ? -x : x;
+    return 0;
+}
+
 /* A malformed query: err holds what is wrong; the detail gets the same text. */
 static int bad(const char *err, size_t size) {
     return loupe__err(LOUPE_EINVALID, "%s", size > 0 ? err : "malformed query");
@@ -120,7 +141,11 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
                  LOUPE__QUERY_MAX);
         return bad(err, size);
     }
-    int seen_duration = 0, seen_level = 0, seen_format = 0, nparams = 0;
+    out->sample_hz = LOUPE__CAPTURE_SAMPLING_HZ;
+    out->have_clock = out->have_uncertainty = out->have_at = 0;
+    out->clock_offset_ns = 0;
+    out->clock_uncertainty_ns = out->clock_at_ns = 0;
+    int seen_duration = 0, seen_level = 0, seen_format = 0, seen_hz = 0, nparams = 0;
     size_t i = 0;
     while (i < len) {
         size_t j = i;
@@ -198,15 +223,59 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
                 return bad(err, size);
             }
             out->format = fi;
+        } else if (strcmp(key, "sample_hz") == 0) {
+            if (seen_hz++) {
+                snprintf(err, size, "sample_hz: given more than once");
+                return bad(err, size);
+            }
+            if (parse_uint(val, 0, LOUPE__QUERY_SAMPLE_HZ_MAX, &x) != 0) {
+                snprintf(err, size,
+                         "sample_hz: \"%s\" is not a whole number of Hz from 0 (off) to %u", vs,
+                         LOUPE__QUERY_SAMPLE_HZ_MAX);
+                return bad(err, size);
+            }
+            out->sample_hz = (uint32_t)x;
+        } else if (strcmp(key, "clock_offset_ns") == 0 ||
+                   strcmp(key, "clock_offset_uncertainty_ns") == 0 ||
+                   strcmp(key, "clock_offset_at_ns") == 0) {
+            int which = strcmp(key, "clock_offset_ns") == 0 ? 0 : key[13] == 'u' ? 1 : 2;
+            int *seen = which == 0   ? &out->have_clock
+                        : which == 1 ? &out->have_uncertainty
+                                     : &out->have_at;
+            if ((*seen)++) {
+                snprintf(err, size, "%s: given more than once", ks);
+                return bad(err, size);
+            }
+            int64_t y;
+            if (parse_i64(val, which == 0, &y) != 0) {
+                snprintf(err, size, "%s: \"%s\" is not a whole number of ns%s", ks, vs,
+                         which == 0 ? "" : " (not negative)");
+                return bad(err, size);
+            }
+            if (which == 0) {
+                out->clock_offset_ns = y;
+            } else if (which == 1) {
+                out->clock_uncertainty_ns = (uint64_t)y;
+            } else {
+                out->clock_at_ns = (uint64_t)y;
+            }
         } else {
             snprintf(err, size,
-                     "%s: unknown parameter (known: duration_ms, host_tracer_level, format)", ks);
+                     "%s: unknown parameter (known: duration_ms, host_tracer_level, format, "
+                     "sample_hz, clock_offset_ns, clock_offset_uncertainty_ns, "
+                     "clock_offset_at_ns)",
+                     ks);
             return bad(err, size);
         }
         i = j + 1;
     }
     if (!seen_duration) {
         snprintf(err, size, "duration_ms: missing (the capture length in milliseconds)");
+        return bad(err, size);
+    }
+    if ((out->have_uncertainty || out->have_at) && !out->have_clock) {
+        snprintf(err, size, "%s: needs clock_offset_ns",
+                 out->have_uncertainty ? "clock_offset_uncertainty_ns" : "clock_offset_at_ns");
         return bad(err, size);
     }
     return 0;

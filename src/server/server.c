@@ -33,6 +33,7 @@
  * - A capture whose client has gone (EOF on its socket) is ended at once, not slept out.
  */
 #include "session/capture.h"
+#include "session/session.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fs.h"
@@ -383,6 +384,20 @@ static enum MHD_Result on_status(struct MHD_Connection *c) {
     return send_json(c, MHD_HTTP_OK, j);
 }
 
+/* GET /v1/clock: now on the trace's clock (the capture's origin plus CLOCK_MONOTONIC since its
+ * start while one runs, else the wall clock: session.h loupe__trace_unix_ns), the cheapest answer
+ * the server has, so that a client's round trips to it measure the offset of this process's
+ * clock to its own (Cristian's algorithm: the shortest round trip bounds the error by half of
+ * it). */
+static enum MHD_Result on_clock(struct MHD_Connection *c) {
+    char *body = malloc(64);
+    if (body == NULL) {
+        return MHD_NO;
+    }
+    int n = snprintf(body, 64, "{\"unix_time_ns\":%lld}\n", (long long)loupe__trace_unix_ns());
+    return send_body(c, MHD_HTTP_OK, body, (size_t)n, "application/json");
+}
+
 /* Has the client closed its end (EOF or a reset)? Data it sent ahead (a pipelined request) is
  * left where it is. */
 static int peer_gone(int fd) {
@@ -522,7 +537,26 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const conn *k, const
     }
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
-    int r = loupe__capture_start(q.level, 0);
+    /* The client's clock measurement (GET /v1/clock), carried in the trace under the keys
+     * libloupe_mpi.so writes (docs/mpi.md), so that the run directory's merge aligns it. */
+    char off[24], unc[24], at[24];
+    loupe_kv kv[3];
+    size_t nkv = 0;
+    if (q.have_clock) {
+        snprintf(off, sizeof off, "%lld", (long long)q.clock_offset_ns);
+        kv[nkv++] = (loupe_kv){"loupe_clock_offset_ns", off};
+        if (q.have_uncertainty) {
+            snprintf(unc, sizeof unc, "%llu", (unsigned long long)q.clock_uncertainty_ns);
+            kv[nkv++] = (loupe_kv){"loupe_clock_offset_uncertainty_ns", unc};
+        }
+        if (q.have_at) {
+            snprintf(at, sizeof at, "%llu", (unsigned long long)q.clock_at_ns);
+            kv[nkv++] = (loupe_kv){"loupe_clock_offset_at_ns", at};
+        }
+    }
+    loupe__capture_opts co = {
+        .level = q.level, .sampling_hz = q.sample_hz, .metadata = kv, .metadata_count = nkv};
+    int r = loupe__capture_start(&co);
     if (r == LOUPE_EALREADY_STARTED) {
         return send_error(c, MHD_HTTP_CONFLICT, loupe_strerror(r), loupe_last_error());
     }
@@ -718,8 +752,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (plen == 11 && memcmp(k->uri, "/v1/profile", 11) == 0) {
         return on_profile(c, k, query, strlen(query));
     }
+    if (plen == 9 && memcmp(k->uri, "/v1/clock", 9) == 0) {
+        return on_clock(c);
+    }
     (void)url;
-    snprintf(d, sizeof d, "no such path: %.*s (known: /v1/status, /v1/profile)",
+    snprintf(d, sizeof d, "no such path: %.*s (known: /v1/status, /v1/profile, /v1/clock)",
              (int)(plen < 100 ? plen : 100), k->uri);
     for (char *p = d; *p; p++) {
         if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) {

@@ -135,6 +135,12 @@ static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static loupe_kv meta[256];
 static size_t meta_count;
 
+/* A capture's own metadata (capture.h): strdup()'d, set and cleared under session_lock; only a
+ * capture has any, and its collection appends them to the process's table. */
+static loupe_kv cap_meta[LOUPE__CAPTURE_META_MAX];
+static size_t cap_meta_count;
+static void free_meta_str(const char *s);
+
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* fork(): every lock a child could need is taken first (in the order the stop takes them:
@@ -161,6 +167,7 @@ static void fork_child(void) {
     loupe__sample_forget_in_child();
     active = 0;
     capturing = 0;
+    cap_meta_count = 0; /* the parent's capture: its strings stay the parent's (not freed) */
     /* The forking thread took the locks in fork_prepare: it is this thread, so it unlocks them
      * (re-initialising a held mutex would be undefined, and confuses TSan). The child has no
      * keeper: a session it starts makes one. */
@@ -563,6 +570,22 @@ static loupe_model *collect_session(void) {
     char host[256], pname[256];
     loupe__hostname(host, sizeof host);
     pthread_mutex_lock(&meta_lock);
+    /* The process's keys, then a capture's own (capture.h), which replace a key of the same
+     * name (a process that also wrote MPI clock keys: the capture's are this file's). */
+    static loupe_kv all_meta[sizeof meta / sizeof meta[0] + LOUPE__CAPTURE_META_MAX];
+    size_t all_count = 0;
+    for (size_t i = 0; i < meta_count; i++) {
+        int replaced = 0;
+        for (size_t k = 0; k < cap_meta_count; k++) {
+            replaced |= strcmp(meta[i].key, cap_meta[k].key) == 0;
+        }
+        if (!replaced) {
+            all_meta[all_count++] = meta[i];
+        }
+    }
+    for (size_t k = 0; k < cap_meta_count; k++) {
+        all_meta[all_count++] = cap_meta[k];
+    }
     loupe__collect_params p = {
         .state = session_state,
         .start_ticks = start_ticks,
@@ -574,8 +597,8 @@ static loupe_model *collect_session(void) {
         .pid = (uint64_t)getpid(),
         .process_name = loupe__process_name(pname, sizeof pname),
         .host = host,
-        .metadata = meta,
-        .metadata_count = meta_count,
+        .metadata = all_meta,
+        .metadata_count = all_count,
         .func_include = (const char *const *)opt_func_include,
         .func_exclude = (const char *const *)opt_func_exclude,
         .func_min_ns = opt_func_filtering ? opt_func_min_ns : 0,
@@ -690,14 +713,53 @@ int loupe_stop_trace(loupe_trace_result *res) {
     return r;
 }
 
-int loupe__capture_start(int level, int device_level) {
+static void cap_meta_clear(void) {
+    for (size_t i = 0; i < cap_meta_count; i++) {
+        free_meta_str(cap_meta[i].key);
+        free_meta_str(cap_meta[i].value);
+    }
+    cap_meta_count = 0;
+}
+
+static int cap_meta_set(const loupe_kv *kv, size_t n) {
+    cap_meta_clear();
+    for (size_t i = 0; i < n; i++) {
+        char *k = strdup(kv[i].key), *v = strdup(kv[i].value);
+        if (k == NULL || v == NULL) {
+            free(k);
+            free(v);
+            cap_meta_clear();
+            return loupe__err(LOUPE_ENOMEM, "out of memory starting the capture");
+        }
+        cap_meta[cap_meta_count++] = (loupe_kv){k, v};
+    }
+    return 0;
+}
+
+int loupe__capture_start(const loupe__capture_opts *o) {
     (void)pthread_once(&fork_once, install_fork_handlers);
+    int level = o->level, device_level = o->device_level;
     if (level < 0 || level > 3) {
         return loupe__err(LOUPE_EINVALID, "host_tracer_level %d is out of range (0..3)", level);
     }
     if (device_level < 0 || device_level > 2) {
         return loupe__err(LOUPE_EINVALID, "device_tracer_level %d is out of range (0..2)",
                           device_level);
+    }
+    if (o->sampling_hz > 100000u) {
+        return loupe__err(LOUPE_EINVALID, "sample_hz %u is above the maximum of 100000",
+                          o->sampling_hz);
+    }
+    if (o->metadata_count > LOUPE__CAPTURE_META_MAX) {
+        return loupe__err(LOUPE_EINVALID, "%zu capture metadata keys, over the limit of %d",
+                          o->metadata_count, LOUPE__CAPTURE_META_MAX);
+    }
+    for (size_t i = 0; i < o->metadata_count; i++) {
+        const loupe_kv *kv = &o->metadata[i];
+        if (kv->key == NULL || kv->value == NULL || strncmp(kv->key, "loupe_clock_", 12) != 0) {
+            return loupe__err(LOUPE_EINVALID, "capture metadata key %zu is not a loupe_clock_ key",
+                              i);
+        }
     }
     pthread_mutex_lock(&session_lock);
     if (active) {
@@ -714,17 +776,23 @@ int loupe__capture_start(int level, int device_level) {
     }
     /* The kept trace stays: it belongs to the last local session. Captures use the default
      * capacities, keeping the first events. */
-    int r = prepare_recorder(0, 0, 0, 0, 0);
+    int r = cap_meta_set(o->metadata, o->metadata_count);
+    if (r == 0) {
+        r = prepare_recorder(0, 0, 0, 0, 0);
+    }
     if (r == 0) {
         r = open_spool(NULL, NULL); /* no spool in a capture */
     }
     if (r != 0) {
+        cap_meta_clear();
         pthread_mutex_unlock(&session_lock);
         return r;
     }
     capturing = 1;
     opt_func_filtering = 0; /* no function tracing in a capture: no filters either */
-    opt_sampling_hz = 0;    /* a capture's request has no sampling option (yet) */
+    /* Sampling as `loupe record` does it (default stacks); level 0 records nothing at all. */
+    opt_sampling_hz = level == 0 ? 0 : o->sampling_hz;
+    opt_sampling_stacks = 0;
     open_session(level, 0);
     loupe__cupti_start(device_level != 0); /* never fails the capture: see its note */
     pthread_mutex_unlock(&session_lock);
@@ -740,6 +808,8 @@ int loupe__capture_stop(loupe_model **out) {
     }
     capturing = 0;
     loupe_model *m = collect_session();
+    cap_meta_clear();
+    opt_sampling_hz = 0; /* the capture's rate is not the next local session's */
     pthread_mutex_unlock(&session_lock);
     if (m == NULL) {
         return loupe__err(LOUPE_ENOMEM, "out of memory while collecting the capture");
