@@ -6,8 +6,13 @@
  * loupe's grpc_port), each trace is saved as
  * <log_dir>/plugins/profile/<run>/<host>_<port><suffix> on this machine, empty traces and busy or
  * unreachable servers are retried up to --attempts times, and the final error names every address
- * that gave nothing and why. Before each capture the server's /v1/status gives its wall clock;
- * with --merge, those offsets put every process on one timeline in perfetto_trace.json.gz.
+ * that gave nothing and why. Before each capture, CLOCK_ROUNDS round trips to each HTTP server's
+ * GET /v1/clock (its trace clock) measure its offset to this machine's CLOCK_REALTIME: the
+ * shortest round trip wins and half of it bounds the error (Cristian, "Probabilistic clock
+ * synchronization", Distributed Computing 3(3), 1989). The offset travels in the profile request
+ * and comes back in the trace as the loupe_clock_offset_* metadata libloupe_mpi.so writes
+ * (docs/mpi.md), so reading the run directory (loupe summary RUN) merges every process on this
+ * machine's clock; --merge also writes them into one perfetto_trace.json.gz.
  * An address without a scheme is tried as HTTP first; a server that does not speak HTTP/1.1
  * there (a gRPC server answers with HTTP/2 frames: curl's "Received HTTP/0.9") is then captured
  * over gRPC.
@@ -53,6 +58,9 @@
 #define SLACK_MS 60000L     /* the profile request's timeout: the duration plus this */
 #define MEM_MAX (64 * 1024) /* a status or error body kept in memory */
 #define DEFAULT_MAX_MB 2048 /* protobuf's 2 GiB message limit bounds an XSpace anyway */
+/* Round trips per server to measure its clock: as libloupe_mpi.so's ping-pong, a few get through
+ * without being scheduled out even on a loaded machine, and the shortest is kept. */
+#define CLOCK_ROUNDS 16
 
 enum { PROTO_AUTO, PROTO_HTTP, PROTO_GRPC };
 
@@ -77,6 +85,11 @@ typedef struct target {
     char errbuf[CURL_ERROR_SIZE];
     int64_t offset_ns; /* server wall clock minus ours */
     int have_offset;
+    /* GET /v1/clock's measurement (Cristian): ns to add to the server's trace clock to get our
+     * CLOCK_REALTIME, within clock_unc_ns; clock_at_ns is the server's time of the best one */
+    int have_clock;
+    int64_t clock_off_ns;
+    uint64_t clock_unc_ns, clock_at_ns;
     uint64_t origin_ns;
     /* outcome */
     int done;      /* saved */
@@ -124,15 +137,21 @@ static void usage(FILE *f) {
             "  --attempts K     tries per address while its trace is empty or the server is\n"
             "                   busy or unreachable (default 3)\n"
             "  --token T        send 'Authorization: Bearer T' (servers started with a token)\n"
+            "  --sample-hz N    CPU sampling during an HTTP capture, 0 off (default: the\n"
+            "                   server's, %u Hz; gRPC captures sample at it unless --level 0)\n"
             "  --max-mb N       the largest trace kept per address, in MiB (default %d)\n"
             "  --merge          also write the perfetto-json file: every process on one\n"
             "                   timeline (each its own pid), clocks aligned with each HTTP\n"
             "                   server's reported wall clock\n"
             "  -h, --help       show this help\n"
             "\n"
+            "Each HTTP server's clock offset to this machine (the shortest of %d round trips\n"
+            "to its /v1/clock) is written into its file (loupe_clock_offset_ns, _uncertainty_ns):\n"
+            "reading the run directory (loupe summary RUN) aligns every process on one clock.\n"
+            "\n"
             "exit status: 0 every address gave a trace, 1 some gave nothing (the error says\n"
             "which and why; the others' files are kept), 2 bad usage\n",
-            DEFAULT_MAX_MB);
+            LOUPE_SAMPLING_RECORD_HZ, DEFAULT_MAX_MB, CLOCK_ROUNDS);
 }
 
 __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...) {
@@ -352,6 +371,7 @@ typedef struct capture_opts {
     uint64_t max_bytes;  /* --max-mb */
     const char *run_dir; /* where the files go */
     const char *run_name;
+    long sample_hz; /* --sample-hz, -1 when not given (the server's default) */
 } capture_opts;
 
 /* The first bytes a trace of format f starts with: gzip's magic for the gzipped formats, a
@@ -390,8 +410,10 @@ static void keep_if_trace(target *t, loupe_file_format f, const char *suffix,
                  (unsigned long long)t->written, d ? d->name : "known", loupe_last_error());
         t->permanent = 1;
     } else {
-        snprintf(t->file, sizeof t->file, "%.3500s/%.255s_%d%s", o->run_dir, t->host, t->port,
-                 suffix);
+        /* <host>_<port>.<pid>: the <x>.<pid> name of a run directory's process files, which
+         * the reader merges (src/import/run.c), as `loupe record`'s <host>.<pid> */
+        snprintf(t->file, sizeof t->file, "%.3500s/%.255s_%d.%llu%s", o->run_dir, t->host, t->port,
+                 (unsigned long long)m->pid, suffix);
         if (rename(t->part, t->file) != 0) {
             snprintf(t->why, sizeof t->why, "cannot write %.400s: %s", t->file, strerror(errno));
             t->permanent = 1;
@@ -645,6 +667,52 @@ static int not_http(CURLcode c) {
            c == CURLE_GOT_NOTHING || c == CURLE_RECV_ERROR || c == CURLE_HTTP2;
 }
 
+/* CLOCK_ROUNDS GET /v1/clock on one kept-alive connection (the first round also connects: the
+ * shortest of the rest wins). A server without the endpoint (404: an older loupe) gets none. */
+static void measure_clock(target *t, const capture_opts *o) {
+    t->have_clock = 0;
+    char url[400];
+    snprintf(url, sizeof url, "http://%.300s/v1/clock", t->addr);
+    CURL *e = make_easy(t, url, STATUS_TIMEOUT_MS, o->hdrs);
+    if (e == NULL) {
+        return;
+    }
+    int64_t best = INT64_MAX;
+    for (int r = 0; r < CLOCK_ROUNDS; r++) {
+        free(t->buf);
+        t->buf = NULL;
+        t->len = 0;
+        int64_t t0 = now_ns();
+        CURLcode c = curl_easy_perform(e);
+        int64_t t1 = now_ns();
+        long status = 0;
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+        json_t *j = c == CURLE_OK && status == 200 && t->buf ? json_loads(t->buf, 0, NULL) : NULL;
+        json_t *u = j ? json_object_get(j, "unix_time_ns") : NULL;
+        if (!json_is_integer(u)) {
+            json_decref(j);
+            break;
+        }
+        int64_t server = (int64_t)json_integer_value(u);
+        json_decref(j);
+        if (t1 >= t0 && t1 - t0 < best) {
+            best = t1 - t0;
+            /* the server read its clock between t0 and t1: at the midpoint, within rtt/2 */
+            t->clock_off_ns = t0 + best / 2 - server;
+            t->clock_at_ns = server > 0 ? (uint64_t)server : 0;
+        }
+    }
+    if (best != INT64_MAX) {
+        t->have_clock = 1;
+        t->clock_unc_ns = (uint64_t)(best + 1) / 2;
+        /* --merge's offset (server minus ours) from the better measurement */
+        t->offset_ns = -t->clock_off_ns;
+        t->have_offset = 1;
+    }
+    curl_easy_cleanup(e);
+    t->easy = NULL;
+}
+
 /* One attempt for every target not done or permanently failed. Returns how many were tried. */
 static int attempt(target *ts, size_t n, const capture_opts *o) {
     CURLM *m = curl_multi_init();
@@ -702,6 +770,10 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
         target *t = &ts[i];
         snprintf(t->part, sizeof t->part, "%.3500s/.part-%.255s_%d", o->run_dir, t->host, t->port);
         t->max = o->max_bytes;
+        t->have_clock = 0;
+        if (t->proto == PROTO_HTTP && !t->done && !t->permanent) {
+            measure_clock(t, o);
+        }
     }
     /* 2. the captures, all at once: gRPC on its own thread, HTTP on this one */
 #if LOUPE_CLI_WITH_GRPC
@@ -725,9 +797,20 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
         if (t->proto == PROTO_GRPC || t->done || t->permanent) {
             continue;
         }
-        snprintf(url, sizeof url,
-                 "http://%.300s/v1/profile?duration_ms=%lu&host_tracer_level=%d&format=%.20s",
-                 t->addr, o->duration_ms, o->level, o->format);
+        int w =
+            snprintf(url, sizeof url,
+                     "http://%.300s/v1/profile?duration_ms=%lu&host_tracer_level=%d&format=%.20s",
+                     t->addr, o->duration_ms, o->level, o->format);
+        if (o->sample_hz >= 0 && w > 0 && (size_t)w < sizeof url) {
+            w += snprintf(url + w, sizeof url - (size_t)w, "&sample_hz=%ld", o->sample_hz);
+        }
+        if (t->have_clock && w > 0 && (size_t)w < sizeof url) {
+            snprintf(url + w, sizeof url - (size_t)w,
+                     "&clock_offset_ns=%lld&clock_offset_uncertainty_ns=%llu"
+                     "&clock_offset_at_ns=%llu",
+                     (long long)t->clock_off_ns, (unsigned long long)t->clock_unc_ns,
+                     (unsigned long long)t->clock_at_ns);
+        }
         CURL *e = make_easy(t, url, (long)o->duration_ms + SLACK_MS, o->hdrs);
         if (e != NULL) {
             t->profiling = 1;
@@ -1006,7 +1089,7 @@ static int merge(target *ts, size_t n, const char *run_dir) {
 
 int loupe_cmd_capture(int argc, char **argv) {
     const char *addrs = NULL, *log_dir = "loupe-log", *format = NULL, *token = NULL;
-    long duration = 0, max_mb = DEFAULT_MAX_MB;
+    long duration = 0, max_mb = DEFAULT_MAX_MB, sample_hz = -1;
     int have_duration = 0, level = 2, attempts = 3, do_merge = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1049,6 +1132,15 @@ int loupe_cmd_capture(int argc, char **argv) {
                 return bad_usage("--max-mb: \"%s\" is not a number of MiB from 1 to 1048576", v);
             }
             max_mb = k;
+            i++;
+        } else if (strcmp(a, "--sample-hz") == 0) {
+            char *end;
+            long k = strtol(v, &end, 10);
+            if (*v == 0 || *end != 0 || k < 0 || k > 100000) {
+                return bad_usage("--sample-hz: \"%s\" is not a rate in Hz from 0 (off) to 100000",
+                                 v);
+            }
+            sample_hz = k;
             i++;
         } else if (strcmp(a, "--attempts") == 0) {
             char *end;
@@ -1138,7 +1230,8 @@ int loupe_cmd_capture(int argc, char **argv) {
                       .token = token,
                       .max_bytes = (uint64_t)max_mb << 20,
                       .run_dir = run_dir,
-                      .run_name = run_name};
+                      .run_name = run_name,
+                      .sample_hz = sample_hz};
 #if LOUPE_CLI_WITH_GRPC
     grpc_init();
 #endif

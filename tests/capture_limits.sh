@@ -28,6 +28,8 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.startswith("/v1/status"):
             code, body = 200, json.dumps({"unix_time_ns": time.time_ns()}).encode()
+        elif self.path.startswith("/v1/clock"):  # a server without it: no clock offset
+            code, body = 404, b"{}"
         else:
             code, body = MODE[sys.argv[1]]
             with open(sys.argv[2], "a") as f:

@@ -122,8 +122,8 @@ for _ in $(seq 300); do grep -q ready "$tmp/jax.out" && break; sleep 0.1; done
 grep -q ready "$tmp/jax.out" || { cat "$tmp/jax.out"; fail "the JAX server did not start"; }
 timeout 120 "$loupe" capture "grpc://127.0.0.1:$jp" --duration-ms 500 --log-dir "$tmp/lj" \
   >"$tmp/lj.out" 2>&1 || { cat "$tmp/lj.out"; fail "loupe capture grpc:// against jax"; }
-f=$(ls "$tmp"/lj/plugins/profile/*/127.0.0.1_"$jp".xplane.pb 2>/dev/null)
-[ -n "$f" ] || fail "loupe capture against jax: no 127.0.0.1_$jp.xplane.pb"
+f=$(ls "$tmp"/lj/plugins/profile/*/127.0.0.1_"$jp".[0-9]*.xplane.pb 2>/dev/null)
+[ -n "$f" ] || fail "loupe capture against jax: no 127.0.0.1_$jp.<pid>.xplane.pb"
 grep -q jax_step <("$loupe" summary "$f" 2>&1) || fail "loupe summary of the jax capture has no jax_step"
 out=$("$probe" 0 "$jp" 2>&1) # jax's server sets SO_REUSEPORT; loupe's does not share
 want="server_probe: I/O error: loupe_start_server (gRPC): cannot listen on 127.0.0.1 port $jp: Address already in use (errno 98); another process holds the port"
@@ -136,8 +136,9 @@ timeout 120 "$loupe" capture "127.0.0.1:$jp,127.0.0.1:$pa" --duration-ms 500 --l
 grep -q "127.0.0.1:$jp: not an HTTP/1.1 server (Received HTTP/0.9 when not allowed); capturing over gRPC" \
   "$tmp/lm.out" || { cat "$tmp/lm.out"; fail "no auto-detection message"; }
 run=$(tail -1 "$tmp/lm.out")
-got=$(cd "$run" && ls | sort | tr '\n' ' ')
-want=$(printf '%s\n' "127.0.0.1_$jp.xplane.pb" "127.0.0.1_$pa.xplane.pb" perfetto_trace.json.gz |
+# loupe capture names a file <host>_<port>.<pid>.xplane.pb: the pid made "N" here
+got=$(cd "$run" && ls | sed 's/\.[0-9][0-9]*\.xplane\.pb$/.N.xplane.pb/' | sort | tr '\n' ' ')
+want=$(printf '%s\n' "127.0.0.1_$jp.N.xplane.pb" "127.0.0.1_$pa.N.xplane.pb" perfetto_trace.json.gz |
   sort | tr '\n' ' ')
 [ "$got" = "$want" ] || fail "loupe capture --merge: files '$got', want '$want'"
 timeout 60 $check merged "$run/perfetto_trace.json.gz" "127.0.0.1:$jp" "127.0.0.1:$pa" 2>&1 | quiet ||

@@ -1,8 +1,11 @@
 /* test_server_capture.c: `loupe capture` against real servers in child processes: input errors
  * in the user's words, a 3-process capture merged into one trace with 3 pids, retries of empty
  * traces and unreachable addresses with a message for each and a final error naming them, and a
- * token (a 401 is not retried). Each child runs loupe_start_server(0) and reports its port
- * through a pipe; every child is bounded by alarm() and killed at the end of its test. */
+ * token (a 401 is not retried), clock offsets measured across two servers one of which runs 5 s
+ * ahead (the run directory read whole puts a moment both mark at its true time), and CPU samples
+ * in a capture (on by default, off with --sample-hz 0). Each child runs loupe_start_server(0) and
+ * reports its port through a pipe; every child is bounded by alarm() and killed at the end of its
+ * test. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,12 +18,14 @@
 #include <arpa/inet.h>
 #include <loupe/loupe.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct child {
@@ -145,7 +150,8 @@ static void test_three_processes_merged(void **state) {
     last_line(out, run, sizeof run);
     assert_non_null(strstr(run, "/plugins/profile/"));
     for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/127.0.0.1_%d.trace.json.gz", run, c[i].port);
+        snprintf(path, sizeof path, "%s/127.0.0.1_%d.%d.trace.json.gz", run, c[i].port,
+                 (int)c[i].pid);
         loupe_model *m = NULL;
         assert_int_equal(loupe_trace_read(path, &m), 0);
         assert_int_equal(m->pid, c[i].pid);
@@ -264,15 +270,298 @@ static void test_token(void **state) {
     if (rc != 0) {
         fail_msg("%s\n%s", cmd, out);
     }
-    snprintf(want, sizeof want, "127.0.0.1_%d.pftrace", c.port);
+    snprintf(want, sizeof want, "127.0.0.1_%d.%d.pftrace", c.port, (int)c.pid);
     assert_non_null(strstr(out, want));
     free(out);
+}
+
+/* ---- clocks across hosts: two servers, one with its clock 5 s ahead ---- */
+
+static int64_t realtime_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+typedef struct marker {
+    pid_t pid;
+    int port;
+    int mark_w;  /* a byte written here: the child records the instant "mark" */
+    int truth_r; /* a byte once its capture runs; after the mark [before, after]: its unshifted
+                    CLOCK_REALTIME around the instant */
+} marker;
+
+/* A server child whose clock is shifted by shift ns (LOUPE_TEST_CLOCK_SHIFT_NS, NULL: none). */
+static marker spawn_marker(const char *shift) {
+    int pp[2], mk[2], tr[2];
+    assert_int_equal(pipe(pp), 0);
+    assert_int_equal(pipe(mk), 0);
+    assert_int_equal(pipe(tr), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(pp[0]);
+        close(mk[1]);
+        close(tr[0]);
+        alarm(60);
+        if (shift != NULL) {
+            setenv("LOUPE_TEST_CLOCK_SHIFT_NS", shift, 1); /* read at every clock read */
+        }
+        int port = loupe_start_server(0) == 0 ? loupe_server_port() : -1;
+        if (write(pp[1], &port, sizeof port) != (ssize_t)sizeof port) {
+            _exit(3);
+        }
+        close(pp[1]);
+        while (!loupe_is_tracing()) { /* the capture's session */
+            usleep(1000);
+        }
+        char b = 'r';
+        if (write(tr[1], &b, 1) != 1) {
+            _exit(4);
+        }
+        while (read(mk[0], &b, 1) == 1) {
+            int64_t t[2];
+            t[0] = realtime_ns();
+            LOUPE_INSTANT("mark");
+            t[1] = realtime_ns();
+            if (write(tr[1], t, sizeof t) != (ssize_t)sizeof t) {
+                _exit(4);
+            }
+        }
+        _exit(0);
+    }
+    close(pp[1]);
+    close(mk[0]);
+    close(tr[1]);
+    marker c = {pid, -1, mk[1], tr[0]};
+    assert_int_equal(read(pp[0], &c.port, sizeof c.port), (ssize_t)sizeof c.port);
+    close(pp[0]);
+    assert_true(c.port > 0);
+    return c;
+}
+
+static marker markers[2];
+
+/* Once both children's captures run (each says so), both are told to mark at once: on a loaded
+ * machine the two captures may start far apart, and the mark must be in both. */
+static void *mark_later(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 2; i++) {
+        char b;
+        if (read(markers[i].truth_r, &b, 1) != 1) {
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (write(markers[i].mark_w, "m", 1) != 1) {
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static int64_t meta_i64(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return strtoll(m->metadata[i].value, NULL, 10);
+        }
+    }
+    fail_msg("no metadata key %s", key);
+    return 0;
+}
+
+static void test_clock_offsets(void **state) {
+    (void)state;
+    markers[0] = spawn_marker(NULL);
+    markers[1] = spawn_marker("5000000000");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s capture 127.0.0.1:%d,127.0.0.1:%d --duration-ms 3000 --log-dir %s --sample-hz 0 "
+             "2>&1",
+             tu_cli(), markers[0].port, markers[1].port, dir);
+    pthread_t marking;
+    assert_int_equal(pthread_create(&marking, NULL, mark_later, NULL), 0);
+    int rc = tu_run(cmd, &out);
+    pthread_join(marking, NULL);
+    int64_t truth[2][2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(read(markers[i].truth_r, truth[i], sizeof truth[i]),
+                         (ssize_t)sizeof truth[i]);
+        close(markers[i].mark_w);
+        close(markers[i].truth_r);
+        kill(markers[i].pid, SIGKILL);
+        waitpid(markers[i].pid, NULL, 0);
+    }
+    if (rc != 0) {
+        fail_msg("%s\n%s", cmd, out);
+    }
+    char run[1024], path[1400];
+    last_line(out, run, sizeof run);
+    /* each file: the measured offset (ns to add to its times to get ours) is the true one,
+     * 0 and -5 s, within its uncertainty (half the shortest of the round trips) */
+    int64_t unc[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/127.0.0.1_%d.%d.trace.json.gz", run, markers[i].port,
+                 (int)markers[i].pid);
+        loupe_model *m = NULL;
+        assert_int_equal(loupe_trace_read(path, &m), 0);
+        int64_t off = meta_i64(m, "loupe_clock_offset_ns");
+        unc[i] = meta_i64(m, "loupe_clock_offset_uncertainty_ns");
+        int64_t want = i == 0 ? 0 : -5000000000;
+        if (unc[i] <= 0 || unc[i] > 50000000 || llabs(off - want) > unc[i]) {
+            fail_msg("server %d: offset %lld ns, uncertainty %lld ns; want %lld", i, (long long)off,
+                     (long long)unc[i], (long long)want);
+        }
+        loupe_model_free(m);
+    }
+    /* the run directory read whole: both marks on this machine's clock, each within its
+     * uncertainty (plus 50 us: the origin's own bracket, and the clock reads around it) of the
+     * child's true time, 5 s apart without the correction */
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(run, &m), 0);
+    assert_int_equal(m->process_count, 2);
+    int found[2] = {0, 0};
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        int which = -1;
+        for (int i = 0; i < 2; i++) {
+            which = m->processes[th->process].pid == (uint64_t)markers[i].pid ? i : which;
+        }
+        assert_true(which >= 0);
+        for (size_t k = 0; k < th->instant_count; k++) {
+            if (strcmp(th->instants[k].name, "mark") != 0) {
+                continue;
+            }
+            found[which]++;
+            int64_t at = (int64_t)m->origin_unix_ns + (int64_t)th->instants[k].ts_ns;
+            int64_t slack = unc[which] + 50000;
+            if (at < truth[which][0] - slack || at > truth[which][1] + slack) {
+                fail_msg("server %d: the mark at %lld ns, truth [%lld, %lld], uncertainty %lld",
+                         which, (long long)at, (long long)truth[which][0],
+                         (long long)truth[which][1], (long long)unc[which]);
+            }
+        }
+    }
+    assert_int_equal(found[0], 1);
+    assert_int_equal(found[1], 1);
+    loupe_model_free(m);
+    free(out);
+}
+
+/* ---- a capture samples the CPU ---- */
+
+void spin_hot(volatile uint64_t *x);
+__attribute__((noinline)) void spin_hot(volatile uint64_t *x) {
+    for (int i = 0; i < 1000000; i++) {
+        *x = *x * 6364136223846793005u + 1442695040888963407u;
+    }
+}
+
+static void *spinner(void *arg) {
+    (void)arg;
+    volatile uint64_t x = 1;
+    for (;;) {
+        spin_hot(&x);
+    }
+    return NULL;
+}
+
+/* A server child with a thread that spins in spin_hot() and a main thread that records a zone
+ * per ms (so that the trace is not empty). */
+static child spawn_spinner(void) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        alarm(60);
+        pthread_t th;
+        int port = loupe_start_server(0) == 0 && pthread_create(&th, NULL, spinner, NULL) == 0
+                       ? loupe_server_port()
+                       : -1;
+        if (write(p[1], &port, sizeof port) != (ssize_t)sizeof port) {
+            _exit(3);
+        }
+        close(p[1]);
+        for (int i = 0; i < 60000; i++) {
+            LOUPE_ZONE("child_work");
+            usleep(1000);
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    child c = {pid, -1};
+    assert_int_equal(read(p[0], &c.port, sizeof c.port), (ssize_t)sizeof c.port);
+    close(p[0]);
+    assert_true(c.port > 0);
+    return c;
+}
+
+static const char *meta_str(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return "";
+}
+
+/* One capture of c with extra options; the model of its one file. */
+static loupe_model *capture_one(const child *c, const char *opts) {
+    char cmd[2048], *out = NULL, run[1024], path[1400];
+    snprintf(cmd, sizeof cmd, "%s capture 127.0.0.1:%d --duration-ms 300 --log-dir %s %s 2>&1",
+             tu_cli(), c->port, dir, opts);
+    int rc = tu_run(cmd, &out);
+    if (rc != 0) {
+        fail_msg("%s\n%s", cmd, out);
+    }
+    last_line(out, run, sizeof run);
+    free(out);
+    snprintf(path, sizeof path, "%s/127.0.0.1_%d.%d.trace.json.gz", run, c->port, (int)c->pid);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    return m;
+}
+
+static void test_capture_samples(void **state) {
+    (void)state;
+    child c = spawn_spinner();
+    loupe_model *m = capture_one(&c, ""); /* the default: the server's 999 Hz */
+    const char *note = meta_str(m, "loupe_sampling");
+    if (strncmp(note, "unavailable", 11) == 0) {
+        loupe_model_free(m);
+        reap(&c, 1);
+        skip(); /* perf_event_open refused here (perf_event_paranoid, seccomp) */
+    }
+    assert_non_null(strstr(note, "999 Hz"));
+    size_t hot = 0;
+    for (size_t i = 0; i < m->sample_count; i++) {
+        uint32_t leaf = m->samples[i].stack;
+        if (leaf != UINT32_MAX &&
+            strcmp(m->frames[m->stack_nodes[leaf].frame].function, "spin_hot") == 0) {
+            hot++;
+        }
+    }
+    /* 300 ms of a spinning thread at 999 Hz: ~300 samples in spin_hot; at least 30 on a
+     * machine busy enough to give it a tenth of a CPU */
+    if (hot < 30) {
+        fail_msg("%zu of %zu samples in spin_hot (sampling: %s)", hot, m->sample_count, note);
+    }
+    loupe_model_free(m);
+    m = capture_one(&c, "--sample-hz 0");
+    assert_string_equal(meta_str(m, "loupe_sampling"), "off");
+    assert_int_equal(m->sample_count, 0);
+    loupe_model_free(m);
+    reap(&c, 1);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_input_errors),
         cmocka_unit_test(test_three_processes_merged),
+        cmocka_unit_test(test_clock_offsets),
+        cmocka_unit_test(test_capture_samples),
         cmocka_unit_test(test_retries_and_final_error),
         cmocka_unit_test(test_token),
     };
