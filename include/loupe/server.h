@@ -43,12 +43,17 @@ extern "C" {
 /** Options of loupe_start_server_ex(). Zero-initialise, then set what you need.
  *
  * Two ports, two protocols, one server: `port` serves loupe's HTTP API (GET /v1/status,
- * /v1/profile: curl, `loupe capture`), `grpc_port` the gRPC `tensorflow.ProfilerService` that
- * jax.profiler.start_server(port) serves (jax.collect_profile, XProf's "Capture Profile",
- * `loupe capture grpc://`). They are separate ports because each protocol owns its listening
- * socket (libmicrohttpd, gRPC's C core): one port for both would mean sniffing each connection's
- * first bytes before either library sees it, and a client that sends nothing would hold that
- * sniffing. loupe_start_server(port) stays HTTP only, as it always was. */
+ * /v1/profile, /v1/clock: curl, `loupe capture`), `grpc_port` the gRPC
+ * `tensorflow.ProfilerService` that jax.profiler.start_server(port) serves (jax.collect_profile,
+ * XProf's "Capture Profile", `loupe capture grpc://`). They are separate ports because each
+ * protocol owns its listening socket (libmicrohttpd, gRPC's C core): one port for both would mean
+ * sniffing each connection's first bytes before either library sees it, and a client that sends
+ * nothing would hold that sniffing. loupe_start_server(port) stays HTTP only, as it always was.
+ *
+ * A capture (either protocol) also samples every thread's CPU at 999 Hz (as `loupe record`;
+ * HTTP's sample_hz= sets the rate, 0 turns it off; host tracer level 0 records nothing) where
+ * the process may use perf_event_open, and goes on without samples where it may not (the trace's
+ * loupe_sampling metadata says why). Protocol details: docs/server.md. */
 typedef struct loupe_server_options {
     /** HTTP port, 0..65535; 0 picks a free port (loupe_server_port() reports it). */
     int port;
