@@ -114,6 +114,10 @@ static void test_input_errors(void **state) {
            "--format: \"svg\" is not json, xplane or perfetto");
     expect("127.0.0.1:9 --duration-ms 10 --max-mb 0", 2,
            "--max-mb: \"0\" is not a number of MiB from 1 to 1048576");
+    expect("127.0.0.1:9 --duration-ms 10 --sample-hz fast", 2,
+           "--sample-hz: \"fast\" is not a rate in Hz from 0 (off) to 100000");
+    expect("127.0.0.1:9 --duration-ms 10 --sample-hz 100001", 2,
+           "--sample-hz: \"100001\" is not a rate in Hz from 0 (off) to 100000");
 }
 
 /* The last line of out. */
