@@ -65,7 +65,21 @@ ps = json.load(sys.stdin)["processes"]
 root = [p for p in ps if p["slices"] == 1][0]
 assert all(p["parent_pid"] == root["pid"] for p in ps if p is not root), ps
 assert ps[0]["pid"] == root["pid"], "the root is processes[0]"' || fail "server: parent pids"
-echo "record_follow: server: 4 processes, 3 workers x 50 zones, parent pids"
+# the server's file says where it forked each worker (record.forks: pid:unix_ns, in fork
+# order), between its own start and the worker's
+python3 - "$run" <<'PY' || fail "server: record.forks"
+import glob, gzip, json, sys
+meta = [json.load(gzip.open(f))["metadata"] for f in glob.glob(sys.argv[1] + "/*.trace.json.gz")]
+root = [m for m in meta if "record.forks" in m]
+assert len(root) == 1, [m.get("record.forks") for m in meta]
+forks = [tuple(int(x) for x in item.split(":")) for item in root[0]["record.forks"].split(",")]
+kids = {int(m["pid"]): int(m["origin_unix_ns"]) for m in meta if m is not root[0]}
+assert sorted(p for p, _ in forks) == sorted(kids), (forks, kids)
+assert [t for _, t in forks] == sorted(t for _, t in forks), forks
+for p, t in forks:
+    assert int(root[0]["origin_unix_ns"]) <= t <= kids[p], (p, t, root[0]["origin_unix_ns"], kids[p])
+PY
+echo "record_follow: server: 4 processes, 3 workers x 50 zones, parent pids, 3 fork points"
 
 # 3. --no-follow: only the direct process
 "$build/loupe" record -q --print-run-dir "$tmp/run3" --no-follow -o "$tmp/log3" -- "$probe" server 3 50 >/dev/null 2>"$tmp/err3" || fail "no-follow: $(cat "$tmp/err3")"

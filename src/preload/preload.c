@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char result_path[4096];
@@ -271,8 +272,11 @@ static void start_session(void) {
  * fork resets malloc's arena locks and the stdio locks: glibc's posix/fork.c), and loupe uses
  * no lock of the program's. Nothing of the parent's recording is copied: the child's region
  * starts empty. */
+static void forks_forget(void);
+
 static void child_after_fork(void) {
     started = 0;
+    forks_forget(); /* the parent's fork points are the parent's */
     if (!following) {
         return;
     }
@@ -418,8 +422,11 @@ static void loupe_preload_stop(void) {
     stop_and_write(0);
 }
 
+static void set_forks_meta(void);
+
 static void stop_and_write(int for_exec) {
     started = 0;
+    set_forks_meta();
     loupe_trace_result res = {.size = sizeof res};
     char run_dir[4096] = "";
     int r = loupe_stop_trace(&res);
@@ -833,4 +840,86 @@ INTERPOSE pid_t wait4(pid_t pid, int *wstatus, int options, struct rusage *ru) {
         }
     }
     return r;
+}
+
+/* ---- fork: the fork points, as process-tree metadata ----
+ * A forked child's files carry its parent's pid (loupe_parent_pid: the model's
+ * processes[].parent_pid); the parent's carry where it forked each child: metadata
+ * record.forks (not a loupe_ key: loupe_set_metadata() keeps those for the library) = "<child
+ * pid>:<CLOCK_REALTIME ns at the fork>,..." (the trace's own time of a fork is that minus its
+ * origin_unix_ns), set at the stop. This wrapper only appends to a static buffer (no lock, no
+ * malloc: fork is called from signal handlers too); 16 KiB hold about 600 forks, the ones beyond
+ * are counted ("+N"). */
+typedef pid_t (*fork_fn)(void);
+static char forks_meta[16384];
+static size_t forks_len;
+static unsigned long forks_more;
+
+static void note_fork(pid_t child, const struct timespec *ts) {
+    char item[64], *q = item;
+    q = put_num(q, (long)child);
+    *q++ = ':';
+    q = put_num(q, (long)ts->tv_sec);
+    for (long div = 100000000L; div > 0; div /= 10) { /* tv_nsec, nine digits */
+        *q++ = (char)('0' + (ts->tv_nsec / div) % 10);
+    }
+    *q++ = ',';
+    size_t n = (size_t)(q - item);
+    size_t at = __atomic_fetch_add(&forks_len, n, __ATOMIC_RELAXED);
+    if (at + n < sizeof forks_meta) {
+        memcpy(forks_meta + at, item, n);
+    } else {
+        __atomic_fetch_add(&forks_more, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* At the stop: the fork points into the session's metadata. */
+static void set_forks_meta(void) {
+    size_t len = __atomic_load_n(&forks_len, __ATOMIC_RELAXED);
+    if (len == 0) {
+        return;
+    }
+    len = len < sizeof forks_meta ? len : sizeof forks_meta - 1;
+    while (len > 0 && forks_meta[len - 1] != ',') {
+        len--; /* an item cut at the end of the buffer */
+    }
+    char more[40] = "";
+    if (forks_more != 0) {
+        char *q = more;
+        *q++ = '+';
+        q = put_num(q, (long)forks_more);
+        *q = 0;
+    }
+    char *v = malloc(len + sizeof more);
+    if (v != NULL) {
+        memcpy(v, forks_meta, len);
+        snprintf(v + (len > 0 ? len - 1 : 0), sizeof more + 1, "%s%s", more[0] ? "," : "", more);
+        (void)loupe_set_metadata("record.forks", v);
+        free(v);
+    }
+}
+
+static void forks_forget(void) {
+    forks_len = 0;
+    forks_more = 0;
+}
+
+INTERPOSE pid_t fork(void);
+INTERPOSE pid_t fork(void) {
+    static fork_fn real;
+    if (real == NULL) {
+        real = (fork_fn)(uintptr_t)dlsym(RTLD_NEXT, "fork");
+        if (real == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    int ours = started && getpid() == started_pid;
+    pid_t p = real();
+    if (p > 0 && ours) {
+        note_fork(p, &ts);
+    }
+    return p;
 }
