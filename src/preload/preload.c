@@ -21,14 +21,21 @@
  *   LOUPE_RECORD_MIN_DURATION_NS function_min_duration_ns
  *   LOUPE_RECORD_RESULT         path of the result file: "started=1" once the session started
  *                               (so loupe record can tell a program the preload never reached:
- *                               a static or setuid one), the counts at exit (only the first process
- * writes it: the variable is removed at its start) LOUPE_RECORD_RUN_DIR        the run directory
- * loupe record made: every process writes <host>.<pid><suffix> into it (file_prefix, run_dir)
+ *                               a static or setuid one), the counts at exit; written by the
+ *                               root pid only (its last image), whatever copies a shell passes on
+ *   LOUPE_RECORD_ROOT_PID       the pid loupe record started (the tree's root)
+ *   LOUPE_RECORD_RUN_DIR        the run directory loupe record made: every process writes
+ *                               <host>.<pid>[.<n>]<suffix> into it (file_prefix, run_dir)
  *   LOUPE_RECORD_FILE_PREFIX    the first process's file-name prefix instead of <host>.<pid>
  *                               (an MPI rank's rank0003: docs/mpi.md); removed at its start
  *   LOUPE_RECORD_FOLLOW         "1": follow the process tree (keep LD_PRELOAD and these
  *                               variables for exec'd programs; a fork()ed child starts a
  *                               session of its own in the atfork child handler)
+ *   LOUPE_RECORD_REGIONS        under follow: the directory of the other processes' recording
+ *                               regions (below), which loupe record recovers after a death
+ * Interposed (exported, so the program's calls bind here): the exec family (the image's trace
+ * is written before the exec), waitpid/wait/wait4 (a child's end status, for the recovery's
+ * cause) and fork (the fork points, metadata record.forks).
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
  * being recorded). Without LOUPE_RECORD_FOLLOW it removes itself from LD_PRELOAD so that programs
  * the traced one execs are not traced. A program linked with libloupe.so shares the same library
