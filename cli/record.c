@@ -715,13 +715,16 @@ typedef struct rec_proc {
     char name[128];
 } rec_proc;
 
-/* The preference of a file suffix for the report (the merged view's order), or -1. */
+/* The preference of a file for the report (the merged view's order: XPlane, Perfetto protobuf,
+ * Chrome JSON; suffixes from the registry), or -1; *plen gets the length of its prefix. */
 static int suffix_rank(const char *name, size_t *plen) {
-    static const char *const order[] = {".xplane.pb", ".pftrace", ".trace.json.gz"};
+    static const unsigned order[] = {LOUPE_FORMAT_XPLANE, LOUPE_FORMAT_PERFETTO_PROTO,
+                                     LOUPE_FORMAT_CHROME_JSON};
     size_t n = strlen(name);
     for (int r = 0; r < 3; r++) {
-        size_t l = strlen(order[r]);
-        if (n > l && strcmp(name + n - l, order[r]) == 0) {
+        const loupe_format_desc *d = loupe_format_by_bit(order[r]);
+        size_t l = d != NULL ? strlen(d->suffix) : 0;
+        if (l != 0 && n > l && strcmp(name + n - l, d->suffix) == 0) {
             *plen = n - l;
             return r;
         }
