@@ -930,9 +930,11 @@ static void free_prefix(const char *run_dir, const char *host, long pid, char *o
     }
 }
 
-/* Whether pid is a live process (a zombie is dead: its memory, the region, is final). */
-static int alive(long pid) {
-    char path[64], buf[512];
+/* Whether pid is a live process (a zombie is dead: its memory, the region, is final). For a
+ * zombie, *status gets its wait status (proc_pid_stat(5) field 52, exit_code, Linux 3.5) and
+ * *known 1. */
+static int alive_status(long pid, int *status, int *known) {
+    char path[64], buf[2048];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -941,8 +943,27 @@ static int alive(long pid) {
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = 0;
-    const char *rp = strrchr(buf, ')'); /* stat(5): "pid (comm) state ..." */
-    return rp != NULL && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+    const char *rp = strrchr(buf, ')'); /* "pid (comm) state ...": comm may hold spaces */
+    if (rp == NULL || rp[1] != ' ') {
+        return 0;
+    }
+    if (rp[2] != 'Z' && rp[2] != 'X') {
+        return 1;
+    }
+    const char *p = rp + 2; /* field 3, state */
+    for (int field = 3; field < 52 && p != NULL; field++) {
+        p = strchr(p, ' ');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    if (p != NULL && known != NULL) {
+        *status = atoi(p);
+        *known = 1;
+    }
+    return 0;
+}
+
+static int alive(long pid) {
+    return alive_status(pid, NULL, NULL);
 }
 
 /* The regions of the tree's other processes (the preload's LOUPE_RECORD_REGIONS): every process
@@ -967,7 +988,8 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             e->d_name[used] != 0 || pid <= 0) {
             continue;
         }
-        if (alive(pid)) {
+        int zst = 0, zknown = 0;
+        if (alive_status(pid, &zst, &zknown)) {
             continue;
         }
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -981,6 +1003,10 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         int st = 0, known = sf != NULL && fscanf(sf, "%d", &st) == 1;
         if (sf != NULL) {
             fclose(sf);
+        }
+        if (!known && zknown) { /* not reaped yet: the kernel still has the status */
+            st = zst;
+            known = 1;
         }
         if (known && WIFSIGNALED(st)) {
             const char *abbrev = sigabbrev_np(WTERMSIG(st));
@@ -1000,7 +1026,7 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         (void)unlink(cpath);
         cmdline[cn] = 0;
         const char *argv0 = strrchr(cmdline, '/');
-        snprintf(pname, sizeof pname, "%s", argv0 != NULL ? argv0 + 1 : cmdline);
+        snprintf(pname, sizeof pname, "%.255s", argv0 != NULL ? argv0 + 1 : cmdline);
         while (cn > 0 && cmdline[cn - 1] == 0) {
             cn--;
         }

@@ -43,6 +43,7 @@
  */
 #include <loupe/loupe.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -217,9 +219,34 @@ static void write_cmdline(void) {
 /* Makes this process's region file and hands it to libloupe (region.c takes
  * LOUPE_RECORD_SHM_FD at the session's start). Without one the process records into anonymous
  * memory, as before: it is only not recoverable. */
+/* Whether the regions' file system has room for this process's region besides those of the
+ * processes recording there now: a page of a MAP_SHARED tmpfs file that the file system cannot
+ * hold is a SIGBUS at the write that touches it (a container's /dev/shm is 64 MiB by default),
+ * which tracing must never cause. Each process's capacity is taken as its whole session
+ * (session_events x 16 bytes plus 128 MiB of tables); without that room the process records
+ * into anonymous memory, as it would without loupe record (not recoverable, said nowhere:
+ * nothing is lost unless it dies). */
+static int regions_room(void) {
+    struct statvfs sv;
+    if (statvfs(regions_dir, &sv) != 0) {
+        return 0;
+    }
+    uint64_t events = opts.session_events ? opts.session_events : LOUPE_DEFAULT_SESSION_EVENTS;
+    uint64_t need = events * 16 + ((uint64_t)128 << 20), files = 1;
+    DIR *d = opendir(regions_dir);
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL; e = readdir(d)) {
+        /* a region file: <pid>.<ppid>.<n>, digits and dots (not .cmd, .status) */
+        files += e->d_name[0] != '.' && e->d_name[strspn(e->d_name, "0123456789.")] == 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return (uint64_t)sv.f_bavail * sv.f_frsize / files >= need;
+}
+
 static void make_region_file(void) {
     region_path[0] = 0;
-    if (regions_dir[0] == 0 || shm_fd_ours()) {
+    if (regions_dir[0] == 0 || shm_fd_ours() || !regions_room()) {
         return;
     }
     unsetenv("LOUPE_RECORD_SHM_FD");
@@ -781,13 +808,28 @@ static void note_status(pid_t pid, int status) {
     }
     char path[4200], num[32];
     size_t dl = strlen(regions_dir);
-    if (dl + 40 > sizeof path) {
+    if (dl + 80 > sizeof path) {
         return;
     }
     memcpy(path, regions_dir, dl);
     char *p = path + dl;
     *p++ = '/';
     p = put_num(p, pid);
+    /* only for a child that left a region file (<pid>.<this pid>.<n>, the first images): the
+     * others wrote their trace, or were never traced, and need no cause */
+    int has_region = 0;
+    for (int n = 0; n < 4 && !has_region; n++) {
+        char *q = p;
+        *q++ = '.';
+        q = put_num(q, (long)getpid());
+        *q++ = '.';
+        q = put_num(q, n);
+        *q = 0;
+        has_region = access(path, F_OK) == 0;
+    }
+    if (!has_region) {
+        return;
+    }
     memcpy(p, ".status", 8);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd >= 0) {
