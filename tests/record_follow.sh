@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # record_follow.sh: `loupe record` follows the process tree: a shell script running three
-# programs, a server forking 3 workers, a killed child, --no-follow; every process lands in the
-# one run directory as <host>.<pid>.* and `loupe summary RUN --json` reads the merged view (a
-# process per file, with its parent pid and command line). Args: BUILD_DIR SOURCE_DIR.
+# programs, a server forking 3 workers (and the fork points it records), a killed child and
+# grandchild and an _exit()ed one (recovered, the cause said), a child that records before and
+# after an exec (one file set per image), --no-follow (also through bash -c); every process lands
+# in the one run directory as <host>.<pid>[.<n>].* and `loupe summary RUN --json` reads the merged
+# view (a process per file, with its parent pid and command line). record's report sums every
+# process's files with a line each; -q, sh -c 'exit 3', a sampling-only run and a bad --spool
+# say exactly what they should. Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 build=$1
 tmp=$(mktemp -d)
