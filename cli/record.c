@@ -883,7 +883,17 @@ static int report_counts(const char *run_dir, const rec_filters *f) {
                 (unsigned long long)need, (unsigned long long)total);
     }
     fprintf(stderr, "\n");
+    /* Up to 8 processes, a line each; beyond, the ones that recorded nothing (a shell's
+     * subshells, say) share one line. */
+    int empty = 0;
+    for (int k = 0; k < n; k++) {
+        empty += ps[k].events == 0 && ps[k].dropped == 0 && ps[k].samples == 0;
+    }
+    int fold = n > 8 && empty > 1;
     for (int k = 0; n > 1 && k < n; k++) {
+        if (fold && ps[k].events == 0 && ps[k].dropped == 0 && ps[k].samples == 0) {
+            continue;
+        }
         fprintf(stderr, "loupe record:   pid %llu %s: ", (unsigned long long)ps[k].pid,
                 ps[k].name[0] ? ps[k].name : "?");
         say_counts(ps[k].events, ps[k].dropped, ps[k].samples, ps[k].lost);
@@ -893,6 +903,9 @@ static int report_counts(const char *run_dir, const rec_filters *f) {
         }
         fprintf(stderr, ", %zu thread%s (%s)\n", ps[k].threads, ps[k].threads == 1 ? "" : "s",
                 ps[k].prefix);
+    }
+    if (fold) {
+        fprintf(stderr, "loupe record:   %d other processes recorded nothing\n", empty);
     }
     if (dr != 0) {
         for (int k = 0; k < n; k++) {
