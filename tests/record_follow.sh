@@ -189,6 +189,23 @@ $want"
 root=$(ls "$run" | sed -n "s/^$host\.\([0-9]*\)\.1\.trace\.json\.gz$/\1/p")
 [ -n "$root" ] && [ -f "$run/$host.$root.trace.json.gz" ] || fail "report: no <host>.<pid>.1 beside <host>.<pid>: $(ls "$run")"
 echo "record_follow: report: 4 processes summed, a line each"
+# beyond 8 processes, the ones that recorded nothing (9 command substitutions' subshells and
+# bash itself) share a line
+cat >"$tmp/many.sh" <<SH
+for i in 1 2 3 4 5 6 7 8 9; do x=\$(echo \$i); done
+"$probe" zones a 2
+SH
+"$build/loupe" record --no-sample --print-run-dir "$tmp/run8b" -o "$tmp/log8b" -- bash "$tmp/many.sh" >/dev/null 2>"$tmp/err8b" || fail "fold: $(cat "$tmp/err8b")"
+got=$(grep -v "^$(cat "$tmp/run8b")\$" "$tmp/err8b" | sed -E 's/pid [0-9]+/pid N/; s/\(.*\)$/(F)/')
+want="loupe record: bash exited with status 0
+loupe record: 11 processes, 6 events recorded, 0 dropped
+loupe record:   pid N follow_probe: 6 events recorded, 0 dropped, 1 thread (F)
+loupe record:   10 other processes recorded nothing"
+[ "$got" = "$want" ] || fail "fold: got
+$got
+want
+$want"
+echo "record_follow: report: 11 processes, the 10 empty ones on one line"
 
 # 9. a forked child records 10 zones, then execs a traced program that records 20: the pid's
 # two images are two file sets, <host>.<pid>.* (10 "pre") and <host>.<pid>.1.* (20 "post")
