@@ -540,6 +540,7 @@ typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 typedef pid_t (*waitpid_fn)(pid_t, int *, int);
 typedef pid_t (*wait4_fn)(pid_t, int *, int, struct rusage *);
+typedef pid_t (*fork_fn)(void);
 
 /* libc's own functions, looked up once (dlsym is not async-signal-safe: a SIGCHLD handler's
  * waitpid must not be the first call). */
@@ -548,6 +549,7 @@ static execvpe_fn real_execvpe;
 static fexecve_fn real_fexecve;
 static waitpid_fn real_waitpid;
 static wait4_fn real_wait4;
+static fork_fn real_fork;
 
 static void resolve_real(void) {
     if (real_execve != NULL) {
@@ -560,6 +562,7 @@ static void resolve_real(void) {
     real_fexecve = (fexecve_fn)(uintptr_t)dlsym(RTLD_NEXT, "fexecve");
     real_waitpid = (waitpid_fn)(uintptr_t)dlsym(RTLD_NEXT, "waitpid");
     real_wait4 = (wait4_fn)(uintptr_t)dlsym(RTLD_NEXT, "wait4");
+    real_fork = (fork_fn)(uintptr_t)dlsym(RTLD_NEXT, "fork");
 }
 
 /* Whether a loupe variable (or LD_PRELOAD) is one --no-follow keeps from exec'd programs. */
@@ -899,7 +902,6 @@ INTERPOSE pid_t wait4(pid_t pid, int *wstatus, int options, struct rusage *ru) {
  * origin_unix_ns), set at the stop. This wrapper only appends to a static buffer (no lock, no
  * malloc: fork is called from signal handlers too); 16 KiB hold about 600 forks, the ones beyond
  * are counted ("+N"). */
-typedef pid_t (*fork_fn)(void);
 static char forks_meta[16384];
 static size_t forks_len;
 static unsigned long forks_more;
@@ -955,13 +957,13 @@ static void forks_forget(void) {
 
 INTERPOSE pid_t fork(void);
 INTERPOSE pid_t fork(void) {
-    static fork_fn real;
+    if (real_fork == NULL) {
+        resolve_real();
+    }
+    fork_fn real = real_fork;
     if (real == NULL) {
-        real = (fork_fn)(uintptr_t)dlsym(RTLD_NEXT, "fork");
-        if (real == NULL) {
-            errno = ENOSYS;
-            return -1;
-        }
+        errno = ENOSYS;
+        return -1;
     }
     struct timespec ts;
     (void)clock_gettime(CLOCK_REALTIME, &ts);
