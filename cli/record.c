@@ -5,6 +5,7 @@
  * record's own statuses (REC_EXIT_*, like env(1)'s and timeout(1)'s 125/126/127). */
 #include "cli.h"
 
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -106,11 +107,13 @@ static void usage(FILE *f) {
             "The whole process tree is traced: fork()ed children record into their own\n"
             "buffers and exec()ed programs from their start; every process writes\n"
             "<host>.<pid>.* files into the one run directory, which summary, convert and\n"
-            "view read as one multi-process timeline. loupe record waits for PROGRAM only;\n"
-            "a child that outlives it writes its files when it exits. PROGRAM, when killed\n"
-            "by a signal or when it calls _exit() or execs, has its trace written by loupe\n"
-            "record from the memory it recorded into (the cause is said); other processes\n"
-            "of the tree that die that way leave no file. Before running\n"
+            "view read as one multi-process timeline; an image a pid execs writes\n"
+            "<host>.<pid>.1.* (.2, ...), after the files the image before it wrote at the\n"
+            "exec. loupe record waits for PROGRAM only; a child that outlives it writes its\n"
+            "files when it exits. A process of the tree killed by a signal, or ending with\n"
+            "_exit(), has its trace written by loupe record from the memory it recorded into\n"
+            "(the cause is said). The report sums every process's files, a line each when\n"
+            "there are several. Before running\n"
             "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
             "statically linked program, a set-user-ID or set-group-ID one, one with file\n"
             "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
@@ -699,56 +702,406 @@ static void hottest_hint(const loupe_model *m) {
     free(names);
 }
 
-/* The counts line, read back from the trace in run_dir (what the files hold, also when the
- * program stopped its own session). 0, or -1 when the trace cannot be read back (said; e.g.
- * beyond LOUPE_READ_MAX_BYTES). */
-static int report_counts(const char *run_dir, const rec_filters *f) {
-    char file[PATH_MAX];
-    loupe_model *m = NULL;
-    int r = loupe_trace_find(run_dir, file, sizeof file);
-    if (r == 0) {
-        r = loupe_trace_read(file, &m);
+/* ---- the report, over every process's files in the run directory ----
+ * Each process image of the tree wrote (or had recovered) one file set <prefix><suffix>; one
+ * file of each set is read (.xplane.pb, else .pftrace, else .trace.json.gz: what the merged
+ * view reads) and the counts are summed, with a line per process when there are several. */
+typedef struct rec_proc {
+    char prefix[256];
+    char path[PATH_MAX];
+    int rank; /* of the file chosen: lower is preferred */
+    uint64_t pid, events, dropped, samples, lost, filtered, need, total;
+    size_t threads;
+    char name[128];
+} rec_proc;
+
+/* The preference of a file for the report (the merged view's order: XPlane, Perfetto protobuf,
+ * Chrome JSON; suffixes from the registry), or -1; *plen gets the length of its prefix. */
+static int suffix_rank(const char *name, size_t *plen) {
+    static const unsigned order[] = {LOUPE_FORMAT_XPLANE, LOUPE_FORMAT_PERFETTO_PROTO,
+                                     LOUPE_FORMAT_CHROME_JSON};
+    size_t n = strlen(name);
+    for (int r = 0; r < 3; r++) {
+        const loupe_format_desc *d = loupe_format_by_bit(order[r]);
+        size_t l = d != NULL ? strlen(d->suffix) : 0;
+        if (l != 0 && n > l && strcmp(name + n - l, d->suffix) == 0) {
+            *plen = n - l;
+            return r;
+        }
     }
-    if (r != 0) {
-        fprintf(stderr, "loupe record: cannot read back the trace in %s: %s\n", run_dir,
-                loupe_last_error());
+    return -1;
+}
+
+static int cmp_proc(const void *a, const void *b) {
+    const rec_proc *x = a, *y = b;
+    if (x->pid != y->pid) {
+        return x->pid < y->pid ? -1 : 1;
+    }
+    return strcmp(x->prefix, y->prefix);
+}
+
+/* The process sets of run_dir, each read: *out (malloc'd), their count, or -1 when the directory
+ * cannot be read. A file that cannot be read back is said, and its set left out. */
+static int read_procs(const char *run_dir, rec_proc **out) {
+    DIR *d = opendir(run_dir);
+    *out = NULL;
+    if (d == NULL) {
         return -1;
     }
-    char b1[32], b2[32], b3[32], b4[32];
-    uint64_t dropped = loupe_model_events_dropped(m);
-    fprintf(stderr, "loupe record: %s events recorded, %s dropped",
-            loupe_cli_group(loupe_model_events_recorded(m), b1, sizeof b1),
+    size_t n = 0, cap = 0;
+    rec_proc *ps = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t plen;
+        int r = suffix_rank(e->d_name, &plen);
+        if (r < 0 || plen >= sizeof ps[0].prefix) {
+            continue;
+        }
+        size_t k = 0;
+        for (; k < n; k++) {
+            if (strlen(ps[k].prefix) == plen && strncmp(ps[k].prefix, e->d_name, plen) == 0) {
+                break;
+            }
+        }
+        if (k == n) {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                rec_proc *g = realloc(ps, nc * sizeof(*g));
+                if (g == NULL) {
+                    break;
+                }
+                ps = g;
+                cap = nc;
+            }
+            memset(&ps[n], 0, sizeof ps[n]);
+            snprintf(ps[n].prefix, sizeof ps[n].prefix, "%.*s", (int)plen, e->d_name);
+            ps[n].rank = 99;
+            n++;
+        }
+        if (r < ps[k].rank) {
+            ps[k].rank = r;
+            snprintf(ps[k].path, sizeof ps[k].path, "%s/%s", run_dir, e->d_name);
+        }
+    }
+    closedir(d);
+    size_t kept = 0;
+    for (size_t k = 0; k < n; k++) {
+        loupe_model *m = NULL;
+        rec_proc *p = &ps[k];
+        if (loupe_trace_read(p->path, &m) != 0) {
+            fprintf(stderr, "loupe record: cannot read back %s: %s\n", p->path, loupe_last_error());
+            continue;
+        }
+        p->pid = m->pid;
+        snprintf(p->name, sizeof p->name, "%s", m->process_name ? m->process_name : "");
+        p->events = loupe_model_events_recorded(m);
+        p->dropped = loupe_model_events_dropped(m);
+        p->samples = m->sample_count;
+        p->lost = m->samples_lost;
+        for (size_t i = 0; i < m->metadata_count; i++) {
+            if (strcmp(m->metadata[i].key, "loupe_functions_filtered") == 0) {
+                p->filtered += strtoull(m->metadata[i].value, NULL, 10);
+            }
+        }
+        for (size_t i = 0; i < m->thread_count; i++) {
+            const loupe_model_thread *t = &m->threads[i];
+            uint64_t c = t->capacity_needed;
+            p->need = c > p->need ? c : p->need;
+            /* each thread holds whole chunks of the session's capacity */
+            p->total += (c + LOUPE_CHUNK_EVENTS - 1) / LOUPE_CHUNK_EVENTS * LOUPE_CHUNK_EVENTS;
+            /* the program's threads that recorded: not loupe's own (keeper, sampler: named
+             * "loupe-*", or registered without an event), nor GPU, async or overlap tracks */
+            if (t->kind == LOUPE_TRACK_THREAD && t->sibling == 0 &&
+                strncmp(t->name ? t->name : "", "loupe-", 6) != 0 &&
+                (t->events_recorded != 0 || t->slice_count != 0 || t->instant_count != 0)) {
+                p->threads++;
+            }
+        }
+        loupe_model_free(m);
+        ps[kept++] = *p;
+    }
+    qsort(ps, kept, sizeof(*ps), cmp_proc);
+    *out = ps;
+    return (int)kept;
+}
+
+/* "N events recorded, D dropped", or "N samples" for a run that recorded samples alone. */
+static void say_counts(uint64_t events, uint64_t dropped, uint64_t samples, uint64_t lost) {
+    char b1[32], b2[32];
+    if (events == 0 && samples != 0) {
+        fprintf(stderr, "%s sample%s", loupe_cli_group(samples, b1, sizeof b1),
+                samples == 1 ? "" : "s");
+        if (lost != 0) {
+            fprintf(stderr, ", %s lost", loupe_cli_group(lost, b2, sizeof b2));
+        }
+        return;
+    }
+    fprintf(stderr, "%s events recorded, %s dropped", loupe_cli_group(events, b1, sizeof b1),
             loupe_cli_group(dropped, b2, sizeof b2));
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, "loupe_functions_filtered") == 0) {
-            fprintf(stderr, ", %s calls filtered",
-                    loupe_cli_group(strtoull(m->metadata[i].value, NULL, 10), b3, sizeof b3));
-            if (f->said[0]) {
-                fprintf(stderr, " (%s)", f->said);
+}
+
+/* The counts, read back from the files in run_dir (what they hold, also when the program
+ * stopped its own session): the sums, and a line per process when the tree had several. 0, or
+ * -1 when nothing can be read back (said; e.g. beyond LOUPE_READ_MAX_BYTES). */
+static int report_counts(const char *run_dir, const rec_filters *f) {
+    rec_proc *ps;
+    int n = read_procs(run_dir, &ps);
+    if (n <= 0) {
+        fprintf(stderr, "loupe record: cannot read back the trace in %s%s%s\n", run_dir,
+                n < 0 ? ": " : ": no trace files in it", n < 0 ? strerror(errno) : "");
+        free(ps);
+        return -1;
+    }
+    uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0;
+    int has_filtered = 0;
+    for (int k = 0; k < n; k++) {
+        ev += ps[k].events;
+        dr += ps[k].dropped;
+        sa += ps[k].samples;
+        lo += ps[k].lost;
+        fi += ps[k].filtered;
+        need = ps[k].need > need ? ps[k].need : need;
+        total = ps[k].total > total ? ps[k].total : total;
+        has_filtered |= ps[k].filtered != 0 || f->said[0] != 0;
+    }
+    char b1[32], b2[32];
+    fprintf(stderr, "loupe record: ");
+    if (n > 1) {
+        fprintf(stderr, "%d processes, ", n);
+    }
+    say_counts(ev, dr, sa, lo);
+    if (has_filtered) {
+        fprintf(stderr, ", %s calls filtered", loupe_cli_group(fi, b1, sizeof b1));
+        if (f->said[0]) {
+            fprintf(stderr, " (%s)", f->said);
+        }
+    }
+    if (dr != 0) {
+        fprintf(stderr,
+                " (to keep them all: the busiest thread needed %llu events, the session %llu: "
+                "rerun with --buffer-events and --session-events at least that)",
+                (unsigned long long)need, (unsigned long long)total);
+    }
+    fprintf(stderr, "\n");
+    /* Up to 8 processes, a line each; beyond, the ones that recorded nothing (a shell's
+     * subshells, say) share one line. */
+    int empty = 0;
+    for (int k = 0; k < n; k++) {
+        empty += ps[k].events == 0 && ps[k].dropped == 0 && ps[k].samples == 0;
+    }
+    int fold = n > 8 && empty > 1;
+    for (int k = 0; n > 1 && k < n; k++) {
+        if (fold && ps[k].events == 0 && ps[k].dropped == 0 && ps[k].samples == 0) {
+            continue;
+        }
+        fprintf(stderr, "loupe record:   pid %llu %s: ", (unsigned long long)ps[k].pid,
+                ps[k].name[0] ? ps[k].name : "?");
+        say_counts(ps[k].events, ps[k].dropped, ps[k].samples, ps[k].lost);
+        if (ps[k].events != 0 && ps[k].samples != 0) {
+            fprintf(stderr, ", %s sample%s", loupe_cli_group(ps[k].samples, b2, sizeof b2),
+                    ps[k].samples == 1 ? "" : "s");
+        }
+        fprintf(stderr, ", %zu thread%s (%s)\n", ps[k].threads, ps[k].threads == 1 ? "" : "s",
+                ps[k].prefix);
+    }
+    if (fold) {
+        fprintf(stderr, "loupe record:   %d other processes recorded nothing\n", empty);
+    }
+    if (dr != 0) {
+        for (int k = 0; k < n; k++) {
+            loupe_model *m = NULL;
+            if (ps[k].dropped != 0 && loupe_trace_read(ps[k].path, &m) == 0) {
+                hottest_hint(m); /* the first process that dropped: where to look */
+                loupe_model_free(m);
+                break;
             }
         }
     }
-    if (dropped != 0) {
-        uint64_t need = 0, total = 0;
-        for (size_t i = 0; i < m->thread_count; i++) {
-            uint64_t c = m->threads[i].capacity_needed;
-            need = c > need ? c : need;
-            /* each thread holds whole chunks of the session's capacity */
-            total += (c + LOUPE_CHUNK_EVENTS - 1) / LOUPE_CHUNK_EVENTS * LOUPE_CHUNK_EVENTS;
-        }
-        snprintf(b3, sizeof b3, "%llu", (unsigned long long)need);
-        snprintf(b4, sizeof b4, "%llu", (unsigned long long)total);
-        fprintf(stderr,
-                " (to keep them all: the busiest thread needed %s events, the session %s: rerun "
-                "with --buffer-events and --session-events at least that)",
-                b3, b4);
-    }
-    fprintf(stderr, "\n");
-    if (dropped != 0) {
-        hottest_hint(m);
-    }
-    loupe_model_free(m);
+    free(ps);
     return 0;
+}
+
+/* The first free file prefix of pid in run_dir: <host>.<pid>, else <host>.<pid>.1, .2, ...
+ * (the preload's own rule: one file set per image a pid ran, in exec order). */
+static void free_prefix(const char *run_dir, const char *host, long pid, char *out, size_t size) {
+    char base[400], probe[PATH_MAX + 800];
+    snprintf(base, sizeof base, "%s.%ld", host[0] ? host : "localhost", pid);
+    snprintf(out, size, "%s", base);
+    for (int n = 1; n < 1000; n++) {
+        int taken = 0;
+        for (size_t k = 0; k < loupe_format_count() && !taken; k++) {
+            const loupe_format_desc *d = loupe_format_info(k);
+            if (d->run_dir_bit != 0 && d->host_prefixed) {
+                snprintf(probe, sizeof probe, "%s/%s%s", run_dir, out, d->suffix);
+                taken = access(probe, F_OK) == 0;
+            }
+        }
+        if (!taken) {
+            return;
+        }
+        snprintf(out, size, "%s.%d", base, n);
+    }
+}
+
+/* Whether pid is a live process (a zombie is dead: its memory, the region, is final). For a
+ * zombie, *status gets its wait status (proc_pid_stat(5) field 52, exit_code, Linux 3.5) and
+ * *known 1. */
+static int alive_status(long pid, int *status, int *known) {
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')'); /* "pid (comm) state ...": comm may hold spaces */
+    if (rp == NULL || rp[1] != ' ') {
+        return 0;
+    }
+    if (rp[2] != 'Z' && rp[2] != 'X') {
+        return 1;
+    }
+    const char *p = rp + 2; /* field 3, state */
+    for (int field = 3; field < 52 && p != NULL; field++) {
+        p = strchr(p, ' ');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    if (p != NULL && known != NULL) {
+        *status = atoi(p);
+        *known = 1;
+    }
+    return 0;
+}
+
+static int alive(long pid) {
+    return alive_status(pid, NULL, NULL);
+}
+
+/* The regions of the tree's other processes (the preload's LOUPE_RECORD_REGIONS): every process
+ * that is gone without writing its trace (killed, crashed, _exit()) is recovered into run_dir
+ * as <host>.<pid>[.<n>].*, with the cause said (from the wait status its parent's wait*() left
+ * in <pid>.status). Files of processes still alive stay (they remove their own); the directory
+ * goes when it is empty. Returns how many processes were recovered; *root (a pid, or NULL) is
+ * set to 0 when that pid was one of them. */
+static int recover_regions(const char *dir, const char *run_dir, const char *host,
+                           const loupe_recover_options *base, long *root) {
+    DIR *d = dir[0] != 0 ? opendir(dir) : NULL;
+    if (d == NULL) {
+        return 0;
+    }
+    int recovered = 0;
+    struct dirent *e;
+    char path[PATH_MAX + 300];
+    while ((e = readdir(d)) != NULL) {
+        long pid = 0, ppid = 0;
+        int gen = 0, used = 0;
+        if (sscanf(e->d_name, "%ld.%ld.%d%n", &pid, &ppid, &gen, &used) != 3 ||
+            e->d_name[used] != 0 || pid <= 0) {
+            continue;
+        }
+        int zst = 0, zknown = 0;
+        if (alive_status(pid, &zst, &zknown)) {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            continue;
+        }
+        char spath[PATH_MAX + 300], cause[256], prefix[512];
+        snprintf(spath, sizeof spath, "%s/%ld.status", dir, pid);
+        FILE *sf = fopen(spath, "r");
+        int st = 0, known = sf != NULL && fscanf(sf, "%d", &st) == 1;
+        if (sf != NULL) {
+            fclose(sf);
+        }
+        if (!known && zknown) { /* not reaped yet: the kernel still has the status */
+            st = zst;
+            known = 1;
+        }
+        if (known && WIFSIGNALED(st)) {
+            const char *abbrev = sigabbrev_np(WTERMSIG(st));
+            snprintf(cause, sizeof cause, "killed by SIG%s", abbrev != NULL ? abbrev : "?");
+        } else {
+            snprintf(cause, sizeof cause, "exited without writing its trace");
+        }
+        free_prefix(run_dir, host, pid, prefix, sizeof prefix);
+        /* its command line, which the preload wrote beside the region (NUL-separated) */
+        char cpath[PATH_MAX + 310], cmdline[4096] = "", pname[256] = "";
+        snprintf(cpath, sizeof cpath, "%s.cmd", path);
+        FILE *cf = fopen(cpath, "r");
+        size_t cn = cf != NULL ? fread(cmdline, 1, sizeof cmdline - 1, cf) : 0;
+        if (cf != NULL) {
+            fclose(cf);
+        }
+        (void)unlink(cpath);
+        cmdline[cn] = 0;
+        const char *argv0 = strrchr(cmdline, '/');
+        snprintf(pname, sizeof pname, "%.255s", argv0 != NULL ? argv0 + 1 : cmdline);
+        while (cn > 0 && cmdline[cn - 1] == 0) {
+            cn--;
+        }
+        for (size_t c = 0; c < cn; c++) {
+            cmdline[c] = cmdline[c] == 0 ? ' ' : cmdline[c];
+        }
+        loupe_recover_options ro = *base;
+        ro.process_name = pname;
+        ro.cmdline = cmdline;
+        ro.cause = cause;
+        ro.file_prefix = prefix;
+        ro.parent_pid = (uint64_t)ppid;
+        loupe_trace_result rr = {.size = sizeof rr};
+        int rc = loupe_recover_trace(fd, &ro, &rr);
+        close(fd);
+        if (rc == 0) {
+            char n1[32];
+            recovered++;
+            if (root != NULL && *root == pid) {
+                *root = 0; /* said to the caller: the root pid's image was recovered */
+            }
+            /* a warning, not a note: said also under -q */
+            fprintf(stderr, "loupe record: pid %ld %s: recovered %s events\n", pid, cause,
+                    loupe_cli_group(rr.events_recorded, n1, sizeof n1));
+        } else if (rc != LOUPE_ENO_TRACE) {
+            fprintf(stderr, "loupe record: pid %ld %s, and its trace could not be recovered: %s\n",
+                    pid, cause, loupe_last_error());
+        }
+        loupe_trace_result_free(&rr);
+        (void)unlink(path);
+    }
+    closedir(d);
+    /* the wait statuses go; the directory too when no live process still records into it */
+    d = opendir(dir);
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if ((l > 7 && strcmp(e->d_name + l - 7, ".status") == 0) ||
+            (l > 4 && strcmp(e->d_name + l - 4, ".cmd") == 0 && !alive(atol(e->d_name)))) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            (void)unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    (void)rmdir(dir);
+    return recovered;
+}
+
+/* A directory for the tree's recording regions: on /dev/shm when it is there (tmpfs: the
+ * regions are memory, as the root's memfd is; a disk would write them back), else TMPDIR. */
+static int make_regions_dir(char *buf, size_t size) {
+    const char *tmpdir = getenv("TMPDIR");
+    const char *where[2] = {"/dev/shm", tmpdir != NULL && tmpdir[0] ? tmpdir : "/tmp"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(buf, size, "%s/loupe-regions-XXXXXX", where[k]);
+        if (mkdtemp(buf) != NULL) {
+            return 0;
+        }
+    }
+    buf[0] = 0;
+    return -1;
 }
 
 /* The run directory: the last line on stderr, and into --print-run-dir's FILE. */
@@ -898,8 +1251,21 @@ int loupe_cmd_record(int argc, char **argv) {
                 argv[i], why);
         return REC_EXIT_NO_TRACE;
     }
-    if (kind == REC_SCRIPT || (kind >= REC_STATIC && no_check)) {
+    if ((kind == REC_SCRIPT || (kind >= REC_STATIC && no_check)) && !quiet) {
         fprintf(stderr, "loupe record: note: %s is %s\n", argv[i], why);
+    }
+    if (spool != NULL && spool[0] != 0) {
+        /* found now, not after the program ran (the session opens its spool at its start):
+         * made as the session would (mkdir -p), and checked for writing */
+        size_t sp_existed;
+        int se = make_dirs(spool, &sp_existed);
+        if (se != 0) {
+            fprintf(stderr,
+                    "loupe record: --spool=%s: cannot write spool files there: %s; nothing was "
+                    "run (give a writable directory, or --spool alone for the log directory)\n",
+                    spool, strerror(se));
+            return REC_EXIT_FAILED;
+        }
     }
     char preload[PATH_MAX];
     if (find_preload(preload, sizeof preload) != 0) {
@@ -952,19 +1318,28 @@ int loupe_cmd_record(int argc, char **argv) {
         return REC_EXIT_FAILED;
     }
     close(rfd);
-    /* libloupe.so goes first: its __cyg_profile_func_* must win over glibc's no-op ones, which
-     * an executable built with -finstrument-functions binds to otherwise. */
+    /* The preload goes first, libloupe.so second: both come before libc in the lookup order, so
+     * libloupe's __cyg_profile_func_* still win over glibc's no-op ones (which an executable
+     * built with -finstrument-functions binds to otherwise). In this order glibc's exit runs the
+     * preload's stop before libloupe's own exit check (the other order warned, in every
+     * process, that its session was never stopped, because _dl_fini finalised libloupe first). */
     char lib[PATH_MAX + 32];
     snprintf(lib, sizeof lib, "%s", preload);
     char *base = strrchr(lib, '/');
     snprintf(base + 1, sizeof lib - (size_t)(base + 1 - lib), "libloupe.so.0");
     char ldp[PATH_MAX * 3];
     const char *old = getenv("LD_PRELOAD");
-    snprintf(ldp, sizeof ldp, "%s:%s%s%s", lib, preload, old && *old ? ":" : "", old ? old : "");
+    snprintf(ldp, sizeof ldp, "%s:%s%s%s", preload, lib, old && *old ? ":" : "", old ? old : "");
     /* The program records into this memfd (its recording region): loupe keeps it, so that what
      * the program recorded survives its death (SIGKILL, a crash, _exit, exec). Without memfd
      * the program records in its own memory, as a linked program does. */
     int shm = memfd_create("loupe-record", MFD_CLOEXEC);
+    /* The other processes of the tree record into files here (src/preload/preload.c), so that
+     * one that dies without writing its trace is recovered too. */
+    char regions[PATH_MAX] = "";
+    if (follow) {
+        (void)make_regions_dir(regions, sizeof regions);
+    }
     /* The exec's errno comes back on this pipe (closed by a successful exec): a program's own
      * exit status 126 or 127 is then never taken for a failed exec. */
     int ep[2] = {-1, -1};
@@ -975,6 +1350,9 @@ int loupe_cmd_record(int argc, char **argv) {
     if (pid < 0) {
         fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));
         unlink(result);
+        if (regions[0] != 0) {
+            (void)rmdir(regions);
+        }
         drop_run(run_made, abs_log, existed);
         return REC_EXIT_FAILED;
     }
@@ -992,6 +1370,14 @@ int loupe_cmd_record(int argc, char **argv) {
         setenv("LOUPE_RECORD_RUN_DIR", run_made, 1);
         setenv("LOUPE_RECORD_FOLLOW", follow ? "1" : "0", 1);
         setenv("LOUPE_RECORD_RESULT", result, 1);
+        char rootpid[32];
+        snprintf(rootpid, sizeof rootpid, "%ld", (long)getpid());
+        setenv("LOUPE_RECORD_ROOT_PID", rootpid, 1);
+        if (regions[0] != 0) {
+            setenv("LOUPE_RECORD_REGIONS", regions, 1);
+        } else {
+            unsetenv("LOUPE_RECORD_REGIONS");
+        }
         if (level) {
             setenv("LOUPE_RECORD_LEVEL", level, 1);
         }
@@ -1064,6 +1450,10 @@ int loupe_cmd_record(int argc, char **argv) {
     read_result(result, run_dir, sizeof run_dir, lines, sizeof lines, &status);
     unlink(result);
     int started = status != -1000 || strcmp(field(lines, "started", b1, sizeof b1), "1") == 0;
+    if (exec_errno != 0 || !started) {
+        (void)recover_regions(regions, run_made, host, &(loupe_recover_options){.log_dir = abs_log},
+                              NULL);
+    }
     if (exec_errno != 0) {
         if (shm >= 0) {
             close(shm);
@@ -1089,6 +1479,21 @@ int loupe_cmd_record(int argc, char **argv) {
                 kind >= REC_STATIC ? ": it is " : "", kind >= REC_STATIC ? why : "");
         return REC_EXIT_NO_TRACE;
     }
+    /* The recovery options of every process of the tree: filtered as its stop would have
+     * been. */
+    const char *inc[1024], *exc[1024];
+    filter_split(filt.include, inc, sizeof inc / sizeof inc[0]);
+    filter_split(filt.exclude, exc, sizeof exc / sizeof exc[0]);
+    loupe_recover_options ro = {
+        .log_dir = abs_log,
+        .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
+        .function_filter = inc,
+        .function_exclude = exc,
+        .function_depth = filt.depth ? (uint32_t)strtoul(filt.depth, NULL, 10) : 0,
+        .function_min_duration_ns = filt.min_ns,
+        .run_dir = run_made,
+    };
+    int root_recovered = 0, root_said = 0;
     if (status == -1000 && shm >= 0) {
         /* The program ended without stopping its session: what it recorded is in the memfd. */
         char cause[256];
@@ -1101,86 +1506,84 @@ int loupe_cmd_record(int argc, char **argv) {
                      code);
         }
         const char *slash = strrchr(argv[i], '/');
-        /* the recovered trace is filtered as the program's stop would have done */
-        const char *inc[1024], *exc[1024];
-        filter_split(filt.include, inc, sizeof inc / sizeof inc[0]);
-        filter_split(filt.exclude, exc, sizeof exc / sizeof exc[0]);
-        /* <host>.<pid>, or <host>.<pid>.0 when a program it exec'd (same pid, traced from its
-         * start under follow) wrote that name already. */
-        char prefix[512], probe[PATH_MAX + 600], cmdline[4096] = "";
-        snprintf(prefix, sizeof prefix, "%s.%ld", host[0] ? host : "localhost", (long)pid);
-        int taken = 0;
-        for (size_t k = 0; k < loupe_format_count() && !taken; k++) {
-            const loupe_format_desc *d = loupe_format_info(k);
-            if (d->run_dir_bit != 0 && d->host_prefixed) {
-                snprintf(probe, sizeof probe, "%s/%s%s", run_made, prefix, d->suffix);
-                taken = access(probe, F_OK) == 0;
-            }
-        }
-        if (taken) {
-            snprintf(prefix, sizeof prefix, "%s.%ld.0", host[0] ? host : "localhost", (long)pid);
-        }
+        /* <host>.<pid>, or the next free <host>.<pid>.<n> when an image this pid ran before
+         * (an exec) wrote that name already. */
+        char prefix[512], cmdline[4096] = "";
+        free_prefix(run_made, host, (long)pid, prefix, sizeof prefix);
         for (int k = i; k < argc; k++) {
             size_t l = strlen(cmdline);
             snprintf(cmdline + l, sizeof cmdline - l, "%s%s", k > i ? " " : "", argv[k]);
         }
-        loupe_recover_options ro = {.log_dir = abs_log,
-                                    .formats = bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0),
-                                    .process_name = slash ? slash + 1 : argv[i],
-                                    .cause = cause,
-                                    .function_filter = inc,
-                                    .function_exclude = exc,
-                                    .function_depth =
-                                        filt.depth ? (uint32_t)strtoul(filt.depth, NULL, 10) : 0,
-                                    .function_min_duration_ns = filt.min_ns,
-                                    .run_dir = run_made,
-                                    .file_prefix = prefix,
-                                    .cmdline = cmdline,
-                                    .parent_pid = (uint64_t)getpid()};
+        loupe_recover_options rr_o = ro;
+        rr_o.process_name = slash ? slash + 1 : argv[i];
+        rr_o.cause = cause;
+        rr_o.file_prefix = prefix;
+        rr_o.cmdline = cmdline;
+        rr_o.parent_pid = (uint64_t)getpid();
         loupe_trace_result rr = {.size = sizeof rr};
-        int rc = loupe_recover_trace(shm, &ro, &rr);
+        int rc = loupe_recover_trace(shm, &rr_o, &rr);
         close(shm);
         if (rc == 0) {
+            root_recovered = 1;
             char n1[32], n2[32];
-            fprintf(stderr, "loupe record: %s %s; %s events recovered, %s dropped\n", argv[i],
-                    cause, loupe_cli_group(rr.events_recorded, n1, sizeof n1),
-                    loupe_cli_group(rr.events_dropped, n2, sizeof n2));
-            int pr = say_run_dir(rr.run_dir, print_to);
+            if (rr.events_recorded != 0 || rr.events_dropped != 0 || WIFSIGNALED(st)) {
+                fprintf(stderr, "loupe record: %s %s; %s events recovered, %s dropped\n", argv[i],
+                        cause, loupe_cli_group(rr.events_recorded, n1, sizeof n1),
+                        loupe_cli_group(rr.events_dropped, n2, sizeof n2));
+                root_said = 1;
+            }
+            /* else: it recorded nothing and exited (a shell's exit builtin calls _exit(): dash's
+             * does), nothing was lost and there is nothing to warn about */
+            snprintf(run_dir, sizeof run_dir, "%s", run_made);
             loupe_trace_result_free(&rr);
-            return pr == 0 ? code : REC_EXIT_FAILED;
-        }
-        if (rc != LOUPE_ENO_TRACE) {
+        } else if (rc != LOUPE_ENO_TRACE) {
             fprintf(stderr, "loupe record: %s %s, and its trace could not be recovered: %s\n",
                     argv[i], cause, loupe_last_error());
-            return code;
+            root_said = 1;
         }
     } else if (shm >= 0) {
         close(shm);
     }
-    (void)rmdir(run_made); /* when no process of the tree wrote into it (fails otherwise) */
-    if (WIFSIGNALED(st)) {
-        fprintf(stderr,
-                "loupe record: %s was killed by signal %d (%s) before it could write "
-                "its trace\n",
-                argv[i], WTERMSIG(st), strsignal(WTERMSIG(st)));
-        return code;
+    /* Every other process of the tree that is gone without writing its trace. */
+    long root_in_regions = (long)pid;
+    int others = recover_regions(regions, run_made, host, &ro, &root_in_regions);
+    if (root_in_regions == 0) {
+        root_recovered = 1; /* an image the program exec'd, recovered from its region file */
+        snprintf(run_dir, sizeof run_dir, "%s", run_made);
     }
-    if (status == -1000) {
-        fprintf(stderr,
-                "loupe record: %s exited (status %d) without writing a trace: it may have "
-                "called _exit() or exec()\n",
-                argv[i], code);
-        return code;
+    if (!root_recovered && !root_said) {
+        if (others == 0) {
+            (void)rmdir(run_made); /* when no process of the tree wrote into it (fails otherwise) */
+        }
+        if (WIFSIGNALED(st)) {
+            fprintf(stderr,
+                    "loupe record: %s was killed by signal %d (%s) before it could write "
+                    "its trace\n",
+                    argv[i], WTERMSIG(st), strsignal(WTERMSIG(st)));
+            return code;
+        }
+        if (status == -1000) {
+            fprintf(stderr,
+                    "loupe record: %s exited (status %d) without writing a trace: it may have "
+                    "called _exit() or exec()\n",
+                    argv[i], code);
+            return code;
+        }
+        if (status != 0) {
+            fprintf(stderr,
+                    "loupe record: %s exited with status %d, but writing the trace failed: %s\n",
+                    argv[i], code, field(lines, "error", lines_err, sizeof lines_err));
+            return REC_EXIT_FAILED;
+        }
     }
-    if (status != 0) {
-        fprintf(stderr,
-                "loupe record: %s exited with status %d, but writing the trace failed: %s\n",
-                argv[i], code, field(lines, "error", lines_err, sizeof lines_err));
-        return REC_EXIT_FAILED;
+    if (root_said && !root_recovered) {
+        return code;
     }
     if (!quiet) {
-        fprintf(stderr, "loupe record: %s exited with status %d\n", argv[i], code);
-        if (report_counts(run_dir, &filt) != 0) {
+        if (!root_said) {
+            fprintf(stderr, "loupe record: %s exited with status %d\n", argv[i], code);
+        }
+        if (report_counts(run_dir, &filt) != 0 && !root_recovered) {
             /* the trace is written (a size limit of the reader, say): the stop's own counts */
             char n1[64], n2[64];
             fprintf(stderr, "loupe record: the stop's counts: %s events recorded, %s dropped\n",

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # record_follow.sh: `loupe record` follows the process tree: a shell script running three
-# programs, a server forking 3 workers, a killed child, --no-follow; every process lands in the
-# one run directory as <host>.<pid>.* and `loupe summary RUN --json` reads the merged view (a
-# process per file, with its parent pid and command line). Args: BUILD_DIR SOURCE_DIR.
+# programs, a server forking 3 workers (and the fork points it records), a killed child and
+# grandchild and an _exit()ed one (recovered, the cause said), a child that records before and
+# after an exec (one file set per image), --no-follow (also through bash -c); every process lands
+# in the one run directory as <host>.<pid>[.<n>].* and `loupe summary RUN --json` reads the merged
+# view (a process per file, with its parent pid and command line). record's report sums every
+# process's files with a line each; -q, sh -c 'exit 3', a sampling-only run and a bad --spool
+# say exactly what they should. Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 build=$1
 tmp=$(mktemp -d)
@@ -65,7 +69,21 @@ ps = json.load(sys.stdin)["processes"]
 root = [p for p in ps if p["slices"] == 1][0]
 assert all(p["parent_pid"] == root["pid"] for p in ps if p is not root), ps
 assert ps[0]["pid"] == root["pid"], "the root is processes[0]"' || fail "server: parent pids"
-echo "record_follow: server: 4 processes, 3 workers x 50 zones, parent pids"
+# the server's file says where it forked each worker (record.forks: pid:unix_ns, in fork
+# order), between its own start and the worker's
+python3 - "$run" <<'PY' || fail "server: record.forks"
+import glob, gzip, json, sys
+meta = [json.load(gzip.open(f))["metadata"] for f in glob.glob(sys.argv[1] + "/*.trace.json.gz")]
+root = [m for m in meta if "record.forks" in m]
+assert len(root) == 1, [m.get("record.forks") for m in meta]
+forks = [tuple(int(x) for x in item.split(":")) for item in root[0]["record.forks"].split(",")]
+kids = {int(m["pid"]): int(m["origin_unix_ns"]) for m in meta if m is not root[0]}
+assert sorted(p for p, _ in forks) == sorted(kids), (forks, kids)
+assert [t for _, t in forks] == sorted(t for _, t in forks), forks
+for p, t in forks:
+    assert int(root[0]["origin_unix_ns"]) <= t <= kids[p], (p, t, root[0]["origin_unix_ns"], kids[p])
+PY
+echo "record_follow: server: 4 processes, 3 workers x 50 zones, parent pids, 3 fork points"
 
 # 3. --no-follow: only the direct process
 "$build/loupe" record -q --print-run-dir "$tmp/run3" --no-follow -o "$tmp/log3" -- "$probe" server 3 50 >/dev/null 2>"$tmp/err3" || fail "no-follow: $(cat "$tmp/err3")"
@@ -79,15 +97,20 @@ print(len(d["processes"]), " ".join("%s=%d" % (z["name"], z["count"]) for z in d
 [ "$got" = "1 serve=1" ] || fail "no-follow: $got"
 echo "record_follow: --no-follow: 1 process"
 
-# 4. a child killed by SIGKILL leaves no file; its parent's file is there
+# 4. a child killed by SIGKILL: loupe record recovers it from its region file (the cause from
+# the parent's waitpid), beside the parent's own file
 "$build/loupe" record -q --print-run-dir "$tmp/run4" -o "$tmp/log4" -- "$probe" killed 40 >/dev/null 2>"$tmp/err4" || fail "killed: $(cat "$tmp/err4")"
 run=$(cat "$tmp/run4" 2>/dev/null)
 n=$(ls "$run" | grep -c '\.trace\.json\.gz$')
-[ "$n" = 1 ] || fail "killed: $n trace files, want 1 (the parent's)"
+[ "$n" = 2 ] || fail "killed: $n trace files, want 2 (the parent's, the child's recovered)"
 got=$(procs "$run") || fail "killed: summary failed"
 [ "$got" = "40 P killed 40 parent_ok
-zones parent=40" ] || fail "killed: $got"
-echo "record_follow: killed child: the parent's 40 zones"
+40 P killed 40 parent_ok
+zones doomed=40 parent=40" ] || fail "killed: $got"
+# -q: the recovery is a warning (said), nothing else but the run directory
+grep -qxE "loupe record: pid [0-9]+ killed by SIGKILL: recovered 120 events" "$tmp/err4" || fail "killed: message: $(cat "$tmp/err4")"
+[ "$(grep -cv '^loupe record: pid [0-9]* killed by SIGKILL' "$tmp/err4")" = 1 ] || fail "killed: -q printed more: $(cat "$tmp/err4")"
+echo "record_follow: killed child: recovered (40 zones), the parent's 40 zones"
 
 # 5. the merge of a 2-file run equals the two files' slices; convert reads the run whole
 "$build/loupe" record -q --print-run-dir "$tmp/run5" -o "$tmp/log5" -- "$probe" server 1 25 >/dev/null 2>"$tmp/err5" || fail "two: $(cat "$tmp/err5")"
@@ -146,4 +169,107 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 [ "$out" = "worker done" ] || fail "pthread_exit: output '$out'"
 [ "$ms" -lt 5000 ] || fail "pthread_exit: took $ms ms"
 echo "record_follow: main's pthread_exit: the process ended with its worker ($ms ms)"
+# 8. the report sums every process's counts, a line each: bash -c 'a; b; c' is bash, a and b
+# (forked, exec'd) and c (exec'd by bash in its own pid: <host>.<pid>.1); 3 events a zone
+# (its name, begin, end)
+"$build/loupe" record --no-sample --print-run-dir "$tmp/run8" -o "$tmp/log8" -- bash -c "'$probe' zones a 10; '$probe' zones b 20; '$probe' zones c 30" >/dev/null 2>"$tmp/err8" || fail "report: $(cat "$tmp/err8")"
+run=$(cat "$tmp/run8")
+got=$(grep -v "^$run\$" "$tmp/err8" | sed -E 's/pid [0-9]+/pid N/; s/\(.*\)$/(F)/')
+want="loupe record: bash exited with status 0
+loupe record: 4 processes, 180 events recorded, 0 dropped
+loupe record:   pid N bash: 0 events recorded, 0 dropped, 0 threads (F)
+loupe record:   pid N follow_probe: 90 events recorded, 0 dropped, 1 thread (F)
+loupe record:   pid N follow_probe: 30 events recorded, 0 dropped, 1 thread (F)
+loupe record:   pid N follow_probe: 60 events recorded, 0 dropped, 1 thread (F)"
+[ "$got" = "$want" ] || fail "report: got
+$got
+want
+$want"
+# bash's pid holds two file sets: bash's own (<host>.<pid>) and c's (<host>.<pid>.1)
+root=$(ls "$run" | sed -n "s/^$host\.\([0-9]*\)\.1\.trace\.json\.gz$/\1/p")
+[ -n "$root" ] && [ -f "$run/$host.$root.trace.json.gz" ] || fail "report: no <host>.<pid>.1 beside <host>.<pid>: $(ls "$run")"
+echo "record_follow: report: 4 processes summed, a line each"
+# beyond 8 processes, the ones that recorded nothing (9 command substitutions' subshells and
+# bash itself) share a line
+cat >"$tmp/many.sh" <<SH
+for i in 1 2 3 4 5 6 7 8 9; do x=\$(echo \$i); done
+"$probe" zones a 2
+SH
+"$build/loupe" record --no-sample --print-run-dir "$tmp/run8b" -o "$tmp/log8b" -- bash "$tmp/many.sh" >/dev/null 2>"$tmp/err8b" || fail "fold: $(cat "$tmp/err8b")"
+got=$(grep -v "^$(cat "$tmp/run8b")\$" "$tmp/err8b" | sed -E 's/pid [0-9]+/pid N/; s/\(.*\)$/(F)/')
+want="loupe record: bash exited with status 0
+loupe record: 11 processes, 6 events recorded, 0 dropped
+loupe record:   pid N follow_probe: 6 events recorded, 0 dropped, 1 thread (F)
+loupe record:   10 other processes recorded nothing"
+[ "$got" = "$want" ] || fail "fold: got
+$got
+want
+$want"
+echo "record_follow: report: 11 processes, the 10 empty ones on one line"
+
+# 9. a forked child records 10 zones, then execs a traced program that records 20: the pid's
+# two images are two file sets, <host>.<pid>.* (10 "pre") and <host>.<pid>.1.* (20 "post")
+"$build/loupe" record -q --no-sample --print-run-dir "$tmp/run9" -o "$tmp/log9" -- "$probe" forkexec 10 20 >/dev/null 2>"$tmp/err9" || fail "forkexec: $(cat "$tmp/err9")"
+run=$(cat "$tmp/run9")
+child=$(ls "$run" | sed -n "s/^$host\.\([0-9]*\)\.1\.xplane\.pb$/\1/p")
+[ -n "$child" ] || fail "forkexec: no <host>.<pid>.1 file: $(ls "$run")"
+zones_of() { "$build/loupe" summary "$1" --json | python3 -c '
+import json, sys
+print(" ".join("%s=%d" % (z["name"], z["count"]) for z in sorted(json.load(sys.stdin)["zones"], key=lambda z: z["name"])))'; }
+[ "$(zones_of "$run/$host.$child.xplane.pb")" = "pre=10" ] || fail "forkexec: pre-exec file: $(zones_of "$run/$host.$child.xplane.pb")"
+[ "$(zones_of "$run/$host.$child.1.xplane.pb")" = "post=20" ] || fail "forkexec: exec'd file: $(zones_of "$run/$host.$child.1.xplane.pb")"
+[ "$(zones_of "$run")" = "post=20 pre=10" ] || fail "forkexec: merged: $(zones_of "$run")"
+echo "record_follow: forkexec: the child's 10 zones before its exec and 20 after, one file set each"
+
+# 10. a grandchild killed by SIGKILL, and a child that ends with _exit(0): recovered, the cause
+# said exactly
+"$build/loupe" record -q --no-sample --print-run-dir "$tmp/run10" -o "$tmp/log10" -- "$probe" grandkill 40 >/dev/null 2>"$tmp/err10" || fail "grandkill: $(cat "$tmp/err10")"
+run=$(cat "$tmp/run10")
+got=$(grep -v "^$run\$" "$tmp/err10" | sed -E 's/pid [0-9]+/pid N/')
+[ "$got" = "loupe record: pid N killed by SIGKILL: recovered 120 events" ] || fail "grandkill: $got"
+[ "$(zones_of "$run")" = "doomed=40" ] || fail "grandkill: merged: $(zones_of "$run")"
+"$build/loupe" record -q --no-sample --print-run-dir "$tmp/run11" -o "$tmp/log11" -- "$probe" quickexit 25 >/dev/null 2>"$tmp/err11" || fail "quickexit: $(cat "$tmp/err11")"
+run=$(cat "$tmp/run11")
+got=$(grep -v "^$run\$" "$tmp/err11" | sed -E 's/pid [0-9]+/pid N/')
+[ "$got" = "loupe record: pid N exited without writing its trace: recovered 75 events" ] || fail "quickexit: $got"
+[ "$(zones_of "$run")" = "quick=25" ] || fail "quickexit: merged: $(zones_of "$run")"
+echo "record_follow: a killed grandchild and an _exit()ed child: recovered, the cause said"
+
+# 11. messages: -q prints only the run directory; sh -c 'exit 3' (dash's exit calls _exit)
+# exits 3 with no warning; a sampling-only run says its samples
+"$build/loupe" record -q --no-sample --print-run-dir "$tmp/run12" -o "$tmp/log12" -- bash "$tmp/three.sh" >/dev/null 2>"$tmp/err12" || fail "-q: $(cat "$tmp/err12")"
+[ "$(cat "$tmp/err12")" = "$(cat "$tmp/run12")" ] || fail "-q: printed more than the run directory: $(cat "$tmp/err12")"
+"$build/loupe" record --no-sample --print-run-dir "$tmp/run13" -o "$tmp/log13" -- sh -c 'exit 3' >/dev/null 2>"$tmp/err13"; st=$?
+[ "$st" = 3 ] || fail "sh exit 3: status $st"
+got=$(grep -v "^$(cat "$tmp/run13")\$" "$tmp/err13")
+[ "$got" = "loupe record: sh exited with status 3
+loupe record: 0 events recorded, 0 dropped" ] || fail "sh exit 3: $got"
+"$build/loupe" record --sample-hz 999 --print-run-dir "$tmp/run14" -o "$tmp/log14" -- bash -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done' >/dev/null 2>"$tmp/err14" || fail "sampling-only: $(cat "$tmp/err14")"
+samples=$("$build/loupe" summary "$(cat "$tmp/run14")" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
+if [ "$samples" -gt 0 ]; then
+  grep -qxE "loupe record: [0-9,]+ samples?(, [0-9,]+ lost)?" "$tmp/err14" || fail "sampling-only: $(cat "$tmp/err14")"
+  echo "record_follow: sampling-only: says its $samples samples"
+else
+  echo "record_follow: sampling-only: not checked (no samples here: perf events not allowed)"
+fi
+echo "record_follow: -q quiet, sh -c 'exit 3' without a warning"
+
+# 12. --no-follow through bash -c: bash's children are not traced (bash passes its own copy of
+# the environment on); bash -c 'prog & wait' writes every trace, run after run
+"$build/loupe" record -q --no-sample --no-follow --print-run-dir "$tmp/run15" -o "$tmp/log15" -- bash -c "'$probe' zones a 3; '$probe' zones b 4" >/dev/null 2>"$tmp/err15" || fail "no-follow bash: $(cat "$tmp/err15")"
+n=$(ls "$(cat "$tmp/run15")" | grep -c '\.trace\.json\.gz$')
+[ "$n" = 1 ] || fail "no-follow bash: $n trace files, want 1 (bash's): $(ls "$(cat "$tmp/run15")")"
+for k in 1 2 3 4 5; do
+  "$build/loupe" record --no-sample --print-run-dir "$tmp/run16" -o "$tmp/log16" -- bash -c "'$probe' zones bg 5 & wait" >/dev/null 2>"$tmp/err16" || fail "bg $k: $(cat "$tmp/err16")"
+  grep -q "without writing" "$tmp/err16" && fail "bg $k: $(cat "$tmp/err16")"
+  grep -qx "loupe record: 2 processes, 15 events recorded, 0 dropped" "$tmp/err16" || fail "bg $k: $(cat "$tmp/err16")"
+done
+echo "record_follow: --no-follow through bash: 1 process; 'prog & wait' x5: 2 processes each"
+
+# 13. a bad --spool DIR is found before the program runs
+"$build/loupe" record --spool=/proc/loupe-no-such -o "$tmp/log17" -- touch "$tmp/ran17" 2>"$tmp/err17"; st=$?
+[ "$st" = 125 ] || fail "bad spool: status $st"
+[ -e "$tmp/ran17" ] && fail "bad spool: the program ran"
+grep -qxF "loupe record: --spool=/proc/loupe-no-such: cannot write spool files there: No such file or directory; nothing was run (give a writable directory, or --spool alone for the log directory)" "$tmp/err17" || fail "bad spool: $(cat "$tmp/err17")"
+echo "record_follow: a bad --spool: 125 before running"
 echo "record_follow: ok"

@@ -21,24 +21,42 @@
  *   LOUPE_RECORD_MIN_DURATION_NS function_min_duration_ns
  *   LOUPE_RECORD_RESULT         path of the result file: "started=1" once the session started
  *                               (so loupe record can tell a program the preload never reached:
- *                               a static or setuid one), the counts at exit (only the first process
- * writes it: the variable is removed at its start) LOUPE_RECORD_RUN_DIR        the run directory
- * loupe record made: every process writes <host>.<pid><suffix> into it (file_prefix, run_dir)
+ *                               a static or setuid one), the counts at exit; written by the
+ *                               root pid only (its last image), whatever copies a shell passes on
+ *   LOUPE_RECORD_ROOT_PID       the pid loupe record started (the tree's root)
+ *   LOUPE_RECORD_RUN_DIR        the run directory loupe record made: every process writes
+ *                               <host>.<pid>[.<n>]<suffix> into it (file_prefix, run_dir)
  *   LOUPE_RECORD_FILE_PREFIX    the first process's file-name prefix instead of <host>.<pid>
  *                               (an MPI rank's rank0003: docs/mpi.md); removed at its start
  *   LOUPE_RECORD_FOLLOW         "1": follow the process tree (keep LD_PRELOAD and these
  *                               variables for exec'd programs; a fork()ed child starts a
  *                               session of its own in the atfork child handler)
+ *   LOUPE_RECORD_REGIONS        under follow: the directory of the other processes' recording
+ *                               regions (below), which loupe record recovers after a death
+ * Interposed (exported, so the program's calls bind here): the exec family (the image's trace
+ * is written before the exec), waitpid/wait/wait4 (a child's end status, for the recovery's
+ * cause) and fork (the fork points, metadata record.forks).
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
  * being recorded). Without LOUPE_RECORD_FOLLOW it removes itself from LD_PRELOAD so that programs
  * the traced one execs are not traced. A program linked with libloupe.so shares the same library
  * (the loader matches the soname), so its annotations land in this session.
  */
 #include <loupe/loupe.h>
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char result_path[4096];
@@ -126,18 +144,155 @@ static loupe_trace_options opts;
 static char opt_dir[4096], opt_run_dir[4096], opt_prefix[512];
 static int following;
 
-/* "<host>.<pid>" for this process. */
+/* Whether a file of prefix is in the run directory already, in any host-prefixed format. */
+static int prefix_taken(const char *prefix) {
+    char path[4096 + 600];
+    for (size_t k = 0; k < loupe_format_count(); k++) {
+        const loupe_format_desc *d = loupe_format_info(k);
+        if (d->run_dir_bit != 0 && d->host_prefixed) {
+            snprintf(path, sizeof path, "%s/%s%s", opt_run_dir, prefix, d->suffix);
+            if (access(path, F_OK) == 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* "<host>.<pid>" for this process, or "<host>.<pid>.<n>" (n = 1, 2, ...) when an image this
+ * pid ran before an exec wrote that name already: one file set per image, in exec order. */
 static void set_prefix(void) {
-    char host[256] = "";
+    char host[256] = "", base[400];
     (void)gethostname(host, sizeof host - 1);
-    snprintf(opt_prefix, sizeof opt_prefix, "%s.%ld", host[0] ? host : "localhost", (long)getpid());
+    snprintf(base, sizeof base, "%s.%ld", host[0] ? host : "localhost", (long)getpid());
+    snprintf(opt_prefix, sizeof opt_prefix, "%s", base);
+    for (int n = 1; n < 1000 && opt_run_dir[0] && prefix_taken(opt_prefix); n++) {
+        snprintf(opt_prefix, sizeof opt_prefix, "%s.%d", base, n);
+    }
+}
+
+/* ---- recording regions that `loupe record` can recover (any process of the tree) ----
+ * The tree's root records into the memfd loupe record made. Every other process (a forked
+ * child, an exec'd image) records into a file of its own in LOUPE_RECORD_REGIONS, a directory
+ * loupe record made on a tmpfs (/dev/shm: memory, as a memfd is), named <pid>.<ppid>.<n>: if
+ * the process dies without writing its trace (SIGKILL, a crash, _exit()), the file is still
+ * there and loupe record recovers it (loupe_recover_trace()). A process that writes its trace
+ * removes its file. The parent's wait*() calls leave <pid>.status (the raw wait status) beside
+ * it, so that loupe record can say how a child it did not wait for itself ended. */
+static char regions_dir[4096], region_path[4200];
+static pid_t root_pid;     /* LOUPE_RECORD_ROOT_PID: the process loupe record started */
+static int no_follow_seen; /* under loupe record --no-follow: exec'd programs get no loupe */
+
+/* The memfd loupe record passed, when it is this process's and still open. */
+static int shm_fd_ours(void) {
+    const char *v = getenv("LOUPE_RECORD_SHM_FD"), *pid = getenv("LOUPE_RECORD_SHM_PID");
+    if (v == NULL || pid == NULL || atol(pid) != (long)getpid()) {
+        return 0;
+    }
+    char link[64], target[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", atoi(v));
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) {
+        return 0;
+    }
+    target[n] = 0;
+    return strncmp(target, "/memfd:loupe-record", 19) == 0; /* not an fd the exec reused */
+}
+
+/* <region file>.cmd: this process's command line (/proc/self/cmdline, NUL-separated), so that
+ * a recovered trace names its process. */
+static void write_cmdline(void) {
+    char path[4300], buf[4096];
+    int in = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t n = in >= 0 ? read(in, buf, sizeof buf) : -1;
+    if (in >= 0) {
+        close(in);
+    }
+    snprintf(path, sizeof path, "%s.cmd", region_path);
+    int out = n > 0 ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    if (out >= 0) {
+        (void)!write(out, buf, (size_t)n);
+        close(out);
+    }
+}
+
+/* Makes this process's region file and hands it to libloupe (region.c takes
+ * LOUPE_RECORD_SHM_FD at the session's start). Without one the process records into anonymous
+ * memory, as before: it is only not recoverable. */
+/* Whether the regions' file system has room for this process's region besides those of the
+ * processes recording there now: a page of a MAP_SHARED tmpfs file that the file system cannot
+ * hold is a SIGBUS at the write that touches it (a container's /dev/shm is 64 MiB by default),
+ * which tracing must never cause. Each process's capacity is taken as its whole session
+ * (session_events x 16 bytes plus 128 MiB of tables); without that room the process records
+ * into anonymous memory, as it would without loupe record (not recoverable, said nowhere:
+ * nothing is lost unless it dies). */
+static int regions_room(void) {
+    struct statvfs sv;
+    if (statvfs(regions_dir, &sv) != 0) {
+        return 0;
+    }
+    uint64_t events = opts.session_events ? opts.session_events : LOUPE_DEFAULT_SESSION_EVENTS;
+    uint64_t need = events * 16 + ((uint64_t)128 << 20), files = 1;
+    DIR *d = opendir(regions_dir);
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL; e = readdir(d)) {
+        /* a region file: <pid>.<ppid>.<n>, digits and dots (not .cmd, .status) */
+        files += e->d_name[0] != '.' && e->d_name[strspn(e->d_name, "0123456789.")] == 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return (uint64_t)sv.f_bavail * sv.f_frsize / files >= need;
+}
+
+static void make_region_file(void) {
+    region_path[0] = 0;
+    if (regions_dir[0] == 0 || shm_fd_ours() || !regions_room()) {
+        return;
+    }
+    unsetenv("LOUPE_RECORD_SHM_FD");
+    for (int n = 0; n < 1000; n++) {
+        snprintf(region_path, sizeof region_path, "%s/%ld.%ld.%d", regions_dir, (long)getpid(),
+                 (long)getppid(), n);
+        int fd = open(region_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            write_cmdline();
+            char num[32];
+            snprintf(num, sizeof num, "%d", fd);
+            setenv("LOUPE_RECORD_SHM_FD", num, 1);
+            snprintf(num, sizeof num, "%ld", (long)getpid());
+            setenv("LOUPE_RECORD_SHM_PID", num, 1);
+            return;
+        }
+        if (errno != EEXIST) {
+            break;
+        }
+    }
+    region_path[0] = 0;
+}
+
+/* The region file is not needed once the trace is written (its memory goes with it). */
+static void drop_region_file(void) {
+    if (region_path[0] != 0) {
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "%s.cmd", region_path);
+        (void)unlink(cmd);
+        (void)unlink(region_path);
+        region_path[0] = 0;
+        if (root_pid > 0 && kill(root_pid, 0) != 0 && errno == ESRCH) {
+            /* loupe record is done with the tree (it reaped the root, then removed what it
+             * could): the last process that outlived it removes the directory */
+            (void)rmdir(regions_dir);
+        }
+    }
 }
 
 static void start_session(void) {
+    make_region_file();
     int r = loupe_start_trace(&opts);
     if (r != 0) {
         fprintf(stderr, "loupe: could not start tracing (pid %ld): %s: %s\n", (long)getpid(),
                 loupe_strerror(r), loupe_last_error());
+        drop_region_file();
         return;
     }
     started = 1;
@@ -151,29 +306,49 @@ static void start_session(void) {
  * fork resets malloc's arena locks and the stdio locks: glibc's posix/fork.c), and loupe uses
  * no lock of the program's. Nothing of the parent's recording is copied: the child's region
  * starts empty. */
+static void forks_forget(void);
+
 static void child_after_fork(void) {
     started = 0;
+    forks_forget(); /* the parent's fork points are the parent's */
     if (!following) {
         return;
     }
-    result_path[0] = 0; /* the result file is the first process's */
+    result_path[0] = 0; /* the result file is the root's */
     set_prefix();
     start_session();
 }
 
+static void resolve_real(void);
+
 __attribute__((constructor)) static void loupe_preload_start(void) {
+    resolve_real();
     const char *dir = getenv("LOUPE_RECORD_DIR");
     if (dir == NULL || dir[0] == 0) {
         return;
     }
     const char *fw = getenv("LOUPE_RECORD_FOLLOW");
     following = fw != NULL && strcmp(fw, "1") == 0;
+    const char *rpid = getenv("LOUPE_RECORD_ROOT_PID");
+    root_pid = rpid != NULL ? (pid_t)atol(rpid) : 0;
+    int is_root = root_pid == 0 || root_pid == getpid();
     if (!following) {
         strip_preload();
+        no_follow_seen = 1;
     }
+    if (!following && !is_root) {
+        /* A shell passes its own copy of the environment on (bash does: the variables this
+         * library removed from the process's environment are still in it), so under
+         * --no-follow a program the root starts still gets here: it is not traced. */
+        unsetenv("LOUPE_RECORD_DIR");
+        return;
+    }
+    const char *rg = getenv("LOUPE_RECORD_REGIONS");
+    snprintf(regions_dir, sizeof regions_dir, "%s", rg != NULL && following ? rg : "");
+    /* The result file is the root pid's (its last image writes it at exit): the variable stays,
+     * since a shell's copy of it would reach the other processes anyway. */
     const char *rp = getenv("LOUPE_RECORD_RESULT");
-    snprintf(result_path, sizeof result_path, "%s", rp ? rp : "");
-    unsetenv("LOUPE_RECORD_RESULT"); /* later processes of the tree write only their files */
+    snprintf(result_path, sizeof result_path, "%s", rp != NULL && is_root ? rp : "");
     loupe_trace_options o;
     memset(&o, 0, sizeof o);
     snprintf(opt_dir, sizeof opt_dir, "%s", dir);
@@ -265,16 +440,27 @@ const char *loupe__last_run_dir(char *buf, size_t size);
 /* In libloupe (src/session/session.c): the kept trace's counts. */
 int loupe__kept_counts(loupe_trace_result *res);
 
-/* Registered with atexit() right after the start, so it runs before libloupe's own exit check
- * (which warns about sessions nobody stopped). */
+/* Stops this process's session and writes its trace, and the result file when this is the
+ * root. for_exec: before an exec replaces the image; a session that recorded nothing then
+ * leaves no files (a shell's fork child that only execs). */
+static void stop_and_write(int for_exec);
+
+/* Registered with atexit() right after the start. */
 static void loupe_preload_stop(void) {
     /* A child the program forked inherits this handler: without follow it is not recorded (its
      * session is closed at fork); with follow it stops its own session here, and only the
-     * first process has a result file. */
+     * root has a result file. */
     if (!started || getpid() != started_pid) {
         return;
     }
+    stop_and_write(0);
+}
+
+static void set_forks_meta(void);
+
+static void stop_and_write(int for_exec) {
     started = 0;
+    set_forks_meta();
     loupe_trace_result res = {.size = sizeof res};
     char run_dir[4096] = "";
     int r = loupe_stop_trace(&res);
@@ -288,6 +474,16 @@ static void loupe_preload_stop(void) {
         }
     } else if (res.run_dir != NULL) {
         snprintf(run_dir, sizeof run_dir, "%s", res.run_dir);
+    }
+    if (r == 0) {
+        drop_region_file();
+    }
+    if (r == 0 && for_exec && res.events_recorded == 0 && getpid() != root_pid) {
+        /* a child that only execs (a shell's fork for a command): its files would be empty.
+         * The root's are kept (the program loupe record ran, its process in the tree). */
+        for (size_t i = 0; i < res.file_count; i++) {
+            (void)unlink(res.files[i].path);
+        }
     }
     FILE *f = result_path[0] ? fopen(result_path, "w") : NULL;
     if (r != 0) {
@@ -322,4 +518,459 @@ static void loupe_preload_stop(void) {
             (unsigned long long)total);
     fclose(f);
     loupe_trace_result_free(&res);
+}
+
+/* ---- exec: the image's trace is written before the exec replaces it ----
+ * The program's calls to the exec family reach these (LD_PRELOAD interposes them; glibc's own
+ * internal execs, posix_spawn's and system()'s, do not: those run in a child that never
+ * recorded). Before the exec the session is stopped and written as <host>.<pid>[.<n>].*: the
+ * exec'd image, traced from its start, writes the next name (set_prefix()). A session that
+ * recorded no event writes nothing. If the exec fails, the image goes on tracing in a new
+ * session. Under --no-follow the exec'd program gets an environment without loupe.
+ * A vfork() child (it shares the parent's memory and ran no atfork handler: getpid() is not
+ * the pid that started the session) is passed through untouched. */
+extern char **environ;
+
+/* What the program's calls bind to: exported from this library (built with hidden visibility;
+ * LOUPE_API exports only while libloupe itself is built). */
+#define INTERPOSE __attribute__((visibility("default")))
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+typedef pid_t (*waitpid_fn)(pid_t, int *, int);
+typedef pid_t (*wait4_fn)(pid_t, int *, int, struct rusage *);
+typedef pid_t (*fork_fn)(void);
+
+/* libc's own functions, looked up once (dlsym is not async-signal-safe: a SIGCHLD handler's
+ * waitpid must not be the first call). */
+static execve_fn real_execve;
+static execvpe_fn real_execvpe;
+static fexecve_fn real_fexecve;
+static waitpid_fn real_waitpid;
+static wait4_fn real_wait4;
+static fork_fn real_fork;
+
+static void resolve_real(void) {
+    if (real_execve != NULL) {
+        return;
+    }
+    /* POSIX dlsym returns void *; a function pointer converts through uintptr_t (POSIX
+     * requires the two to convert losslessly, dlsym(3)). */
+    real_execve = (execve_fn)(uintptr_t)dlsym(RTLD_NEXT, "execve");
+    real_execvpe = (execvpe_fn)(uintptr_t)dlsym(RTLD_NEXT, "execvpe");
+    real_fexecve = (fexecve_fn)(uintptr_t)dlsym(RTLD_NEXT, "fexecve");
+    real_waitpid = (waitpid_fn)(uintptr_t)dlsym(RTLD_NEXT, "waitpid");
+    real_wait4 = (wait4_fn)(uintptr_t)dlsym(RTLD_NEXT, "wait4");
+    real_fork = (fork_fn)(uintptr_t)dlsym(RTLD_NEXT, "fork");
+}
+
+/* Whether a loupe variable (or LD_PRELOAD) is one --no-follow keeps from exec'd programs. */
+static int loupe_var(const char *kv) {
+    return strncmp(kv, "LOUPE_RECORD_", 13) == 0 || strncmp(kv, "LD_PRELOAD=", 11) == 0;
+}
+
+/* envp without loupe's variables, LD_PRELOAD without loupe's libraries (malloc'd: freed by
+ * the caller when the exec failed), or NULL when out of memory. */
+static char **no_follow_env(char *const envp[]) {
+    size_t n = 0;
+    while (envp != NULL && envp[n] != NULL) {
+        n++;
+    }
+    char **out = calloc(n + 2, sizeof(*out));
+    static char ldp[8200];
+    if (out == NULL) {
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!loupe_var(envp[i])) {
+            out[k++] = envp[i];
+        } else if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) {
+            size_t m = 11;
+            memcpy(ldp, "LD_PRELOAD=", 11);
+            for (const char *p = envp[i] + 11; *p;) {
+                size_t len = strcspn(p, ": ");
+                int ours = 0;
+                if (len > 0) {
+                    char entry[4096];
+                    snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+                    ours = strstr(entry, "libloupe_preload.so") != NULL ||
+                           strstr(entry, "libloupe.so") != NULL ||
+                           strstr(entry, "libloupe_mpi.so") != NULL;
+                }
+                if (len > 0 && !ours && m + len + 2 < sizeof ldp) {
+                    if (m > 11) {
+                        ldp[m++] = ':';
+                    }
+                    memcpy(ldp + m, p, len);
+                    m += len;
+                }
+                p += len;
+                p += strspn(p, ": ");
+            }
+            ldp[m] = 0;
+            if (m > 11) {
+                out[k++] = ldp;
+            }
+        }
+    }
+    out[k] = NULL;
+    return out;
+}
+
+/* Before an exec: 1 when this process's session was stopped (to be restarted if the exec
+ * fails). *env becomes the environment to pass (a no_follow_env() copy under --no-follow). */
+static int before_exec(char *const **env, char ***copy) {
+    *copy = NULL;
+    int ours = started && getpid() == started_pid;
+    if (ours) {
+        stop_and_write(1);
+    }
+    if (no_follow_seen) {
+        *copy = no_follow_env(*env);
+        if (*copy != NULL) {
+            *env = *copy;
+        }
+    }
+    return ours;
+}
+
+/* The exec failed: this image goes on, and so does its trace (a new session, the next name). */
+static void after_failed_exec(int stopped, char **copy) {
+    int e = errno;
+    free(copy);
+    if (stopped) {
+        set_prefix();
+        opts.file_prefix = opt_run_dir[0] ? opt_prefix : opts.file_prefix;
+        start_session();
+    }
+    errno = e;
+}
+
+INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]);
+INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]) {
+    if (real_execve == NULL) {
+        resolve_real();
+    }
+    execve_fn real = real_execve;
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    char **copy;
+    int stopped = before_exec(&envp, &copy);
+    int r = real(path, argv, envp);
+    after_failed_exec(stopped, copy);
+    return r;
+}
+
+INTERPOSE int execv(const char *path, char *const argv[]);
+INTERPOSE int execv(const char *path, char *const argv[]) {
+    return execve(path, argv, environ);
+}
+
+INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[]);
+INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    if (real_execvpe == NULL) {
+        resolve_real();
+    }
+    execvpe_fn real = real_execvpe;
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    char **copy;
+    int stopped = before_exec(&envp, &copy);
+    int r = real(file, argv, envp);
+    after_failed_exec(stopped, copy);
+    return r;
+}
+
+INTERPOSE int execvp(const char *file, char *const argv[]);
+INTERPOSE int execvp(const char *file, char *const argv[]) {
+    return execvpe(file, argv, environ);
+}
+
+INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[]);
+INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[]) {
+    if (real_fexecve == NULL) {
+        resolve_real();
+    }
+    fexecve_fn real = real_fexecve;
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    char **copy;
+    int stopped = before_exec(&envp, &copy);
+    int r = real(fd, argv, envp);
+    after_failed_exec(stopped, copy);
+    return r;
+}
+
+/* execl, execlp, execle: the arguments into an array, on the stack up to 256 of them (these
+ * are async-signal-safe in POSIX, as execve is), else malloc'd. */
+#define STACK_ARGS 256
+
+static char **list_args(const char *arg0, va_list ap, char **small, char ***envp) {
+    va_list cp;
+    va_copy(cp, ap);
+    size_t n = 1;
+    if (arg0 != NULL) {
+        while (va_arg(cp, char *) != NULL) {
+            n++;
+        }
+    }
+    va_end(cp);
+    char **argv = n + 1 <= STACK_ARGS ? small : malloc((n + 1) * sizeof(*argv));
+    if (argv == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    argv[0] = (char *)(uintptr_t)arg0;
+    for (size_t i = 1; i < n; i++) {
+        argv[i] = va_arg(ap, char *);
+    }
+    argv[n] = NULL;
+    if (arg0 != NULL) {
+        (void)va_arg(ap, char *); /* the terminating NULL */
+    }
+    if (envp != NULL) {
+        *envp = va_arg(ap, char **);
+    }
+    return argv;
+}
+
+INTERPOSE int execl(const char *path, const char *arg, ...);
+INTERPOSE int execl(const char *path, const char *arg, ...) {
+    char *small[STACK_ARGS];
+    va_list ap;
+    va_start(ap, arg);
+    char **argv = list_args(arg, ap, small, NULL);
+    va_end(ap);
+    int r = argv != NULL ? execve(path, argv, environ) : -1;
+    if (argv != small) {
+        free(argv);
+    }
+    return r;
+}
+
+INTERPOSE int execlp(const char *file, const char *arg, ...);
+INTERPOSE int execlp(const char *file, const char *arg, ...) {
+    char *small[STACK_ARGS];
+    va_list ap;
+    va_start(ap, arg);
+    char **argv = list_args(arg, ap, small, NULL);
+    va_end(ap);
+    int r = argv != NULL ? execvpe(file, argv, environ) : -1;
+    if (argv != small) {
+        free(argv);
+    }
+    return r;
+}
+
+INTERPOSE int execle(const char *path, const char *arg, ...);
+INTERPOSE int execle(const char *path, const char *arg, ...) {
+    char *small[STACK_ARGS];
+    char **envp = NULL;
+    va_list ap;
+    va_start(ap, arg);
+    char **argv = list_args(arg, ap, small, &envp);
+    va_end(ap);
+    int r = argv != NULL ? execve(path, argv, envp) : -1;
+    if (argv != small) {
+        free(argv);
+    }
+    return r;
+}
+
+/* ---- wait: how a child ended, for loupe record's recovery of its region ----
+ * Only the status is written (open, write, close: async-signal-safe, as a SIGCHLD handler's
+ * waitpid must stay), and only for a child that was being traced (its region file is there). */
+static char *put_num(char *p, long v) {
+    char tmp[24];
+    int n = 0;
+    unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0 && n < (int)sizeof tmp);
+    if (v < 0) {
+        *p++ = '-';
+    }
+    while (n > 0) {
+        *p++ = tmp[--n];
+    }
+    return p;
+}
+
+static void note_status(pid_t pid, int status) {
+    if (pid <= 0 || regions_dir[0] == 0 || !(WIFEXITED(status) || WIFSIGNALED(status))) {
+        return;
+    }
+    char path[4200], num[32];
+    size_t dl = strlen(regions_dir);
+    if (dl + 80 > sizeof path) {
+        return;
+    }
+    memcpy(path, regions_dir, dl);
+    char *p = path + dl;
+    *p++ = '/';
+    p = put_num(p, pid);
+    /* only for a child that left a region file (<pid>.<this pid>.<n>, the first images): the
+     * others wrote their trace, or were never traced, and need no cause */
+    int has_region = 0;
+    for (int n = 0; n < 4 && !has_region; n++) {
+        char *q = p;
+        *q++ = '.';
+        q = put_num(q, (long)getpid());
+        *q++ = '.';
+        q = put_num(q, n);
+        *q = 0;
+        has_region = access(path, F_OK) == 0;
+    }
+    if (!has_region) {
+        return;
+    }
+    memcpy(p, ".status", 8);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        char *q = put_num(num, status);
+        *q++ = '\n';
+        (void)!write(fd, num, (size_t)(q - num));
+        close(fd);
+    }
+}
+
+INTERPOSE pid_t waitpid(pid_t pid, int *wstatus, int options);
+INTERPOSE pid_t waitpid(pid_t pid, int *wstatus, int options) {
+    if (real_waitpid == NULL) {
+        resolve_real();
+    }
+    waitpid_fn real = real_waitpid;
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int st = 0;
+    pid_t r = real(pid, &st, options);
+    if (r > 0) {
+        int e = errno;
+        note_status(r, st);
+        errno = e;
+        if (wstatus != NULL) {
+            *wstatus = st;
+        }
+    }
+    return r;
+}
+
+INTERPOSE pid_t wait(int *wstatus);
+INTERPOSE pid_t wait(int *wstatus) {
+    return waitpid(-1, wstatus, 0);
+}
+
+INTERPOSE pid_t wait4(pid_t pid, int *wstatus, int options, struct rusage *ru);
+INTERPOSE pid_t wait4(pid_t pid, int *wstatus, int options, struct rusage *ru) {
+    if (real_wait4 == NULL) {
+        resolve_real();
+    }
+    wait4_fn real = real_wait4;
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int st = 0;
+    pid_t r = real(pid, &st, options, ru);
+    if (r > 0) {
+        int e = errno;
+        note_status(r, st);
+        errno = e;
+        if (wstatus != NULL) {
+            *wstatus = st;
+        }
+    }
+    return r;
+}
+
+/* ---- fork: the fork points, as process-tree metadata ----
+ * A forked child's files carry its parent's pid (loupe_parent_pid: the model's
+ * processes[].parent_pid); the parent's carry where it forked each child: metadata
+ * record.forks (not a loupe_ key: loupe_set_metadata() keeps those for the library) = "<child
+ * pid>:<CLOCK_REALTIME ns at the fork>,..." (the trace's own time of a fork is that minus its
+ * origin_unix_ns), set at the stop. This wrapper only appends to a static buffer (no lock, no
+ * malloc: fork is called from signal handlers too); 16 KiB hold about 600 forks, the ones beyond
+ * are counted ("+N"). */
+static char forks_meta[16384];
+static size_t forks_len;
+static unsigned long forks_more;
+
+static void note_fork(pid_t child, const struct timespec *ts) {
+    char item[64], *q = item;
+    q = put_num(q, (long)child);
+    *q++ = ':';
+    q = put_num(q, (long)ts->tv_sec);
+    for (long div = 100000000L; div > 0; div /= 10) { /* tv_nsec, nine digits */
+        *q++ = (char)('0' + (ts->tv_nsec / div) % 10);
+    }
+    *q++ = ',';
+    size_t n = (size_t)(q - item);
+    size_t at = __atomic_fetch_add(&forks_len, n, __ATOMIC_RELAXED);
+    if (at + n < sizeof forks_meta) {
+        memcpy(forks_meta + at, item, n);
+    } else {
+        __atomic_fetch_add(&forks_more, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* At the stop: the fork points into the session's metadata. */
+static void set_forks_meta(void) {
+    size_t len = __atomic_load_n(&forks_len, __ATOMIC_RELAXED);
+    if (len == 0) {
+        return;
+    }
+    len = len < sizeof forks_meta ? len : sizeof forks_meta - 1;
+    while (len > 0 && forks_meta[len - 1] != ',') {
+        len--; /* an item cut at the end of the buffer */
+    }
+    char more[40] = "";
+    if (forks_more != 0) {
+        char *q = more;
+        *q++ = '+';
+        q = put_num(q, (long)forks_more);
+        *q = 0;
+    }
+    char *v = malloc(len + sizeof more);
+    if (v != NULL) {
+        memcpy(v, forks_meta, len);
+        snprintf(v + (len > 0 ? len - 1 : 0), sizeof more + 1, "%s%s", more[0] ? "," : "", more);
+        (void)loupe_set_metadata("record.forks", v);
+        free(v);
+    }
+}
+
+static void forks_forget(void) {
+    forks_len = 0;
+    forks_more = 0;
+}
+
+INTERPOSE pid_t fork(void);
+INTERPOSE pid_t fork(void) {
+    if (real_fork == NULL) {
+        resolve_real();
+    }
+    fork_fn real = real_fork;
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    int ours = started && getpid() == started_pid;
+    pid_t p = real();
+    if (p > 0 && ours) {
+        note_fork(p, &ts);
+    }
+    return p;
 }

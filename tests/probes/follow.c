@@ -4,6 +4,12 @@
  *                             the parent records one "serve" zone around the wait
  *   follow killed N           forks a child that records N zones and is killed by SIGKILL;
  *                             the parent records N "parent" zones and exits normally
+ *   follow forkexec N M       forks a child that records N "pre" zones, then execs
+ *                             "follow zones post M"; the parent records nothing and waits
+ *   follow grandkill N        forks a child that forks a grandchild recording N "doomed"
+ *                             zones and killed by SIGKILL; the child waits for it and exits
+ *   follow quickexit N        forks a child that records N "quick" zones and ends with
+ *                             _exit(0) (as Python's os._exit in a multiprocessing worker)
  * Linked with libloupe.so: under loupe record its zones land in the preloaded session. */
 #include <loupe/loupe.h>
 #include <signal.h>
@@ -49,6 +55,40 @@ int main(int argc, char **argv) {
         zones("parent", n);
         return 0;
     }
-    fprintf(stderr, "usage: follow zones NAME N | server K N | killed N\n");
+    if (argc == 4 && strcmp(argv[1], "forkexec") == 0) {
+        pid_t p = fork();
+        if (p == 0) {
+            zones("pre", atoi(argv[2]));
+            execl("/proc/self/exe", argv[0], "zones", "post", argv[3], (char *)NULL);
+            _exit(127);
+        }
+        waitpid(p, NULL, 0);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "grandkill") == 0) {
+        pid_t p = fork();
+        if (p == 0) {
+            pid_t g = fork();
+            if (g == 0) {
+                zones("doomed", atoi(argv[2]));
+                raise(SIGKILL);
+            }
+            waitpid(g, NULL, 0);
+            exit(0);
+        }
+        waitpid(p, NULL, 0);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "quickexit") == 0) {
+        pid_t p = fork();
+        if (p == 0) {
+            zones("quick", atoi(argv[2]));
+            _exit(0);
+        }
+        waitpid(p, NULL, 0);
+        return 0;
+    }
+    fprintf(stderr, "usage: follow zones NAME N | server K N | killed N | forkexec N M | "
+                    "grandkill N | quickexit N\n");
     return 2;
 }
