@@ -45,6 +45,14 @@ void loupe__model_lift_process_meta(loupe_model *m) {
     if (pp != NULL && p->parent_pid == 0) {
         p->parent_pid = strtoull(pp, NULL, 10);
     }
+    /* An MPI rank's file (libloupe_mpi.so's metadata): a one-process file's writers leave the
+     * process's rank out, its metadata keeps it (the merged run's flows check ranks by it). */
+    const char *rank = meta_get(m, "loupe_mpi_rank");
+    char *end;
+    long long r = rank != NULL ? strtoll(rank, &end, 10) : -1;
+    if (rank != NULL && end != rank && *end == 0 && r >= 0 && p->rank < 0) {
+        p->rank = r;
+    }
 }
 
 /* A metadata value as int64; 0 and *ok = 0 when absent or not a whole decimal number. */
