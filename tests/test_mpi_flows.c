@@ -5,7 +5,8 @@
  * completed. Reading the directory gives exactly one flow per id with one send and one receive,
  * from the send's slice on the sender's track to the receive's on the receiver's; ids without
  * the other end, or with two ends of one side, give none and are counted (metadata, warnings).
- * The flows survive `loupe convert RUN -o x.pftrace` and `-o x.json` and reading those back. */
+ * The flows survive `loupe convert RUN -o x.pftrace` and `-o x.json` and reading those back.
+ * Each rank's process gets its rank and label from the file's loupe_mpi_rank / loupe_mpi_host. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +55,8 @@ static void write_rank(const char *dir, int rank, const zone *z, size_t n, loupe
     char v[16];
     snprintf(v, sizeof v, "%d", rank);
     assert_int_equal(loupe__mb_metadata(mb, "loupe_mpi_rank", v), 0);
+    snprintf(v, sizeof v, "node%d", rank);
+    assert_int_equal(loupe__mb_metadata(mb, "loupe_mpi_host", v), 0);
     for (size_t i = n; i-- > 0;) { /* backwards: the builder sorts them */
         size_t k = loupe__mb_slice(mb, t);
         loupe_slice *s = loupe__mb_slice_at(mb, t, k);
@@ -144,6 +147,12 @@ static void test_run_dir_flows(void **state) {
         fail_msg("%s: %s", dir, loupe_last_error());
     }
     check_run_flows(m);
+    /* the ranks from each file's loupe_mpi_rank, labelled as the session labels them */
+    for (size_t i = 0; i < 2; i++) {
+        const loupe_model_process *pr = &m->processes[i];
+        assert_int_equal(pr->rank, (int64_t)pr->pid - 100);
+        assert_string_equal(pr->label, pr->pid == 100 ? "rank 0 (node0)" : "rank 1 (node1)");
+    }
     assert_string_equal(meta(m, "loupe_mpi_flows"), "2");
     assert_string_equal(meta(m, "loupe_mpi_unmatched_sends"), "1");
     assert_string_equal(meta(m, "loupe_mpi_unmatched_recvs"), "1");

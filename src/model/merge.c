@@ -334,6 +334,14 @@ static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, cons
                                                       : "");
         d->host = loupe__mb_str(mb, src && src->host ? src->host : p->host ? p->host : "");
         d->label = loupe__mb_str(mb, src && src->label ? src->label : "");
+        if (d->label != NULL && d->label[0] == 0 && src != NULL && src->rank >= 0) {
+            /* an MPI rank's one-process file keeps no label: the session's ("rank N (host)") */
+            char label[320];
+            const char *h = meta_get(p, "loupe_mpi_host");
+            snprintf(label, sizeof label, h != NULL && h[0] ? "rank %lld (%.256s)" : "rank %lld",
+                     (long long)src->rank, h);
+            d->label = loupe__mb_str(mb, label);
+        }
         d->cmdline = loupe__mb_str(mb, src && src->cmdline ? src->cmdline : "");
         d->parent_pid = src ? src->parent_pid : 0;
         d->rank = src ? src->rank : -1;
