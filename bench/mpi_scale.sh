@@ -4,7 +4,8 @@
 #      LOUPE_ZONEs per rank, timed inside the program) with 1 rank and with 4, 1 M zones each;
 #      prints ns per zone per rank and the 4-rank mean over the 1-rank figure;
 #   2. the merged read of the 4-rank run directory (one model, src/model/merge.c) against
-#      reading its 4 files one by one (bench/merge_read.c), best of 3; the bound is <= 2x;
+#      reading its 4 files one by one (bench/merge_read.c), best of 3 in CPU seconds (a shared
+#      machine moves wall time far more); the bound is <= 2x;
 #   3. what a rank writes: bytes per file and per zone, and per second of recording;
 #   4. a 16-rank run of mpi_app's default mode (small traces) end to end: 16 rank files, their
 #      merged read (processes, flows).
