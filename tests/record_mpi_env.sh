@@ -22,16 +22,18 @@ cc -std=c11 "$tmp/p.c" -o "$tmp/prog"
 launcher_vars="OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_MCA_ess_base_jobid PMIX_RANK
   PMIX_NAMESPACE PMI_RANK PMI_SIZE PMI_PORT PMI_FD MPI_UNIVERSE_SIZE MPI_LOCALRANKID
   MPI_LOCALNRANKS SLURM_JOB_ID SLURM_STEP_ID"
-unset_args=()
-for v in $launcher_vars; do unset_args+=(-u "$v"); done
 
 # case_env NAME WANT_DIR_REGEX WANT_FILES_REGEX VAR=VALUE...: one `loupe record` with that environment
 case_env() {
   local label=$1 want_dir=$2 want_files=$3
   shift 3
   local log="$tmp/log-$label"
-  env "${unset_args[@]}" "$@" "$loupe" record -q -o "$log" -- "$tmp/prog" >"$tmp/out" 2>&1 ||
-    fail "$label: loupe record failed: $(cat "$tmp/out")"
+  # a subshell, not env(1): under ASan $loupe is a shell function (record_under_sanitizer.sh)
+  (
+    for v in $launcher_vars; do unset "$v"; done
+    for kv in "$@"; do export "${kv?}"; done
+    "$loupe" record -q -o "$log" -- "$tmp/prog"
+  ) >"$tmp/out" 2>&1 || fail "$label: loupe record failed: $(cat "$tmp/out")"
   grep -qx RAN "$tmp/out" || fail "$label: the program did not run: $(cat "$tmp/out")"
   local runs
   runs=$(ls "$log/plugins/profile")
