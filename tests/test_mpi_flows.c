@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "model/builder.h"
 #include "testutil.h"
@@ -118,13 +119,16 @@ static void check_run_flows(const loupe_model *m) {
     check_flow(m, 101, "MPI_Isend", 100, "MPI_Wait", ID_B);
 }
 
+/* A run directory tu_dir/name (made) into dir. */
+static void run_dir(char *dir, size_t size, const char *name) {
+    snprintf(dir, size, "%s/%s", tu_dir, name);
+    assert_int_equal(mkdir(dir, 0755), 0);
+}
+
 static void test_run_dir_flows(void **state) {
     (void)state;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/run", tu_dir);
-    char cmd[16384];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    assert_int_equal(tu_run(cmd, NULL), 0);
+    char dir[4096], cmd[16384];
+    run_dir(dir, sizeof dir, "run");
     const zone r0[] = {{1000, 9000, "step", NULL, 0},
                        {2000, 100, "MPI_Send", "mpi_send_id", ID_A},
                        {3000, 100, "MPI_Send", "mpi_send_id", ID_C},
@@ -189,10 +193,7 @@ static void test_run_dir_flows(void **state) {
 static void test_run_without_ids(void **state) {
     (void)state;
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/plain", tu_dir);
-    char cmd[16384];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    assert_int_equal(tu_run(cmd, NULL), 0);
+    run_dir(dir, sizeof dir, "plain");
     const zone z[] = {{1000, 100, "work", NULL, 0}};
     write_rank(dir, 0, z, 1, LOUPE_FILE_CHROME_JSON, ".trace.json.gz");
     write_rank(dir, 1, z, 1, LOUPE_FILE_CHROME_JSON, ".trace.json.gz");

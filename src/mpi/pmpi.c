@@ -629,27 +629,30 @@ LOUPE_MPI_API int MPI_Testany(int count, MPI_Request array_of_requests[], int *i
     return rc;
 }
 
-/* Waitsome and Testsome: outcount MPI_UNDEFINED when every request was inactive. */
+/* Waitsome and Testsome share their signature: one body, the PMPI call passed in. outcount
+ * MPI_UNDEFINED when every request was inactive. */
+typedef int (*some_fn)(int, MPI_Request[], int *, int[], MPI_Status[]);
+static int some(some_fn call, int incount, MPI_Request reqs[], int *outcount, int indices[],
+                MPI_Status statuses[]) {
+    reqset s;
+    reqset_open(&s, incount, reqs, 1, incount, statuses, statuses == MPI_STATUSES_IGNORE);
+    int rc = call(incount, reqs, outcount, indices, s.sts);
+    reqset_close(&s, rc, rc == MPI_SUCCESS ? *outcount : 0, indices);
+    return rc;
+}
+
 LOUPE_MPI_API int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                                int array_of_indices[], MPI_Status array_of_statuses[]) {
     LOUPE_ZONE("MPI_Waitsome");
-    reqset s;
-    reqset_open(&s, incount, array_of_requests, 1, incount, array_of_statuses,
-                array_of_statuses == MPI_STATUSES_IGNORE);
-    int rc = PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, s.sts);
-    reqset_close(&s, rc, rc == MPI_SUCCESS ? *outcount : 0, array_of_indices);
-    return rc;
+    return some(PMPI_Waitsome, incount, array_of_requests, outcount, array_of_indices,
+                array_of_statuses);
 }
 
 LOUPE_MPI_API int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
                                int array_of_indices[], MPI_Status array_of_statuses[]) {
     LOUPE_ZONE("MPI_Testsome");
-    reqset s;
-    reqset_open(&s, incount, array_of_requests, 1, incount, array_of_statuses,
-                array_of_statuses == MPI_STATUSES_IGNORE);
-    int rc = PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, s.sts);
-    reqset_close(&s, rc, rc == MPI_SUCCESS ? *outcount : 0, array_of_indices);
-    return rc;
+    return some(PMPI_Testsome, incount, array_of_requests, outcount, array_of_indices,
+                array_of_statuses);
 }
 
 /* ---- the collectives' wrappers: a zone, coll_args, the call ---- */
@@ -747,26 +750,31 @@ LOUPE_MPI_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
                         request);
 }
 
+/* MPI_Iallgather and MPI_Ialltoall share their signature: one body, the PMPI call passed in. */
+typedef int (*iall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm,
+                       MPI_Request *);
+static int iall(int kind, iall_fn call, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                MPI_Request *request) {
+    int64_t seq = coll_args(kind, comm, bytes_of(sendcount, sendtype), -1);
+    int rc = call(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    return coll_started(kind, seq, rc, request);
+}
+
 LOUPE_MPI_API int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                  void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                                  MPI_Request *request) {
     LOUPE_ZONE("MPI_Iallgather");
-    int64_t seq = coll_args(C_IALLGATHER, comm, bytes_of(sendcount, sendtype), -1);
-    return coll_started(
-        C_IALLGATHER, seq,
-        PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request),
-        request);
+    return iall(C_IALLGATHER, PMPI_Iallgather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                recvtype, comm, request);
 }
 
 LOUPE_MPI_API int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                 void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                                 MPI_Request *request) {
     LOUPE_ZONE("MPI_Ialltoall");
-    int64_t seq = coll_args(C_IALLTOALL, comm, bytes_of(sendcount, sendtype), -1);
-    return coll_started(
-        C_IALLTOALL, seq,
-        PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request),
-        request);
+    return iall(C_IALLTOALL, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                recvtype, comm, request);
 }
 
 LOUPE_MPI_API int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
