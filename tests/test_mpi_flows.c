@@ -5,7 +5,8 @@
  * completed. Reading the directory gives exactly one flow per id with one send and one receive,
  * from the send's slice on the sender's track to the receive's on the receiver's; ids without
  * the other end, or with two ends of one side, give none and are counted (metadata, warnings).
- * The flows survive `loupe convert RUN -o x.pftrace` and `-o x.json` and reading those back.
+ * The flows survive `loupe convert RUN -o x.pftrace`, `-o x.json` and `-o x.xplane.pb` and
+ * reading those back.
  * Each rank's process gets its rank and label from the file's loupe_mpi_rank / loupe_mpi_host. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -172,8 +173,8 @@ static void test_run_dir_flows(void **state) {
     loupe_model_free(m);
 
     /* through the CLI, as users convert a run, and back */
-    const char *outs[] = {"x.pftrace", "x.json"};
-    for (size_t i = 0; i < 2; i++) {
+    const char *outs[] = {"x.pftrace", "x.json", "x.xplane.pb"};
+    for (size_t i = 0; i < 3; i++) {
         char out[4096];
         snprintf(out, sizeof out, "%s/%s", tu_dir, outs[i]);
         snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s'", tu_cli(), dir, out);
