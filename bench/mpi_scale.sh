@@ -61,8 +61,9 @@ run=$(ls -d "$T"/s4/plugins/profile/*)
 ns=$four
 for f in "$run"/rank0000.*; do
   b=$(stat -c %s "$f")
-  echo "bytes: $(basename "$f"): $b B, $(awk -v b="$b" -v z="$zones" 'BEGIN { printf "%.1f", b / z }') B/zone," \
-    "$(awk -v b="$b" -v z="$zones" -v ns="$ns" 'BEGIN { printf "%.0f", b / z * 1e9 / ns / 1e6 }') MB/s at $ns ns/zone"
+  awk -v f="$(basename "$f")" -v b="$b" -v z="$zones" -v ns="$ns" 'BEGIN {
+    printf "bytes: %s: %d B, %.1f B/zone, %.0f MB/s at %s ns/zone\n", f, b, b / z,
+      b / z * 1e9 / ns / 1e6, ns }'
 done
 
 # 16 ranks, small traces: files, then one merged model

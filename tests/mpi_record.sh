@@ -2,8 +2,9 @@
 # mpi_record.sh: `mpirun -np N loupe record -- ./mpi_app` end to end (docs/mpi.md), with 2 and 4
 # ranks: one run directory with rankNNNN files, exact per-rank zone counts, every message's
 # send matched to its receive (and drawn as a flow in the merged run), collectives numbered, an
-# injected clock offset measured and removed (tests/mpi/mpi_check.c), and `loupe summary --by-rank` on the known imbalance of
-# mpi_app (rank r computes (r + 1) * 30 ms per round: rank N-1 arrives last at MPI_Allreduce);
+# injected clock offset measured and removed (tests/mpi/mpi_check.c), and
+# `loupe summary --by-rank` on the known imbalance of mpi_app (rank r computes (r + 1) * 30 ms
+# per round: rank N-1 arrives last at MPI_Allreduce);
 # `mpi_app completions` with 3 ranks: the Wait/Test family and non-blocking collectives counted.
 # Skipped (77) when this build has no libloupe_mpi.so or mpirun is missing.
 set -u
