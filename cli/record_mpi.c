@@ -8,7 +8,10 @@
  *   Open MPI:  OMPI_COMM_WORLD_RANK / _SIZE, OMPI_MCA_ess_base_jobid (docs: "mpirun(1)", section
  *              "Exported Environment Variables"); PMIx launchers: PMIX_RANK, PMIX_NAMESPACE.
  *   MPICH (Hydra): PMI_RANK, PMI_SIZE, and PMI_PORT (the launcher's PMI address, the same for
- *              every rank of a job) when ranks reach it over the network.
+ *              every rank of a job) when ranks reach it over the network; with PMI_FD instead
+ *              (ranks on the launcher's own host) there is no job id, and the ranks of one host
+ *              share their parent, Hydra's proxy. Hydra's MPI_LOCALRANKID / MPI_LOCALNRANKS
+ *              are the rank among one host's ranks, not the world rank: not used for names.
  *   Slurm:     SLURM_JOB_ID and SLURM_STEP_ID, used for the job id when the others have none.
  */
 #include "cli.h"

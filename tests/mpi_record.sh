@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # mpi_record.sh: `mpirun -np N loupe record -- ./mpi_app` end to end (docs/mpi.md), with 2 and 4
 # ranks: one run directory with rankNNNN files, exact per-rank zone counts, every message's
-# send matched to its receive, collectives numbered, an injected clock offset measured and
-# removed (tests/mpi/mpi_check.c), and `loupe summary --by-rank` on the known imbalance of
-# mpi_app (rank r computes (r + 1) * 30 ms per round: rank N-1 arrives last at MPI_Allreduce).
+# send matched to its receive (and drawn as a flow in the merged run), collectives numbered, an
+# injected clock offset measured and removed (tests/mpi/mpi_check.c), and
+# `loupe summary --by-rank` on the known imbalance of mpi_app (rank r computes (r + 1) * 30 ms
+# per round: rank N-1 arrives last at MPI_Allreduce);
+# `mpi_app completions` with 3 ranks: the Wait/Test family and non-blocking collectives counted.
 # Skipped (77) when this build has no libloupe_mpi.so or mpirun is missing.
 set -u
 build=$1
@@ -122,6 +124,21 @@ print(next(z["total_ns"] for z in json.load(sys.stdin)["zones"] if z["name"] == 
         fail=1
     fi
 done
+# The rest of the Wait/Test family and the non-blocking collectives (mpi_app completions):
+# exact counts per rank, and every message a flow in the merged run (tests/mpi/mpi_check.c).
+log=$tmp/logcompl
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 \
+    "$build/loupe" record -q -o "$log" -- "$app" completions >"$tmp/outcompl" 2>&1; then
+    run=$(ls -d "$log"/plugins/profile/*)
+    if ! "$check" "$run" 3 completions; then
+        echo "FAIL: mpi_app completions: mpi_check"
+        fail=1
+    fi
+else
+    echo "FAIL: mpirun -np 3 mpi_app completions:"
+    cat "$tmp/outcompl"
+    fail=1
+fi
 # --no-mpi: the rank files still (compute zones, one run directory), but no MPI call zones.
 log=$tmp/lognompi
 if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \

@@ -127,8 +127,8 @@ static int put_path(char *buf, size_t size, const char *dir, const char *name) {
     return 0;
 }
 
-/* The length of the "<host>.<pid>" prefix when name is one and then suffix, else 0 (the same rule
- * as src/import/run.c, which reads such a run). */
+/* The length of the "<host>.<pid>" prefix (or an MPI rank's "rank<N>") when name is one and then
+ * suffix, else 0 (the same rule as src/import/run.c, which reads such a run). */
 static size_t pid_prefix(const char *name, const char *suffix) {
     size_t n = strlen(name), k = strlen(suffix);
     if (n <= k || strcmp(name + n - k, suffix) != 0) {
@@ -138,11 +138,15 @@ static size_t pid_prefix(const char *name, const char *suffix) {
     while (d > 0 && is_digit(name[d - 1])) {
         d--;
     }
+    if (d < p && d == 4 && strncmp(name, "rank", 4) == 0) {
+        return p;
+    }
     return d < p && d >= 2 && name[d - 1] == '.' ? p : 0;
 }
 
 /* Non-zero when names hold traces of two or more processes (<host>.<pid><suffix>, written by
- * `loupe record` following a process tree): the run is read whole, merged (src/import/run.c). */
+ * `loupe record` following a process tree; rank<N><suffix>, by an MPI job's ranks): the run is
+ * read whole, merged (src/import/run.c). */
 static int multi_process(char **names, size_t n, const char *const *suffixes, size_t ns) {
     const char *first = NULL;
     size_t first_len = 0;

@@ -1,10 +1,11 @@
 /* run.c: a run directory that several processes wrote, read as one model (loupe_trace_read() on
  * a directory; loupe_trace_find() gives the directory itself for such a run). `loupe record`
  * following a process tree has every process write <host>.<pid><suffix> into one run directory
- * (docs/record.md); this reads one file per process, the one that reads fastest and holds the
- * whole model (.xplane.pb, then .pftrace, then .trace.json.gz: the order rundir_find.c uses),
- * and merges them (src/model/merge.c): a process per file, times on the earliest file's origin
- * (one host: one wall clock), plus each file's clock correction (loupe_clock_offset_* metadata). */
+ * (docs/record.md), an MPI job every rank rankNNNN<suffix> (docs/mpi.md); this reads one file
+ * per process, the one that reads fastest and holds the whole model (.xplane.pb, then .pftrace,
+ * then .trace.json.gz: the order rundir_find.c uses), and merges them (src/model/merge.c): a
+ * process per file, times on the earliest file's origin (one host: one wall clock), plus each
+ * file's clock correction (loupe_clock_offset_* metadata), and MPI messages as flows. */
 #include "base/array.h"
 #include "base/error.h"
 #include "import/readers.h"
@@ -26,8 +27,8 @@ typedef struct proc_file {
     loupe_model *m;
 } proc_file;
 
-/* The length of the "<x>.<pid>" prefix of name when name is that prefix and then suffix; 0
- * otherwise. */
+/* The length of the "<x>.<pid>" prefix (or the "rank<N>" prefix of an MPI rank's file,
+ * cli/record_mpi.c) of name when name is that prefix and then suffix; 0 otherwise. */
 static size_t pid_prefix(const char *name, const char *suffix) {
     size_t n = strlen(name), k = strlen(suffix);
     if (n <= k || strcmp(name + n - k, suffix) != 0) {
@@ -37,7 +38,10 @@ static size_t pid_prefix(const char *name, const char *suffix) {
     while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') {
         d--;
     }
-    /* at least one digit, a dot before them, something before the dot */
+    /* at least one digit, a dot before them, something before the dot; or "rank" before them */
+    if (d < p && d == 4 && strncmp(name, "rank", 4) == 0) {
+        return p;
+    }
     return d < p && d >= 2 && name[d - 1] == '.' ? p : 0;
 }
 

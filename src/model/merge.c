@@ -2,9 +2,20 @@
  * following a process tree, MPI ranks): one model, a process per part, every part's times moved
  * onto one origin. The parts are models read from files (src/import/run.c reads them); this
  * file only copies through the builder, so the merged model is sorted and checked like any other
- * (finish computes depths and lanes again, remaps flows). */
+ * (finish computes depths and lanes again, remaps flows).
+ *
+ * MPI messages become flows here. libloupe_mpi.so (src/mpi/pmpi.c) puts arg mpi_send_id on a
+ * send's zone and mpi_recv_id on the zone where the matching receive completed (MPI_Recv,
+ * MPI_Sendrecv, or the MPI_Wait / MPI_Test family call that finished an MPI_Irecv); both ranks
+ * compute the same id, and the two ends are in two files. Once the files are one model, each id
+ * carried by exactly one send and exactly one receive becomes a flow from the send's slice to
+ * the receive's (Perfetto and XProf draw it as an arrow between the ranks). An id with no other
+ * end (a rank that dropped events, a run stopped between a send and its receive), or carried by
+ * more than one end of a side, gets no flow: counted in the metadata (loupe_mpi_unmatched_*) and
+ * a warning, never guessed. */
 #include "model/merge.h"
 
+#include "base/array.h"
 #include "base/error.h"
 #include "model/builder.h"
 
@@ -33,6 +44,14 @@ void loupe__model_lift_process_meta(loupe_model *m) {
     const char *pp = meta_get(m, "loupe_parent_pid");
     if (pp != NULL && p->parent_pid == 0) {
         p->parent_pid = strtoull(pp, NULL, 10);
+    }
+    /* An MPI rank's file (libloupe_mpi.so's metadata): a one-process file's writers leave the
+     * process's rank out, its metadata keeps it (the merged run's flows check ranks by it). */
+    const char *rank = meta_get(m, "loupe_mpi_rank");
+    char *end;
+    long long r = rank != NULL ? strtoll(rank, &end, 10) : -1;
+    if (rank != NULL && end != rank && *end == 0 && r >= 0 && p->rank < 0) {
+        p->rank = r;
     }
 }
 
@@ -177,8 +196,121 @@ static int copy_samples(loupe__mb *mb, const loupe_model *p, const size_t *threa
     return r;
 }
 
-/* Copies part p (its processes from process index base on) into the builder. */
-static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, const part_time *pt) {
+/* One end of an MPI message: the id and the merged builder's (thread, slice) that carries it. */
+typedef struct msg_end {
+    uint64_t id;
+    size_t thread, slice;
+} msg_end;
+
+typedef struct msg_ends {
+    msg_end *v[2]; /* [0] sends, [1] receives */
+    size_t n[2], cap[2];
+} msg_ends;
+
+static const char *const msg_keys[2] = {"mpi_send_id", "mpi_recv_id"};
+
+/* Notes slice (thread, slice)'s message ids, if it has any. A reader may give the id back as
+ * INT64 (a format without unsigned integers): the same 64 bits. Returns 0 or LOUPE_ENOMEM. */
+static int note_ends(msg_ends *e, const loupe_slice *s, size_t thread, size_t slice) {
+    for (uint32_t i = 0; i < s->arg_count; i++) {
+        const loupe_arg *a = &s->args[i];
+        if (a->type != LOUPE_ARG_UINT64 && a->type != LOUPE_ARG_INT64) {
+            continue;
+        }
+        for (int side = 0; side < 2; side++) {
+            if (strcmp(a->key, msg_keys[side]) != 0) {
+                continue;
+            }
+            if (loupe__grow((void **)&e->v[side], &e->cap[side], e->n[side] + 1, sizeof(msg_end)) !=
+                0) {
+                return LOUPE_ENOMEM;
+            }
+            uint64_t id = a->type == LOUPE_ARG_UINT64 ? a->v.u : (uint64_t)a->v.i;
+            e->v[side][e->n[side]++] = (msg_end){id, thread, slice};
+        }
+    }
+    return 0;
+}
+
+static int cmp_end(const void *a, const void *b) {
+    const msg_end *x = a, *y = b;
+    if (x->id != y->id) {
+        return x->id < y->id ? -1 : 1;
+    }
+    if (x->thread != y->thread) {
+        return x->thread < y->thread ? -1 : 1;
+    }
+    return x->slice < y->slice ? -1 : x->slice > y->slice;
+}
+
+/* The flows of the noted message ends (see the top of this file), and their counts into the
+ * metadata when there was any id. */
+static int link_messages(loupe__mb *mb, msg_ends *e) {
+    if (e->n[0] == 0 && e->n[1] == 0) {
+        return 0;
+    }
+    qsort(e->v[0], e->n[0], sizeof(msg_end), cmp_end);
+    qsort(e->v[1], e->n[1], sizeof(msg_end), cmp_end);
+    uint64_t flows = 0, lone[2] = {0, 0}, many[2] = {0, 0};
+    size_t i = 0, j = 0;
+    int r = 0;
+    while (r == 0 && (i < e->n[0] || j < e->n[1])) {
+        /* the next id on either side, and how many ends each side has of it */
+        uint64_t id = j >= e->n[1] || (i < e->n[0] && e->v[0][i].id <= e->v[1][j].id)
+                          ? e->v[0][i].id
+                          : e->v[1][j].id;
+        size_t i0 = i, j0 = j;
+        while (i < e->n[0] && e->v[0][i].id == id) {
+            i++;
+        }
+        while (j < e->n[1] && e->v[1][j].id == id) {
+            j++;
+        }
+        size_t ns = i - i0, nr = j - j0;
+        if (ns == 1 && nr == 1) {
+            const msg_end *s = &e->v[0][i0], *d = &e->v[1][j0];
+            /* 63 bits: the Chrome JSON writer writes flow ids modulo 2^63, so the id read
+             * back is the id written */
+            uint64_t fid = id & (UINT64_MAX >> 1);
+            r = loupe__mb_flow(mb, fid ? fid : 1, s->thread, s->slice, d->thread, d->slice);
+            flows++;
+        } else if (ns == 0 || nr == 0) {
+            lone[0] += ns;
+            lone[1] += nr;
+        } else {
+            many[0] += ns;
+            many[1] += nr;
+        }
+    }
+    char buf[32];
+    const char *keys[5] = {"loupe_mpi_flows", "loupe_mpi_unmatched_sends",
+                           "loupe_mpi_unmatched_recvs", "loupe_mpi_ambiguous_sends",
+                           "loupe_mpi_ambiguous_recvs"};
+    uint64_t vals[5] = {flows, lone[0], lone[1], many[0], many[1]};
+    for (int k = 0; k < 5 && r == 0; k++) {
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)vals[k]);
+        r = loupe__mb_metadata(mb, keys[k], buf);
+    }
+    if (r == 0 && (lone[0] != 0 || lone[1] != 0)) {
+        r = loupe__mb_warn(mb,
+                           "MPI messages: %llu sends and %llu receives have no other end in "
+                           "this run (a rank dropped events or stopped early): no flow drawn "
+                           "for them",
+                           (unsigned long long)lone[0], (unsigned long long)lone[1]);
+    }
+    if (r == 0 && (many[0] != 0 || many[1] != 0)) {
+        r = loupe__mb_warn(mb,
+                           "MPI messages: %llu sends and %llu receives share their id with "
+                           "another end of the same side: no flow drawn for them",
+                           (unsigned long long)many[0], (unsigned long long)many[1]);
+    }
+    return r;
+}
+
+/* Copies part p (its processes from process index base on) into the builder, noting its
+ * message ends in ends. */
+static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, const part_time *pt,
+                     msg_ends *ends) {
     size_t np = p->process_count ? p->process_count : 1;
     size_t *proc_map = calloc(np, sizeof *proc_map);
     size_t *thread_map = calloc(p->thread_count + 1, sizeof *thread_map);
@@ -202,6 +334,14 @@ static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, cons
                                                       : "");
         d->host = loupe__mb_str(mb, src && src->host ? src->host : p->host ? p->host : "");
         d->label = loupe__mb_str(mb, src && src->label ? src->label : "");
+        if (d->label != NULL && d->label[0] == 0 && src != NULL && src->rank >= 0) {
+            /* an MPI rank's one-process file keeps no label: the session's ("rank N (host)") */
+            char label[320];
+            const char *h = meta_get(p, "loupe_mpi_host");
+            snprintf(label, sizeof label, h != NULL && h[0] ? "rank %lld (%.256s)" : "rank %lld",
+                     (long long)src->rank, h);
+            d->label = loupe__mb_str(mb, label);
+        }
         d->cmdline = loupe__mb_str(mb, src && src->cmdline ? src->cmdline : "");
         d->parent_pid = src ? src->parent_pid : 0;
         d->rank = src ? src->rank : -1;
@@ -240,6 +380,7 @@ static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, cons
             ds->depth = ss->depth;
             ds->arg_count = ss->arg_count;
             ds->args = args;
+            r = note_ends(ends, ss, nt, k);
         }
         for (size_t s = 0; s < st->instant_count && r == 0; s++) {
             const loupe_instant *in = &st->instants[s];
@@ -317,6 +458,8 @@ int loupe__model_merge(loupe_model *const *parts, const char *const *names, size
     m->sample_period_ns = first->sample_period_ns;
     uint64_t end = 0;
     int r = 0;
+    msg_ends ends;
+    memset(&ends, 0, sizeof ends);
     for (size_t i = 0; i < n && r == 0; i++) {
         const loupe_model *p = parts[i];
         pts[i].shift = p->origin_unix_ns != 0 ? (int64_t)p->origin_unix_ns - origin : 0;
@@ -327,7 +470,7 @@ int loupe__model_merge(loupe_model *const *parts, const char *const *names, size
                                names[i]);
         }
         if (r == 0) {
-            r = copy_part(mb, p, names[i], &pts[i]);
+            r = copy_part(mb, p, names[i], &pts[i], &ends);
         }
         uint64_t e = move(&pts[i], p->duration_ns);
         end = e > end ? e : end;
@@ -344,6 +487,11 @@ int loupe__model_merge(loupe_model *const *parts, const char *const *names, size
             r = loupe__mb_metadata(mb, parts[i]->metadata[k].key, parts[i]->metadata[k].value);
         }
     }
+    if (r == 0) {
+        r = link_messages(mb, &ends);
+    }
+    free(ends.v[0]);
+    free(ends.v[1]);
     free(pts);
     if (r != 0) {
         loupe__mb_abort(mb);

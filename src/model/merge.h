@@ -8,9 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Sets m->processes[0].cmdline and parent_pid from the metadata keys "loupe_cmdline" and
- * "loupe_parent_pid" where they are unset ("" / 0): how a process's command line and parent
- * travel through every format (metadata round-trips everywhere). m may be NULL. */
+/* Sets m->processes[0].cmdline, parent_pid and rank from the metadata keys "loupe_cmdline",
+ * "loupe_parent_pid" and "loupe_mpi_rank" where they are unset ("" / 0 / -1): how a process's
+ * command line, parent and MPI rank travel through every format (metadata round-trips
+ * everywhere). m may be NULL. */
 void loupe__model_lift_process_meta(loupe_model *m);
 
 /* A linear clock correction of one part (the MPI engineer's clock offsets, docs/formats.md):

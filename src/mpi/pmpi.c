@@ -4,21 +4,28 @@
  * interface exists so that a tool can intercept MPI calls by name). Public loupe API only.
  *
  * What it records:
- *   point to point  MPI_Send/Ssend/Isend/Recv/Irecv/Sendrecv/Wait/Waitall/Test: args peer, tag,
- *                   bytes; the message's id as arg mpi_send_id on the send's zone and mpi_recv_id
- *                   on the zone where the matching receive completed (Recv, Sendrecv, Wait,
- *                   Waitall, Test): the two ends are in two processes' files, so they are not
- *                   loupe flows in either (a flow joins two slices of one model); the run
- *                   directory's merge draws the flow from each send to the receive with its id.
+ *   point to point  MPI_Send/Ssend/Isend/Recv/Irecv/Sendrecv: args peer, tag, bytes; the
+ *                   message's id as arg mpi_send_id on the send's zone and mpi_recv_id on the
+ *                   zone where the matching receive completed (Recv, Sendrecv, or the
+ *                   Wait/Test call that completed an Irecv): the two ends are in two processes'
+ *                   files, so they are not loupe flows in either (a flow joins two slices of one
+ *                   model); the run directory's merge (src/model/merge.c) draws the flow from
+ *                   each send to the receive with its id.
  *                   Both sides compute the same id from (source world rank, destination world
  *                   rank, tag, n), n being
  *                   the number of earlier messages between that pair with that tag: MPI's
  *                   non-overtaking rule (MPI-4.0 section 3.5) makes the n-th send match the n-th
  *                   receive of such a triple.
- *   collectives     MPI_Barrier/Bcast/Reduce/Allreduce/Allgather/Alltoall/Gather/Scatter: args
- *                   seq (the how-many-th call of that collective in this process, from 1: every
- *                   rank calls collectives on a communicator in the same order, so equal seqs
- *                   are the same operation), bytes, comm_size, root where there is one.
+ *   completions     MPI_Wait/Test/Waitall/Testall/Waitany/Testany/Waitsome/Testsome (one helper,
+ *                   reqset_*): arg completed (the active requests the call completed), requests
+ *                   (the array's length, where there is one), an mpi_recv_id per receive it
+ *                   completed, and per non-blocking collective it completed an arg named after
+ *                   it with its seq ("MPI_Ibcast": 3).
+ *   collectives     MPI_Barrier/Bcast/Reduce/Allreduce/Allgather/Alltoall/Gather/Scatter and
+ *                   their non-blocking twins MPI_Ibarrier/Ibcast/...: args seq (the how-many-th
+ *                   call of that collective in this process, from 1: every rank calls
+ *                   collectives on a communicator in the same order, so equal seqs are the same
+ *                   operation), bytes, comm_size, root where there is one.
  *   clocks          at MPI_Init and again at MPI_Finalize every rank measures the offset of its
  *                   clock to rank 0's by ping-pong, keeping the exchange with the smallest round
  *                   trip (as Score-P does, and as NTP's clock filter does: the shortest round
@@ -365,32 +372,85 @@ LOUPE_MPI_API int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype 
     return rc;
 }
 
-/* Pending receive requests: the flow's end is drawn where the request completes. */
+/* ---- collectives: one table, one sequence counter per kind ---- */
+
+/* Every rank calls a communicator's collectives, blocking and non-blocking alike, in the same
+ * order (MPI-4.0 sections 6.12 "Nonblocking Collective Operations" and 6.14 "Correctness"), so
+ * the n-th call of one kind is the same operation on every rank: arg seq = n. A non-blocking
+ * one's seq is its own kind's (MPI_Iallreduce #1 is not MPI_Allreduce #1), and the call that
+ * completes it (MPI_Wait, MPI_Test... below) carries an arg named after it with that seq
+ * ("MPI_Iallreduce": 1), which the run's readers can join on. */
+enum {
+    C_BARRIER,
+    C_BCAST,
+    C_REDUCE,
+    C_ALLREDUCE,
+    C_ALLGATHER,
+    C_ALLTOALL,
+    C_GATHER,
+    C_SCATTER,
+    C_IBARRIER,
+    C_IBCAST,
+    C_IREDUCE,
+    C_IALLREDUCE,
+    C_IALLGATHER,
+    C_IALLTOALL,
+    C_IGATHER,
+    C_ISCATTER,
+    C_COUNT
+};
+static const char *const coll_name[C_COUNT] = {
+    "MPI_Barrier",    "MPI_Bcast",     "MPI_Reduce",  "MPI_Allreduce",
+    "MPI_Allgather",  "MPI_Alltoall",  "MPI_Gather",  "MPI_Scatter",
+    "MPI_Ibarrier",   "MPI_Ibcast",    "MPI_Ireduce", "MPI_Iallreduce",
+    "MPI_Iallgather", "MPI_Ialltoall", "MPI_Igather", "MPI_Iscatter"};
+static uint64_t coll_seq[C_COUNT];
+
+/* The args of a collective's zone; returns its seq. */
+static int64_t coll_args(int kind, MPI_Comm comm, int64_t bytes, int root) {
+    int size = 0;
+    PMPI_Comm_size(comm, &size);
+    int64_t seq = (int64_t)__atomic_add_fetch(&coll_seq[kind], 1, __ATOMIC_RELAXED);
+    LOUPE_ARG_I64("seq", seq);
+    LOUPE_ARG_I64("comm_size", size);
+    LOUPE_ARG_I64("bytes", bytes);
+    if (root >= 0) {
+        LOUPE_ARG_I64("root", root);
+    }
+    return seq;
+}
+
+/* ---- requests: what their completion records ---- */
+
+/* Pending requests whose completion carries something: a receive (the flow's end is drawn
+ * where it completes) or a non-blocking collective (its name and seq). */
 typedef struct pending {
     MPI_Request req;
     MPI_Comm comm;
-    MPI_Datatype type;
+    MPI_Datatype type; /* a receive's datatype */
+    int coll;          /* -1: a receive; else the collective's kind */
+    int64_t seq;
 } pending;
 static pending *pend;
 static size_t pend_n, pend_cap;
 
-static void pend_add(MPI_Request req, MPI_Comm comm, MPI_Datatype type) {
+static void pend_add(pending p) {
     pthread_mutex_lock(&lock);
     if (pend_n == pend_cap) {
         size_t ncap = pend_cap ? pend_cap * 2 : 64;
         pending *n = realloc(pend, ncap * sizeof *n);
         if (n == NULL) {
             pthread_mutex_unlock(&lock);
-            return; /* this receive gets no flow; the zone is still recorded */
+            return; /* its completion records nothing; the zones are still recorded */
         }
         pend = n;
         pend_cap = ncap;
     }
-    pend[pend_n++] = (pending){req, comm, type};
+    pend[pend_n++] = p;
     pthread_mutex_unlock(&lock);
 }
 
-/* Takes req's entry out of the table: 1 when it was a pending receive. */
+/* Takes req's entry out of the table: 1 when it was pending. */
 static int pend_take(MPI_Request req, pending *out) {
     int found = 0;
     pthread_mutex_lock(&lock);
@@ -406,6 +466,14 @@ static int pend_take(MPI_Request req, pending *out) {
     return found;
 }
 
+/* A non-blocking collective's start: its request is pending until a Wait/Test completes it. */
+static int coll_started(int kind, int64_t seq, int rc, const MPI_Request *request) {
+    if (rc == MPI_SUCCESS && loupe_is_tracing()) {
+        pend_add((pending){*request, MPI_COMM_NULL, MPI_DATATYPE_NULL, kind, seq});
+    }
+    return rc;
+}
+
 LOUPE_MPI_API int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
                             MPI_Comm comm, MPI_Request *request) {
     LOUPE_ZONE("MPI_Irecv");
@@ -414,114 +482,180 @@ LOUPE_MPI_API int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int sou
     LOUPE_ARG_I64("bytes", bytes_of(count, datatype));
     int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
     if (rc == MPI_SUCCESS && loupe_is_tracing()) {
-        pend_add(*request, comm, datatype);
+        pend_add((pending){*request, comm, datatype, -1, 0});
     }
     return rc;
 }
 
 /* After a request completed (its handle was req before the call): the flow's end if it was a
- * receive. */
+ * receive, the collective's name and seq if it was one. */
 static void completed(MPI_Request req, const MPI_Status *st) {
     pending p;
     if (req != MPI_REQUEST_NULL && pend_n > 0 && pend_take(req, &p)) {
-        recv_done(st, p.comm, p.type);
+        if (p.coll < 0) {
+            recv_done(st, p.comm, p.type);
+        } else {
+            LOUPE_ARG_I64(coll_name[p.coll], p.seq);
+        }
+    }
+}
+
+/* One completion call of the Wait/Test family. Copies of the handles before the call (a
+ * completion sets them to MPI_REQUEST_NULL), and statuses of our own when the caller ignores
+ * them (the source and tag of a receive are in its status); 64 on the stack cover the usual
+ * halo exchange. */
+enum { REQS_SMALL = 64 };
+typedef struct reqset {
+    int n;
+    MPI_Request *before;
+    MPI_Status *sts; /* the statuses the call is given */
+    MPI_Status *caller;
+    MPI_Request before_small[REQS_SMALL];
+    MPI_Status sts_small[REQS_SMALL];
+} reqset;
+
+/* Before the call: n requests (reqs), statuses (caller's; *ignore when the caller passed
+ * MPI_STATUS(ES)_IGNORE) of which the call writes nsts at most (1 for Wait, Test, Waitany,
+ * Testany; n for the others). Records arg requests when the call takes an array. Out of memory,
+ * the call goes on as asked and records nothing (n = 0). */
+static void reqset_open(reqset *s, int n, const MPI_Request *reqs, int many, int nsts,
+                        MPI_Status *caller, int ignored) {
+    if (many) {
+        LOUPE_ARG_I64("requests", n);
+    }
+    s->n = n > 0 ? n : 0;
+    s->caller = caller;
+    s->before = s->n <= REQS_SMALL ? s->before_small : malloc((size_t)s->n * sizeof *s->before);
+    s->sts = caller;
+    if (ignored && s->before != NULL) {
+        s->sts = nsts <= REQS_SMALL ? s->sts_small : malloc((size_t)nsts * sizeof *s->sts);
+    }
+    if (s->before == NULL || s->sts == NULL) {
+        if (s->before != s->before_small) {
+            free(s->before);
+        }
+        s->before = s->before_small;
+        s->sts = caller;
+        s->n = 0;
+    }
+    for (int i = 0; i < s->n; i++) {
+        s->before[i] = reqs[i];
+    }
+}
+
+/* After the call: ndone requests completed (MPI_UNDEFINED: none), the k-th of them the request
+ * idx[k] (k itself when idx is NULL) with status sts[k]. Records arg completed (how many of
+ * them were active: an inactive request completes at once, empty) and what each completion
+ * carries. */
+static void reqset_close(reqset *s, int rc, int ndone, const int *idx) {
+    if (rc == MPI_SUCCESS) {
+        int n = 0;
+        for (int k = 0; ndone != MPI_UNDEFINED && k < ndone; k++) {
+            int i = idx != NULL ? idx[k] : k;
+            if (i >= 0 && i < s->n && s->before[i] != MPI_REQUEST_NULL) {
+                n++;
+                completed(s->before[i], &s->sts[k]);
+            }
+        }
+        LOUPE_ARG_I64("completed", n);
+    }
+    if (s->before != s->before_small) {
+        free(s->before);
+    }
+    if (s->sts != s->caller && s->sts != s->sts_small) {
+        free(s->sts);
     }
 }
 
 LOUPE_MPI_API int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     LOUPE_ZONE("MPI_Wait");
-    MPI_Request req = *request;
-    MPI_Status own;
-    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    int rc = PMPI_Wait(request, st);
-    if (rc == MPI_SUCCESS) {
-        completed(req, st);
-    }
+    reqset s;
+    reqset_open(&s, 1, request, 0, 1, status, status == MPI_STATUS_IGNORE);
+    int rc = PMPI_Wait(request, s.sts);
+    reqset_close(&s, rc, 1, NULL);
     return rc;
 }
 
 LOUPE_MPI_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
     LOUPE_ZONE("MPI_Test");
-    MPI_Request req = *request;
-    MPI_Status own;
-    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    int rc = PMPI_Test(request, flag, st);
-    if (rc == MPI_SUCCESS && *flag) {
-        completed(req, st);
-    }
+    reqset s;
+    reqset_open(&s, 1, request, 0, 1, status, status == MPI_STATUS_IGNORE);
+    int rc = PMPI_Test(request, flag, s.sts);
+    reqset_close(&s, rc, rc == MPI_SUCCESS && *flag ? 1 : 0, NULL);
     return rc;
 }
 
+/* Waitall and Testall: the statuses by request index (completion k is request k). */
 LOUPE_MPI_API int MPI_Waitall(int count, MPI_Request array_of_requests[],
                               MPI_Status array_of_statuses[]) {
     LOUPE_ZONE("MPI_Waitall");
-    LOUPE_ARG_I64("requests", count);
-    /* Copies of the handles (completion sets them to MPI_REQUEST_NULL) and statuses of our own
-     * when the caller ignores them; 64 on the stack covers the usual halo exchange. */
-    MPI_Request reqs_small[64];
-    MPI_Status sts_small[64];
-    MPI_Request *reqs = reqs_small;
-    MPI_Status *sts = array_of_statuses;
-    int heap = 0;
-    if (count > 64) {
-        reqs = malloc((size_t)count * sizeof *reqs);
-        heap = 1;
-    }
-    if (sts == MPI_STATUSES_IGNORE) {
-        sts = count > 64 ? malloc((size_t)count * sizeof *sts) : sts_small;
-    }
-    if (reqs == NULL || sts == NULL) { /* out of memory: no flows, the call as asked */
-        if (heap) {
-            free(reqs);
-        }
-        if (sts != array_of_statuses && sts != sts_small) {
-            free(sts);
-        }
-        return PMPI_Waitall(count, array_of_requests, array_of_statuses);
-    }
-    for (int i = 0; i < count; i++) {
-        reqs[i] = array_of_requests[i];
-    }
-    int rc = PMPI_Waitall(count, array_of_requests, sts);
-    if (rc == MPI_SUCCESS) {
-        for (int i = 0; i < count; i++) {
-            completed(reqs[i], &sts[i]);
-        }
-    }
-    if (heap) {
-        free(reqs);
-    }
-    if (sts != array_of_statuses && sts != sts_small) {
-        free(sts);
-    }
+    reqset s;
+    reqset_open(&s, count, array_of_requests, 1, count, array_of_statuses,
+                array_of_statuses == MPI_STATUSES_IGNORE);
+    int rc = PMPI_Waitall(count, array_of_requests, s.sts);
+    reqset_close(&s, rc, rc == MPI_SUCCESS ? s.n : 0, NULL);
     return rc;
 }
 
-/* ---- collectives ---- */
-
-enum {
-    C_BARRIER,
-    C_BCAST,
-    C_REDUCE,
-    C_ALLREDUCE,
-    C_ALLGATHER,
-    C_ALLTOALL,
-    C_GATHER,
-    C_SCATTER,
-    C_COUNT
-};
-static uint64_t coll_seq[C_COUNT];
-
-static void coll_args(int kind, MPI_Comm comm, int64_t bytes, int root) {
-    int size = 0;
-    PMPI_Comm_size(comm, &size);
-    LOUPE_ARG_I64("seq", (int64_t)__atomic_add_fetch(&coll_seq[kind], 1, __ATOMIC_RELAXED));
-    LOUPE_ARG_I64("comm_size", size);
-    LOUPE_ARG_I64("bytes", bytes);
-    if (root >= 0) {
-        LOUPE_ARG_I64("root", root);
-    }
+LOUPE_MPI_API int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
+                              MPI_Status array_of_statuses[]) {
+    LOUPE_ZONE("MPI_Testall");
+    reqset s;
+    reqset_open(&s, count, array_of_requests, 1, count, array_of_statuses,
+                array_of_statuses == MPI_STATUSES_IGNORE);
+    int rc = PMPI_Testall(count, array_of_requests, flag, s.sts);
+    reqset_close(&s, rc, rc == MPI_SUCCESS && *flag ? s.n : 0, NULL);
+    return rc;
 }
+
+/* Waitany and Testany: index MPI_UNDEFINED when every request was inactive (none completed). */
+LOUPE_MPI_API int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
+                              MPI_Status *status) {
+    LOUPE_ZONE("MPI_Waitany");
+    reqset s;
+    reqset_open(&s, count, array_of_requests, 1, 1, status, status == MPI_STATUS_IGNORE);
+    int rc = PMPI_Waitany(count, array_of_requests, index, s.sts);
+    reqset_close(&s, rc, rc == MPI_SUCCESS && *index != MPI_UNDEFINED ? 1 : 0, index);
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag,
+                              MPI_Status *status) {
+    LOUPE_ZONE("MPI_Testany");
+    reqset s;
+    reqset_open(&s, count, array_of_requests, 1, 1, status, status == MPI_STATUS_IGNORE);
+    int rc = PMPI_Testany(count, array_of_requests, index, flag, s.sts);
+    reqset_close(&s, rc, rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED ? 1 : 0, index);
+    return rc;
+}
+
+/* Waitsome and Testsome share their signature: one body, the PMPI call passed in. outcount
+ * MPI_UNDEFINED when every request was inactive. */
+typedef int (*some_fn)(int, MPI_Request[], int *, int[], MPI_Status[]);
+static int some(some_fn call, int incount, MPI_Request reqs[], int *outcount, int indices[],
+                MPI_Status statuses[]) {
+    reqset s;
+    reqset_open(&s, incount, reqs, 1, incount, statuses, statuses == MPI_STATUSES_IGNORE);
+    int rc = call(incount, reqs, outcount, indices, s.sts);
+    reqset_close(&s, rc, rc == MPI_SUCCESS ? *outcount : 0, indices);
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                               int array_of_indices[], MPI_Status array_of_statuses[]) {
+    LOUPE_ZONE("MPI_Waitsome");
+    return some(PMPI_Waitsome, incount, array_of_requests, outcount, array_of_indices,
+                array_of_statuses);
+}
+
+LOUPE_MPI_API int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                               int array_of_indices[], MPI_Status array_of_statuses[]) {
+    LOUPE_ZONE("MPI_Testsome");
+    return some(PMPI_Testsome, incount, array_of_requests, outcount, array_of_indices,
+                array_of_statuses);
+}
+
+/* ---- the collectives' wrappers: a zone, coll_args, the call ---- */
 
 LOUPE_MPI_API int MPI_Barrier(MPI_Comm comm) {
     LOUPE_ZONE("MPI_Barrier");
@@ -579,4 +713,88 @@ LOUPE_MPI_API int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype s
     LOUPE_ZONE("MPI_Scatter");
     coll_args(C_SCATTER, comm, bytes_of(recvcount, recvtype), root);
     return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+/* The non-blocking twins: the same args (seq of their own kind), then pending until completed. */
+
+LOUPE_MPI_API int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Ibarrier");
+    int64_t seq = coll_args(C_IBARRIER, comm, 0, -1);
+    return coll_started(C_IBARRIER, seq, PMPI_Ibarrier(comm, request), request);
+}
+
+LOUPE_MPI_API int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
+                             MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Ibcast");
+    int64_t seq = coll_args(C_IBCAST, comm, bytes_of(count, datatype), root);
+    return coll_started(C_IBCAST, seq, PMPI_Ibcast(buffer, count, datatype, root, comm, request),
+                        request);
+}
+
+LOUPE_MPI_API int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                              MPI_Op op, int root, MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Ireduce");
+    int64_t seq = coll_args(C_IREDUCE, comm, bytes_of(count, datatype), root);
+    return coll_started(C_IREDUCE, seq,
+                        PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request),
+                        request);
+}
+
+LOUPE_MPI_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
+                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                 MPI_Request *request) {
+    LOUPE_ZONE("MPI_Iallreduce");
+    int64_t seq = coll_args(C_IALLREDUCE, comm, bytes_of(count, datatype), -1);
+    return coll_started(C_IALLREDUCE, seq,
+                        PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request),
+                        request);
+}
+
+/* MPI_Iallgather and MPI_Ialltoall share their signature: one body, the PMPI call passed in. */
+typedef int (*iall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm,
+                       MPI_Request *);
+static int iall(int kind, iall_fn call, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                MPI_Request *request) {
+    int64_t seq = coll_args(kind, comm, bytes_of(sendcount, sendtype), -1);
+    int rc = call(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    return coll_started(kind, seq, rc, request);
+}
+
+LOUPE_MPI_API int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                 void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                                 MPI_Request *request) {
+    LOUPE_ZONE("MPI_Iallgather");
+    return iall(C_IALLGATHER, PMPI_Iallgather, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                recvtype, comm, request);
+}
+
+LOUPE_MPI_API int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                                MPI_Request *request) {
+    LOUPE_ZONE("MPI_Ialltoall");
+    return iall(C_IALLTOALL, PMPI_Ialltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                recvtype, comm, request);
+}
+
+LOUPE_MPI_API int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                              void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                              MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Igather");
+    int64_t seq = coll_args(C_IGATHER, comm, bytes_of(sendcount, sendtype), root);
+    return coll_started(C_IGATHER, seq,
+                        PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     root, comm, request),
+                        request);
+}
+
+LOUPE_MPI_API int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                               MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Iscatter");
+    int64_t seq = coll_args(C_ISCATTER, comm, bytes_of(recvcount, recvtype), root);
+    return coll_started(C_ISCATTER, seq,
+                        PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                      root, comm, request),
+                        request);
 }

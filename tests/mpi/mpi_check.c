@@ -1,5 +1,6 @@
 /* mpi_check.c: checks the rank files of an mpi_app run (tests/mpi_record.sh).
- * usage: mpi_check RUN_DIR NRANKS ITER SHIFTED_FROM SHIFT_NS
+ * usage: mpi_check RUN_DIR NRANKS ITER SHIFTED_FROM SHIFT_NS [SLACK_NS]
+ *        mpi_check RUN_DIR NRANKS completions    (a run of `mpi_app completions`)
  * (ranks >= SHIFTED_FROM ran with LOUPE_TEST_CLOCK_SHIFT_NS=SHIFT_NS). Reads each
  * rankNNNN.trace.json.gz and checks, printing the first failure and exiting 1:
  *   - metadata: loupe_mpi_rank = the file's rank, loupe_mpi_size = NRANKS;
@@ -37,6 +38,11 @@ static const char *meta(const loupe_model *m, const char *key) {
     return NULL;
 }
 
+static const char *meta_or(const loupe_model *m, const char *key) {
+    const char *v = meta(m, key);
+    return v != NULL ? v : "(none)";
+}
+
 static int64_t meta_i64(const loupe_model *m, const char *key, int rank) {
     const char *v = meta(m, key);
     if (v == NULL) {
@@ -62,14 +68,169 @@ static int64_t arg_int(const loupe_slice *s, const char *key) {
     return a->type == LOUPE_ARG_UINT64 ? (int64_t)a->v.u : a->v.i;
 }
 
+/* The merged view of the run: exactly `want` flows, each from a zone with an mpi_send_id to one
+ * with the same mpi_recv_id, on two ranks' tracks that the ends' peer / source args name. */
+static void check_flows(const char *run, size_t want) {
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(run, &m);
+    if (rc != 0) {
+        FAIL("%s: %s: %s", run, loupe_strerror(rc), loupe_last_error());
+    }
+    if (m->flow_count != want) {
+        FAIL("merged run: %zu flows, want %zu (loupe_mpi_flows %s, unmatched sends %s, "
+             "receives %s)",
+             m->flow_count, want, meta_or(m, "loupe_mpi_flows"),
+             meta_or(m, "loupe_mpi_unmatched_sends"), meta_or(m, "loupe_mpi_unmatched_recvs"));
+    }
+    for (size_t i = 0; i < m->flow_count; i++) {
+        const loupe_flow *f = &m->flows[i];
+        const loupe_model_thread *a = &m->threads[f->from_thread], *b = &m->threads[f->to_thread];
+        const loupe_slice *s = &a->slices[f->from_slice], *d = &b->slices[f->to_slice];
+        const loupe_model_process *pa = &m->processes[a->process], *pb = &m->processes[b->process];
+        const loupe_arg *sid = arg(s, "mpi_send_id");
+        if (sid == NULL || strncmp(s->name, "MPI_", 4) != 0) {
+            FAIL("flow %zu starts at %s, which has no mpi_send_id", i, s->name);
+        }
+        /* the receive's zone may carry several ids (an MPI_Waitall): one of them is the send's */
+        int same = 0;
+        for (uint32_t k = 0; k < d->arg_count; k++) {
+            same |= strcmp(d->args[k].key, "mpi_recv_id") == 0 && d->args[k].v.u == sid->v.u;
+        }
+        if (!same || pa->rank < 0 || pb->rank < 0 || pa->rank == pb->rank ||
+            arg_int(s, "peer") != pb->rank) {
+            FAIL("flow %zu: %s on rank %" PRId64 " (peer %" PRId64 ") to %s on rank %" PRId64 "%s",
+                 i, s->name, pa->rank, arg_int(s, "peer"), d->name, pb->rank,
+                 same ? "" : ", which has not the send's id");
+        }
+    }
+    loupe_model_free(m);
+}
+
+static loupe_model *read_rank(const char *run, int r, int n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank%04d.trace.json.gz", run, r);
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(path, &m);
+    if (rc != 0) {
+        FAIL("%s: %s", loupe_strerror(rc), loupe_last_error());
+    }
+    if (meta_i64(m, "loupe_mpi_rank", r) != r || meta_i64(m, "loupe_mpi_size", r) != n) {
+        FAIL("rank %d: metadata says rank %s of %s", r, meta(m, "loupe_mpi_rank"),
+             meta(m, "loupe_mpi_size"));
+    }
+    return m;
+}
+
+/* What `mpi_app completions` does on each rank (tests/mpi/mpi_app.c's completions()): per zone
+ * name, how many zones (-1: timing decides, at least 1), the sum of their completed args, the
+ * receives they completed (mpi_recv_id args). */
+typedef struct want_zone {
+    const char *name;
+    int count;
+    int64_t completed;
+    int recv_ids;
+} want_zone;
+
+static const want_zone completion_zones[] = {
+    {"MPI_Irecv", 7, 0, 0},      {"MPI_Isend", 7, 0, 0},      {"MPI_Waitany", 4, 4, 2},
+    {"MPI_Waitsome", -1, 4, 2},  {"MPI_Testall", -1, 2, 1},   {"MPI_Testany", -1, 2, 1},
+    {"MPI_Testsome", -1, 2, 1},  {"MPI_Waitall", 1, 8, 0},    {"MPI_Wait", 1, 1, 0},
+    {"MPI_Ibarrier", 1, 0, 0},   {"MPI_Ibcast", 1, 0, 0},     {"MPI_Ireduce", 1, 0, 0},
+    {"MPI_Iallreduce", 2, 0, 0}, {"MPI_Iallgather", 1, 0, 0}, {"MPI_Ialltoall", 1, 0, 0},
+    {"MPI_Igather", 1, 0, 0},    {"MPI_Iscatter", 1, 0, 0},   {"MPI_Barrier", 1, 0, 0}};
+enum { N_COMPLETION_ZONES = sizeof completion_zones / sizeof completion_zones[0] };
+
+/* The non-blocking collectives MPI_Waitall completed (arg <name> = seq 1 each) */
+static const char *const icolls[] = {"MPI_Ibarrier",   "MPI_Ibcast",     "MPI_Ireduce",
+                                     "MPI_Iallreduce", "MPI_Iallgather", "MPI_Ialltoall",
+                                     "MPI_Igather",    "MPI_Iscatter"};
+
+static void check_completions(const char *run, int n) {
+    for (int r = 0; r < n; r++) {
+        loupe_model *m = read_rank(run, r, n);
+        int count[N_COMPLETION_ZONES] = {0}, recv_ids[N_COMPLETION_ZONES] = {0};
+        int64_t completed[N_COMPLETION_ZONES] = {0};
+        int testall_done = 0;
+        int64_t iallreduce_seq = 0;
+        for (size_t t = 0; t < m->thread_count; t++) {
+            for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+                const loupe_slice *s = &m->threads[t].slices[i];
+                int k = 0;
+                while (k < N_COMPLETION_ZONES && strcmp(s->name, completion_zones[k].name) != 0) {
+                    k++;
+                }
+                if (k == N_COMPLETION_ZONES) {
+                    continue;
+                }
+                count[k]++;
+                int64_t c = arg_int(s, "completed");
+                completed[k] += c == INT64_MIN ? 0 : c;
+                for (uint32_t a = 0; a < s->arg_count; a++) {
+                    recv_ids[k] += strcmp(s->args[a].key, "mpi_recv_id") == 0;
+                }
+                if (strcmp(s->name, "MPI_Testall") == 0) {
+                    if (c != 0 && c != 2) {
+                        FAIL("rank %d: an MPI_Testall completed %" PRId64 ", want 0 or 2", r, c);
+                    }
+                    testall_done += c == 2;
+                }
+                if (strncmp(s->name, "MPI_I", 5) == 0 && strcmp(s->name, "MPI_Irecv") != 0 &&
+                    strcmp(s->name, "MPI_Isend") != 0) {
+                    int64_t want = strcmp(s->name, "MPI_Iallreduce") == 0 ? ++iallreduce_seq : 1;
+                    if (arg_int(s, "seq") != want || arg_int(s, "comm_size") != n) {
+                        FAIL("rank %d: %s seq %" PRId64 " comm_size %" PRId64 ", want %" PRId64
+                             " and %d",
+                             r, s->name, arg_int(s, "seq"), arg_int(s, "comm_size"), want, n);
+                    }
+                }
+                if (strcmp(s->name, "MPI_Waitall") == 0) {
+                    for (size_t j = 0; j < sizeof icolls / sizeof icolls[0]; j++) {
+                        if (arg_int(s, icolls[j]) != 1) {
+                            FAIL("rank %d: MPI_Waitall says it completed %s #%" PRId64 ", want #1",
+                                 r, icolls[j], arg_int(s, icolls[j]));
+                        }
+                    }
+                }
+                if (strcmp(s->name, "MPI_Wait") == 0 && arg_int(s, "MPI_Iallreduce") != 2) {
+                    FAIL("rank %d: MPI_Wait completed MPI_Iallreduce #%" PRId64 ", want #2", r,
+                         arg_int(s, "MPI_Iallreduce"));
+                }
+            }
+        }
+        for (int k = 0; k < N_COMPLETION_ZONES; k++) {
+            const want_zone *w = &completion_zones[k];
+            if ((w->count >= 0 ? count[k] != w->count : count[k] < 1) ||
+                completed[k] != w->completed || recv_ids[k] != w->recv_ids) {
+                FAIL("rank %d: %d %s zones (want %d), completed %" PRId64 " (want %" PRId64
+                     "), %d receives (want %d)",
+                     r, count[k], w->name, w->count, completed[k], w->completed, recv_ids[k],
+                     w->recv_ids);
+            }
+        }
+        if (testall_done != 1) {
+            FAIL("rank %d: %d MPI_Testall calls completed both requests, want 1", r, testall_done);
+        }
+        loupe_model_free(m);
+    }
+    check_flows(run, (size_t)n * 7);
+    printf("mpi_check: %d ranks: every completion call and non-blocking collective counted, "
+           "%d messages as flows\n",
+           n, n * 7);
+}
+
 typedef struct msg {
     uint64_t id;
     int rank, peer;
 } msg;
 
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[3], "completions") == 0) {
+        check_completions(argv[1], atoi(argv[2]));
+        return 0;
+    }
     if (argc != 6 && argc != 7) {
-        fprintf(stderr, "usage: mpi_check RUN_DIR NRANKS ITER SHIFTED_FROM SHIFT_NS\n");
+        fprintf(stderr, "usage: mpi_check RUN_DIR NRANKS ITER SHIFTED_FROM SHIFT_NS [SLACK_NS]\n"
+                        "       mpi_check RUN_DIR NRANKS completions\n");
         return 2;
     }
     const char *run = argv[1];
@@ -86,17 +247,7 @@ int main(int argc, char **argv) {
     int64_t raw_last_in = INT64_MIN, raw_first_out = INT64_MAX;
     int64_t unc_max = 0; /* the largest offset uncertainty: two ranks may each be off by it */
     for (int r = 0; r < n; r++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/rank%04d.trace.json.gz", run, r);
-        loupe_model *m = NULL;
-        int rc = loupe_trace_read(path, &m);
-        if (rc != 0) {
-            FAIL("%s: %s", loupe_strerror(rc), loupe_last_error());
-        }
-        if (meta_i64(m, "loupe_mpi_rank", r) != r || meta_i64(m, "loupe_mpi_size", r) != n) {
-            FAIL("rank %d: metadata says rank %s of %s", r, meta(m, "loupe_mpi_rank"),
-                 meta(m, "loupe_mpi_size"));
-        }
+        loupe_model *m = read_rank(run, r, n);
         int64_t off = meta_i64(m, "loupe_clock_offset_ns", r);
         int64_t unc = meta_i64(m, "loupe_clock_offset_uncertainty_ns", r);
         int64_t want = r >= shifted_from ? -shift : 0;
@@ -178,7 +329,9 @@ int main(int argc, char **argv) {
     if (shift > 1000000 && shifted_from < n && raw_last_in <= raw_first_out) {
         FAIL("without the offsets the barrier looks consistent: the injected shift did nothing");
     }
-    printf("mpi_check: %d ranks: %zu messages matched, offsets within their uncertainty, "
+    check_flows(run, nsend);
+    printf("mpi_check: %d ranks: %zu messages matched (and as flows), offsets within their "
+           "uncertainty, "
            "barrier consistent (last in %" PRId64 " ns before first out)\n",
            n, nsend, bar_first_out - bar_last_in);
     free(sends);

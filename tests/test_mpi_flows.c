@@ -1,0 +1,216 @@
+/* test_mpi_flows.c: MPI point-to-point messages as flows in the merged view of a run directory
+ * (src/model/merge.c). A synthetic two-rank run (rank0000 / rank0001 files as `mpirun loupe
+ * record` names them, written by loupe's writers, no MPI needed) carries the args that
+ * libloupe_mpi.so (src/mpi/pmpi.c) records: mpi_send_id on sends, mpi_recv_id where a receive
+ * completed. Reading the directory gives exactly one flow per id with one send and one receive,
+ * from the send's slice on the sender's track to the receive's on the receiver's; ids without
+ * the other end, or with two ends of one side, give none and are counted (metadata, warnings).
+ * The flows survive `loupe convert RUN -o x.pftrace`, `-o x.json` and `-o x.xplane.pb` and
+ * reading those back.
+ * Each rank's process gets its rank and label from the file's loupe_mpi_rank / loupe_mpi_host. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <loupe/loupe.h>
+#include <loupe/reader.h>
+#include <loupe/writer.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/builder.h"
+#include "testutil.h"
+
+/* Message ids: A and B matched (A with its top bit set: the flow id keeps 63 bits), C a send
+ * never received, D a receive never sent, E sent twice (an id no rank computes twice: counted
+ * as ambiguous, never guessed). */
+enum { ID_A_LOW = 0x11, ID_B = 0x22, ID_C = 0x33, ID_D = 0x44, ID_E = 0x55 };
+#define ID_A (0x8000000000000000ull | ID_A_LOW)
+
+typedef struct zone {
+    uint64_t start, dur;
+    const char *name;
+    const char *key; /* "mpi_send_id", "mpi_recv_id" or NULL */
+    uint64_t id;
+} zone;
+
+static const uint64_t origin = 1700000000000000000ull;
+
+/* One rank's file: process pid 100 + rank, one thread, a "step" zone around the MPI zones (so
+ * that the merged builder's sort moves slice indices: the flows must follow). */
+static void write_rank(const char *dir, int rank, const zone *z, size_t n, loupe_file_format f,
+                       const char *suffix) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 100 + (uint64_t)rank;
+    m->origin_unix_ns = origin;
+    m->duration_ns = 100000;
+    size_t p = loupe__mb_process(mb, m->pid);
+    loupe__mb_process_at(mb, p)->rank = rank;
+    size_t t = loupe__mb_thread_in(mb, p, m->pid);
+    char v[16];
+    snprintf(v, sizeof v, "%d", rank);
+    assert_int_equal(loupe__mb_metadata(mb, "loupe_mpi_rank", v), 0);
+    snprintf(v, sizeof v, "node%d", rank);
+    assert_int_equal(loupe__mb_metadata(mb, "loupe_mpi_host", v), 0);
+    for (size_t i = n; i-- > 0;) { /* backwards: the builder sorts them */
+        size_t k = loupe__mb_slice(mb, t);
+        loupe_slice *s = loupe__mb_slice_at(mb, t, k);
+        s->start_ns = z[i].start;
+        s->dur_ns = z[i].dur;
+        s->name = loupe__mb_str(mb, z[i].name);
+        if (z[i].key != NULL) {
+            loupe_arg a[2] = {{.key = "peer", .type = LOUPE_ARG_INT64, .v.i = 1 - rank},
+                              {.key = z[i].key, .type = LOUPE_ARG_UINT64, .v.u = z[i].id}};
+            assert_int_equal(loupe__mb_slice_args(mb, t, k, a, 2), 0);
+        }
+    }
+    loupe_model *done = loupe__mb_finish(mb);
+    assert_non_null(done);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank%04d%s", dir, rank, suffix);
+    int rc = loupe_trace_write(done, path, f);
+    if (rc != 0) {
+        fail_msg("%s: %s", path, loupe_last_error());
+    }
+    loupe_model_free(done);
+}
+
+static const char *meta(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return "(none)";
+}
+
+/* The flow whose send end is slice `from` of pid `from_pid`: asserts there is exactly one and
+ * that it ends at slice `to` of pid `to_pid`. */
+static void check_flow(const loupe_model *m, uint64_t from_pid, const char *from, uint64_t to_pid,
+                       const char *to, uint64_t id) {
+    int found = 0;
+    for (size_t i = 0; i < m->flow_count; i++) {
+        const loupe_flow *f = &m->flows[i];
+        assert_true(f->from_thread < m->thread_count && f->to_thread < m->thread_count);
+        const loupe_model_thread *a = &m->threads[f->from_thread], *b = &m->threads[f->to_thread];
+        assert_true(f->from_slice < a->slice_count && f->to_slice < b->slice_count);
+        if (m->processes[a->process].pid != from_pid ||
+            strcmp(a->slices[f->from_slice].name, from) != 0) {
+            continue;
+        }
+        found++;
+        assert_int_equal(m->processes[b->process].pid, to_pid);
+        assert_string_equal(b->slices[f->to_slice].name, to);
+        assert_int_equal(f->id, id);
+    }
+    assert_int_equal(found, 1);
+}
+
+static void check_run_flows(const loupe_model *m) {
+    assert_int_equal(m->process_count, 2);
+    assert_int_equal(m->flow_count, 2);
+    check_flow(m, 100, "MPI_Send", 101, "MPI_Recv", ID_A_LOW);
+    check_flow(m, 101, "MPI_Isend", 100, "MPI_Wait", ID_B);
+}
+
+/* A run directory tu_dir/name (made) into dir. */
+static void run_dir(char *dir, size_t size, const char *name) {
+    snprintf(dir, size, "%s/%s", tu_dir, name);
+    assert_int_equal(mkdir(dir, 0755), 0);
+}
+
+static void test_run_dir_flows(void **state) {
+    (void)state;
+    char dir[4096], cmd[16384];
+    run_dir(dir, sizeof dir, "run");
+    const zone r0[] = {{1000, 9000, "step", NULL, 0},
+                       {2000, 100, "MPI_Send", "mpi_send_id", ID_A},
+                       {3000, 100, "MPI_Send", "mpi_send_id", ID_C},
+                       {4000, 100, "MPI_Irecv", NULL, 0},
+                       {5000, 100, "MPI_Send", "mpi_send_id", ID_E},
+                       {6000, 100, "MPI_Ssend", "mpi_send_id", ID_E},
+                       {7000, 500, "MPI_Wait", "mpi_recv_id", ID_B}};
+    const zone r1[] = {{1500, 9000, "step", NULL, 0},
+                       {2050, 200, "MPI_Recv", "mpi_recv_id", ID_A},
+                       {4500, 100, "MPI_Isend", "mpi_send_id", ID_B},
+                       {6500, 100, "MPI_Recv", "mpi_recv_id", ID_E},
+                       {8000, 100, "MPI_Recv", "mpi_recv_id", ID_D}};
+    /* two formats: the ids must come back from either reader */
+    write_rank(dir, 0, r0, sizeof r0 / sizeof r0[0], LOUPE_FILE_CHROME_JSON, ".trace.json.gz");
+    write_rank(dir, 1, r1, sizeof r1 / sizeof r1[0], LOUPE_FILE_PERFETTO_PROTO, ".pftrace");
+
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(dir, &m);
+    if (rc != 0) {
+        fail_msg("%s: %s", dir, loupe_last_error());
+    }
+    check_run_flows(m);
+    /* the ranks from each file's loupe_mpi_rank, labelled as the session labels them */
+    for (size_t i = 0; i < 2; i++) {
+        const loupe_model_process *pr = &m->processes[i];
+        assert_int_equal(pr->rank, (int64_t)pr->pid - 100);
+        assert_string_equal(pr->label, pr->pid == 100 ? "rank 0 (node0)" : "rank 1 (node1)");
+    }
+    assert_string_equal(meta(m, "loupe_mpi_flows"), "2");
+    assert_string_equal(meta(m, "loupe_mpi_unmatched_sends"), "1");
+    assert_string_equal(meta(m, "loupe_mpi_unmatched_recvs"), "1");
+    assert_string_equal(meta(m, "loupe_mpi_ambiguous_sends"), "2");
+    assert_string_equal(meta(m, "loupe_mpi_ambiguous_recvs"), "1");
+    assert_int_equal(m->warning_count, 2);
+    assert_string_equal(m->warnings[0],
+                        "MPI messages: 1 sends and 1 receives have no other end in this run (a "
+                        "rank dropped events or stopped early): no flow drawn for them");
+    assert_string_equal(m->warnings[1],
+                        "MPI messages: 2 sends and 1 receives share their id with another end of "
+                        "the same side: no flow drawn for them");
+    loupe_model_free(m);
+
+    /* through the CLI, as users convert a run, and back */
+    const char *outs[] = {"x.pftrace", "x.json", "x.xplane.pb"};
+    for (size_t i = 0; i < 3; i++) {
+        char out[4096];
+        snprintf(out, sizeof out, "%s/%s", tu_dir, outs[i]);
+        snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s'", tu_cli(), dir, out);
+        char *o = NULL;
+        int st = tu_run(cmd, &o);
+        if (st != 0) {
+            fail_msg("%s: status %d: %s", cmd, st, o);
+        }
+        free(o);
+        loupe_model *back = tu_read_back(out);
+        check_run_flows(back);
+        loupe_model_free(back);
+    }
+}
+
+/* A run whose files carry no message ids gets no MPI metadata at all. */
+static void test_run_without_ids(void **state) {
+    (void)state;
+    char dir[4096];
+    run_dir(dir, sizeof dir, "plain");
+    const zone z[] = {{1000, 100, "work", NULL, 0}};
+    write_rank(dir, 0, z, 1, LOUPE_FILE_CHROME_JSON, ".trace.json.gz");
+    write_rank(dir, 1, z, 1, LOUPE_FILE_CHROME_JSON, ".trace.json.gz");
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(dir, &m), 0);
+    assert_int_equal(m->process_count, 2);
+    assert_int_equal(m->flow_count, 0);
+    assert_int_equal(m->warning_count, 0);
+    assert_string_equal(meta(m, "loupe_mpi_flows"), "(none)");
+    loupe_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_run_dir_flows, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_run_without_ids, tu_setup, tu_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
