@@ -144,9 +144,9 @@ LOUPE__INLINE uint64_t loupe__state_now(void) {
  * compares, so that the no-chunk state, all three pointers NULL, needs no pointer arithmetic on
  * NULL). The callers then store r + n back: with `t->resv += n` instead, gcc 12 reloads resv for
  * a read-modify-write of memory after the relaxed atomic stores of the slots (it cannot tell
- * that they do not alias), one more load and a store-forwarding step per event; an argument
- * with its own load and store costs 0.7 ns less (two arguments: 1.45x -> 1.34x the rdtsc floor,
- * docs/performance.md). */
+ * that they do not alias), one more load and a store-forwarding step per event. With this and
+ * loupe__push_ext's two exits, a zone with two arguments went from 1.45x to 1.37x the rdtsc
+ * floor and a static zone from 1.12x to 1.09x (docs/performance.md, "0.3: the hot path"). */
 #define LOUPE__ROOM_AT(r, t, n) (LOUPE__ADDR(r) + (n)*16u <= LOUPE__ADDR((t)->limit))
 
 /* Appends a begin (of a zone or a function) for session state s; returns s when recorded, 0 when
@@ -228,7 +228,10 @@ LOUPE__INLINE int loupe__push_ext(uint64_t s, int timed, unsigned sub, unsigned 
 }
 
 /* Appends an end (of a zone or a function) for session state s into the slot its begin kept
- * (cur < resv); as loupe__push otherwise. */
+ * (cur < resv); as loupe__push otherwise. It reads loupe__tls again rather than taking the
+ * buffer from the zone's context (0.3 ns a zone in bench/): a zone open across fork() ends in
+ * the child, whose loupe__tls is NULL because the parent's region is unmapped there
+ * (loupe__region_forget), so a kept pointer would fault. */
 LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
     loupe__tbuf *t = loupe__tls;
     if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s,
