@@ -1,8 +1,31 @@
 /* case_zones.c: loupe's recording cases on one pinned thread (the loops in zones.c): a static
  * zone, a zone with a 16-byte dynamic name, a zone with two int64 arguments and a counter
- * sample, each in a session whose buffer holds all its events.
+ * sample, each in a session whose buffer holds all its events. The dynamic-name and argument
+ * zones are timed twice: with the wall clock, as the other single-thread rows, and in thread CPU
+ * time on a thread of their own with the floor run on it just before each repetition (as the
+ * "1 thread" static row of case_threads.c), which time spent descheduled on a shared machine
+ * does not reach.
  */
 #include "harness.h"
+
+#include <loupe/loupe.h>
+
+#include <stdio.h>
+
+/* The CPU-time row of fn: its events_per_iter events per iteration, n iterations a repetition. */
+static void cpu_row(const char *name, bench_loop_fn fn, uint64_t n, unsigned events_per_iter) {
+    double s[BENCH_MAX_REPS], fs[BENCH_MAX_REPS];
+    bench_case *c = bench_add_case(name, "ns/zone");
+    uint64_t events = (uint64_t)(bench_cfg.reps + 1) * n * events_per_iter;
+    if (bench_session_start(events + 64, 0) != 0) {
+        c->na = 1;
+        bench_note(c, "loupe_start_trace failed: %s", loupe_last_error());
+        return;
+    }
+    bench_time_threads(fn, n, 1, s, fs);
+    bench_session_stop(c, events);
+    bench_set_stats(c, s, bench_cfg.reps, fs);
+}
 
 void bench_cases_zones(void) {
     bench_k.zone_static = bench_loupe_case("loupe static zone, tracing", "ns/zone",
@@ -18,4 +41,8 @@ void bench_cases_zones(void) {
                      bench_scaled(200000), 6, 0);
     bench_loupe_case("loupe counter sample, tracing", "ns/sample", bench_counter,
                      bench_scaled(500000), 2, 0);
+    cpu_row("loupe dynamic-name zone (16 B name), 1 thread (CPU ns)", bench_zone_dyn,
+            bench_scaled(200000), 4);
+    cpu_row("loupe zone + 2 int64 args, 1 thread (CPU ns)", bench_zone_args, bench_scaled(200000),
+            6);
 }
