@@ -137,6 +137,9 @@ typedef struct track {
     uint64_t m_kind, m_device, m_tid, m_rec, m_drop, m_cap;
     int has_pid; /* a thread track's ThreadDescriptor pid: its samples' (pid, tid) key */
     uint64_t pid;
+    /* A child of a named track (loupe's async lanes): index + 1 of that track, whose model
+     * thread this one's events go to; 0 otherwise. */
+    size_t lane_of;
 } track;
 
 typedef struct clockref {
@@ -506,13 +509,18 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
     if (!has_uuid) {
         return 0;
     }
-    size_t parent_process = 0;
+    size_t parent_process = 0, lane_of = 0;
     if (parent != 0) {
         track *pt = get_track(r, parent, &rc);
         if (pt == NULL) {
             return rc;
         }
         parent_process = pt->kind == TK_PROCESS && pt->process != SIZE_MAX ? pt->process : 0;
+        if (pt->kind == TK_OTHER && pt->thread != SIZE_MAX && pt->lane_of == 0) {
+            /* a child of a named track: its lanes, as loupe writes an async track's */
+            lane_of = (size_t)(pt - r->trk) + 1;
+            parent_process = pt->process;
+        }
     }
     track *t = get_track(r, uuid, &rc);
     if (t == NULL) {
@@ -523,6 +531,8 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
         loupe__pbr q = sub(r, &proc);
         loupe__pbf g = {0};
         const char *pname = NULL;
+        char *cmd = NULL;
+        size_t cmd_len = 0;
         t->process = SIZE_MAX;
         t->kind = TK_PROCESS;
         while ((k = next(r, &q, &g, "ProcessDescriptor", &rc)) > 0) {
@@ -540,16 +550,36 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
                     r->m->process_name = str(r, &g);
                 }
                 pname = str(r, &g);
+            } else if (g.field == 2 && (rc = want(r, &g, PB_LEN, "ProcessDescriptor")) == 0) {
+                /* cmdline, repeated: joined with spaces (loupe writes its one string whole) */
+                char *nc = realloc(cmd, cmd_len + g.len + 2);
+                if (nc == NULL) {
+                    free(cmd);
+                    return oom(r);
+                }
+                cmd = nc;
+                if (cmd_len > 0) {
+                    cmd[cmd_len++] = ' ';
+                }
+                memcpy(cmd + cmd_len, g.data, g.len);
+                cmd_len += g.len;
+                cmd[cmd_len] = 0;
             }
             if (rc != 0) {
+                free(cmd);
                 return rc;
             }
         }
         if (t->process == SIZE_MAX) {
             t->process = 0; /* no pid: the model's own */
-        } else if (k >= 0 && pname != NULL) {
+        }
+        if (k >= 0 && pname != NULL) {
             loupe__mb_process_at(r->mb, t->process)->name = pname;
         }
+        if (k >= 0 && cmd != NULL) {
+            loupe__mb_process_at(r->mb, t->process)->cmdline = loupe__mb_str(r->mb, cmd);
+        }
+        free(cmd);
         return k < 0 ? rc : 0;
     }
     if (has_thr) {
@@ -598,6 +628,11 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
         return 0;
     }
     t->kind = TK_OTHER;
+    if (lane_of != 0) {
+        t->lane_of = lane_of;
+        t->thread = r->trk[lane_of - 1].thread;
+        return 0;
+    }
     size_t i = track_thread(r, t, &rc);
     if (i == SIZE_MAX) {
         return rc;
@@ -693,7 +728,46 @@ static int push_id(reader *r, uint64_t **arr, size_t *cap, size_t *n, uint64_t v
     return 0;
 }
 
-/* loupe's metadata instant: the dicts "loupe", "tracks", "metadata". */
+/* One entry of the "processes" dict: the process of the track whose uuid is key gets the
+ * fields ProcessDescriptor has no place for (host, label, parent_pid, rank). */
+static int process_meta(reader *r, const loupe__pbf *f, const char *key, size_t si, const seq *s) {
+    char *endp;
+    errno = 0;
+    unsigned long long uuid = strtoull(key, &endp, 10);
+    if (key[0] == 0 || *endp != 0 || errno != 0) {
+        return 0;
+    }
+    mentry *e = map_find(&r->tracks, uuid, 0);
+    if (e == NULL || r->trk[e->v1].kind != TK_PROCESS) {
+        return 0;
+    }
+    loupe_model_process *pr = loupe__mb_process_at(r->mb, r->trk[e->v1].process);
+    loupe__pbr q = sub(r, f);
+    loupe__pbf g = {0};
+    int rc = 0, k;
+    while ((k = next(r, &q, &g, "DebugAnnotation", &rc)) > 0) {
+        loupe_arg v;
+        loupe__pbf d;
+        if (g.field != 11) {
+            continue;
+        }
+        if (annotation(r, &g, si, s, &v, &d, &rc) < 0) {
+            return rc;
+        }
+        if (strcmp(v.key, "host") == 0 && v.type == LOUPE_ARG_STRING) {
+            pr->host = v.v.s;
+        } else if (strcmp(v.key, "label") == 0 && v.type == LOUPE_ARG_STRING) {
+            pr->label = v.v.s;
+        } else if (strcmp(v.key, "parent_pid") == 0 && v.type == LOUPE_ARG_UINT64) {
+            pr->parent_pid = v.v.u;
+        } else if (strcmp(v.key, "rank") == 0 && v.type == LOUPE_ARG_INT64) {
+            pr->rank = v.v.i;
+        }
+    }
+    return k < 0 ? rc : 0;
+}
+
+/* loupe's metadata instant: the dicts "loupe", "tracks", "processes", "metadata". */
 static int do_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si, const seq *s) {
     int rc = 0;
     r->loupe_meta = 1;
@@ -732,6 +806,10 @@ static int do_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si, c
                     } else if (strcmp(a.key, "unmatched_ends") == 0) {
                         r->unmatched_meta = a.v.u;
                     }
+                }
+            } else if (strcmp(top.key, "processes") == 0) {
+                if ((rc = process_meta(r, &f, a.key, si, s)) != 0) {
+                    return rc;
                 }
             } else if (strcmp(top.key, "metadata") == 0 && a.type == LOUPE_ARG_STRING) {
                 if (loupe__mb_metadata(r->mb, a.key, a.v.s) != 0) {
@@ -1182,6 +1260,13 @@ static int finish(reader *r) {
             loupe_slice *sl = loupe__mb_slice_at(r->mb, t->thread, t->stack[--t->depth]);
             sl->dur_ns = r->max_ts > sl->start_ns ? r->max_ts - sl->start_ns : 0;
             sl->flags |= LOUPE_SLICE_TRUNCATED;
+        }
+    }
+    /* then (a lane's slices are its parent's: all closed before any is rebased) */
+    for (size_t i = 0; i < r->trk_count; i++) {
+        track *t = &r->trk[i];
+        if (t->thread == SIZE_MAX || t->lane_of != 0) {
+            continue; /* its slices are its parent's track's: rebased there */
         }
         loupe_model_thread *th = loupe__mb_thread_at(r->mb, t->thread);
         if (t->has_meta) {
