@@ -6,37 +6,54 @@
  * clock_snapshot.proto, trace_packet_defaults.proto (google/perfetto protos/perfetto/trace/);
  * proto/perfetto_trace.proto is loupe's subset of them.
  *
- * The stream (one sequence, trusted_packet_sequence_id 1; Perfetto's trace_processor,
- * src/trace_processor/importers/proto/):
- *   1. flags=CLEARED, ClockSnapshot {REALTIME = origin_unix_ns (when known),
+ * The stream (Perfetto's trace_processor, src/trace_processor/importers/proto/, reads it; its
+ * sequence rules are proto_trace_reader.cc's). One packet sequence (trusted_packet_sequence_id)
+ * for the descriptors, the metadata and the counters (1), one for the CPU samples (2), and one
+ * per writer track (SEQ_TRACK0 + v: each model track, each lane of an async track), as the
+ * Perfetto SDK gives each thread its own sequence, so that the sequence implies what its events
+ * leave out:
+ *   1. Sequence 1: flags=CLEARED, ClockSnapshot {REALTIME = origin_unix_ns (when known),
  *      BOOTTIME = B, clock 64 = B is_incremental}, where B = origin_unix_ns (0 when unknown).
- *   2. TrackDescriptors: the process (uuid 1), each model track (uuid 2 + index: a thread
- *      track, or for LOUPE_TRACK_GPU a named child of the process), each counter name
- *      (uuid 2 + thread_count + k). Timestamp B, no clock id (trace time, BOOTTIME).
- *   3. flags=NEEDS, trace_packet_defaults {timestamp_clock_id 64}, an INSTANT "loupe_metadata"
- *      (category "loupe") on the process track with dict debug annotations "loupe" (version,
- *      host, clock, tsc_ghz, origin_unix_ns, duration_ns, unmatched_ends, pid), "tracks"
- *      (per track uuid: kind, device, tid, events_recorded, events_dropped, capacity_needed) and
+ *   2. TrackDescriptors (sequence 1, timestamp B on the trace clock): the processes (uuid 1 for
+ *      processes[0], then after the counters'; pid, cmdline as one element, name), each model
+ *      track (uuid 2 + index: a thread track, or for GPU and async tracks a named child of its
+ *      process), each counter track (2 + thread_count + k: one per (process, name), under that
+ *      process), each async lane (after the processes': a child of its async track, the way the
+ *      SDK's async tracks nest in Perfetto's UI).
+ *   3. Each writer track's sequence: flags=CLEARED, trace_packet_defaults {timestamp_clock_id
+ *      64, track_event_defaults {track_uuid}} and its ClockSnapshot (clock 64 is sequence-scoped).
+ *   4. Sequence 1: flags=NEEDS, trace_packet_defaults {timestamp_clock_id 64}, an INSTANT
+ *      "loupe_metadata" (category "loupe") on the process track with dict debug annotations
+ *      "loupe" (version, host, clock, tsc_ghz, origin_unix_ns, duration_ns, unmatched_ends, pid),
+ *      "tracks" (per track uuid: kind, device, tid, events_recorded, events_dropped,
+ *      capacity_needed), "processes" (per process uuid: host, label, parent_pid, rank) and
  *      "metadata" (the model's key/value pairs): what the model holds that Perfetto has no field
  *      for, so that the reader gives back the same model.
- *   4. Every event in global time order (a heap merges the tracks and the counters), each its own
- *      packet: flags=NEEDS, timestamp = the delta (ns) since the previous packet on clock 64
- *      (incremental clock: "each TracePacket's timestamp is a delta from the last one
- *      referencing this clock on the sequence", clock_snapshot.proto), new names interned in the
- *      same packet. A slice is a SLICE_BEGIN (name, category, args, flows) and a SLICE_END
- *      (annotation "loupe_flags" when the slice has LOUPE_SLICE_* flags); the END order follows
- *      the model's depths, so each END closes the BEGIN it belongs to. A packet whose time would
- *      go backwards (a model whose slices do not nest) carries an absolute timestamp with
- *      timestamp_clock_id 6 (BOOTTIME) instead and leaves the incremental clock alone.
- *   5. CPU samples, frames, stacks and off-CPU intervals, when the model has them: Perfetto's
+ *   5. Every event in global time order (a heap merges the writer tracks and the counters), each
+ *      its own packet on its track's sequence: timestamp = the delta (ns) since the sequence's
+ *      previous packet on clock 64 (incremental clock: "each TracePacket's timestamp is a delta
+ *      from the last one referencing this clock on the sequence", clock_snapshot.proto), the
+ *      sequence id, flags=NEEDS on the sequence's first event packet only, new names interned
+ *      in the same packet, and a TrackEvent without track_uuid (the default). A slice is a
+ *      SLICE_BEGIN (name, category, args, flows) and a SLICE_END (nothing else, or the
+ *      annotation "loupe_flags" when the slice has LOUPE_SLICE_* flags); on a model track the
+ *      END order follows the model's depths, so each END closes the BEGIN it belongs to; a lane's
+ *      slices do not overlap. Counters are on sequence 1 with their track_uuid. A packet whose
+ *      time would go backwards on its sequence (a model whose slices do not nest) carries an
+ *      absolute timestamp with timestamp_clock_id 6 (BOOTTIME) instead and leaves the
+ *      incremental clock alone.
+ *   6. CPU samples, frames, stacks and off-CPU intervals, when the model has them: Perfetto's
  *      profiler packets (PerfSample, interned frames/mappings/callstacks) on sequence 2, written
  *      by perfetto_samples.c.
  *
- * Interning: event names, categories and annotation names, iids from 1 per kind, defined in the
- * packet that first uses them; after 2^18 strings of a kind, new strings are written inline
+ * Interning: event names, categories and annotation names, one iid per string for the whole
+ * file (from 1 per kind), defined on each sequence in the packet that first uses it there (a bit
+ * per iid and sequence says so); after 2^18 strings of a kind, new strings are written inline
  * (TrackEvent.name / categories / DebugAnnotation.name), which bounds the table.
- * Memory: the packet buffers (the largest packet), the intern tables (bounded), a stack per track
- * (its depth) and an index of the flows' ends (one entry per end): nothing per event.
+ * Memory: the packet buffers (the largest packet), the intern tables (bounded), per writer track
+ * a stack (its depth) and its defined-iid bits (at most 2^18 / 8 bytes per kind), an index of
+ * the async tracks' slices by lane (one entry per async slice) and of the flows' ends (one per
+ * end): nothing per event of a thread track.
  * Flows: the source slice's BEGIN carries flow_ids (field 47), the destination's BEGIN
  * terminating_flow_ids (48), both fixed64, one tag per id (Perfetto's track_event.proto; its
  * decoder reads these unpacked).

@@ -17,9 +17,11 @@
  *   through the sequence's last ClockSnapshot (offset to its BOOTTIME reading), incremental ones
  *   adding each packet's delta; another builtin clock with a snapshot is converted the same way,
  *   without one it is taken as trace time (the newest trace_processor does so too).
- * - TrackDescriptors: process (pid, process_name), thread (tid, thread_name: one model track
- *   each), counter (a counter track: its samples become model counters named by the track),
- *   any other named track with events (a model track of its own; loupe's GPU tracks).
+ * - TrackDescriptors: process (pid, cmdline joined with spaces, process_name), thread (tid,
+ *   thread_name: one model track each), counter (a counter track: its samples become model
+ *   counters named by the track, in its parent's process), any other named track (a model
+ *   track of its own; loupe's GPU and async tracks); a named track's child tracks (loupe's
+ *   async lanes) put their events on that track's model track.
  * - TrackEvents: SLICE_BEGIN / SLICE_END (a stack per track; an END with nothing open, or
  *   earlier than its BEGIN, is counted in unmatched_ends; a BEGIN still open at the end closes at
  *   the last timestamp, LOUPE_SLICE_TRUNCATED), INSTANT, COUNTER (int64 or double); name by iid
@@ -29,8 +31,13 @@
  *   terminating_flow_ids (48, 42) end the id. Only slice BEGINs are flow ends in the model.
  * - loupe's own "loupe_metadata" instant on the process track (see the writer) restores the
  *   model fields Perfetto has no place for: host, clock, tsc_ghz, origin, duration, per-track
- *   kind/device/tid and loss accounting, and the metadata pairs. Model times are relative to its
- *   origin_unix_ns (the writer's clock base); in other files to the earliest timestamp.
+ *   kind/device/tid and loss accounting, per-process host/label/parent_pid/rank, and the
+ *   metadata pairs. Model times are relative to its origin_unix_ns (the writer's clock base);
+ *   in other files to the earliest timestamp.
+ * - Speed: the common cases skip the general paths: 1-byte tags with 1-byte values (next()),
+ *   interned strings by iid in a per-sequence array, small sequence ids by index, the last track
+ *   of each sequence cached. Nothing is allocated per event but the model's own arrays (and the
+ *   joined string of an event with several categories).
  * - CPU samples: PerfSample packets and the interned frames, mappings and callstacks they use
  *   (see "CPU samples" at the end of this file).
  */
