@@ -719,6 +719,53 @@ static void test_bad_input(void **state) {
     loupe_model_free(m);
 }
 
+/* Sparse and hostile iids: 3000 sequences, each cleared twice and defining iid 1000000 (far
+ * above what a dense table would hold for one entry), then a BEGIN naming it: every slice gets
+ * its name (the map, not the per-sequence array, holds such iids), and the reader's tables stay
+ * in proportion to the file. */
+static void test_reader_sparse_iids(void **state) {
+    (void)state;
+    /* nested messages built bottom-up with loupe__pb_bytes (no begin/end marks) */
+    loupe__pb t = {0}, pkt = {0}, in = {0}, ent = {0}, ev = {0};
+    for (uint64_t seq = 1; seq <= 3000; seq++) {
+        for (int clear = 0; clear < 2; clear++) {
+            ent.len = in.len = pkt.len = 0;
+            loupe__pb_uint(&ent, 1, 1000000); /* iid */
+            loupe__pb_str(&ent, 2, clear ? "second" : "first");
+            loupe__pb_bytes(&in, 2, ent.p, ent.len); /* event_names */
+            loupe__pb_uint(&pkt, 10, seq);           /* trusted_packet_sequence_id */
+            loupe__pb_uint(&pkt, 13, 1);             /* SEQ_INCREMENTAL_STATE_CLEARED */
+            loupe__pb_bytes(&pkt, 12, in.p, in.len);
+            loupe__pb_bytes(&t, 1, pkt.p, pkt.len);
+        }
+        ev.len = pkt.len = 0;
+        loupe__pb_uint(&ev, 9, 1);           /* TYPE_SLICE_BEGIN */
+        loupe__pb_uint(&ev, 10, 1000000);    /* name_iid */
+        loupe__pb_uint(&ev, 11, 5);          /* track_uuid */
+        loupe__pb_uint(&pkt, 8, 1000 + seq); /* timestamp */
+        loupe__pb_uint(&pkt, 10, seq);
+        loupe__pb_bytes(&pkt, 11, ev.p, ev.len);
+        loupe__pb_bytes(&t, 1, pkt.p, pkt.len);
+    }
+    assert_false(t.oom || pkt.oom || in.oom || ent.oom || ev.oom);
+    loupe_model *m = NULL;
+    if (read_bytes(t.p, t.len, &m) != 0) {
+        fail_msg("read: %s", loupe_last_error());
+    }
+    assert_int_equal(m->thread_count, 1);
+    assert_int_equal(m->threads[0].slice_count, 3000);
+    for (size_t i = 0; i < 3000; i++) {
+        /* the second generation's definition: the clear dropped the first */
+        assert_string_equal(m->threads[0].slices[i].name, "second");
+    }
+    loupe_model_free(m);
+    loupe__pb_free(&t);
+    loupe__pb_free(&pkt);
+    loupe__pb_free(&in);
+    loupe__pb_free(&ent);
+    loupe__pb_free(&ev);
+}
+
 /* The reader follows the sequence rules: interned data and NEEDS packets before the first
  * CLEARED are skipped; the first definition of an iid wins. */
 static void test_reader_sequence_rules(void **state) {
@@ -807,6 +854,7 @@ int main(void) {
         cmocka_unit_test(test_wire_and_sequence),
         cmocka_unit_test(test_processes_counters_lanes),
         cmocka_unit_test(test_old_form),
+        cmocka_unit_test(test_reader_sparse_iids),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_reader_sequence_rules),
         cmocka_unit_test(test_session),

@@ -172,7 +172,7 @@ typedef struct seq {
      * iids from 1 up, so they are dense): an array index instead of a hash per event. The map
      * r->interned holds them too, and every iid above. */
     const char **dense[4]; /* by InternedData field 1..3 */
-    size_t dense_cap[4];
+    size_t dense_cap[4], dense_count[4];
     /* the last track an event of this sequence named: uuid -> index + 1 into r->trk */
     uint64_t last_uuid;
     size_t last_trk;
@@ -191,6 +191,7 @@ typedef struct reader {
     map seqmap;   /* (sequence id, 1) -> index into seqs */
     size_t last_seq;
     uint32_t seq_direct[DIRECT_SEQS]; /* sequence id -> index + 1 into seqs, for small ids */
+    size_t dense_budget;              /* bytes the dense intern tables may still take */
     track *trk;
     size_t trk_count, trk_cap;
     loupe_arg *args;
@@ -369,13 +370,22 @@ static size_t track_thread(reader *r, track *t, int *rc) {
 /* ---- packets ---- */
 
 /* Records iid's string in the sequence's dense table of kind (grown by doubling up to
- * DENSE_IIDS); nonzero on out-of-memory. */
-static int dense_put(seq *s, unsigned kind, uint64_t iid, const char *str) {
+ * DENSE_IIDS) when that keeps the tables within their budget: a table grows only to twice its
+ * defined entries plus 64, and all tables together to dense_budget bytes (8 times the file, at
+ * least 64 MiB), so a hostile file cannot make the reader allocate far more than it holds; an
+ * iid left out is found in the map. Nonzero on out-of-memory. */
+static int dense_put(reader *r, seq *s, unsigned kind, uint64_t iid, const char *str) {
+    s->dense_count[kind]++;
     if (iid >= s->dense_cap[kind]) {
         size_t nc = s->dense_cap[kind] ? s->dense_cap[kind] : 64;
         while (nc <= iid) {
             nc *= 2;
         }
+        size_t grow = (nc - s->dense_cap[kind]) * sizeof(const char *);
+        if (iid >= 2 * s->dense_count[kind] + 64 || grow > r->dense_budget) {
+            return 0; /* sparse, or over budget: the map has it */
+        }
+        r->dense_budget -= grow;
         const char **nd = realloc(s->dense[kind], nc * sizeof(*nd));
         if (nd == NULL) {
             return -1;
@@ -432,7 +442,8 @@ static int do_interned(reader *r, const loupe__pbf *idf, size_t si, seq *s) {
         if (!e->live) { /* the first definition wins */
             e->live = 1;
             e->v1 = (uint64_t)(uintptr_t)(name != NULL ? name : "");
-            if (iid < DENSE_IIDS && dense_put(s, f.field, iid, (const char *)(uintptr_t)e->v1)) {
+            if (iid < DENSE_IIDS &&
+                dense_put(r, s, f.field, iid, (const char *)(uintptr_t)e->v1) != 0) {
                 return oom(r);
             }
         }
@@ -441,11 +452,8 @@ static int do_interned(reader *r, const loupe__pbf *idf, size_t si, seq *s) {
 }
 
 static const char *lookup(reader *r, size_t si, const seq *s, unsigned kind, uint64_t iid) {
-    if (iid < s->dense_cap[kind]) {
-        return s->dense[kind][iid]; /* NULL: never defined in this generation */
-    }
-    if (iid < DENSE_IIDS) {
-        return NULL; /* below the dense bound, every definition is in the table */
+    if (iid < s->dense_cap[kind] && s->dense[kind][iid] != NULL) {
+        return s->dense[kind][iid];
     }
     mentry *e = map_find(&r->interned, iid, ((uint64_t)si << 40) | ((uint64_t)s->gen << 4) | kind);
     return e != NULL && e->live ? (const char *)(uintptr_t)e->v1 : NULL;
@@ -1318,10 +1326,14 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
         s->valid = 1;
         s->has_clock_default = 0;
         s->has_track_default = 0;
-        for (unsigned kd = 1; kd <= 3; kd++) { /* a new generation: nothing interned yet */
-            if (s->dense[kd] != NULL) {
-                memset(s->dense[kd], 0, s->dense_cap[kd] * sizeof(*s->dense[kd]));
-            }
+        /* A new generation: nothing interned yet. The tables go (not cleared in place: a file of
+         * many clears would then cost their size each time). */
+        for (unsigned kd = 1; kd <= 3; kd++) {
+            r->dense_budget += s->dense_cap[kd] * sizeof(*s->dense[kd]);
+            free(s->dense[kd]);
+            s->dense[kd] = NULL;
+            s->dense_cap[kd] = 0;
+            s->dense_count[kd] = 0;
         }
     }
     if ((flags & 2) && !s->valid) {
@@ -1480,6 +1492,7 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
     memset(&r, 0, sizeof r);
     r.name = name;
     r.base = buf;
+    r.dense_budget = n < ((size_t)8 << 20) ? (size_t)64 << 20 : 8 * n;
     r.min_ts = UINT64_MAX;
     if (n == 0) {
         return loupe__err(LOUPE_EFORMAT, "%s: empty file (not a Perfetto protobuf trace)", name);
