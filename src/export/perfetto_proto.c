@@ -655,7 +655,9 @@ static void put_metadata(writer *w) {
     size_t mk = loupe__pb_begin(p, TP_DEFAULTS);
     loupe__pb_uint(p, 58, CLOCK_DELTA);
     loupe__pb_end(p, mk);
-    loupe__pb_bytes(p, TP_INTERNED_DATA, w->in.p, w->in.len);
+    if (w->in.len > 0) {
+        loupe__pb_bytes(p, TP_INTERNED_DATA, w->in.p, w->in.len);
+    }
     loupe__pb_bytes(p, TP_TRACK_EVENT, w->ev.p, w->ev.len);
     put_packet(w);
 }
