@@ -42,9 +42,14 @@ need("trusted_packet_sequence_id: 1" in first and "sequence_flags: 1" in first, 
 need("clock_id: 64" in first and "is_incremental: true" in first, "incremental clock in the snapshot")
 need("clock_id: 6" in first, "BOOTTIME in the snapshot")
 need(len(re.findall(r"trusted_packet_sequence_id: (\d+)", text)) == len(packets), "every packet has a sequence id")
-seqs = set(re.findall(r"trusted_packet_sequence_id: (\d+)", text))
-# the zones' sequence, and the CPU samples' (loupe record samples by default) when there are any
-need(seqs == {"1"} or (seqs == {"1", "2"} and "perf_sample {" in text), f"sequences {seqs}")
+seqs = set(int(x) for x in re.findall(r"trusted_packet_sequence_id: (\d+)", text))
+# 1: descriptors, metadata, counters; 2: the CPU samples (loupe record samples by default) when
+# there are any; 3 onwards: one per track, each started with its defaults
+need(1 in seqs and min(seqs) == 1 and (2 not in seqs or "perf_sample {" in text), f"sequences {seqs}")
+track_seqs = sorted(x for x in seqs if x >= 3)
+need(track_seqs and track_seqs == list(range(3, 3 + len(track_seqs))), f"track sequences {track_seqs}")
+need(text.count("track_event_defaults {") == len(track_seqs), "one track default per track sequence")
+need(text.count("sequence_flags: 1") == len(seqs), "each sequence cleared once")
 need("timestamp_clock_id: 64" in text, "packet defaults: clock 64")
 need('thread_name: "main"' in text, "the main thread's descriptor")
 begins = text.count("type: TYPE_SLICE_BEGIN")

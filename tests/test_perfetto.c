@@ -7,9 +7,10 @@
  *   back and compared field by field;
  * - the exact bytes of a one-zone trace, and the exact size of 1000 plain zones;
  * - wire types and the sequence rules of Perfetto's trace_processor
- * (src/trace_processor/importers/proto/), checked by walking the file: repeated fields unpacked,
- * one sequence id, CLEARED first, NEEDS on every event packet, iids from 1 defined once and before
- * use, descriptors before events, one uuid per thread;
+ * (src/trace_processor/importers/proto/), checked by walking the file: repeated fields unpacked;
+ * per sequence (one per track): CLEARED first, defaults before events, NEEDS on the first event
+ * packet only, iids defined once and before use, the track implied by the defaults; descriptors
+ * before events, one uuid per thread;
  * - the reader's own sequence rules (packets before a clear are skipped) and bad input
  *   (truncations at every length, garbage varints, a 1 GB length, wrong wire types, NEEDS
  *   with sequence id 0): LOUPE_EFORMAT naming the offset, never a crash;
@@ -187,14 +188,23 @@ static void test_exact_bytes(void **state) {
         0x0A, 0x0D, 0x40, 0x00, 0x50, 0x01, 0xE2, 0x03, 0x06, 0x08, 0x01, 0x1A, 0x02, 0x08, 0x07,
         /* packet 3: TrackDescriptor {uuid 2, thread {pid 7, tid 8}} */
         0x0A, 0x0F, 0x40, 0x00, 0x50, 0x01, 0xE2, 0x03, 0x08, 0x08, 0x02, 0x22, 0x04, 0x08, 0x07,
-        0x10, 0x08};
+        0x10, 0x08,
+        /* packet 4: the track's sequence 3: flags CLEARED, trace_packet_defaults
+         * {track_event_defaults {track_uuid 2}, timestamp_clock_id 64}, ClockSnapshot
+         * {BOOTTIME 0, clock 64 = 0 incremental} */
+        0x0A, 0x1E, 0x50, 0x03, 0x68, 0x01, 0xDA, 0x03, 0x07, 0xD0, 0x03, 0x40, 0x5A, 0x02, 0x58,
+        0x02, 0x32, 0x0E, 0x0A, 0x04, 0x08, 0x06, 0x10, 0x00, 0x0A, 0x06, 0x08, 0x40, 0x10, 0x00,
+        0x18, 0x01};
     assert_true(n > sizeof head);
     assert_memory_equal(b, head, sizeof head);
-    /* the last two packets: BEGIN "a" (iid 2: "loupe_metadata" is 1) at +1000 ns, END at +10 */
-    static const uint8_t tail[] = {0x0A, 0x18, 0x40, 0xE8, 0x07, 0x50, 0x01, 0x68, 0x02, 0x62,
-                                   0x07, 0x12, 0x05, 0x08, 0x02, 0x12, 0x01, 'a',  0x5A, 0x06,
-                                   0x48, 0x01, 0x58, 0x02, 0x50, 0x02, 0x0A, 0x0C, 0x40, 0x0A,
-                                   0x50, 0x01, 0x68, 0x02, 0x5A, 0x04, 0x48, 0x02, 0x58, 0x02};
+    /* the last two packets, on sequence 3, the track implied by its defaults: BEGIN "a" at
+     * +1000 ns, NEEDS (its sequence's first event), "a" interned there with its global iid 2
+     * ("loupe_metadata" is 1), then END at +10 ns with nothing but timestamp, sequence id and
+     * type */
+    static const uint8_t tail[] = {0x0A, 0x16, 0x40, 0xE8, 0x07, 0x50, 0x03, 0x68, 0x02,
+                                   0x62, 0x07, 0x12, 0x05, 0x08, 0x02, 0x12, 0x01, 'a',
+                                   0x5A, 0x04, 0x48, 0x01, 0x50, 0x02, 0x0A, 0x08, 0x40,
+                                   0x0A, 0x50, 0x03, 0x5A, 0x02, 0x48, 0x02};
     assert_memory_equal(b + n - sizeof tail, tail, sizeof tail);
     /* no process name, no host, origin 0: still the same model */
     loupe_model *back = NULL;
@@ -212,32 +222,246 @@ static void test_size(void **state) {
     size_t n1, n;
     free(write_model(m1, &n1));
     free(write_model(m, &n));
-    /* BEGIN 0x0A len, ts 40 xx, seq 50 01, flags 68 02, track_event 5A 06 {48 01 58 02 50 02}:
-     * 16 bytes (a delta of 90 ns fits one varint byte); END 0x0A len, ts, seq, flags,
-     * track_event 5A 04 {48 02 58 02}: 14 bytes. */
-    assert_int_equal(n - n1, 999 * 30);
+    /* BEGIN 0x0A len, ts 40 xx, seq 50 03, track_event 5A 04 {48 01 50 02}: 12 bytes (a delta
+     * of 90 ns fits one varint byte; no flags, no track_uuid: the sequence's defaults); END
+     * 0x0A len, ts, seq, track_event 5A 02 {48 02}: 10 bytes. */
+    assert_int_equal(n - n1, 999 * 22);
     loupe_model_free(m1);
+    loupe_model_free(m);
+}
+
+/* The number of TrackDescriptors of a file with a counter field, and of those whose parent_uuid
+ * is `parent` (0: any). */
+static size_t count_descriptors(const uint8_t *b, size_t n, int counters, uint64_t parent) {
+    loupe__pbr top = {b, b + n, b};
+    loupe__pbf pk, f, g;
+    size_t off, count = 0;
+    const char *what;
+    while (loupe__pbr_next(&top, &pk, &off, &what) > 0) {
+        loupe__pbr p = {pk.data, pk.data + pk.len, b};
+        while (loupe__pbr_next(&p, &f, &off, &what) > 0) {
+            if (f.field != 60) {
+                continue;
+            }
+            loupe__pbr q = {f.data, f.data + f.len, b};
+            int is_counter = 0;
+            uint64_t par = 0;
+            while (loupe__pbr_next(&q, &g, &off, &what) > 0) {
+                if (g.field == 8) {
+                    is_counter = 1;
+                } else if (g.field == 5) {
+                    par = g.v;
+                }
+            }
+            if (is_counter == counters && (parent == 0 || par == parent)) {
+                count++;
+            }
+        }
+    }
+    return count;
+}
+
+/* Three processes (a parent, its child, an MPI rank on another host): cmdline, parent pid, host,
+ * label and rank travel per process; "mem" counters of two processes keep two tracks; an async
+ * track with two overlapping slices is written as two lanes (child tracks of the async track)
+ * and read back as one async track. */
+static void test_processes_counters_lanes(void **state) {
+    (void)state;
+    loupe__mb *mb = loupe__mb_new();
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 100;
+    m->process_name = loupe__mb_str(mb, "launcher");
+    m->host = loupe__mb_str(mb, "node-a");
+    m->origin_unix_ns = 1764428400000000000ull;
+    size_t p0 = loupe__mb_process(mb, 100);
+    size_t p1 = loupe__mb_process(mb, 101);
+    size_t p2 = loupe__mb_process(mb, 102);
+    loupe_model_process *pr = loupe__mb_process_at(mb, p0);
+    pr->name = loupe__mb_str(mb, "launcher");
+    pr->host = loupe__mb_str(mb, "node-a");
+    pr->cmdline = loupe__mb_str(mb, "launcher --n 2 'a b'");
+    pr->parent_pid = 1;
+    pr = loupe__mb_process_at(mb, p1);
+    pr->name = loupe__mb_str(mb, "child");
+    pr->host = loupe__mb_str(mb, "node-a");
+    pr->cmdline = loupe__mb_str(mb, "child -x");
+    pr->parent_pid = 100;
+    pr = loupe__mb_process_at(mb, p2);
+    pr->name = loupe__mb_str(mb, "rank");
+    pr->host = loupe__mb_str(mb, "node-b");
+    pr->label = loupe__mb_str(mb, "rank 3");
+    pr->cmdline = loupe__mb_str(mb, "");
+    pr->parent_pid = 0;
+    pr->rank = 3;
+    size_t t0 = loupe__mb_thread_in(mb, p0, 100);
+    size_t t1 = loupe__mb_thread_in(mb, p1, 101);
+    size_t t2 = loupe__mb_thread_in(mb, p2, 102);
+    add_slice(mb, t0, 10, 100, "spawn", "", 0);
+    add_slice(mb, t1, 20, 50, "work", "", 0);
+    add_slice(mb, t2, 30, 40, "allreduce", "mpi", 0);
+    size_t as = loupe__mb_thread_add(mb, 7);
+    loupe_model_thread *ath = loupe__mb_thread_at(mb, as);
+    ath->kind = LOUPE_TRACK_ASYNC;
+    ath->process = p1;
+    loupe__mb_thread_name(mb, as, "requests");
+    add_slice(mb, as, 20, 100, "req", "io", 0);
+    add_slice(mb, as, 40, 20, "req", "io", 0);  /* overlaps the first: lane 1 */
+    add_slice(mb, as, 120, 10, "req", "io", 0); /* after the first: lane 0 */
+    loupe_counter_sample c0 = {.ts_ns = 10, .name = "mem", .i = 1, .process = p0};
+    loupe_counter_sample c2 = {.ts_ns = 15, .name = "mem", .i = 2, .process = p2};
+    loupe_counter_sample c3 = {.ts_ns = 25, .name = "mem", .i = 3, .process = p0};
+    assert_int_equal(loupe__mb_counter(mb, &c0), 0);
+    assert_int_equal(loupe__mb_counter(mb, &c2), 0);
+    assert_int_equal(loupe__mb_counter(mb, &c3), 0);
+    m = loupe__mb_finish(mb);
+    assert_non_null(m);
+    assert_int_equal(m->process_count, 3);
+    size_t n;
+    uint8_t *b = write_model(m, &n);
+    /* two counter tracks, one per (process, name) */
+    assert_int_equal(count_descriptors(b, n, 1, 0), 2);
+    /* the async track is uuid 2 + its index (3: after the three threads); its two lanes */
+    assert_int_equal(m->threads[3].kind, LOUPE_TRACK_ASYNC);
+    assert_int_equal(count_descriptors(b, n, 0, 2 + 3), 2);
+    loupe_model *back = NULL;
+    if (read_bytes(b, n, &back) != 0) {
+        fail_msg("read: %s", loupe_last_error());
+    }
+    tu_models_equal(m, back);
+    assert_int_equal(back->process_count, 3);
+    for (size_t k = 0; k < 3; k++) {
+        const loupe_model_process *a = &m->processes[k], *c = &back->processes[k];
+        assert_int_equal(c->pid, a->pid);
+        assert_string_equal(c->name, a->name);
+        assert_string_equal(c->host, a->host);
+        assert_string_equal(c->label, a->label);
+        assert_string_equal(c->cmdline, a->cmdline);
+        assert_int_equal(c->parent_pid, a->parent_pid);
+        assert_int_equal(c->rank, a->rank);
+    }
+    assert_string_equal(back->processes[0].cmdline, "launcher --n 2 'a b'");
+    assert_string_equal(back->processes[2].label, "rank 3");
+    assert_int_equal(back->processes[2].rank, 3);
+    assert_int_equal(back->processes[1].rank, -1);
+    assert_int_equal(back->counter_count, 3);
+    assert_int_equal(back->counters[0].process, 0);
+    assert_int_equal(back->counters[1].process, 2);
+    assert_int_equal(back->counters[2].process, 0);
+    assert_int_equal(back->thread_count, 4);
+    const loupe_model_thread *bt = &back->threads[3];
+    assert_int_equal(bt->kind, LOUPE_TRACK_ASYNC);
+    assert_string_equal(bt->name, "requests");
+    assert_int_equal(bt->process, 1);
+    assert_int_equal(bt->slice_count, 3);
+    assert_int_equal(bt->slices[0].start_ns, 20);
+    assert_int_equal(bt->slices[0].depth, 0);
+    assert_int_equal(bt->slices[1].start_ns, 40);
+    assert_int_equal(bt->slices[1].depth, 1);
+    assert_int_equal(bt->slices[2].start_ns, 120);
+    assert_int_equal(bt->slices[2].depth, 0);
+    free(b);
+    loupe_model_free(back);
+    loupe_model_free(m);
+}
+
+/* A file loupe 0.3.0 wrote (one sequence, every event with its track_uuid and flags; the async
+ * track's slices on one track; "mem" of both processes on one counter track) still reads, to
+ * these exact values, and written again in the new form it reads back the same. */
+static void test_old_form(void **state) {
+    (void)state;
+    loupe_model *m = NULL;
+    if (loupe__perfetto_proto_read_file(LOUPE_SOURCE_DIR "/tests/data/perfetto_0.3.0.pftrace",
+                                        &m) != 0) {
+        fail_msg("read: %s", loupe_last_error());
+    }
+    assert_int_equal(m->process_count, 2);
+    assert_int_equal(m->processes[0].pid, 10);
+    assert_string_equal(m->processes[0].name, "parent");
+    assert_int_equal(m->processes[1].pid, 20);
+    assert_string_equal(m->processes[1].name, "child");
+    assert_int_equal(m->thread_count, 3);
+    assert_string_equal(m->threads[0].name, "main");
+    assert_int_equal(m->threads[0].slice_count, 2);
+    assert_string_equal(m->threads[0].slices[0].name, "outer");
+    assert_int_equal(m->threads[0].slices[0].start_ns, 0); /* the earliest event: the origin */
+    assert_int_equal(m->threads[0].slices[0].dur_ns, 5000);
+    assert_int_equal(m->threads[0].slices[0].arg_count, 2);
+    size_t req = SIZE_MAX, worker = SIZE_MAX;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        if (strcmp(m->threads[t].name, "req") == 0) {
+            req = t;
+        } else if (strcmp(m->threads[t].name, "worker") == 0) {
+            worker = t;
+        }
+    }
+    assert_true(req != SIZE_MAX && worker != SIZE_MAX);
+    assert_int_equal(m->threads[req].kind, LOUPE_TRACK_ASYNC);
+    assert_int_equal(m->threads[req].slice_count, 2);
+    assert_int_equal(m->threads[req].slices[1].depth, 1);
+    assert_int_equal(m->threads[worker].process, 1);
+    assert_int_equal(m->threads[worker].instant_count, 1);
+    assert_int_equal(m->counter_count, 2);
+    size_t n;
+    uint8_t *b = write_model(m, &n);
+    loupe_model *back = NULL;
+    if (read_bytes(b, n, &back) != 0) {
+        fail_msg("read: %s", loupe_last_error());
+    }
+    tu_models_equal(m, back);
+    assert_int_equal(back->threads[req].kind, LOUPE_TRACK_ASYNC);
+    assert_int_equal(back->threads[req].slices[1].depth, 1);
+    free(b);
+    loupe_model_free(back);
     loupe_model_free(m);
 }
 
 /* ---- walking the file: wire types and sequence rules ---- */
 
+#define WSEQ 32  /* sequence ids the walk follows (the full model uses 1..12) */
+#define WIID 256 /* iids per kind it follows */
+
 typedef struct walk {
     int packets, events, descriptors_after_events;
-    uint64_t next_iid[4];
-    int defaults_seen;
+    int cleared[WSEQ], needs[WSEQ], defaults[WSEQ], track_default[WSEQ], seq_events[WSEQ];
+    uint8_t defined[WSEQ][4][WIID]; /* (sequence, InternedData field, iid) defined */
 } walk;
 
 static loupe__pbr sub(const loupe__pbf *f, const uint8_t *base) {
     return (loupe__pbr){f->data, f->data + f->len, base};
 }
 
-static void walk_event(const loupe__pbf *ev, const uint8_t *base) {
+/* An iid used on sequence seq is defined there (in this packet or before). */
+static void uses(const walk *w, uint64_t seq, int kind, uint64_t iid) {
+    assert_true(iid > 0 && iid < WIID);
+    if (!w->defined[seq][kind][iid]) {
+        fail_msg("sequence %llu uses iid %llu of kind %d before defining it",
+                 (unsigned long long)seq, (unsigned long long)iid, kind);
+    }
+}
+
+/* A DebugAnnotation and its dict entries: names by defined iids (or inline). */
+static void walk_annotation(const walk *w, uint64_t seq, const loupe__pbf *a, const uint8_t *base) {
+    loupe__pbr p = sub(a, base);
+    loupe__pbf f;
+    size_t off;
+    const char *what;
+    while (loupe__pbr_next(&p, &f, &off, &what) > 0) {
+        if (f.field == 1) {
+            uses(w, seq, 3, f.v);
+        } else if (f.field == 11) {
+            walk_annotation(w, seq, &f, base);
+        }
+    }
+}
+
+static void walk_event(const walk *w, uint64_t seq, const loupe__pbf *ev, const uint8_t *base,
+                       int *has_uuid) {
     loupe__pbr p = sub(ev, base);
     loupe__pbf f;
     size_t off;
     const char *what;
     int k;
+    *has_uuid = 0;
     while ((k = loupe__pbr_next(&p, &f, &off, &what)) > 0) {
         switch (f.field) {
         case 3: /* category_iids: unpacked */
@@ -246,6 +470,13 @@ static void walk_event(const loupe__pbf *ev, const uint8_t *base) {
         case 11:
         case 30:
             assert_int_equal(f.wire, PB_VARINT);
+            if (f.field == 3) {
+                uses(w, seq, 1, f.v);
+            } else if (f.field == 10) {
+                uses(w, seq, 2, f.v);
+            } else if (f.field == 11) {
+                *has_uuid = 1;
+            }
             break;
         case 47: /* flow_ids: fixed64, one per tag */
         case 48:
@@ -253,6 +484,9 @@ static void walk_event(const loupe__pbf *ev, const uint8_t *base) {
             assert_int_equal(f.wire, PB_I64);
             break;
         case 4:
+            assert_int_equal(f.wire, PB_LEN);
+            walk_annotation(w, seq, &f, base);
+            break;
         case 22:
         case 23:
             assert_int_equal(f.wire, PB_LEN);
@@ -264,7 +498,7 @@ static void walk_event(const loupe__pbf *ev, const uint8_t *base) {
     assert_int_equal(k, 0);
 }
 
-static void walk_interned(walk *w, const loupe__pbf *id, const uint8_t *base) {
+static void walk_interned(walk *w, uint64_t seq, const loupe__pbf *id, const uint8_t *base) {
     loupe__pbr p = sub(id, base);
     loupe__pbf f;
     size_t off;
@@ -276,21 +510,46 @@ static void walk_interned(walk *w, const loupe__pbf *id, const uint8_t *base) {
         loupe__pbf g;
         assert_int_equal(loupe__pbr_next(&q, &g, &off, &what), 1);
         assert_int_equal(g.field, 1); /* iid first, and present */
-        /* iids from 1, each defined once: consecutive per kind */
-        assert_int_equal(g.v, w->next_iid[f.field]++);
+        assert_true(g.v > 0 && g.v < WIID);
+        /* each iid defined once per sequence */
+        assert_false(w->defined[seq][f.field][g.v]);
+        w->defined[seq][f.field][g.v] = 1;
     }
 }
 
+/* The track_uuid of a TracePacketDefaults' track_event_defaults, 0 when none. */
+static uint64_t default_track(const loupe__pbf *d, const uint8_t *base) {
+    loupe__pbr p = sub(d, base);
+    loupe__pbf f;
+    size_t off;
+    const char *what;
+    uint64_t uuid = 0;
+    while (loupe__pbr_next(&p, &f, &off, &what) > 0) {
+        if (f.field == 11) {
+            loupe__pbr q = sub(&f, base);
+            loupe__pbf g;
+            while (loupe__pbr_next(&q, &g, &off, &what) > 0) {
+                if (g.field == 11) {
+                    uuid = g.v;
+                }
+            }
+        }
+    }
+    return uuid;
+}
+
+/* Perfetto's trace_processor rules (proto_trace_reader.cc), per sequence: a nonzero id; the
+ * sequence's first packet CLEARED; its defaults (timestamp_clock_id, track_event_defaults) before
+ * its events; SEQ_NEEDS_INCREMENTAL_STATE on its first event packet only; every iid defined on
+ * the sequence, once, before it is used; an event without a track_uuid only on a sequence whose
+ * defaults name its track. Plus loupe's own: descriptors before events, one uuid per thread. */
 static void test_wire_and_sequence(void **state) {
     (void)state;
     loupe_model *m = full_model();
     size_t n;
     uint8_t *b = write_model(m, &n);
-    walk w;
-    memset(&w, 0, sizeof w);
-    for (int i = 0; i < 4; i++) {
-        w.next_iid[i] = 1;
-    }
+    walk *w = calloc(1, sizeof(*w));
+    assert_non_null(w);
     loupe__pbr top = {b, b + n, b};
     loupe__pbf pk;
     size_t off;
@@ -303,21 +562,23 @@ static void test_wire_and_sequence(void **state) {
         assert_int_equal(pk.field, 1);
         assert_int_equal(pk.wire, PB_LEN);
         loupe__pbr p = sub(&pk, b);
-        loupe__pbf f;
+        loupe__pbf f, ev = {0}, interned = {0}, defaults = {0};
         uint64_t seq = 0, flags = 0;
-        int has_event = 0, has_desc = 0;
+        int has_event = 0, has_desc = 0, has_interned = 0, has_defaults = 0;
         while (loupe__pbr_next(&p, &f, &off, &what) > 0) {
             if (f.field == 10) {
                 seq = f.v;
             } else if (f.field == 13) {
                 flags = f.v;
             } else if (f.field == 12) {
-                walk_interned(&w, &f, b);
+                interned = f;
+                has_interned = 1;
             } else if (f.field == 59) {
-                w.defaults_seen = 1;
+                defaults = f;
+                has_defaults = 1;
             } else if (f.field == 11) {
                 has_event = 1;
-                walk_event(&f, b);
+                ev = f;
             } else if (f.field == 60) {
                 has_desc = 1;
                 loupe__pbr q = sub(&f, b);
@@ -343,26 +604,50 @@ static void test_wire_and_sequence(void **state) {
                 }
             }
         }
-        assert_int_equal(seq, 1); /* one sequence, nonzero */
-        if (w.packets == 0) {
+        assert_true(seq > 0 && seq < WSEQ);
+        if (!w->cleared[seq]) {
             assert_int_equal(flags, 1); /* SEQ_INCREMENTAL_STATE_CLEARED first */
+            w->cleared[seq] = 1;
+        } else {
+            assert_int_equal(flags & 1, 0);
+        }
+        if (has_defaults) {
+            w->defaults[seq] = 1;
+            w->track_default[seq] = default_track(&defaults, b) != 0;
+        }
+        if (has_interned) {
+            walk_interned(w, seq, &interned, b);
         }
         if (has_event) {
-            assert_int_equal(flags, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
-            assert_true(w.defaults_seen);
-            w.events++;
+            int has_uuid;
+            walk_event(w, seq, &ev, b, &has_uuid);
+            /* NEEDS on the sequence's first event packet, no flags on the others */
+            assert_int_equal(flags, w->seq_events[seq] == 0 ? 2 : 0);
+            assert_true(w->defaults[seq]);
+            assert_true(has_uuid || w->track_default[seq]);
+            w->seq_events[seq]++;
+            w->events++;
         }
-        if (has_desc && w.events > 0) {
-            w.descriptors_after_events++;
+        if (has_desc && w->events > 0) {
+            w->descriptors_after_events++;
         }
-        w.packets++;
+        w->packets++;
     }
     assert_int_equal(k, 0);
-    assert_int_equal(w.descriptors_after_events, 0);
+    assert_int_equal(w->descriptors_after_events, 0);
     assert_int_equal(nthreads, 3); /* three host threads; the GPU track has no ThreadDescriptor */
     assert_int_equal(thread_uuids[0], 2);
     /* 1 metadata + 9 slices x 2 + 2 instants + 3 counters */
-    assert_int_equal(w.events, 1 + 18 + 2 + 3);
+    assert_int_equal(w->events, 1 + 18 + 2 + 3);
+    /* sequence 1: the metadata and the 3 counters; 3..: one per track (the samples' is 2) */
+    assert_int_equal(w->seq_events[1], 1 + 3);
+    assert_int_equal(w->seq_events[2], 0);
+    assert_int_equal(w->seq_events[3], 13); /* t1: 6 slices x 2 + 1 instant */
+    assert_int_equal(w->seq_events[4], 5);  /* t2: 2 slices x 2 + 1 instant */
+    assert_int_equal(w->seq_events[5], 2);  /* the GPU track: 1 slice */
+    assert_int_equal(w->seq_events[6], 0);  /* the empty track: its sequence is started */
+    assert_int_equal(w->cleared[6], 1);
+    free(w);
     free(b);
     loupe_model_free(m);
 }
@@ -432,6 +717,53 @@ static void test_bad_input(void **state) {
     }
     free(b);
     loupe_model_free(m);
+}
+
+/* Sparse and hostile iids: 3000 sequences, each cleared twice and defining iid 1000000 (far
+ * above what a dense table would hold for one entry), then a BEGIN naming it: every slice gets
+ * its name (the map, not the per-sequence array, holds such iids), and the reader's tables stay
+ * in proportion to the file. */
+static void test_reader_sparse_iids(void **state) {
+    (void)state;
+    /* nested messages built bottom-up with loupe__pb_bytes (no begin/end marks) */
+    loupe__pb t = {0}, pkt = {0}, in = {0}, ent = {0}, ev = {0};
+    for (uint64_t seq = 1; seq <= 3000; seq++) {
+        for (int clear = 0; clear < 2; clear++) {
+            ent.len = in.len = pkt.len = 0;
+            loupe__pb_uint(&ent, 1, 1000000); /* iid */
+            loupe__pb_str(&ent, 2, clear ? "second" : "first");
+            loupe__pb_bytes(&in, 2, ent.p, ent.len); /* event_names */
+            loupe__pb_uint(&pkt, 10, seq);           /* trusted_packet_sequence_id */
+            loupe__pb_uint(&pkt, 13, 1);             /* SEQ_INCREMENTAL_STATE_CLEARED */
+            loupe__pb_bytes(&pkt, 12, in.p, in.len);
+            loupe__pb_bytes(&t, 1, pkt.p, pkt.len);
+        }
+        ev.len = pkt.len = 0;
+        loupe__pb_uint(&ev, 9, 1);           /* TYPE_SLICE_BEGIN */
+        loupe__pb_uint(&ev, 10, 1000000);    /* name_iid */
+        loupe__pb_uint(&ev, 11, 5);          /* track_uuid */
+        loupe__pb_uint(&pkt, 8, 1000 + seq); /* timestamp */
+        loupe__pb_uint(&pkt, 10, seq);
+        loupe__pb_bytes(&pkt, 11, ev.p, ev.len);
+        loupe__pb_bytes(&t, 1, pkt.p, pkt.len);
+    }
+    assert_false(t.oom || pkt.oom || in.oom || ent.oom || ev.oom);
+    loupe_model *m = NULL;
+    if (read_bytes(t.p, t.len, &m) != 0) {
+        fail_msg("read: %s", loupe_last_error());
+    }
+    assert_int_equal(m->thread_count, 1);
+    assert_int_equal(m->threads[0].slice_count, 3000);
+    for (size_t i = 0; i < 3000; i++) {
+        /* the second generation's definition: the clear dropped the first */
+        assert_string_equal(m->threads[0].slices[i].name, "second");
+    }
+    loupe_model_free(m);
+    loupe__pb_free(&t);
+    loupe__pb_free(&pkt);
+    loupe__pb_free(&in);
+    loupe__pb_free(&ent);
+    loupe__pb_free(&ev);
 }
 
 /* The reader follows the sequence rules: interned data and NEEDS packets before the first
@@ -516,9 +848,15 @@ static void test_session(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_exact_bytes),
-        cmocka_unit_test(test_size),       cmocka_unit_test(test_wire_and_sequence),
-        cmocka_unit_test(test_bad_input),  cmocka_unit_test(test_reader_sequence_rules),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_exact_bytes),
+        cmocka_unit_test(test_size),
+        cmocka_unit_test(test_wire_and_sequence),
+        cmocka_unit_test(test_processes_counters_lanes),
+        cmocka_unit_test(test_old_form),
+        cmocka_unit_test(test_reader_sparse_iids),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_reader_sequence_rules),
         cmocka_unit_test(test_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

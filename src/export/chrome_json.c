@@ -3,7 +3,8 @@
  *
  * Object form, streamed event by event:
  *   {"displayTimeUnit":"ns","metadata":{...},"traceEvents":[
- *     M process_name per process, M thread_name + thread_sort_index per thread,
+ *     M process_name per process (and process_labels, loupe_process: see put_process_meta),
+ *     M thread_name + thread_sort_index per thread,
  *     X slices per thread in start order (parents first), i instants, C counters]}
  * - Each track and counter under its process's pid (processes[0]: the model's pid, 1 when 0);
  *   GPU tracks under a pid per device (model/tracks.h). An async track: b and e per slice (the e
@@ -179,6 +180,46 @@ static void put_async_id(loupe__sink *s, const loupe_model_thread *th) {
     loupe__put_jstr(s, async_cat(th));
 }
 
+/* What a process has beyond its name: "process_labels" (the Trace Event Format's M event,
+ * args.labels: Chrome's about:tracing shows it beside the name) when it has a label, and loupe's
+ * own "loupe_process" M event (args host, label, cmdline, parent_pid, rank; viewers skip an M
+ * name they do not know) when any of them is set, so that the reader gives them back. */
+static void put_process_meta(loupe__sink *s, const loupe_model *m, size_t p, uint64_t pid) {
+    if (p >= m->process_count) {
+        return;
+    }
+    const loupe_model_process *pr = &m->processes[p];
+    const char *host = pr->host != NULL ? pr->host : "";
+    const char *label = pr->label != NULL ? pr->label : "";
+    const char *cmd = pr->cmdline != NULL ? pr->cmdline : "";
+    if (label[0]) {
+        put_head(s, "M", pid, pid);
+        loupe__puts(s, ",\"name\":\"process_labels\",\"args\":{\"labels\":");
+        loupe__put_jstr(s, label);
+        loupe__puts(s, "}}");
+    }
+    if (!host[0] && !label[0] && !cmd[0] && pr->parent_pid == 0 && pr->rank == -1) {
+        return;
+    }
+    put_head(s, "M", pid, pid);
+    loupe__puts(s, ",\"name\":\"loupe_process\",\"args\":{\"host\":");
+    loupe__put_jstr(s, host);
+    loupe__puts(s, ",\"label\":");
+    loupe__put_jstr(s, label);
+    loupe__puts(s, ",\"cmdline\":");
+    loupe__put_jstr(s, cmd);
+    loupe__puts(s, ",\"parent_pid\":");
+    loupe__put_u64(s, pr->parent_pid);
+    loupe__puts(s, ",\"rank\":");
+    if (pr->rank < 0) {
+        loupe__puts(s, "-");
+        loupe__put_u64(s, (uint64_t)0 - (uint64_t)pr->rank);
+    } else {
+        loupe__put_u64(s, (uint64_t)pr->rank);
+    }
+    loupe__puts(s, "}}");
+}
+
 /* GPU tracks get a process per device ("/device:GPU:<n>", as XProf names device planes), with a
  * pid above Linux's pid_max; host threads keep the process's pid. */
 static uint64_t track_pid(const loupe_model_thread *th, uint64_t pid) {
@@ -240,6 +281,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     loupe__puts(s, ",\"name\":\"process_name\",\"args\":{\"name\":");
     loupe__put_jstr(s, m->process_name[0] ? m->process_name : "loupe");
     loupe__puts(s, "}}");
+    put_process_meta(s, m, 0, pid);
     /* Every other process: its pid, named when it has a name (a process without one still gets
      * its M event, so that a process without tracks keeps its pid). */
     for (size_t p = 1; p < m->process_count; p++) {
@@ -248,6 +290,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         loupe__puts(s, ",\"name\":\"process_name\",\"args\":{\"name\":");
         loupe__put_jstr(s, m->processes[p].name);
         loupe__puts(s, "}}");
+        put_process_meta(s, m, p, ppid);
     }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];

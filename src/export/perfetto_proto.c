@@ -6,37 +6,54 @@
  * clock_snapshot.proto, trace_packet_defaults.proto (google/perfetto protos/perfetto/trace/);
  * proto/perfetto_trace.proto is loupe's subset of them.
  *
- * The stream (one sequence, trusted_packet_sequence_id 1; Perfetto's trace_processor,
- * src/trace_processor/importers/proto/):
- *   1. flags=CLEARED, ClockSnapshot {REALTIME = origin_unix_ns (when known),
+ * The stream (Perfetto's trace_processor, src/trace_processor/importers/proto/, reads it; its
+ * sequence rules are proto_trace_reader.cc's). One packet sequence (trusted_packet_sequence_id)
+ * for the descriptors, the metadata and the counters (1), one for the CPU samples (2), and one
+ * per writer track (SEQ_TRACK0 + v: each model track, each lane of an async track), as the
+ * Perfetto SDK gives each thread its own sequence, so that the sequence implies what its events
+ * leave out:
+ *   1. Sequence 1: flags=CLEARED, ClockSnapshot {REALTIME = origin_unix_ns (when known),
  *      BOOTTIME = B, clock 64 = B is_incremental}, where B = origin_unix_ns (0 when unknown).
- *   2. TrackDescriptors: the process (uuid 1), each model track (uuid 2 + index: a thread
- *      track, or for LOUPE_TRACK_GPU a named child of the process), each counter name
- *      (uuid 2 + thread_count + k). Timestamp B, no clock id (trace time, BOOTTIME).
- *   3. flags=NEEDS, trace_packet_defaults {timestamp_clock_id 64}, an INSTANT "loupe_metadata"
- *      (category "loupe") on the process track with dict debug annotations "loupe" (version,
- *      host, clock, tsc_ghz, origin_unix_ns, duration_ns, unmatched_ends, pid), "tracks"
- *      (per track uuid: kind, device, tid, events_recorded, events_dropped, capacity_needed) and
+ *   2. TrackDescriptors (sequence 1, timestamp B on the trace clock): the processes (uuid 1 for
+ *      processes[0], then after the counters'; pid, cmdline as one element, name), each model
+ *      track (uuid 2 + index: a thread track, or for GPU and async tracks a named child of its
+ *      process), each counter track (2 + thread_count + k: one per (process, name), under that
+ *      process), each async lane (after the processes': a child of its async track, the way the
+ *      SDK's async tracks nest in Perfetto's UI).
+ *   3. Each writer track's sequence: flags=CLEARED, trace_packet_defaults {timestamp_clock_id
+ *      64, track_event_defaults {track_uuid}} and its ClockSnapshot (clock 64 is sequence-scoped).
+ *   4. Sequence 1: flags=NEEDS, trace_packet_defaults {timestamp_clock_id 64}, an INSTANT
+ *      "loupe_metadata" (category "loupe") on the process track with dict debug annotations
+ *      "loupe" (version, host, clock, tsc_ghz, origin_unix_ns, duration_ns, unmatched_ends, pid),
+ *      "tracks" (per track uuid: kind, device, tid, events_recorded, events_dropped,
+ *      capacity_needed), "processes" (per process uuid: host, label, parent_pid, rank) and
  *      "metadata" (the model's key/value pairs): what the model holds that Perfetto has no field
  *      for, so that the reader gives back the same model.
- *   4. Every event in global time order (a heap merges the tracks and the counters), each its own
- *      packet: flags=NEEDS, timestamp = the delta (ns) since the previous packet on clock 64
- *      (incremental clock: "each TracePacket's timestamp is a delta from the last one
- *      referencing this clock on the sequence", clock_snapshot.proto), new names interned in the
- *      same packet. A slice is a SLICE_BEGIN (name, category, args, flows) and a SLICE_END
- *      (annotation "loupe_flags" when the slice has LOUPE_SLICE_* flags); the END order follows
- *      the model's depths, so each END closes the BEGIN it belongs to. A packet whose time would
- *      go backwards (a model whose slices do not nest) carries an absolute timestamp with
- *      timestamp_clock_id 6 (BOOTTIME) instead and leaves the incremental clock alone.
- *   5. CPU samples, frames, stacks and off-CPU intervals, when the model has them: Perfetto's
+ *   5. Every event in global time order (a heap merges the writer tracks and the counters), each
+ *      its own packet on its track's sequence: timestamp = the delta (ns) since the sequence's
+ *      previous packet on clock 64 (incremental clock: "each TracePacket's timestamp is a delta
+ *      from the last one referencing this clock on the sequence", clock_snapshot.proto), the
+ *      sequence id, flags=NEEDS on the sequence's first event packet only, new names interned
+ *      in the same packet, and a TrackEvent without track_uuid (the default). A slice is a
+ *      SLICE_BEGIN (name, category, args, flows) and a SLICE_END (nothing else, or the
+ *      annotation "loupe_flags" when the slice has LOUPE_SLICE_* flags); on a model track the
+ *      END order follows the model's depths, so each END closes the BEGIN it belongs to; a lane's
+ *      slices do not overlap. Counters are on sequence 1 with their track_uuid. A packet whose
+ *      time would go backwards on its sequence (a model whose slices do not nest) carries an
+ *      absolute timestamp with timestamp_clock_id 6 (BOOTTIME) instead and leaves the
+ *      incremental clock alone.
+ *   6. CPU samples, frames, stacks and off-CPU intervals, when the model has them: Perfetto's
  *      profiler packets (PerfSample, interned frames/mappings/callstacks) on sequence 2, written
  *      by perfetto_samples.c.
  *
- * Interning: event names, categories and annotation names, iids from 1 per kind, defined in the
- * packet that first uses them; after 2^18 strings of a kind, new strings are written inline
+ * Interning: event names, categories and annotation names, one iid per string for the whole
+ * file (from 1 per kind), defined on each sequence in the packet that first uses it there (a bit
+ * per iid and sequence says so); after 2^18 strings of a kind, new strings are written inline
  * (TrackEvent.name / categories / DebugAnnotation.name), which bounds the table.
- * Memory: the packet buffers (the largest packet), the intern tables (bounded), a stack per track
- * (its depth) and an index of the flows' ends (one entry per end): nothing per event.
+ * Memory: the packet buffers (the largest packet), the intern tables (bounded), per writer track
+ * a stack (its depth) and its defined-iid bits (at most 2^18 / 8 bytes per kind), an index of
+ * the async tracks' slices by lane (one entry per async slice) and of the flows' ends (one per
+ * end): nothing per event of a thread track.
  * Flows: the source slice's BEGIN carries flow_ids (field 47), the destination's BEGIN
  * terminating_flow_ids (48), both fixed64, one tag per id (Perfetto's track_event.proto; its
  * decoder reads these unpacked).
@@ -51,7 +68,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEQ_ID 1         /* TracePacket.trusted_packet_sequence_id (field 10): nonzero */
+#define SEQ_MAIN 1       /* descriptors, metadata, counters (trusted_packet_sequence_id) */
+#define SEQ_TRACK0 3     /* the sequence of writer track v is SEQ_TRACK0 + v (2: the samples') */
 #define CLOCK_BOOTTIME 6 /* BuiltinClock BOOTTIME */
 #define CLOCK_REALTIME 1 /* BuiltinClock REALTIME */
 #define CLOCK_DELTA 64   /* a sequence-scoped custom clock (64..127), incremental */
@@ -113,18 +131,42 @@ typedef struct itab {
     size_t cap, count;
 } itab;
 
-typedef struct tcursor {
-    size_t si, ii; /* next slice, next instant */
-    size_t *stack; /* open slices (indices) */
+/* A packet sequence's incremental state as the writer left it. */
+typedef struct seqst {
+    uint32_t id;
+    int needs_done;              /* SEQ_NEEDS written (on its first event packet) */
+    uint64_t last;               /* model time of its last packet on clock 64 */
+    uint8_t *def[IN_KINDS + 1];  /* a bit per global iid: defined on this sequence */
+    size_t defcap[IN_KINDS + 1]; /* bytes */
+} seqst;
+
+/* A writer track: a model track, or one lane of an async track (its own Perfetto track, a
+ * child of the async track's), with its own sequence. */
+typedef struct vtrack {
+    size_t thread;
+    int is_lane;
+    size_t si, end; /* next slice and end: indices into the track's slices, or a lane's range of
+                     * w->lidx */
+    size_t ii;      /* next instant (lane 0 and plain tracks only) */
+    size_t *stack;  /* open slices (indices into the track's slices) */
     size_t depth, cap;
     size_t fi, fend; /* this track's range of flow ends */
-} tcursor;
+    seqst q;
+} vtrack;
 
 typedef struct flow_end {
-    size_t thread, slice;
+    size_t vt, slice;
     int role; /* 0: destination (terminating_flow_ids), 1: source (flow_ids) */
     uint64_t id;
 } flow_end;
+
+/* A counter track: (process, name). */
+typedef struct centry {
+    const char *name;
+    size_t process;
+    uint64_t hash;
+    size_t k1; /* index + 1 */
+} centry;
 
 /* A direct-mapped cache of string pointer -> iid in front of the hash table: the model's strings
  * are interned (equal strings share a pointer), so most events skip hashing their name. */
@@ -142,14 +184,19 @@ typedef struct writer {
     loupe__pb pkt, ev, in; /* the packet, its TrackEvent, its InternedData */
     itab tabs[IN_KINDS + 1];
     uint64_t base; /* B: the BOOTTIME and clock-64 value of model time 0 */
-    uint64_t last; /* model time of the last packet on clock 64 */
-    tcursor *cur;
+    seqst main;    /* sequence 1 */
+    seqst *q;      /* the sequence of the packet being built */
+    vtrack *vt;
+    size_t vt_count;
+    size_t *vt_base; /* per model track: its first writer track */
+    size_t *lidx;    /* async tracks' slice indices, by (track, lane, index) */
     flow_end *fe;
     size_t fe_count;
-    const char **cnames; /* distinct counter names, by track */
-    size_t *cproc;       /* per counter track: the process of its first sample (its parent) */
+    const char **cnames; /* counter tracks' names and processes, by k */
+    size_t *cproc;
     size_t cname_count;
-    itab ctab; /* counter name -> index + 1 */
+    centry *ctab;
+    size_t ctab_cap;
     size_t ci; /* next counter sample */
     int oom;
 } writer;
@@ -203,21 +250,43 @@ static uint64_t itab_get(writer *w, itab *t, const char *s, int add, uint64_t va
     return val;
 }
 
-/* The iid of s in interned-data field kind, defining it in this packet's InternedData when new;
- * 0 when the table is full (the caller writes the string inline). */
+/* The iid of s in interned-data field kind (global iids, from 1 per kind), defining it in this
+ * packet's InternedData when the packet's sequence has not had it yet (interned data is
+ * per sequence); 0 when the table is full (the caller writes the string inline). */
 static uint64_t intern(writer *w, int kind, const char *s) {
     pcache *pc = &w->pc[kind][((uintptr_t)s >> 3) & (PCACHE - 1)];
+    uint64_t iid;
     if (pc->s == s) {
-        return pc->iid;
-    }
-    itab *t = &w->tabs[kind];
-    int added;
-    uint64_t iid = itab_get(w, t, s, 1, t->count + 1, &added);
-    if (iid != 0) {
+        iid = pc->iid;
+    } else {
+        itab *t = &w->tabs[kind];
+        int added;
+        iid = itab_get(w, t, s, 1, t->count + 1, &added);
+        if (iid == 0) {
+            return 0;
+        }
         pc->s = s;
         pc->iid = iid;
     }
-    if (added) {
+    seqst *q = w->q;
+    size_t byte = (size_t)(iid >> 3);
+    if (byte >= q->defcap[kind]) {
+        size_t nc = q->defcap[kind] ? q->defcap[kind] : 16;
+        while (nc <= byte) {
+            nc *= 2;
+        }
+        uint8_t *nd = realloc(q->def[kind], nc);
+        if (nd == NULL) {
+            w->oom = 1;
+            return 0;
+        }
+        memset(nd + q->defcap[kind], 0, nc - q->defcap[kind]);
+        q->def[kind] = nd;
+        q->defcap[kind] = nc;
+    }
+    uint8_t bit = (uint8_t)(1u << (iid & 7));
+    if ((q->def[kind][byte] & bit) == 0) {
+        q->def[kind][byte] |= bit;
         size_t mk = loupe__pb_begin(&w->in, (uint32_t)kind);
         loupe__pb_uint(&w->in, 1, iid); /* field 1, EventName/EventCategory/...Name.iid */
         loupe__pb_str(&w->in, 2, s);    /* field 2, .name */
@@ -240,6 +309,13 @@ static void ann_u64(writer *w, loupe__pb *b, uint32_t field, const char *name, u
     size_t mk = loupe__pb_begin(b, field);
     ann_name(w, b, name);
     loupe__pb_uint(b, DA_UINT, v);
+    loupe__pb_end(b, mk);
+}
+
+static void ann_i64(writer *w, loupe__pb *b, uint32_t field, const char *name, int64_t v) {
+    size_t mk = loupe__pb_begin(b, field);
+    ann_name(w, b, name);
+    loupe__pb_int(b, DA_INT, v);
     loupe__pb_end(b, mk);
 }
 
@@ -298,12 +374,16 @@ static void put_category(writer *w, const char *cat) {
     }
 }
 
-/* Starts a TrackEvent packet: resets the buffers. */
-static void event_begin(writer *w, int type, uint64_t track_uuid) {
+/* Starts a TrackEvent packet on sequence q: resets the buffers. track_uuid 0: the sequence's
+ * default (track_event_defaults), left out. */
+static void event_begin(writer *w, seqst *q, int type, uint64_t track_uuid) {
+    w->q = q;
     w->ev.len = 0;
     w->in.len = 0;
     loupe__pb_uint(&w->ev, TE_TYPE, (uint64_t)type);
-    loupe__pb_uint(&w->ev, TE_TRACK_UUID, track_uuid);
+    if (track_uuid != 0) {
+        loupe__pb_uint(&w->ev, TE_TRACK_UUID, track_uuid);
+    }
 }
 
 static void put_packet(writer *w) {
@@ -314,24 +394,26 @@ static void put_packet(writer *w) {
     loupe__put(w->s, (const char *)w->pkt.p, w->pkt.len);
 }
 
-/* Wraps the TrackEvent (and its InternedData) into a packet at model time ts and writes it.
- * defaults: also set trace_packet_defaults {timestamp_clock_id 64}. */
-static void event_end(writer *w, uint64_t ts, int defaults) {
+/* Wraps the TrackEvent (and its InternedData) into a packet at model time ts on w->q and writes
+ * it. The timestamp is the delta on the sequence's clock 64 (its default clock); a time before
+ * the sequence's last is absolute on BOOTTIME instead. The sequence's first event packet says
+ * SEQ_NEEDS_INCREMENTAL_STATE; the others leave sequence_flags out: the state they need is
+ * never lost in a file (no packet is dropped after the sequence's CLEARED packet). */
+static void event_end(writer *w, uint64_t ts) {
     loupe__pb *p = &w->pkt;
+    seqst *q = w->q;
     p->len = 0;
-    if (ts >= w->last) {
-        loupe__pb_uint(p, TP_TIMESTAMP, ts - w->last); /* delta on clock 64 */
-        w->last = ts;
+    if (ts >= q->last) {
+        loupe__pb_uint(p, TP_TIMESTAMP, ts - q->last); /* delta on clock 64 */
+        q->last = ts;
     } else {
         loupe__pb_uint(p, TP_TIMESTAMP, w->base + ts);
         loupe__pb_uint(p, TP_CLOCK_ID, CLOCK_BOOTTIME);
     }
-    loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
-    loupe__pb_uint(p, TP_SEQ_FLAGS, SEQ_NEEDS);
-    if (defaults) {
-        size_t mk = loupe__pb_begin(p, TP_DEFAULTS);
-        loupe__pb_uint(p, 58, CLOCK_DELTA); /* field 58, TracePacketDefaults.timestamp_clock_id */
-        loupe__pb_end(p, mk);
+    loupe__pb_uint(p, TP_SEQ_ID, q->id);
+    if (!q->needs_done) {
+        loupe__pb_uint(p, TP_SEQ_FLAGS, SEQ_NEEDS);
+        q->needs_done = 1;
     }
     if (w->in.len > 0) {
         loupe__pb_bytes(p, TP_INTERNED_DATA, w->in.p, w->in.len);
@@ -353,110 +435,161 @@ static uint64_t process_uuid(const writer *w, size_t p) {
     return 2 + (uint64_t)w->m->thread_count + (uint64_t)w->cname_count + (uint64_t)(p - 1);
 }
 
+/* The uuid of writer track v: its model track's, or for a lane the lane's own, after the
+ * processes'. */
+static uint64_t vt_uuid(const writer *w, size_t v) {
+    if (!w->vt[v].is_lane) {
+        return thread_uuid(w->vt[v].thread);
+    }
+    size_t procs = w->m->process_count > 0 ? w->m->process_count - 1 : 0;
+    return 2 + (uint64_t)w->m->thread_count + (uint64_t)w->cname_count + (uint64_t)procs +
+           (uint64_t)v;
+}
+
 /* The pid of process p (processes[0]: the model's). */
 static uint64_t process_pid(const loupe_model *m, size_t p) {
     return p == 0 || p >= m->process_count ? m->pid : m->processes[p].pid;
+}
+
+static void clock_entry(loupe__pb *p, uint64_t id, uint64_t ts, int incremental) {
+    size_t c = loupe__pb_begin(p, 1); /* field 1, ClockSnapshot.clocks */
+    loupe__pb_uint(p, 1, id);         /* field 1, Clock.clock_id */
+    loupe__pb_uint(p, 2, ts);         /* field 2, Clock.timestamp */
+    if (incremental) {
+        loupe__pb_uint(p, 3, 1); /* field 3, Clock.is_incremental */
+    }
+    loupe__pb_end(p, c);
+}
+
+/* A sequence's first packet: CLEARED, a ClockSnapshot (clock 64 = B, incremental) and, for a
+ * track's sequence, trace_packet_defaults {timestamp_clock_id 64, track_event_defaults
+ * {track_uuid}} (the main sequence gets its defaults after its descriptors, whose timestamps
+ * are on the trace clock). */
+static void put_sequence_start(writer *w, const seqst *q, uint64_t track_uuid) {
+    const loupe_model *m = w->m;
+    loupe__pb *p = &w->pkt;
+    p->len = 0;
+    loupe__pb_uint(p, TP_SEQ_ID, q->id);
+    loupe__pb_uint(p, TP_SEQ_FLAGS, SEQ_CLEARED);
+    if (track_uuid != 0) {
+        size_t d = loupe__pb_begin(p, TP_DEFAULTS);
+        loupe__pb_uint(p, 58, CLOCK_DELTA); /* field 58, TracePacketDefaults.timestamp_clock_id */
+        size_t te = loupe__pb_begin(p, 11); /* field 11, TracePacketDefaults.track_event_defaults */
+        loupe__pb_uint(p, 11, track_uuid);  /* field 11, TrackEventDefaults.track_uuid */
+        loupe__pb_end(p, te);
+        loupe__pb_end(p, d);
+    }
+    size_t cs = loupe__pb_begin(p, TP_CLOCK_SNAPSHOT);
+    if (m->origin_unix_ns != 0 && q->id == SEQ_MAIN) {
+        clock_entry(p, CLOCK_REALTIME, m->origin_unix_ns, 0);
+    }
+    clock_entry(p, CLOCK_BOOTTIME, w->base, 0);
+    clock_entry(p, CLOCK_DELTA, w->base, 1);
+    loupe__pb_end(p, cs);
+    put_packet(w);
+}
+
+/* A ProcessDescriptor track: pid (field 1, int32), cmdline (2: the model's whole command line
+ * as one element), process_name (6). */
+static void put_process(writer *w, uint64_t uuid, uint64_t pid, const char *name,
+                        const char *cmdline) {
+    loupe__pb *p = &w->pkt;
+    p->len = 0;
+    loupe__pb_uint(p, TP_TIMESTAMP, w->base);
+    loupe__pb_uint(p, TP_SEQ_ID, SEQ_MAIN);
+    size_t td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
+    loupe__pb_uint(p, 1, uuid);        /* field 1, TrackDescriptor.uuid */
+    size_t pd = loupe__pb_begin(p, 3); /* field 3, TrackDescriptor.process */
+    loupe__pb_uint(p, 1, pid);
+    if (cmdline != NULL && cmdline[0]) {
+        loupe__pb_str(p, 2, cmdline);
+    }
+    if (name != NULL && name[0]) {
+        loupe__pb_str(p, 6, name);
+    }
+    loupe__pb_end(p, pd);
+    loupe__pb_end(p, td);
+    put_packet(w);
+}
+
+/* A named track under parent (field 5, parent_uuid; field 2, name), a counter track when
+ * counter is set (field 8, TrackDescriptor.counter: {}). */
+static void put_named(writer *w, uint64_t uuid, uint64_t parent, const char *name, int counter) {
+    loupe__pb *p = &w->pkt;
+    p->len = 0;
+    loupe__pb_uint(p, TP_TIMESTAMP, w->base);
+    loupe__pb_uint(p, TP_SEQ_ID, SEQ_MAIN);
+    size_t td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
+    loupe__pb_uint(p, 1, uuid);
+    loupe__pb_uint(p, 5, parent);
+    loupe__pb_str(p, 2, name);
+    if (counter) {
+        size_t cd = loupe__pb_begin(p, 8);
+        loupe__pb_end(p, cd);
+    }
+    loupe__pb_end(p, td);
+    put_packet(w);
 }
 
 static void put_descriptors(writer *w) {
     const loupe_model *m = w->m;
     loupe__pb *p = &w->pkt;
     uint64_t pid = m->pid;
-    /* 1: the clock snapshot, clearing the sequence's incremental state. */
-    p->len = 0;
-    loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
-    loupe__pb_uint(p, TP_SEQ_FLAGS, SEQ_CLEARED);
-    size_t cs = loupe__pb_begin(p, TP_CLOCK_SNAPSHOT);
-    if (m->origin_unix_ns != 0) {
-        size_t c = loupe__pb_begin(p, 1);        /* field 1, ClockSnapshot.clocks */
-        loupe__pb_uint(p, 1, CLOCK_REALTIME);    /* field 1, Clock.clock_id */
-        loupe__pb_uint(p, 2, m->origin_unix_ns); /* field 2, Clock.timestamp */
-        loupe__pb_end(p, c);
-    }
-    size_t c = loupe__pb_begin(p, 1);
-    loupe__pb_uint(p, 1, CLOCK_BOOTTIME);
-    loupe__pb_uint(p, 2, w->base);
-    loupe__pb_end(p, c);
-    c = loupe__pb_begin(p, 1);
-    loupe__pb_uint(p, 1, CLOCK_DELTA);
-    loupe__pb_uint(p, 2, w->base);
-    loupe__pb_uint(p, 3, 1); /* field 3, Clock.is_incremental */
-    loupe__pb_end(p, c);
-    loupe__pb_end(p, cs);
-    put_packet(w);
-    /* 2: the process, the tracks, the counter tracks. */
-    p->len = 0;
-    loupe__pb_uint(p, TP_TIMESTAMP, w->base);
-    loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
-    size_t td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
-    loupe__pb_uint(p, 1, 1);           /* field 1, TrackDescriptor.uuid */
-    size_t pd = loupe__pb_begin(p, 3); /* field 3, TrackDescriptor.process */
-    loupe__pb_uint(p, 1, pid);         /* field 1, ProcessDescriptor.pid, int32 */
-    if (m->process_name[0]) {
-        loupe__pb_str(p, 6, m->process_name); /* field 6, ProcessDescriptor.process_name */
-    }
-    loupe__pb_end(p, pd);
-    loupe__pb_end(p, td);
-    put_packet(w);
+    /* 1: the clock snapshot, clearing the main sequence's incremental state. */
+    put_sequence_start(w, &w->main, 0);
+    /* 2: the processes, the tracks, the counter tracks, the async tracks' lanes. */
+    put_process(w, 1, pid, m->process_name, m->process_count > 0 ? m->processes[0].cmdline : "");
     for (size_t k = 1; k < m->process_count; k++) {
-        p->len = 0;
-        loupe__pb_uint(p, TP_TIMESTAMP, w->base);
-        loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
-        td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
-        loupe__pb_uint(p, 1, process_uuid(w, k));
-        pd = loupe__pb_begin(p, 3);
-        loupe__pb_uint(p, 1, m->processes[k].pid);
-        if (m->processes[k].name[0]) {
-            loupe__pb_str(p, 6, m->processes[k].name);
-        }
-        loupe__pb_end(p, pd);
-        loupe__pb_end(p, td);
-        put_packet(w);
+        put_process(w, process_uuid(w, k), m->processes[k].pid, m->processes[k].name,
+                    m->processes[k].cmdline);
     }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
+        if (th->kind != LOUPE_TRACK_THREAD) {
+            /* A GPU or async track: a named track under its process. Its kind, tid and device
+             * travel in the "tracks" annotation. */
+            put_named(w, thread_uuid(t), process_uuid(w, th->process), th->name, 0);
+            continue;
+        }
         p->len = 0;
         loupe__pb_uint(p, TP_TIMESTAMP, w->base);
-        loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
-        td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
+        loupe__pb_uint(p, TP_SEQ_ID, SEQ_MAIN);
+        size_t td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
         loupe__pb_uint(p, 1, thread_uuid(t));
-        if (th->kind == LOUPE_TRACK_THREAD) {
-            size_t d = loupe__pb_begin(p, 4); /* field 4, TrackDescriptor.thread */
-            /* field 1, ThreadDescriptor.pid, int32: its process's */
-            loupe__pb_uint(p, 1, th->process == 0 ? pid : process_pid(m, th->process));
-            loupe__pb_uint(p, 2, th->tid); /* field 2, ThreadDescriptor.tid, int64 */
-            if (th->name[0]) {
-                loupe__pb_str(p, 5, th->name); /* field 5, ThreadDescriptor.thread_name */
-            }
-            loupe__pb_end(p, d);
-        } else {
-            /* A GPU or async track: a named track under its process (field 5, parent_uuid;
-             * field 2, name). Its kind, tid and device travel in the "tracks" annotation. */
-            loupe__pb_uint(p, 5, process_uuid(w, th->process));
-            loupe__pb_str(p, 2, th->name);
+        size_t d = loupe__pb_begin(p, 4); /* field 4, TrackDescriptor.thread */
+        /* field 1, ThreadDescriptor.pid, int32: its process's */
+        loupe__pb_uint(p, 1, th->process == 0 ? pid : process_pid(m, th->process));
+        loupe__pb_uint(p, 2, th->tid); /* field 2, ThreadDescriptor.tid, int64 */
+        if (th->name[0]) {
+            loupe__pb_str(p, 5, th->name); /* field 5, ThreadDescriptor.thread_name */
         }
+        loupe__pb_end(p, d);
         loupe__pb_end(p, td);
         put_packet(w);
     }
     for (size_t k = 0; k < w->cname_count; k++) {
-        p->len = 0;
-        loupe__pb_uint(p, TP_TIMESTAMP, w->base);
-        loupe__pb_uint(p, TP_SEQ_ID, SEQ_ID);
-        td = loupe__pb_begin(p, TP_TRACK_DESCRIPTOR);
-        loupe__pb_uint(p, 1, thread_uuid(m->thread_count + k));
-        loupe__pb_uint(p, 5, process_uuid(w, w->cproc[k])); /* field 5, parent_uuid */
-        loupe__pb_str(p, 2, w->cnames[k]);
-        size_t cd = loupe__pb_begin(p, 8); /* field 8, TrackDescriptor.counter: {} */
-        loupe__pb_end(p, cd);
-        loupe__pb_end(p, td);
-        put_packet(w);
+        put_named(w, thread_uuid(m->thread_count + k), process_uuid(w, w->cproc[k]), w->cnames[k],
+                  1);
+    }
+    /* An async track's lanes: child tracks of the async track, as the Perfetto SDK's async
+     * tracks nest in its UI (track_descriptor.proto: parent_uuid); the reader folds them back
+     * into the one async track. */
+    for (size_t v = 0; v < w->vt_count; v++) {
+        if (w->vt[v].is_lane) {
+            const loupe_model_thread *th = &m->threads[w->vt[v].thread];
+            put_named(w, vt_uuid(w, v), thread_uuid(w->vt[v].thread), th->name, 0);
+        }
+    }
+    /* 3: each writer track's sequence: cleared, its clock, its track as the default. */
+    for (size_t v = 0; v < w->vt_count; v++) {
+        put_sequence_start(w, &w->vt[v].q, vt_uuid(w, v));
     }
 }
 
 static void put_metadata(writer *w) {
     const loupe_model *m = w->m;
     loupe__pb *b = &w->ev;
-    event_begin(w, TYPE_INSTANT, 1);
+    event_begin(w, &w->main, TYPE_INSTANT, 1);
     put_name(w, "loupe_metadata");
     put_category(w, "loupe");
     size_t a = loupe__pb_begin(b, TE_DEBUG_ANNOTATIONS);
@@ -489,6 +622,21 @@ static void put_metadata(writer *w) {
         loupe__pb_end(b, d);
     }
     loupe__pb_end(b, a);
+    /* Per process (by its track's uuid): what ProcessDescriptor has no field for. */
+    a = loupe__pb_begin(b, TE_DEBUG_ANNOTATIONS);
+    ann_name(w, b, "processes");
+    for (size_t k = 0; k < m->process_count; k++) {
+        const loupe_model_process *pr = &m->processes[k];
+        snprintf(w->scratch, sizeof w->scratch, "%llu", (unsigned long long)process_uuid(w, k));
+        d = loupe__pb_begin(b, DA_DICT_ENTRIES);
+        loupe__pb_str(b, DA_NAME, w->scratch);
+        ann_str(w, b, DA_DICT_ENTRIES, "host", pr->host != NULL ? pr->host : "");
+        ann_str(w, b, DA_DICT_ENTRIES, "label", pr->label != NULL ? pr->label : "");
+        ann_u64(w, b, DA_DICT_ENTRIES, "parent_pid", pr->parent_pid);
+        ann_i64(w, b, DA_DICT_ENTRIES, "rank", pr->rank);
+        loupe__pb_end(b, d);
+    }
+    loupe__pb_end(b, a);
     if (m->metadata_count > 0) {
         a = loupe__pb_begin(b, TE_DEBUG_ANNOTATIONS);
         ann_name(w, b, "metadata");
@@ -497,24 +645,51 @@ static void put_metadata(writer *w) {
         }
         loupe__pb_end(b, a);
     }
-    event_end(w, 0, 1);
+    /* The main sequence's defaults: its later timestamps are on clock 64. */
+    loupe__pb *p = &w->pkt;
+    p->len = 0;
+    loupe__pb_uint(p, TP_TIMESTAMP, 0); /* model time 0 = B, the clock's snapshot value */
+    loupe__pb_uint(p, TP_SEQ_ID, SEQ_MAIN);
+    loupe__pb_uint(p, TP_SEQ_FLAGS, SEQ_NEEDS);
+    w->main.needs_done = 1;
+    size_t mk = loupe__pb_begin(p, TP_DEFAULTS);
+    loupe__pb_uint(p, 58, CLOCK_DELTA);
+    loupe__pb_end(p, mk);
+    if (w->in.len > 0) {
+        loupe__pb_bytes(p, TP_INTERNED_DATA, w->in.p, w->in.len);
+    }
+    loupe__pb_bytes(p, TP_TRACK_EVENT, w->ev.p, w->ev.len);
+    put_packet(w);
 }
 
 /* ---- the merge ---- */
 
-/* The model time of track t's next event, and what it is (0 none, 1 END, 2 BEGIN, 3 INSTANT). */
-static int thread_next(const writer *w, size_t t, uint64_t *ts) {
-    const loupe_model_thread *th = &w->m->threads[t];
-    const tcursor *c = &w->cur[t];
+/* The slice at position pos of writer track c. */
+static size_t vt_slice(const writer *w, const vtrack *c, size_t pos) {
+    return c->is_lane ? w->lidx[pos] : pos;
+}
+
+/* The model time of writer track v's next event, and what it is (0 none, 1 END, 2 BEGIN,
+ * 3 INSTANT). On a plain track the END order follows the model's depths, so each END closes the
+ * BEGIN it belongs to; in a lane (slices that do not overlap) a slice ends before the next
+ * begins. */
+static int vt_next(const writer *w, size_t v, uint64_t *ts) {
+    const vtrack *c = &w->vt[v];
+    const loupe_model_thread *th = &w->m->threads[c->thread];
     int what = 0;
     uint64_t at = 0;
-    if (c->depth > 0 && (c->si >= th->slice_count || c->depth > th->slices[c->si].depth)) {
+    const loupe_slice *nx = c->si < c->end ? &th->slices[vt_slice(w, c, c->si)] : NULL;
+    if (c->depth > 0) {
         const loupe_slice *s = &th->slices[c->stack[c->depth - 1]];
-        what = 1;
-        at = s->start_ns + s->dur_ns;
-    } else if (c->si < th->slice_count) {
+        uint64_t e = s->start_ns + s->dur_ns;
+        if (nx == NULL || (c->is_lane ? e <= nx->start_ns : c->depth > nx->depth)) {
+            what = 1;
+            at = e;
+        }
+    }
+    if (what == 0 && nx != NULL) {
         what = 2;
-        at = th->slices[c->si].start_ns;
+        at = nx->start_ns;
     }
     if (c->ii < th->instant_count && (what == 0 || th->instants[c->ii].ts_ns <= at)) {
         what = 3;
@@ -524,18 +699,18 @@ static int thread_next(const writer *w, size_t t, uint64_t *ts) {
     return what;
 }
 
-static void emit_thread(writer *w, size_t t, int what, uint64_t ts) {
-    const loupe_model_thread *th = &w->m->threads[t];
-    tcursor *c = &w->cur[t];
+static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
+    vtrack *c = &w->vt[v];
+    const loupe_model_thread *th = &w->m->threads[c->thread];
     if (what == 1) {
         const loupe_slice *s = &th->slices[c->stack[--c->depth]];
-        event_begin(w, TYPE_SLICE_END, thread_uuid(t));
+        event_begin(w, &c->q, TYPE_SLICE_END, 0);
         if (s->flags != 0) {
             ann_u64(w, &w->ev, TE_DEBUG_ANNOTATIONS, "loupe_flags", s->flags);
         }
-        event_end(w, ts, 0);
+        event_end(w, ts);
     } else if (what == 2) {
-        size_t i = c->si++;
+        size_t i = vt_slice(w, c, c->si++);
         const loupe_slice *s = &th->slices[i];
         if (c->depth == c->cap) {
             size_t nc = c->cap ? c->cap * 2 : 16;
@@ -548,7 +723,7 @@ static void emit_thread(writer *w, size_t t, int what, uint64_t ts) {
             c->cap = nc;
         }
         c->stack[c->depth++] = i;
-        event_begin(w, TYPE_SLICE_BEGIN, thread_uuid(t));
+        event_begin(w, &c->q, TYPE_SLICE_BEGIN, 0);
         put_name(w, s->name);
         put_category(w, s->category);
         put_args(w, s->args, s->arg_count);
@@ -556,32 +731,99 @@ static void emit_thread(writer *w, size_t t, int what, uint64_t ts) {
             const flow_end *f = &w->fe[c->fi++];
             loupe__pb_fixed64(&w->ev, f->role ? TE_FLOW_IDS : TE_TERMINATING_FLOW_IDS, f->id);
         }
-        event_end(w, ts, 0);
+        event_end(w, ts);
     } else {
         const loupe_instant *in = &th->instants[c->ii++];
-        event_begin(w, TYPE_INSTANT, thread_uuid(t));
+        event_begin(w, &c->q, TYPE_INSTANT, 0);
         put_name(w, in->name);
         put_args(w, in->args, in->arg_count);
-        event_end(w, ts, 0);
+        event_end(w, ts);
     }
+}
+
+static uint64_t ckey_hash(const char *name, size_t process) {
+    return loupe__hash_str(name) ^ ((uint64_t)process * 0x9E3779B97F4A7C15ull);
+}
+
+/* The counter track of (process, name): its index + 1, added when add is set and it is missing
+ * (*added then 1); 0 when missing or out of memory (w->oom). */
+static size_t ctab_get(writer *w, const char *name, size_t process, int add, int *added) {
+    *added = 0;
+    uint64_t h = ckey_hash(name, process);
+    if (w->ctab_cap > 0) {
+        for (size_t j = h & (w->ctab_cap - 1);; j = (j + 1) & (w->ctab_cap - 1)) {
+            const centry *e = &w->ctab[j];
+            if (e->name == NULL) {
+                break;
+            }
+            if (e->hash == h && e->process == process &&
+                (e->name == name || strcmp(e->name, name) == 0)) {
+                return e->k1;
+            }
+        }
+    }
+    if (!add) {
+        return 0;
+    }
+    if ((w->cname_count + 1) * 2 > w->ctab_cap) {
+        size_t nc = w->ctab_cap ? w->ctab_cap * 2 : 64;
+        centry *ne = calloc(nc, sizeof(*ne));
+        if (ne == NULL) {
+            w->oom = 1;
+            return 0;
+        }
+        for (size_t i = 0; i < w->ctab_cap; i++) {
+            if (w->ctab[i].name != NULL) {
+                size_t j = w->ctab[i].hash & (nc - 1);
+                while (ne[j].name != NULL) {
+                    j = (j + 1) & (nc - 1);
+                }
+                ne[j] = w->ctab[i];
+            }
+        }
+        free(w->ctab);
+        w->ctab = ne;
+        w->ctab_cap = nc;
+    }
+    const char **nn = realloc(w->cnames, (w->cname_count + 1) * sizeof(*nn));
+    if (nn == NULL) {
+        w->oom = 1;
+        return 0;
+    }
+    w->cnames = nn;
+    size_t *np = realloc(w->cproc, (w->cname_count + 1) * sizeof(*np));
+    if (np == NULL) {
+        w->oom = 1;
+        return 0;
+    }
+    w->cproc = np;
+    size_t j = h & (w->ctab_cap - 1);
+    while (w->ctab[j].name != NULL) {
+        j = (j + 1) & (w->ctab_cap - 1);
+    }
+    w->cnames[w->cname_count] = name;
+    w->cproc[w->cname_count] = process;
+    w->ctab[j] = (centry){name, process, h, ++w->cname_count};
+    *added = 1;
+    return w->cname_count;
 }
 
 static void emit_counter(writer *w) {
     const loupe_counter_sample *c = &w->m->counters[w->ci++];
     int added;
-    uint64_t k = itab_get(w, &w->ctab, c->name, 0, 0, &added);
-    event_begin(w, TYPE_COUNTER, thread_uuid(w->m->thread_count + (size_t)(k - 1)));
+    size_t k1 = ctab_get(w, c->name, c->process, 0, &added);
+    event_begin(w, &w->main, TYPE_COUNTER, thread_uuid(w->m->thread_count + (k1 - 1)));
     if (c->is_double) {
         loupe__pb_double(&w->ev, TE_DOUBLE_COUNTER, c->d); /* field 44, double */
     } else {
         loupe__pb_int(&w->ev, TE_COUNTER_VALUE, c->i); /* field 30, int64 */
     }
-    event_end(w, c->ts_ns, 0);
+    event_end(w, c->ts_ns);
 }
 
 typedef struct hitem {
     uint64_t ts;
-    size_t src; /* a thread index, or thread_count for the counters */
+    size_t src; /* a writer track, or vt_count for the counters */
     int what;
 } hitem;
 
@@ -609,8 +851,8 @@ static void sift_down(hitem *h, size_t n, size_t i) {
 }
 
 static int src_next(const writer *w, size_t src, uint64_t *ts) {
-    if (src < w->m->thread_count) {
-        return thread_next(w, src, ts);
+    if (src < w->vt_count) {
+        return vt_next(w, src, ts);
     }
     if (w->ci < w->m->counter_count) {
         *ts = w->m->counters[w->ci].ts_ns;
@@ -621,8 +863,8 @@ static int src_next(const writer *w, size_t src, uint64_t *ts) {
 
 static int cmp_flow_end(const void *pa, const void *pb) {
     const flow_end *a = pa, *b = pb;
-    if (a->thread != b->thread) {
-        return a->thread < b->thread ? -1 : 1;
+    if (a->vt != b->vt) {
+        return a->vt < b->vt ? -1 : 1;
     }
     if (a->slice != b->slice) {
         return a->slice < b->slice ? -1 : 1;
@@ -630,12 +872,72 @@ static int cmp_flow_end(const void *pa, const void *pb) {
     return a->role - b->role;
 }
 
+/* The lanes of async track th: 1 + its deepest slice's depth (the builder's lane), at least 1. */
+static size_t lanes_of(const loupe_model_thread *th) {
+    size_t n = 1;
+    for (size_t i = 0; i < th->slice_count; i++) {
+        if ((size_t)th->slices[i].depth + 1 > n) {
+            n = (size_t)th->slices[i].depth + 1;
+        }
+    }
+    return n;
+}
+
+/* The writer track of (thread t, slice i). */
+static size_t vt_of(const writer *w, size_t t, size_t i) {
+    const loupe_model_thread *th = &w->m->threads[t];
+    return w->vt_base[t] + (th->kind == LOUPE_TRACK_ASYNC ? th->slices[i].depth : 0);
+}
+
 static int prepare(writer *w) {
     const loupe_model *m = w->m;
-    w->cur = calloc(m->thread_count + 1, sizeof(*w->cur));
-    if (w->cur == NULL) {
+    w->vt_base = calloc(m->thread_count + 1, sizeof(*w->vt_base));
+    if (w->vt_base == NULL) {
         return -1;
     }
+    size_t nvt = 0, nasync = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        w->vt_base[t] = nvt;
+        if (th->kind == LOUPE_TRACK_ASYNC) {
+            nvt += lanes_of(th);
+            nasync += th->slice_count;
+        } else {
+            nvt++;
+        }
+    }
+    w->vt_base[m->thread_count] = nvt;
+    w->vt = calloc(nvt + 1, sizeof(*w->vt));
+    w->lidx = malloc((nasync + 1) * sizeof(*w->lidx));
+    if (w->vt == NULL || w->lidx == NULL) {
+        return -1;
+    }
+    w->vt_count = nvt;
+    size_t li = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        size_t b = w->vt_base[t], lanes = w->vt_base[t + 1] - b;
+        for (size_t l = 0; l < lanes; l++) {
+            vtrack *c = &w->vt[b + l];
+            c->thread = t;
+            c->q.id = (uint32_t)(SEQ_TRACK0 + b + l);
+            c->ii = l == 0 ? 0 : th->instant_count; /* instants: lane 0's */
+            if (th->kind != LOUPE_TRACK_ASYNC) {
+                c->end = th->slice_count;
+                continue;
+            }
+            /* a lane's slices, in model order (a counting pass per lane) */
+            c->is_lane = 1;
+            c->si = li;
+            for (size_t i = 0; i < th->slice_count; i++) {
+                if (th->slices[i].depth == l) {
+                    w->lidx[li++] = i;
+                }
+            }
+            c->end = li;
+        }
+    }
+    w->main.id = SEQ_MAIN;
     if (m->flow_count > 0) {
         w->fe = malloc(2 * m->flow_count * sizeof(*w->fe));
         if (w->fe == NULL) {
@@ -643,45 +945,39 @@ static int prepare(writer *w) {
         }
         for (size_t i = 0; i < m->flow_count; i++) {
             const loupe_flow *f = &m->flows[i];
-            w->fe[w->fe_count++] = (flow_end){f->from_thread, f->from_slice, 1, f->id};
-            w->fe[w->fe_count++] = (flow_end){f->to_thread, f->to_slice, 0, f->id};
+            w->fe[w->fe_count++] =
+                (flow_end){vt_of(w, f->from_thread, f->from_slice), f->from_slice, 1, f->id};
+            w->fe[w->fe_count++] =
+                (flow_end){vt_of(w, f->to_thread, f->to_slice), f->to_slice, 0, f->id};
         }
         qsort(w->fe, w->fe_count, sizeof(*w->fe), cmp_flow_end);
     }
     size_t j = 0;
-    for (size_t t = 0; t < m->thread_count; t++) {
-        w->cur[t].fi = j;
-        while (j < w->fe_count && w->fe[j].thread == t) {
+    for (size_t v = 0; v < nvt; v++) {
+        w->vt[v].fi = j;
+        while (j < w->fe_count && w->fe[j].vt == v) {
             j++;
         }
-        w->cur[t].fend = j;
+        w->vt[v].fend = j;
     }
     for (size_t i = 0; i < m->counter_count; i++) {
         int added;
-        itab_get(w, &w->ctab, m->counters[i].name, 1, w->cname_count + 1, &added);
-        if (added) {
-            const char **nn = realloc(w->cnames, (w->cname_count + 1) * sizeof(*nn));
-            if (nn == NULL) {
-                return -1;
-            }
-            w->cnames = nn;
-            size_t *np = realloc(w->cproc, (w->cname_count + 1) * sizeof(*np));
-            if (np == NULL) {
-                return -1;
-            }
-            w->cproc = np;
-            w->cproc[w->cname_count] = m->counters[i].process;
-            w->cnames[w->cname_count++] = m->counters[i].name;
-        } else if (w->oom) {
+        if (ctab_get(w, m->counters[i].name, m->counters[i].process, 1, &added) == 0) {
             return -1;
-        } else if (itab_get(w, &w->ctab, m->counters[i].name, 0, 0, &added) == 0) {
-            /* more than INTERN_MAX counter names */
-            loupe__err(LOUPE_EUNSUPPORTED, "Perfetto writer: more than %u distinct counter names",
+        }
+        if (added && w->cname_count > INTERN_MAX) {
+            loupe__err(LOUPE_EUNSUPPORTED, "Perfetto writer: more than %u counter tracks",
                        INTERN_MAX);
             return -2;
         }
     }
     return w->oom ? -1 : 0;
+}
+
+static void seq_free(seqst *q) {
+    for (int k = 0; k <= IN_KINDS; k++) {
+        free(q->def[k]);
+    }
 }
 
 static void writer_free(writer *w) {
@@ -691,13 +987,17 @@ static void writer_free(writer *w) {
     for (int k = 0; k <= IN_KINDS; k++) {
         free(w->tabs[k].e);
     }
-    free(w->ctab.e);
-    if (w->cur != NULL) {
-        for (size_t t = 0; t < w->m->thread_count; t++) {
-            free(w->cur[t].stack);
+    free(w->ctab);
+    if (w->vt != NULL) {
+        for (size_t v = 0; v < w->vt_count; v++) {
+            free(w->vt[v].stack);
+            seq_free(&w->vt[v].q);
         }
     }
-    free(w->cur);
+    seq_free(&w->main);
+    free(w->vt);
+    free(w->vt_base);
+    free(w->lidx);
     free(w->fe);
     free(w->cnames);
     free(w->cproc);
@@ -717,7 +1017,7 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
     }
     put_descriptors(&w);
     put_metadata(&w);
-    size_t nsrc = m->thread_count + 1;
+    size_t nsrc = w.vt_count + 1;
     hitem *heap = malloc(nsrc * sizeof(*heap));
     if (heap == NULL) {
         writer_free(&w);
@@ -736,8 +1036,8 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
     }
     while (n > 0 && !w.oom && s->err == 0) {
         hitem *top = &heap[0];
-        if (top->src < m->thread_count) {
-            emit_thread(&w, top->src, top->what, top->ts);
+        if (top->src < w.vt_count) {
+            emit_vt(&w, top->src, top->what, top->ts);
         } else {
             emit_counter(&w);
         }

@@ -984,11 +984,58 @@ static int do_counter(reader *r, const evf *ev, size_t idx, int64_t ts) {
     return 0;
 }
 
+/* loupe's "loupe_process" M event (the writer's put_process_meta): the process of its pid gets
+ * host, label, cmdline (strings), parent_pid and rank (integers); a field of another type is
+ * left unset. */
+static int do_process_meta(reader *r, const evf *ev, size_t idx) {
+    uint64_t pid = 0;
+    if (ev->pid != NULL && get_id(ev->pid, 10, &pid, NULL) != 0) {
+        return loupe__err(LOUPE_EFORMAT, "%s: event %zu: pid is not an integer", r->path, idx);
+    }
+    if (ev->args == NULL || ev->args->type != LOUPE__J_OBJ) {
+        return 0;
+    }
+    size_t p = process_of(r, pid);
+    if (p == SIZE_MAX) {
+        return oom(r);
+    }
+    static const char *const strs[] = {"host", "label", "cmdline"};
+    for (size_t i = 0; i < 3; i++) {
+        const loupe__jnode *v = loupe__jp_get(&r->p, ev->args, strs[i]);
+        if (v == NULL || v->type != LOUPE__J_STR) {
+            continue;
+        }
+        const char *str = loupe__mb_str(r->mb, v->s);
+        loupe_model_process *pr = loupe__mb_process_at(r->mb, p);
+        if (i == 0) {
+            pr->host = str;
+        } else if (i == 1) {
+            pr->label = str;
+        } else {
+            pr->cmdline = str;
+        }
+    }
+    uint64_t u;
+    int64_t i64;
+    const loupe__jnode *v = loupe__jp_get(&r->p, ev->args, "parent_pid");
+    if (v != NULL && loupe__jp_u64(v, &u)) {
+        loupe__mb_process_at(r->mb, p)->parent_pid = u;
+    }
+    v = loupe__jp_get(&r->p, ev->args, "rank");
+    if (v != NULL && loupe__jp_i64(v, &i64)) {
+        loupe__mb_process_at(r->mb, p)->rank = i64;
+    }
+    return loupe__mb_failed(r->mb) ? oom(r) : 0;
+}
+
 static int do_meta_event(reader *r, const evf *ev, size_t idx) {
     const char *name;
     int rc = get_str(r, ev->name, idx, "name", &name);
     if (rc != 0) {
         return rc;
+    }
+    if (strcmp(name, "loupe_process") == 0) {
+        return do_process_meta(r, ev, idx);
     }
     const loupe__jnode *nv = loupe__jp_get(&r->p, ev->args, "name");
     if (nv == NULL || nv->type != LOUPE__J_STR) {

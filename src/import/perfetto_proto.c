@@ -17,9 +17,11 @@
  *   through the sequence's last ClockSnapshot (offset to its BOOTTIME reading), incremental ones
  *   adding each packet's delta; another builtin clock with a snapshot is converted the same way,
  *   without one it is taken as trace time (the newest trace_processor does so too).
- * - TrackDescriptors: process (pid, process_name), thread (tid, thread_name: one model track
- *   each), counter (a counter track: its samples become model counters named by the track),
- *   any other named track with events (a model track of its own; loupe's GPU tracks).
+ * - TrackDescriptors: process (pid, cmdline joined with spaces, process_name), thread (tid,
+ *   thread_name: one model track each), counter (a counter track: its samples become model
+ *   counters named by the track, in its parent's process), any other named track (a model
+ *   track of its own; loupe's GPU and async tracks); a named track's child tracks (loupe's
+ *   async lanes) put their events on that track's model track.
  * - TrackEvents: SLICE_BEGIN / SLICE_END (a stack per track; an END with nothing open, or
  *   earlier than its BEGIN, is counted in unmatched_ends; a BEGIN still open at the end closes at
  *   the last timestamp, LOUPE_SLICE_TRUNCATED), INSTANT, COUNTER (int64 or double); name by iid
@@ -29,8 +31,13 @@
  *   terminating_flow_ids (48, 42) end the id. Only slice BEGINs are flow ends in the model.
  * - loupe's own "loupe_metadata" instant on the process track (see the writer) restores the
  *   model fields Perfetto has no place for: host, clock, tsc_ghz, origin, duration, per-track
- *   kind/device/tid and loss accounting, and the metadata pairs. Model times are relative to its
- *   origin_unix_ns (the writer's clock base); in other files to the earliest timestamp.
+ *   kind/device/tid and loss accounting, per-process host/label/parent_pid/rank, and the
+ *   metadata pairs. Model times are relative to its origin_unix_ns (the writer's clock base);
+ *   in other files to the earliest timestamp.
+ * - Speed: the common cases skip the general paths: 1-byte tags with 1-byte values (next()),
+ *   interned strings by iid in a per-sequence array, small sequence ids by index, the last track
+ *   of each sequence cached. Nothing is allocated per event but the model's own arrays (and the
+ *   joined string of an event with several categories).
  * - CPU samples: PerfSample packets and the interned frames, mappings and callstacks they use
  *   (see "CPU samples" at the end of this file).
  */
@@ -41,6 +48,7 @@
 #include "model/builder.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <loupe/loupe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +57,8 @@
 
 #define MAX_FILE ((uint64_t)4 << 30)
 #define MAX_SEQS 65536
+#define DENSE_IIDS ((uint64_t)1 << 20) /* per sequence and kind: 8 MiB of pointers at most */
+#define DIRECT_SEQS 4096               /* sequence ids looked up by index below this */
 
 /* ---- a map of (a, b) -> (v1, v2), open addressing ---- */
 
@@ -137,6 +147,9 @@ typedef struct track {
     uint64_t m_kind, m_device, m_tid, m_rec, m_drop, m_cap;
     int has_pid; /* a thread track's ThreadDescriptor pid: its samples' (pid, tid) key */
     uint64_t pid;
+    /* A child of a named track (loupe's async lanes): index + 1 of that track, whose model
+     * thread this one's events go to; 0 otherwise. */
+    size_t lane_of;
 } track;
 
 typedef struct clockref {
@@ -155,6 +168,14 @@ typedef struct seq {
     int has_boot;
     uint64_t boot_snap;
     clockref clocks[128]; /* by clock id; 64..127 sequence-scoped */
+    /* The current generation's interned strings by iid, for iids below DENSE_IIDS (writers give
+     * iids from 1 up, so they are dense): an array index instead of a hash per event. The map
+     * r->interned holds them too, and every iid above. */
+    const char **dense[4]; /* by InternedData field 1..3 */
+    size_t dense_cap[4], dense_count[4];
+    /* the last track an event of this sequence named: uuid -> index + 1 into r->trk */
+    uint64_t last_uuid;
+    size_t last_trk;
 } seq;
 
 typedef struct reader {
@@ -169,6 +190,8 @@ typedef struct reader {
     map flows;    /* (flow id, 0) -> (thread, slice) when live */
     map seqmap;   /* (sequence id, 1) -> index into seqs */
     size_t last_seq;
+    uint32_t seq_direct[DIRECT_SEQS]; /* sequence id -> index + 1 into seqs, for small ids */
+    size_t dense_budget;              /* bytes the dense intern tables may still take */
     track *trk;
     size_t trk_count, trk_cap;
     loupe_arg *args;
@@ -196,7 +219,38 @@ static int oom(reader *r) {
     return loupe__err(LOUPE_ENOMEM, "%s: out of memory reading the Perfetto trace", r->name);
 }
 
-static int next(reader *r, loupe__pbr *p, loupe__pbf *f, const char *where, int *rc) {
+/* Reads the next field of p into *f: 1, 0 at the end, or -1 with *rc set. Inlined: the callers
+ * copy *f right after (a call in between made those copies wait on its stores: a quarter of the
+ * read time of a 20 M-event file, perf annotate). */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int
+next(reader *r, loupe__pbr *p, loupe__pbf *f, const char *where, int *rc) {
+    /* The fast path, for most fields of a track event: a 1-byte tag (field 1..15) with a 1-byte
+     * varint, or with a 1-byte length that fits what remains. Anything else, every error
+     * included, takes loupe__pbr_next's full checks. */
+    const uint8_t *q = p->p;
+    if (p->end - q >= 2 && q[0] >= 8 && q[0] < 0x80 && q[1] < 0x80) {
+        int wire = q[0] & 7;
+        if (wire == PB_VARINT) {
+            f->offset = (size_t)(q - p->base);
+            f->field = (uint32_t)(q[0] >> 3);
+            f->wire = PB_VARINT;
+            f->v = q[1];
+            p->p = q + 2;
+            return 1;
+        }
+        if (wire == PB_LEN && (ptrdiff_t)q[1] <= p->end - q - 2) {
+            f->offset = (size_t)(q - p->base);
+            f->field = (uint32_t)(q[0] >> 3);
+            f->wire = PB_LEN;
+            f->data = q + 2;
+            f->len = q[1];
+            p->p = q + 2 + q[1];
+            return 1;
+        }
+    }
     size_t off = 0;
     const char *what = NULL;
     int k = loupe__pbr_next(p, f, &off, &what);
@@ -230,6 +284,10 @@ static seq *get_seq(reader *r, uint32_t id, size_t *idx, int *rc) {
         *idx = r->last_seq;
         return r->seqs[r->last_seq];
     }
+    if (id < DIRECT_SEQS && r->seq_direct[id] != 0) {
+        *idx = r->last_seq = r->seq_direct[id] - 1;
+        return r->seqs[r->last_seq];
+    }
     mentry *e = map_find(&r->seqmap, id, 1);
     if (e != NULL) {
         *idx = r->last_seq = (size_t)e->v1;
@@ -258,6 +316,9 @@ static seq *get_seq(reader *r, uint32_t id, size_t *idx, int *rc) {
         return NULL;
     }
     e->v1 = r->seq_count;
+    if (id < DIRECT_SEQS) {
+        r->seq_direct[id] = (uint32_t)r->seq_count + 1;
+    }
     *idx = r->last_seq = r->seq_count;
     r->seqs[r->seq_count++] = s;
     return s;
@@ -308,7 +369,36 @@ static size_t track_thread(reader *r, track *t, int *rc) {
 
 /* ---- packets ---- */
 
-static int do_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s) {
+/* Records iid's string in the sequence's dense table of kind (grown by doubling up to
+ * DENSE_IIDS) when that keeps the tables within their budget: a table grows only to twice its
+ * defined entries plus 64, and all tables together to dense_budget bytes (8 times the file, at
+ * least 64 MiB), so a hostile file cannot make the reader allocate far more than it holds; an
+ * iid left out is found in the map. Nonzero on out-of-memory. */
+static int dense_put(reader *r, seq *s, unsigned kind, uint64_t iid, const char *str) {
+    s->dense_count[kind]++;
+    if (iid >= s->dense_cap[kind]) {
+        size_t nc = s->dense_cap[kind] ? s->dense_cap[kind] : 64;
+        while (nc <= iid) {
+            nc *= 2;
+        }
+        size_t grow = (nc - s->dense_cap[kind]) * sizeof(const char *);
+        if (iid >= 2 * s->dense_count[kind] + 64 || grow > r->dense_budget) {
+            return 0; /* sparse, or over budget: the map has it */
+        }
+        r->dense_budget -= grow;
+        const char **nd = realloc(s->dense[kind], nc * sizeof(*nd));
+        if (nd == NULL) {
+            return -1;
+        }
+        memset(nd + s->dense_cap[kind], 0, (nc - s->dense_cap[kind]) * sizeof(*nd));
+        s->dense[kind] = nd;
+        s->dense_cap[kind] = nc;
+    }
+    s->dense[kind][iid] = str;
+    return 0;
+}
+
+static int do_interned(reader *r, const loupe__pbf *idf, size_t si, seq *s) {
     loupe__pbr p = sub(r, idf);
     loupe__pbf f = {0};
     int rc = 0, k;
@@ -352,12 +442,19 @@ static int do_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s
         if (!e->live) { /* the first definition wins */
             e->live = 1;
             e->v1 = (uint64_t)(uintptr_t)(name != NULL ? name : "");
+            if (iid < DENSE_IIDS &&
+                dense_put(r, s, f.field, iid, (const char *)(uintptr_t)e->v1) != 0) {
+                return oom(r);
+            }
         }
     }
     return k < 0 ? rc : 0;
 }
 
 static const char *lookup(reader *r, size_t si, const seq *s, unsigned kind, uint64_t iid) {
+    if (iid < s->dense_cap[kind] && s->dense[kind][iid] != NULL) {
+        return s->dense[kind][iid];
+    }
     mentry *e = map_find(&r->interned, iid, ((uint64_t)si << 40) | ((uint64_t)s->gen << 4) | kind);
     return e != NULL && e->live ? (const char *)(uintptr_t)e->v1 : NULL;
 }
@@ -506,13 +603,18 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
     if (!has_uuid) {
         return 0;
     }
-    size_t parent_process = 0;
+    size_t parent_process = 0, lane_of = 0;
     if (parent != 0) {
         track *pt = get_track(r, parent, &rc);
         if (pt == NULL) {
             return rc;
         }
         parent_process = pt->kind == TK_PROCESS && pt->process != SIZE_MAX ? pt->process : 0;
+        if (pt->kind == TK_OTHER && pt->thread != SIZE_MAX && pt->lane_of == 0) {
+            /* a child of a named track: its lanes, as loupe writes an async track's */
+            lane_of = (size_t)(pt - r->trk) + 1;
+            parent_process = pt->process;
+        }
     }
     track *t = get_track(r, uuid, &rc);
     if (t == NULL) {
@@ -523,6 +625,8 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
         loupe__pbr q = sub(r, &proc);
         loupe__pbf g = {0};
         const char *pname = NULL;
+        char *cmd = NULL;
+        size_t cmd_len = 0;
         t->process = SIZE_MAX;
         t->kind = TK_PROCESS;
         while ((k = next(r, &q, &g, "ProcessDescriptor", &rc)) > 0) {
@@ -540,16 +644,36 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
                     r->m->process_name = str(r, &g);
                 }
                 pname = str(r, &g);
+            } else if (g.field == 2 && (rc = want(r, &g, PB_LEN, "ProcessDescriptor")) == 0) {
+                /* cmdline, repeated: joined with spaces (loupe writes its one string whole) */
+                char *nc = realloc(cmd, cmd_len + g.len + 2);
+                if (nc == NULL) {
+                    free(cmd);
+                    return oom(r);
+                }
+                cmd = nc;
+                if (cmd_len > 0) {
+                    cmd[cmd_len++] = ' ';
+                }
+                memcpy(cmd + cmd_len, g.data, g.len);
+                cmd_len += g.len;
+                cmd[cmd_len] = 0;
             }
             if (rc != 0) {
+                free(cmd);
                 return rc;
             }
         }
         if (t->process == SIZE_MAX) {
             t->process = 0; /* no pid: the model's own */
-        } else if (k >= 0 && pname != NULL) {
+        }
+        if (k >= 0 && pname != NULL) {
             loupe__mb_process_at(r->mb, t->process)->name = pname;
         }
+        if (k >= 0 && cmd != NULL) {
+            loupe__mb_process_at(r->mb, t->process)->cmdline = loupe__mb_str(r->mb, cmd);
+        }
+        free(cmd);
         return k < 0 ? rc : 0;
     }
     if (has_thr) {
@@ -598,6 +722,11 @@ static int do_descriptor(reader *r, const loupe__pbf *df) {
         return 0;
     }
     t->kind = TK_OTHER;
+    if (lane_of != 0) {
+        t->lane_of = lane_of;
+        t->thread = r->trk[lane_of - 1].thread;
+        return 0;
+    }
     size_t i = track_thread(r, t, &rc);
     if (i == SIZE_MAX) {
         return rc;
@@ -693,7 +822,46 @@ static int push_id(reader *r, uint64_t **arr, size_t *cap, size_t *n, uint64_t v
     return 0;
 }
 
-/* loupe's metadata instant: the dicts "loupe", "tracks", "metadata". */
+/* One entry of the "processes" dict: the process of the track whose uuid is key gets the
+ * fields ProcessDescriptor has no place for (host, label, parent_pid, rank). */
+static int process_meta(reader *r, const loupe__pbf *f, const char *key, size_t si, const seq *s) {
+    char *endp;
+    errno = 0;
+    unsigned long long uuid = strtoull(key, &endp, 10);
+    if (key[0] == 0 || *endp != 0 || errno != 0) {
+        return 0;
+    }
+    mentry *e = map_find(&r->tracks, uuid, 0);
+    if (e == NULL || r->trk[e->v1].kind != TK_PROCESS) {
+        return 0;
+    }
+    loupe_model_process *pr = loupe__mb_process_at(r->mb, r->trk[e->v1].process);
+    loupe__pbr q = sub(r, f);
+    loupe__pbf g = {0};
+    int rc = 0, k;
+    while ((k = next(r, &q, &g, "DebugAnnotation", &rc)) > 0) {
+        loupe_arg v;
+        loupe__pbf d;
+        if (g.field != 11) {
+            continue;
+        }
+        if (annotation(r, &g, si, s, &v, &d, &rc) < 0) {
+            return rc;
+        }
+        if (strcmp(v.key, "host") == 0 && v.type == LOUPE_ARG_STRING) {
+            pr->host = v.v.s;
+        } else if (strcmp(v.key, "label") == 0 && v.type == LOUPE_ARG_STRING) {
+            pr->label = v.v.s;
+        } else if (strcmp(v.key, "parent_pid") == 0 && v.type == LOUPE_ARG_UINT64) {
+            pr->parent_pid = v.v.u;
+        } else if (strcmp(v.key, "rank") == 0 && v.type == LOUPE_ARG_INT64) {
+            pr->rank = v.v.i;
+        }
+    }
+    return k < 0 ? rc : 0;
+}
+
+/* loupe's metadata instant: the dicts "loupe", "tracks", "processes", "metadata". */
 static int do_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si, const seq *s) {
     int rc = 0;
     r->loupe_meta = 1;
@@ -732,6 +900,10 @@ static int do_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si, c
                     } else if (strcmp(a.key, "unmatched_ends") == 0) {
                         r->unmatched_meta = a.v.u;
                     }
+                }
+            } else if (strcmp(top.key, "processes") == 0) {
+                if ((rc = process_meta(r, &f, a.key, si, s)) != 0) {
+                    return rc;
                 }
             } else if (strcmp(top.key, "metadata") == 0 && a.type == LOUPE_ARG_STRING) {
                 if (loupe__mb_metadata(r->mb, a.key, a.v.s) != 0) {
@@ -813,6 +985,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
     int has_uuid = 0, has_cval = 0, cdouble = 0;
     const char *name = NULL;
     char *cats = NULL;
+    const char *cat1 = NULL; /* the first category (interned) */
     size_t cats_len = 0;
     size_t nfid = 0, ntfid = 0;
     uint32_t nargs = 0;
@@ -890,7 +1063,18 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
         default:
             break;
         }
-        if (cat != NULL) {
+        if (cat != NULL && cat1 == NULL && cats == NULL) {
+            cat1 = cat; /* the common case: one category, no copy */
+        } else if (cat != NULL) {
+            if (cats == NULL) { /* a second one: start the joined string with the first */
+                size_t n1 = strlen(cat1);
+                if ((cats = malloc(n1 + 1)) == NULL) {
+                    rc = oom(r);
+                    goto out;
+                }
+                memcpy(cats, cat1, n1 + 1);
+                cats_len = n1;
+            }
             size_t n = strlen(cat);
             char *nc = realloc(cats, cats_len + n + 2);
             if (nc == NULL) {
@@ -911,14 +1095,21 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
     if (!has_uuid) {
         uuid = s->has_track_default ? s->track_default : 0;
     }
-    track *t = get_track(r, uuid, &rc);
-    if (t == NULL) {
-        goto out;
+    track *t;
+    if (s->last_trk != 0 && s->last_uuid == uuid) {
+        t = &r->trk[s->last_trk - 1]; /* a sequence's events are mostly on one track */
+    } else {
+        if ((t = get_track(r, uuid, &rc)) == NULL) {
+            goto out;
+        }
+        s->last_uuid = uuid;
+        s->last_trk = (size_t)(t - r->trk) + 1;
     }
     if (name == NULL) {
         name = "";
     }
-    const char *category = cats != NULL ? loupe__mb_str(r->mb, cats) : "";
+    /* one category: the interned string itself; several: joined (then interned) */
+    const char *category = cats != NULL ? loupe__mb_str(r->mb, cats) : cat1 != NULL ? cat1 : "";
     if (type == 3 && t->kind == TK_PROCESS && strcmp(name, "loupe_metadata") == 0 &&
         strcmp(category, "loupe") == 0) {
         if (nann > sizeof ann / sizeof ann[0]) {
@@ -991,7 +1182,8 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
         }
         loupe_slice *sl = loupe__mb_slice_at(r->mb, th, i);
         sl->start_ns = ts;
-        sl->name = loupe__mb_str(r->mb, name);
+        /* interned already: by the builder (str(): inline or InternedData names), or "" */
+        sl->name = name;
         sl->category = category;
         if (nargs > 0 && loupe__mb_slice_args(r->mb, th, i, r->args, nargs) != 0) {
             rc = oom(r);
@@ -1134,6 +1326,15 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
         s->valid = 1;
         s->has_clock_default = 0;
         s->has_track_default = 0;
+        /* A new generation: nothing interned yet. The tables go (not cleared in place: a file of
+         * many clears would then cost their size each time). */
+        for (unsigned kd = 1; kd <= 3; kd++) {
+            r->dense_budget += s->dense_cap[kd] * sizeof(*s->dense[kd]);
+            free(s->dense[kd]);
+            s->dense[kd] = NULL;
+            s->dense_cap[kd] = 0;
+            s->dense_count[kd] = 0;
+        }
     }
     if ((flags & 2) && !s->valid) {
         return 0; /* packet_skipped_seq_needs_incremental_state_invalid */
@@ -1183,6 +1384,13 @@ static int finish(reader *r) {
             sl->dur_ns = r->max_ts > sl->start_ns ? r->max_ts - sl->start_ns : 0;
             sl->flags |= LOUPE_SLICE_TRUNCATED;
         }
+    }
+    /* then (a lane's slices are its parent's: all closed before any is rebased) */
+    for (size_t i = 0; i < r->trk_count; i++) {
+        track *t = &r->trk[i];
+        if (t->thread == SIZE_MAX || t->lane_of != 0) {
+            continue; /* its slices are its parent's track's: rebased there */
+        }
         loupe_model_thread *th = loupe__mb_thread_at(r->mb, t->thread);
         if (t->has_meta) {
             th->kind = t->m_kind == LOUPE_TRACK_GPU     ? LOUPE_TRACK_GPU
@@ -1220,6 +1428,9 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
 
 static void reader_free(reader *r) {
     for (size_t i = 0; i < r->seq_count; i++) {
+        for (unsigned kd = 1; kd <= 3; kd++) {
+            free(r->seqs[i]->dense[kd]);
+        }
         free(r->seqs[i]);
     }
     free(r->seqs);
@@ -1281,6 +1492,7 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
     memset(&r, 0, sizeof r);
     r.name = name;
     r.base = buf;
+    r.dense_budget = n < ((size_t)8 << 20) ? (size_t)64 << 20 : 8 * n;
     r.min_ts = UINT64_MAX;
     if (n == 0) {
         return loupe__err(LOUPE_EFORMAT, "%s: empty file (not a Perfetto protobuf trace)", name);

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# perfetto_schema.sh: the .pftrace files loupe writes, parsed by Perfetto's own schema: the
+# perfetto_trace_pb2 module that the `perfetto` PyPI package ships (generated from Perfetto's
+# protos/perfetto/trace/perfetto_trace.proto; its trace_processor needs a download, so it is not
+# run). Every packet of a recorded run (zones and CPU samples) and of a converted two-process
+# trace with an async track and counters must parse with no field left unknown, and the packet
+# counts must match the file's. Needs pip packages perfetto and protobuf in a venv:
+# $LOUPE_PERFETTO_VENV when set, else BUILD_DIR/../.venv-perfetto when that directory is
+# writable, else BUILD_DIR/perfetto-venv, filled once under an flock (bounded by
+# LOUPE_PIP_TIMEOUT seconds, default 420). Skipped (77) when pip cannot fill it.
+# Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+build=$1
+src=$2
+name=perfetto_schema
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "$name: FAIL: $*" >&2; exit 1; }
+. "$src/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
+
+if [ -n "${LOUPE_PERFETTO_VENV:-}" ]; then
+  venv=$LOUPE_PERFETTO_VENV
+elif [ -w "$build/.." ]; then
+  venv=$(cd "$build/.." && pwd)/.venv-perfetto
+else
+  venv=$build/perfetto-venv
+fi
+py=$venv/bin/python
+check_import() { "$py" -c 'from perfetto.protos.perfetto.trace import perfetto_trace_pb2' 2>/dev/null; }
+if [ ! -f "$venv/.loupe-ready" ]; then
+  mkdir -p "$(dirname "$venv")"
+  exec 9>"$venv.lock"
+  if command -v flock >/dev/null; then
+    flock -w $(( ${LOUPE_PIP_TIMEOUT:-420} + 120 )) 9 || fail "$venv.lock still held"
+  fi
+  if [ -f "$venv/.loupe-ready" ]; then
+    :
+  elif [ -n "${LOUPE_PERFETTO_VENV:-}" ] && check_import; then
+    touch "$venv/.loupe-ready"
+  else
+    rm -rf "$venv"
+    echo "$name: installing perfetto and protobuf into $venv (pip, once)"
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+      rm -rf "$venv"
+      echo "$name: SKIPPED: python3 -m venv failed (Debian: apt-get install python3-venv)"
+      exit 77
+    fi
+    if ! timeout "${LOUPE_PIP_TIMEOUT:-420}" "$py" -m pip install -q --disable-pip-version-check \
+        perfetto protobuf >"$venv.pip.log" 2>&1 || ! check_import; then
+      echo "$name: SKIPPED: pip could not install perfetto and protobuf (see $venv.pip.log)"
+      tail -3 "$venv.pip.log"
+      rm -rf "$venv"
+      exit 77
+    fi
+    touch "$venv/.loupe-ready"
+  fi
+  exec 9>&-
+fi
+
+# 1. a recorded run: zones on threads, CPU samples on their sequence
+"$loupe" record -q -o "$tmp/log" --format perfetto --print-run-dir "$tmp/run" \
+  -- "$build/examples/instrumented" >/dev/null || fail "loupe record"
+rec=$(ls "$(cat "$tmp/run")"/*.pftrace) || fail "no .pftrace recorded"
+# 2. a converted trace: two processes, an async track with two lanes, a counter
+"$build/loupe" convert "$src/tests/data/perfetto_0.3.0.pftrace" -o "$tmp/conv.pftrace" \
+  >/dev/null 2>&1 || fail "loupe convert"
+
+"$py" - "$rec" "$tmp/conv.pftrace" <<'PY' || fail "Perfetto's schema"
+import sys
+from google.protobuf import unknown_fields
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+def unknown(msg, path):
+    """Paths of fields Perfetto's schema does not know, in msg and every submessage."""
+    out = []
+    if len(unknown_fields.UnknownFieldSet(msg)) > 0:
+        out.append(path)
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        rep = getattr(fd, "is_repeated", None)
+        if rep is None:
+            rep = fd.label == fd.LABEL_REPEATED
+        items = value if rep else [value]
+        for i, v in enumerate(items):
+            out += unknown(v, f"{path}.{fd.name}[{i}]")
+    return out
+
+def raw_packets(data):
+    """The number of Trace.packet fields, counted on the wire."""
+    i, n = 0, 0
+    while i < len(data):
+        assert data[i] == 0x0A, f"offset {i}: not Trace.packet"
+        i += 1
+        ln, shift = 0, 0
+        while True:
+            b = data[i]; i += 1
+            ln |= (b & 0x7F) << shift; shift += 7
+            if b < 0x80:
+                break
+        i += ln
+        n += 1
+    return n
+
+for path in sys.argv[1:]:
+    data = open(path, "rb").read()
+    t = pb.Trace()
+    t.ParseFromString(data)
+    n = raw_packets(data)
+    assert len(t.packet) == n, f"{path}: {len(t.packet)} packets parsed, {n} in the file"
+    bad = [u for i, p in enumerate(t.packet) for u in unknown(p, f"packet[{i}]")]
+    assert not bad, f"{path}: fields unknown to Perfetto's schema: {bad[:5]}"
+    seqs = {p.trusted_packet_sequence_id for p in t.packet}
+    assert 0 not in seqs, f"{path}: a packet without a sequence id"
+    evs = sum(1 for p in t.packet if p.HasField("track_event"))
+    print(f"{path.rsplit('/', 1)[-1]}: {n} packets, {evs} track events, sequences {sorted(seqs)}")
+    if path.endswith("conv.pftrace"):
+        names = {}
+        for p in t.packet:
+            if p.HasField("track_descriptor"):
+                d = p.track_descriptor
+                names[d.uuid] = d
+        procs = sorted(d.process.pid for d in names.values() if d.HasField("process"))
+        assert procs == [10, 20], procs
+        counters = [d for d in names.values() if d.HasField("counter")]
+        # the 0.3.0 file had both processes' "mem" on one track: it reads back as one
+        assert [d.name for d in counters] == ["mem"], counters
+        lanes = [d for d in names.values() if d.parent_uuid in names and names[d.parent_uuid].name == "req" and not names[d.parent_uuid].HasField("process")]
+        assert len(lanes) == 2, f"async lanes: {len(lanes)}"
+PY
+echo "ok"
