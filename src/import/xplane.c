@@ -27,6 +27,11 @@
  *   (process, tid) are one LOUPE_TRACK_ASYNC track); the line's name loses the writer's
  *   "<process> (<pid>) / " prefix and " (lane N)" suffix (own_name()). A counter event's
  *   loupe_process and a sample's loupe_line stat say whose they are.
+ * - A GPU plane's loupe_gpu_process / loupe_gpu_device stats (a loupe file's other processes'
+ *   devices) put its tracks in that process with that device (gpu_owner()).
+ * - A split trace (src/export/xplane.c write_parts()): given <x>.xplane.pb, the parts
+ *   <x>.part2.xplane.pb, <x>.part3... beside it (until one is missing) are read with it, each
+ *   pass over every part in turn, into the same tracks: one trace (parts_list()).
  * - Times: a loupe file's are relative to the session start already; any other file's are made
  *   relative to its earliest event (or kept when profile_start_time says they are relative).
  *
@@ -454,6 +459,14 @@ static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
     return track_in(x, gpu != 0, device, 0, tid);
 }
 
+/* A GPU plane's device and process: "/device:GPU:<n>" is processes[0]'s device n unless the
+ * plane stats loupe_gpu_process / loupe_gpu_device of a loupe file name another process's
+ * (src/export/xplane.c numbers those after the largest device). */
+typedef struct gpu_plane {
+    uint32_t device;
+    size_t process;
+} gpu_plane;
+
 /* A host line's map entry (loupe_line_<id>_* stats), NULL when it has none. */
 static const lmap *line_map(const reader *x, uint64_t id) {
     size_t lo = 0, hi = x->nlines;
@@ -838,7 +851,7 @@ static void own_name(reader *x, const lmap *lm, span *name) {
     }
 }
 
-static int read_line(reader *x, plane *pl, span s, int gpu, uint32_t device) {
+static int read_line(reader *x, plane *pl, span s, int gpu, const gpu_plane *gp) {
     span body = s;
     uint64_t id = 0;
     int64_t ts = 0;
@@ -874,7 +887,7 @@ static int read_line(reader *x, plane *pl, span s, int gpu, uint32_t device) {
     size_t t = SIZE_MAX;
     if (!counters) {
         const lmap *lm = NULL;
-        t = gpu ? track_of(x, gpu, device, id) : host_track(x, id, &lm);
+        t = gpu ? track_in(x, 1, gp->device, gp->process, id) : host_track(x, id, &lm);
         if (t == SIZE_MAX) {
             return x->r.rc;
         }
@@ -908,7 +921,7 @@ static int plane_u64(reader *x, const plane *pl, const stat *st, const char *nam
 }
 
 /* loupe_thread_<tid>_<what> on a plane: the tracks' loss accounting. */
-static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint32_t device) {
+static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, const gpu_plane *gp) {
     const smeta *km = find_sm(pl, st->mid);
     static const char pre[] = "loupe_thread_";
     if (km == NULL || km->name.n <= sizeof(pre) - 1 || km->name.n > 90 ||
@@ -938,7 +951,7 @@ static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint
         return 0;
     }
     const lmap *lm = NULL;
-    size_t t = gpu ? track_of(x, gpu, device, tid) : host_track(x, tid, &lm);
+    size_t t = gpu ? track_in(x, 1, gp->device, gp->process, tid) : host_track(x, tid, &lm);
     if (t == SIZE_MAX) {
         return -1;
     }
@@ -1089,6 +1102,40 @@ static int processes_setup(reader *x) {
 
 enum { PL_SKIP, PL_HOST, PL_GPU, PL_ENV };
 
+/* A loupe GPU plane's loupe_gpu_process / loupe_gpu_device stats (the plane's own fields only,
+ * before its lines are read); a process the file does not list stays processes[0], warned. */
+static int gpu_owner(reader *x, const plane *pl, span body, gpu_plane *gp) {
+    field f;
+    int k;
+    uint64_t proc = 0;
+    while ((k = next(&x->r, &body, &f)) == 1) {
+        if (f.num != 6) {
+            continue;
+        }
+        stat st;
+        if (want(&x->r, &f, 2) != 0 || read_stat(&x->r, f.sub, &st) != 0) {
+            return x->r.rc;
+        }
+        if (key_is(pl, st.mid, "loupe_gpu_process")) {
+            proc = st.u;
+        } else if (key_is(pl, st.mid, "loupe_gpu_device")) {
+            gp->device = st.u <= UINT32_MAX ? (uint32_t)st.u : gp->device;
+        }
+    }
+    if (k < 0) {
+        return k;
+    }
+    if (proc >= x->nprocs && proc != 0) {
+        loupe__mb_warn(x->mb,
+                       "%s: XPlane: a GPU plane names process %llu, which the file does not "
+                       "list; read into the first process",
+                       x->r.path, (unsigned long long)proc);
+        proc = 0;
+    }
+    gp->process = (size_t)proc;
+    return 0;
+}
+
 static int read_plane(reader *x, span s, int pass) {
     plane pl;
     memset(&pl, 0, sizeof pl);
@@ -1129,11 +1176,15 @@ static int read_plane(reader *x, span s, int pass) {
         }
     }
     sort_meta(&pl);
+    gpu_plane gp = {device, 0};
+    if (kind == PL_GPU && pass == 1 && x->is_loupe && gpu_owner(x, &pl, body, &gp) != 0) {
+        kind = PL_SKIP;
+    }
     /* pass 0: plane stats of the host plane (is this loupe's file? the origin);
      * pass 1: lines and the other stats */
     while (x->r.rc == 0 && kind != PL_SKIP && (k = next(&x->r, &body, &f)) == 1) {
         if (f.num == 3 && pass == 1 && kind != PL_ENV) {
-            read_line(x, &pl, f.sub, kind == PL_GPU, device);
+            read_line(x, &pl, f.sub, kind == PL_GPU, &gp);
         } else if (f.num == 6) {
             stat st;
             if (read_stat(&x->r, f.sub, &st) != 0) {
@@ -1181,7 +1232,7 @@ static int read_plane(reader *x, span s, int pass) {
             if (!x->is_loupe) {
                 continue;
             }
-            int tsr = thread_stat(x, &pl, &st, kind == PL_GPU, device);
+            int tsr = thread_stat(x, &pl, &st, kind == PL_GPU, &gp);
             if (tsr < 0) {
                 break;
             }
@@ -1247,43 +1298,148 @@ static int link_flows(reader *x) {
     return 0;
 }
 
+/* The parts of a split trace (src/export/xplane.c write_parts()): "<x>.part<k>.xplane.pb"
+ * beside "<x>.xplane.pb", k from 2 while they are there. */
+typedef struct part {
+    const char *path;
+    char *buf;
+    size_t n;
+} part;
+
+static char *part_name(const char *path, unsigned k) {
+    size_t n = strlen(path);
+    if (n <= 10 || strcmp(path + n - 10, ".xplane.pb") != 0) {
+        return NULL;
+    }
+    char *out = malloc(n + 32);
+    if (out != NULL) {
+        snprintf(out, n + 32, "%.*s.part%u.xplane.pb", (int)(n - 10), path, k);
+    }
+    return out;
+}
+
+/* The whole file at path into *out: 0, 1 when there is none, or an error code. */
+static int slurp(const char *path, char **out, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return errno == ENOENT ? 1 : loupe__err(LOUPE_EIO, "%s: %s", path, strerror(errno));
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (loupe__grow((void **)&buf, &cap, len + 65536, 1) != 0) {
+            free(buf);
+            fclose(f);
+            return loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
+        }
+        size_t k = fread(buf + len, 1, cap - len, f);
+        len += k;
+        if (k == 0) {
+            break;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return loupe__err(LOUPE_EIO, "%s: read error", path);
+    }
+    *out = buf;
+    *n = len;
+    return 0;
+}
+
+static void parts_free(part *v, size_t n) {
+    for (size_t i = 1; i < n; i++) { /* v[0] is the caller's */
+        free((void *)(uintptr_t)v[i].path);
+        free(v[i].buf);
+    }
+    free(v);
+}
+
+/* v[0] = the file itself, then its parts; *count. */
+static int parts_list(const char *path, char *buf, size_t n, part **out, size_t *count) {
+    part *v = NULL;
+    size_t nv = 0, cap = 0;
+    int rc = 0;
+    for (unsigned k = 1; rc == 0; k++) {
+        part p = {path, buf, n};
+        char *own = NULL;
+        if (k > 1) {
+            p.path = own = part_name(path, k);
+            if (own == NULL) {
+                break; /* no parts: not a .xplane.pb name */
+            }
+            int r = slurp(own, &p.buf, &p.n);
+            if (r != 0) {
+                free(own);
+                rc = r < 0 ? r : 0;
+                break;
+            }
+        }
+        if (loupe__grow((void **)&v, &cap, nv + 1, sizeof *v) != 0) {
+            if (k > 1) {
+                free(own);
+                free(p.buf);
+            }
+            rc = loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
+            break;
+        }
+        v[nv++] = p;
+    }
+    *out = v;
+    *count = nv;
+    return rc;
+}
+
 int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
     *out = NULL;
     reader x;
     memset(&x, 0, sizeof x);
     x.r.path = path;
     x.r.base = (const unsigned char *)buf;
-    x.mb = loupe__mb_new();
+    part *parts = NULL;
+    size_t nparts = 0;
+    int prc = parts_list(path, buf, n, &parts, &nparts);
+    x.mb = prc == 0 ? loupe__mb_new() : NULL;
     if (x.mb == NULL) {
+        parts_free(parts, nparts);
         free(buf);
-        return loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
+        return prc != 0 ? prc : loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
     }
     x.m = loupe__mb_model(x.mb);
     x.m->clock = loupe__mb_str(x.mb, "");
+    int host_seen = 0;
     for (int pass = 0; pass < 2 && x.r.rc == 0; pass++) {
         if (pass == 1 && processes_setup(&x) != 0) {
             break;
         }
-        span s = {(const unsigned char *)buf, n, 0};
-        field f;
-        int k;
-        int host_seen = 0;
-        while ((k = next(&x.r, &s, &f)) == 1) {
-            if (f.num == 1) {
-                if (want(&x.r, &f, 2) != 0 || read_plane(&x, f.sub, pass) != 0) {
+        /* a split trace's parts one after the other: each a whole XSpace whose events are
+         * another time range of the same tracks (the tracks are keyed across them) */
+        for (size_t q = 0; q < nparts && x.r.rc == 0; q++) {
+            x.r.path = parts[q].path;
+            x.r.base = (const unsigned char *)parts[q].buf;
+            span s = {(const unsigned char *)parts[q].buf, parts[q].n, 0};
+            field f;
+            int k;
+            while ((k = next(&x.r, &s, &f)) == 1) {
+                if (f.num == 1) {
+                    if (want(&x.r, &f, 2) != 0 || read_plane(&x, f.sub, pass) != 0) {
+                        break;
+                    }
+                } else if (f.num == 4 && pass == 1 && !host_seen) {
+                    if (want(&x.r, &f, 2) != 0) {
+                        break;
+                    }
+                    x.m->host = intern(&x, f.sub);
+                    host_seen = 1;
+                } else if (f.num >= 2 && f.num <= 4 && want(&x.r, &f, 2) != 0) {
                     break;
                 }
-            } else if (f.num == 4 && pass == 1 && !host_seen) {
-                if (want(&x.r, &f, 2) != 0) {
-                    break;
-                }
-                x.m->host = intern(&x, f.sub);
-                host_seen = 1;
-            } else if (f.num >= 2 && f.num <= 4 && want(&x.r, &f, 2) != 0) {
-                break;
             }
         }
     }
+    x.r.path = path;
     if (x.r.rc == 0) {
         loupe_model *m = x.m;
         /* a loupe file's times are relative to its origin; others start at their first event */
@@ -1332,6 +1488,7 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     free(x.flows);
     free(x.args);
     samples_free(&x);
+    parts_free(parts, nparts);
     free(buf);
     if (x.r.rc != 0) {
         loupe__mb_abort(x.mb);
