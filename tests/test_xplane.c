@@ -1268,6 +1268,25 @@ static void dump_processes(const char *dir) {
     json_decref(root);
 }
 
+/* split.xplane.pb, split.part2.xplane.pb, split.part3.xplane.pb: split_model() over a limit of
+ * 40% of its size (6000 zones "step" and "work" in all, for xprof_check.py --parts). */
+static void dump_split(const char *dir) {
+    loupe_model *m = split_model(9);
+    size_t whole;
+    free(to_mem(m, &whole));
+    char lim[32], path[4200];
+    snprintf(lim, sizeof lim, "%zu", whole * 4 / 10);
+    snprintf(path, sizeof path, "%s/split.xplane.pb", dir);
+    setenv("LOUPE_TEST_XPLANE_PART_BYTES", lim, 1);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    unsetenv("LOUPE_TEST_XPLANE_PART_BYTES");
+    snprintf(path, sizeof path, "%s/split.part3.xplane.pb", dir);
+    assert_true(file_size(path) > 0);
+    snprintf(path, sizeof path, "%s/split.part4.xplane.pb", dir);
+    assert_int_equal(file_size(path), -1);
+    loupe_model_free(m);
+}
+
 static void dump(void **state) {
     (void)state;
     const char *dir = getenv("LOUPE_XPLANE_DUMP");
@@ -1288,6 +1307,7 @@ static void dump(void **state) {
     dump_case(dir, "samples", m);
     loupe_model_free(m);
     dump_processes(dir);
+    dump_split(dir);
     tu_rmtree(logs);
     free(logs);
 }

@@ -17,6 +17,8 @@ with the real consumers.
 4. Flows (cases with "flows"): xprof's trace_viewer@ binds each flow: its source event
    (flow_out) and its destination (flow_in) carry the same bind_id, and with steps the same
    group_id (the step's group follows the flow to the other thread).
+5. `xprof_check.py --parts ZONES PART...`: a trace split into parts over the 2 GiB limit: each
+   part converted alone, the zones "step" and "work" of all of them ZONES, each exactly once.
 Prints what differs and exits 1; exits 0 when all matches. Run by tests/xprof_validate.sh.
 """
 import collections
@@ -244,7 +246,39 @@ def check_flows(path, want):
           % (bound, len(want["flows"])))
 
 
+def check_parts(zones, paths):
+    """A split trace: xprof's trace viewer converts every part on its own, each holds some of
+    the zones "step" and "work" on /host:CPU, and together they hold each one exactly once."""
+    from xprof.convert import raw_to_tool_data
+
+    total = 0
+    for path in paths:
+        data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {})
+        if isinstance(data, bytes):
+            data = data.decode("utf-8")
+        events = json.loads(data)["traceEvents"]
+        seen = set()
+        n = 0
+        for e in events:
+            if e.get("ph") == "X" and e.get("pid") == 701 and e.get("name") in ("step", "work"):
+                key = (e["tid"], e["name"], e["ts"])
+                if key in seen:
+                    fail("xprof: %s: zone %r twice" % (path, key))
+                seen.add(key)
+                n += 1
+        if n == 0:
+            fail("xprof: %s: no zones" % path)
+        print("xprof: %s: %d zones" % (os.path.basename(path), n))
+        total += n
+    if total != zones:
+        fail("xprof: the parts hold %d zones, not %d" % (total, zones))
+    print("xprof: %d parts, %d zones in all, each once" % (len(paths), total))
+
+
 def main():
+    if sys.argv[1] == "--parts":
+        check_parts(int(sys.argv[2]), sys.argv[3:])
+        return
     path, expect_path = sys.argv[1], sys.argv[2]
     with open(expect_path) as f:
         want = json.load(f)
