@@ -182,8 +182,7 @@ static int mem_has(const char *p, size_t n, const char *str) {
  * process's devices 0 and 1 (the same device index and stream tid as the first's) are
  * "/device:GPU:2" and "/device:GPU:3" (after the largest device, 1), and come back to their
  * process and device. */
-static void test_gpu_processes(void **state) {
-    (void)state;
+static loupe_model *gpu_model(void) {
     loupe__mb *mb = loupe__mb_new();
     assert_non_null(mb);
     loupe_model *m = loupe__mb_model(mb);
@@ -204,8 +203,14 @@ static void test_gpu_processes(void **state) {
     gpu_track(mb, 0, 0, LOUPE__GPU_TID(0, 1), "k00", 1000);
     gpu_track(mb, 1, 0, LOUPE__GPU_TID(0, 1), "k10", 2000);
     gpu_track(mb, 1, 1, LOUPE__GPU_TID(1, 1), "k11", 3000);
-    m = loupe__mb_finish(mb);
-    assert_non_null(m);
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+static void test_gpu_processes(void **state) {
+    (void)state;
+    loupe_model *m = gpu_model();
     size_t n;
     char *bytes = to_mem(m, &n);
     assert_true(mem_has(bytes, n, "/device:GPU:0"));
@@ -213,6 +218,7 @@ static void test_gpu_processes(void **state) {
     assert_true(mem_has(bytes, n, "/device:GPU:2"));
     assert_true(mem_has(bytes, n, "/device:GPU:3"));
     assert_true(mem_has(bytes, n, "loupe_gpu_process"));
+    assert_true(mem_has(bytes, n, "helper (200) / stream 1"));
     loupe_model *r = NULL;
     assert_int_equal(read_bytes(bytes, n, &r), 0);
     assert_int_equal(r->process_count, 2);
@@ -1308,6 +1314,11 @@ static void dump(void **state) {
     loupe_model_free(m);
     dump_processes(dir);
     dump_split(dir);
+    m = gpu_model();
+    char gp[4200];
+    snprintf(gp, sizeof gp, "%s/gpu_processes.xplane.pb", dir);
+    assert_int_equal(loupe_trace_write(m, gp, LOUPE_FILE_XPLANE), 0);
+    loupe_model_free(m);
     tu_rmtree(logs);
     free(logs);
 }

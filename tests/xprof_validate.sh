@@ -5,7 +5,7 @@
 # hostile names, a recorded two-thread session with 20 steps, and 3 steps of 10, 20 and 30 ms
 # with flows to a worker thread, hand-built and recorded, CPU samples on two threads, and two
 # processes with an async track: their lines and names, and a trace split into 3 parts over the
-# lowered 2 GiB limit, each part converted alone), each with `loupe summary --json` of it for
+# lowered 2 GiB limit, each part converted alone, and two processes' GPU planes), each with `loupe summary --json` of it for
 # the step check.
 # Needs pip packages xprof and jax in one venv shared by every build directory and every run:
 # $LOUPE_XPROF_VENV when set (tools/test.sh sets it to build-test/.venv-xprof for all its
@@ -56,5 +56,13 @@ if ! timeout 120 "$py" "$src/tests/xprof_check.py" --parts 6000 "${parts[@]}" \
   status=1
 else
   grep -E '^xprof' "$tmp/split.log"
+fi
+if ! timeout 120 "$py" "$src/tests/xprof_check.py" --gpu-processes "$tmp/gpu_processes.xplane.pb" \
+    >"$tmp/gpu.log" 2>&1; then
+  grep -v '^[IW]0000' "$tmp/gpu.log" | tail -20
+  echo "xprof_validate: FAIL: gpu_processes"
+  status=1
+else
+  grep -E '^xprof' "$tmp/gpu.log"
 fi
 exit $status

@@ -8,12 +8,11 @@
  *            LOUPE_TRACK_GPU) of processes[0], then one per (process, device) of the other
  *            processes, numbered after the largest device index, with plane stats
  *            loupe_gpu_process, loupe_gpu_device and pid (XProf keys a device plane by its
- *            number), "/host:metadata", "Task Environment"; hostnames: [host];
- *            warnings: one per thread that dropped events }
- *   /host:CPU: one XLine per thread (id = OS tid, name = thread name, or for an unnamed one the
- *            name line_name() gives it) and a line "_counters_"
- *            holding the counter samples (event name = counter, stat "value"), then one
- *            "CPU samples <tid>" line per sampled thread ("CPU samples" at the end of this
+ *            number), their lines named "<process name> (<pid>) / <stream>", "/host:metadata",
+ * "Task Environment"; hostnames: [host]; warnings: one per thread that dropped events } /host:CPU:
+ * one XLine per thread (id = OS tid, name = thread name, or for an unnamed one the name line_name()
+ * gives it) and a line "_counters_" holding the counter samples (event name = counter, stat
+ * "value"), then one "CPU samples <tid>" line per sampled thread ("CPU samples" at the end of this
  *            file, with the frames' event metadata and the stack table); plane stats
  *            profile_start_time / profile_stop_time (ns since the Unix epoch), events_recorded,
  *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_id (int64,
@@ -275,6 +274,7 @@ typedef struct writer {
     uint64_t lo, hi;      /* the part being written: the events that start in [lo, hi) ns */
 } writer;
 
+static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void samples_lines(writer *w, pb *p);
 static void samples_stats(writer *w, pb *p);
 static void samples_emeta(writer *w, pb *p);
@@ -544,7 +544,18 @@ static void line_body(writer *w, pb *p, size_t t, uint32_t lane) {
     }
     put_u64f(p, 1, w->line_id[t] + lane);
     char name[64];
-    if (w->lname[t] == NULL) {
+    if (th->kind == LOUPE_TRACK_GPU && th->process != 0 && th->process < w->m->process_count) {
+        /* another process's stream, on a device plane of its own: named as its host lines */
+        const loupe_model_process *pr = &w->m->processes[th->process];
+        char *ln = dup_printf("%s (%llu) / %s", pr->name, (unsigned long long)pr->pid,
+                              line_name(w->m, th, name, sizeof name));
+        if (ln == NULL) {
+            w->oom = 1;
+            return;
+        }
+        put_str(p, 2, ln);
+        free(ln);
+    } else if (w->lname[t] == NULL) {
         put_str(p, 2, line_name(w->m, th, name, sizeof name));
     } else if (!async) {
         put_str(p, 2, w->lname[t]);
@@ -696,8 +707,6 @@ static void stat_profile_options(writer *w, pb *p) {
  * processes, loupe_process_<k>_{pid,name,host,label,cmdline,parent_pid,rank} keep them, in the
  * model's order (the Chrome writer's loupe_pid_<pid>_* do the same in JSON). */
 enum { LK = 4, PK = 7 };
-
-static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static char *dup_printf(const char *fmt, ...) {
     va_list ap;

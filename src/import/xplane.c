@@ -28,7 +28,8 @@
  *   "<process> (<pid>) / " prefix and " (lane N)" suffix (own_name()). A counter event's
  *   loupe_process and a sample's loupe_line stat say whose they are.
  * - A GPU plane's loupe_gpu_process / loupe_gpu_device stats (a loupe file's other processes'
- *   devices) put its tracks in that process with that device (gpu_owner()).
+ *   devices) put its tracks in that process with that device (gpu_owner()); its lines' names
+ *   lose the "<process> (<pid>) / " prefix.
  * - A split trace (src/export/xplane.c write_parts()): given <x>.xplane.pb, the parts
  *   <x>.part2.xplane.pb, <x>.part3... beside it (until one is missing) are read with it, each
  *   pass over every part in turn, into the same tracks: one trace (parts_list()).
@@ -829,9 +830,9 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
 
 /* The track's own name in a mapped line's name: without the writer's "<process name> (<pid>) / "
  * (another process's) and " (lane N)" (an async track's lane), where they are there. */
-static void own_name(reader *x, const lmap *lm, span *name) {
-    if (lm->process != 0 && lm->process < x->nprocs) {
-        const rproc *pr = &x->procs[lm->process];
+static void strip_process(const reader *x, uint64_t process, span *name) {
+    if (process != 0 && process < x->nprocs) {
+        const rproc *pr = &x->procs[process];
         char pre[96];
         int n = snprintf(pre, sizeof pre, " (%llu) / ", (unsigned long long)pr->pid);
         size_t nl = strlen(pr->name);
@@ -841,6 +842,10 @@ static void own_name(reader *x, const lmap *lm, span *name) {
             name->n -= nl + (size_t)n;
         }
     }
+}
+
+static void own_name(reader *x, const lmap *lm, span *name) {
+    strip_process(x, lm->process, name);
     if (lm->have & 4) {
         char suf[48];
         int n = snprintf(suf, sizeof suf, " (lane %llu)", (unsigned long long)lm->lane);
@@ -893,6 +898,8 @@ static int read_line(reader *x, plane *pl, span s, int gpu, const gpu_plane *gp)
         }
         if (lm != NULL) {
             own_name(x, lm, &name);
+        } else if (gpu) {
+            strip_process(x, gp->process, &name); /* another process's device plane */
         }
         if (name.n > 0) {
             loupe__mb_thread_name(x->mb, t, intern(x, name));
