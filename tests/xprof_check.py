@@ -273,6 +273,17 @@ def check_parts(zones, paths):
         total += n
     if total != zones:
         fail("xprof: the parts hold %d zones, not %d" % (total, zones))
+    # the hosts XProf lists for the run directory (profile_plugin._get_hosts, from the file
+    # names): the first part as the host, each other part as "<host>.partK"
+    from xprof import profile_plugin
+
+    names = [os.path.basename(p) for p in paths]
+    host = names[0][: -len(".xplane.pb")]
+    want = {host} | {"%s.part%d" % (host, k) for k in range(2, len(paths) + 1)}
+    got = profile_plugin._get_hosts(names)
+    if got != want:
+        fail("xprof: hosts %r, expected %r" % (sorted(got), sorted(want)))
+    print("xprof: hosts %s" % ", ".join(sorted(got)))
     print("xprof: %d parts, %d zones in all, each once" % (len(paths), total))
 
 
