@@ -237,6 +237,11 @@ static int cmp_em(const void *a, const void *b) {
 
 /* The last entry with this id (a map: the last one wins); NULL when none. */
 static const smeta *find_sm(const plane *pl, int64_t id) {
+    /* ids 1..n in order (loupe's writer and XLA's assign them so): the entry at id - 1 */
+    if (id >= 1 && (uint64_t)id <= pl->nsm && pl->sm[id - 1].id == id &&
+        ((uint64_t)id == pl->nsm || pl->sm[id].id != id)) {
+        return &pl->sm[id - 1];
+    }
     size_t lo = 0, hi = pl->nsm;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -250,6 +255,10 @@ static const smeta *find_sm(const plane *pl, int64_t id) {
 }
 
 static emeta *find_em(plane *pl, int64_t id) {
+    if (id >= 1 && (uint64_t)id <= pl->nem && pl->em[id - 1].id == id &&
+        ((uint64_t)id == pl->nem || pl->em[id].id != id)) {
+        return &pl->em[id - 1]; /* ids 1..n in order, as in find_sm() */
+    }
     size_t lo = 0, hi = pl->nem;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
