@@ -3,8 +3,10 @@
  * function slices with a category, instants, int and double counters, flows, typed args, GPU
  * tracks on two devices, one sharing a host tid) and hostile names; the bytes against protoc's
  * decoding with proto/xplane.proto; per-plane metadata dedup with ids from 1; the 2 GiB limit
- * (lowered) as an error with no file; hostile input (truncations, garbage varints, huge lengths)
- * as LOUPE_EFORMAT naming the offset; content detection; a real session's run directory. */
+ * (lowered) as an error with no file, and over it into a file: 3 parts read back whole (also
+ * in a run directory beside another process's file); two processes' GPU planes; hostile input
+ * (truncations, garbage varints, huge lengths) as LOUPE_EFORMAT naming the offset; content
+ * detection; a real session's run directory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include "export/writers.h"
 #include "import/readers.h"
 #include "model/builder.h"
+#include "model/tracks.h"
 
 #include <loupe/loupe.h>
 
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char HOSTILE[] =
@@ -145,6 +149,251 @@ static int read_bytes(const void *p, size_t n, loupe_model **out) {
     memcpy(buf, p, n);
     buf[n] = 0;
     return loupe__xplane_read_mem("t.xplane.pb", buf, n, out);
+}
+
+static void gpu_track(loupe__mb *mb, size_t process, uint32_t device, uint64_t tid,
+                      const char *name, uint64_t start) {
+    size_t t = loupe__mb_thread_add(mb, tid);
+    assert_true(t != SIZE_MAX);
+    loupe_model_thread *th = loupe__mb_thread_at(mb, t);
+    th->kind = LOUPE_TRACK_GPU;
+    th->process = process;
+    th->device = device;
+    th->events_recorded = 2;
+    loupe__mb_thread_name(mb, t, "stream 1");
+    size_t k = loupe__mb_slice(mb, t);
+    *loupe__mb_slice_at(mb, t, k) = (loupe_slice){.start_ns = start,
+                                                  .dur_ns = 100,
+                                                  .name = loupe__mb_str(mb, name),
+                                                  .category = loupe__mb_str(mb, "")};
+}
+
+static int mem_has(const char *p, size_t n, const char *str) {
+    size_t k = strlen(str);
+    for (size_t i = 0; i + k <= n; i++) {
+        if (memcmp(p + i, str, k) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Every process's GPU tracks: processes[0]'s device 0 is "/device:GPU:0"; the second
+ * process's devices 0 and 1 (the same device index and stream tid as the first's) are
+ * "/device:GPU:2" and "/device:GPU:3" (after the largest device, 1), and come back to their
+ * process and device. */
+static loupe_model *gpu_model(void) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 100;
+    m->process_name = loupe__mb_str(mb, "app");
+    m->host = loupe__mb_str(mb, "h");
+    m->clock = loupe__mb_str(mb, "monotonic");
+    assert_int_equal(loupe__mb_process(mb, 100), 0);
+    assert_int_equal(loupe__mb_process(mb, 200), 1);
+    loupe__mb_process_at(mb, 1)->name = loupe__mb_str(mb, "helper");
+    size_t h = loupe__mb_thread_in(mb, 1, 7);
+    loupe__mb_thread_name(mb, h, "worker");
+    size_t k = loupe__mb_slice(mb, h);
+    *loupe__mb_slice_at(mb, h, k) = (loupe_slice){.start_ns = 10,
+                                                  .dur_ns = 5,
+                                                  .name = loupe__mb_str(mb, "launch"),
+                                                  .category = loupe__mb_str(mb, "")};
+    gpu_track(mb, 0, 0, LOUPE__GPU_TID(0, 1), "k00", 1000);
+    gpu_track(mb, 1, 0, LOUPE__GPU_TID(0, 1), "k10", 2000);
+    gpu_track(mb, 1, 1, LOUPE__GPU_TID(1, 1), "k11", 3000);
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+static void test_gpu_processes(void **state) {
+    (void)state;
+    loupe_model *m = gpu_model();
+    size_t n;
+    char *bytes = to_mem(m, &n);
+    assert_true(mem_has(bytes, n, "/device:GPU:0"));
+    assert_false(mem_has(bytes, n, "/device:GPU:1"));
+    assert_true(mem_has(bytes, n, "/device:GPU:2"));
+    assert_true(mem_has(bytes, n, "/device:GPU:3"));
+    assert_true(mem_has(bytes, n, "loupe_gpu_process"));
+    assert_true(mem_has(bytes, n, "helper (200) / stream 1"));
+    loupe_model *r = NULL;
+    assert_int_equal(read_bytes(bytes, n, &r), 0);
+    assert_int_equal(r->process_count, 2);
+    assert_int_equal(r->processes[1].pid, 200);
+    static const struct {
+        size_t process;
+        uint32_t device;
+        const char *name;
+        uint64_t start;
+    } want[3] = {{0, 0, "k00", 1000}, {1, 0, "k10", 2000}, {1, 1, "k11", 3000}};
+    size_t gpu = 0;
+    for (size_t t = 0; t < r->thread_count; t++) {
+        const loupe_model_thread *th = &r->threads[t];
+        if (th->kind != LOUPE_TRACK_GPU) {
+            continue;
+        }
+        size_t i = 0;
+        while (i < 3 && strcmp(want[i].name, th->slices[0].name) != 0) {
+            i++;
+        }
+        assert_true(i < 3);
+        assert_int_equal(th->process, want[i].process);
+        assert_int_equal(th->device, want[i].device);
+        assert_int_equal(th->tid, LOUPE__GPU_TID(want[i].device, 1));
+        assert_string_equal(th->name, "stream 1");
+        assert_int_equal(th->events_recorded, 2);
+        assert_int_equal(th->slice_count, 1);
+        assert_int_equal(th->slices[0].start_ns, want[i].start);
+        assert_int_equal(th->slices[0].dur_ns, 100);
+        gpu++;
+    }
+    assert_int_equal(gpu, 3);
+    loupe_model_free(r);
+    free(bytes);
+    loupe_model_free(m);
+}
+
+/* 3000 slices on one thread, 3000 nested in them on another, a counter per ms: a trace to
+ * split. */
+static loupe_model *split_model(uint64_t pid) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = pid;
+    m->process_name = loupe__mb_str(mb, "split");
+    m->host = loupe__mb_str(mb, "h");
+    m->clock = loupe__mb_str(mb, "monotonic");
+    m->duration_ns = 3000000000ull;
+    size_t a = loupe__mb_thread(mb, pid), b = loupe__mb_thread(mb, pid + 1);
+    loupe__mb_thread_name(mb, b, "worker");
+    for (uint64_t i = 0; i < 3000; i++) {
+        size_t k = loupe__mb_slice(mb, a);
+        *loupe__mb_slice_at(mb, a, k) = (loupe_slice){.start_ns = 1000000 * i,
+                                                      .dur_ns = 500000,
+                                                      .name = loupe__mb_str(mb, "step"),
+                                                      .category = loupe__mb_str(mb, "")};
+        k = loupe__mb_slice(mb, b);
+        *loupe__mb_slice_at(mb, b, k) = (loupe_slice){.start_ns = 1000000 * i + 10,
+                                                      .dur_ns = 100,
+                                                      .name = loupe__mb_str(mb, "work"),
+                                                      .category = loupe__mb_str(mb, "")};
+        loupe_counter_sample c = {.ts_ns = 1000000 * i + 5, .name = "q", .i = (int64_t)i};
+        assert_int_equal(loupe__mb_counter(mb, &c), 0);
+    }
+    assert_int_equal(loupe__mb_flow(mb, 1, a, 0, b, 2999), 0); /* from part 1 to part 3 */
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+static long file_size(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return -1;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+/* Over the limit (lowered by LOUPE_TEST_XPLANE_PART_BYTES to 40% of the whole): 3 parts,
+ * x.xplane.pb, x.part2.xplane.pb and x.part3.xplane.pb, each under the limit and a valid XSpace
+ * alone, read back as the whole trace (every event once, the flow across parts); written again
+ * whole, the old parts go. */
+static void test_split_parts(void **state) {
+    (void)state;
+    loupe_model *m = split_model(9);
+    size_t whole;
+    free(to_mem(m, &whole));
+    char *dir = tu_tmpdir("xplane-split");
+    char path[4200], p2[4300], p3[4300], p4[4300];
+    snprintf(path, sizeof path, "%s/x.xplane.pb", dir);
+    snprintf(p2, sizeof p2, "%s/x.part2.xplane.pb", dir);
+    snprintf(p3, sizeof p3, "%s/x.part3.xplane.pb", dir);
+    snprintf(p4, sizeof p4, "%s/x.part4.xplane.pb", dir);
+    char lim[32];
+    size_t limit = whole * 4 / 10;
+    snprintf(lim, sizeof lim, "%zu", limit);
+    setenv("LOUPE_TEST_XPLANE_PART_BYTES", lim, 1);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    /* a memory sink has nowhere to put parts: the limit error */
+    loupe__sink s;
+    loupe__sink_open_mem(&s);
+    assert_int_equal(loupe__write_xplane(m, &s), LOUPE_EUNSUPPORTED);
+    loupe__sink_discard(&s);
+    unsetenv("LOUPE_TEST_XPLANE_PART_BYTES");
+    const char *files[3] = {path, p2, p3};
+    size_t events = 0;
+    for (int i = 0; i < 3; i++) {
+        long n = file_size(files[i]);
+        assert_true(n > 0 && (size_t)n <= limit);
+        FILE *f = fopen(files[i], "rb");
+        assert_non_null(f);
+        char *buf = malloc((size_t)n + 1);
+        assert_non_null(buf);
+        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+        fclose(f);
+        loupe_model *one = NULL; /* a part alone ("t.xplane.pb" has no parts beside it) */
+        assert_int_equal(loupe__xplane_read_mem("t.xplane.pb", buf, (size_t)n, &one), 0);
+        for (size_t t = 0; t < one->thread_count; t++) {
+            events += one->threads[t].slice_count;
+        }
+        events += one->counter_count;
+        loupe_model_free(one);
+    }
+    assert_int_equal(events, 9000);
+    assert_int_equal(file_size(p4), -1);
+    loupe_model *r = NULL;
+    assert_int_equal(loupe_trace_read(path, &r), 0);
+    tu_models_equal(m, r);
+    assert_int_equal(r->flow_count, 1);
+    loupe_model_free(r);
+    /* a run directory: the parts are no traces of their own; with a second process's file,
+     * the split one is still one process */
+    char found[4200];
+    assert_int_equal(loupe_trace_find(dir, found, sizeof found), 0);
+    assert_string_equal(found, path);
+    char run[4200];
+    snprintf(run, sizeof run, "%s/run", dir);
+    assert_int_equal(mkdir(run, 0755), 0);
+    char h100[4300], h200[4300];
+    snprintf(h100, sizeof h100, "%s/h.100.xplane.pb", run);
+    snprintf(h200, sizeof h200, "%s/h.200.xplane.pb", run);
+    loupe_model *m100 = split_model(100), *m200 = split_model(200);
+    setenv("LOUPE_TEST_XPLANE_PART_BYTES", lim, 1);
+    assert_int_equal(loupe_trace_write(m100, h100, LOUPE_FILE_XPLANE), 0);
+    unsetenv("LOUPE_TEST_XPLANE_PART_BYTES");
+    assert_int_equal(loupe_trace_write(m200, h200, LOUPE_FILE_XPLANE), 0);
+    char q3[4300];
+    snprintf(q3, sizeof q3, "%s/h.100.part3.xplane.pb", run);
+    assert_true(file_size(q3) > 0);
+    assert_int_equal(loupe_trace_find(run, found, sizeof found), 0);
+    assert_string_equal(found, run);
+    assert_int_equal(loupe_trace_read(run, &r), 0);
+    assert_int_equal(r->process_count, 2);
+    size_t per[2] = {0, 0};
+    for (size_t t = 0; t < r->thread_count; t++) {
+        per[r->threads[t].process] += r->threads[t].slice_count;
+    }
+    assert_int_equal(per[0], 6000);
+    assert_int_equal(per[1], 6000);
+    assert_int_equal(r->counter_count, 6000);
+    assert_int_equal(r->flow_count, 2);
+    loupe_model_free(r);
+    loupe_model_free(m100);
+    loupe_model_free(m200);
+    /* whole again: no part left to be read with it */
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    assert_int_equal(file_size(p2), -1);
+    assert_int_equal(file_size(p3), -1);
+    assert_int_equal(file_size(path), (long)whole);
+    tu_rmtree(dir);
+    free(dir);
+    loupe_model_free(m);
 }
 
 static void test_round_trip(void **state) {
@@ -1025,6 +1274,25 @@ static void dump_processes(const char *dir) {
     json_decref(root);
 }
 
+/* split.xplane.pb, split.part2.xplane.pb, split.part3.xplane.pb: split_model() over a limit of
+ * 40% of its size (6000 zones "step" and "work" in all, for xprof_check.py --parts). */
+static void dump_split(const char *dir) {
+    loupe_model *m = split_model(9);
+    size_t whole;
+    free(to_mem(m, &whole));
+    char lim[32], path[4200];
+    snprintf(lim, sizeof lim, "%zu", whole * 4 / 10);
+    snprintf(path, sizeof path, "%s/split.xplane.pb", dir);
+    setenv("LOUPE_TEST_XPLANE_PART_BYTES", lim, 1);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_XPLANE), 0);
+    unsetenv("LOUPE_TEST_XPLANE_PART_BYTES");
+    snprintf(path, sizeof path, "%s/split.part3.xplane.pb", dir);
+    assert_true(file_size(path) > 0);
+    snprintf(path, sizeof path, "%s/split.part4.xplane.pb", dir);
+    assert_int_equal(file_size(path), -1);
+    loupe_model_free(m);
+}
+
 static void dump(void **state) {
     (void)state;
     const char *dir = getenv("LOUPE_XPLANE_DUMP");
@@ -1045,6 +1313,12 @@ static void dump(void **state) {
     dump_case(dir, "samples", m);
     loupe_model_free(m);
     dump_processes(dir);
+    dump_split(dir);
+    m = gpu_model();
+    char gp[4200];
+    snprintf(gp, sizeof gp, "%s/gpu_processes.xplane.pb", dir);
+    assert_int_equal(loupe_trace_write(m, gp, LOUPE_FILE_XPLANE), 0);
+    loupe_model_free(m);
     tu_rmtree(logs);
     free(logs);
 }
@@ -1059,7 +1333,8 @@ int main(void) {
         cmocka_unit_test(test_size_limit),       cmocka_unit_test(test_hostile_input),
         cmocka_unit_test(test_detect),           cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_session_run_dir),  cmocka_unit_test(test_jax_file),
-        cmocka_unit_test(test_flow_conventions),
+        cmocka_unit_test(test_flow_conventions), cmocka_unit_test(test_gpu_processes),
+        cmocka_unit_test(test_split_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

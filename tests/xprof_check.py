@@ -17,6 +17,9 @@ with the real consumers.
 4. Flows (cases with "flows"): xprof's trace_viewer@ binds each flow: its source event
    (flow_out) and its destination (flow_in) carry the same bind_id, and with steps the same
    group_id (the step's group follows the flow to the other thread).
+5. `xprof_check.py --parts ZONES PART...`: a trace split into parts over the 2 GiB limit: each
+   part converted alone, the zones "step" and "work" of all of them ZONES, each exactly once.
+6. `xprof_check.py --gpu-processes FILE`: two processes' GPU planes (check_gpu_processes()).
 Prints what differs and exits 1; exits 0 when all matches. Run by tests/xprof_validate.sh.
 """
 import collections
@@ -244,7 +247,82 @@ def check_flows(path, want):
           % (bound, len(want["flows"])))
 
 
+def check_parts(zones, paths):
+    """A split trace: xprof's trace viewer converts every part on its own, each holds some of
+    the zones "step" and "work" on /host:CPU, and together they hold each one exactly once."""
+    from xprof.convert import raw_to_tool_data
+
+    total = 0
+    for path in paths:
+        data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {})
+        if isinstance(data, bytes):
+            data = data.decode("utf-8")
+        events = json.loads(data)["traceEvents"]
+        seen = set()
+        n = 0
+        for e in events:
+            if e.get("ph") == "X" and e.get("pid") == 701 and e.get("name") in ("step", "work"):
+                key = (e["tid"], e["name"], e["ts"])
+                if key in seen:
+                    fail("xprof: %s: zone %r twice" % (path, key))
+                seen.add(key)
+                n += 1
+        if n == 0:
+            fail("xprof: %s: no zones" % path)
+        print("xprof: %s: %d zones" % (os.path.basename(path), n))
+        total += n
+    if total != zones:
+        fail("xprof: the parts hold %d zones, not %d" % (total, zones))
+    # the hosts XProf lists for the run directory (profile_plugin._get_hosts, from the file
+    # names): the first part as the host, each other part as "<host>.partK"
+    from xprof import profile_plugin
+
+    names = [os.path.basename(p) for p in paths]
+    host = names[0][: -len(".xplane.pb")]
+    want = {host} | {"%s.part%d" % (host, k) for k in range(2, len(paths) + 1)}
+    got = profile_plugin._get_hosts(names)
+    if got != want:
+        fail("xprof: hosts %r, expected %r" % (sorted(got), sorted(want)))
+    print("xprof: hosts %s" % ", ".join(sorted(got)))
+    print("xprof: %d parts, %d zones in all, each once" % (len(paths), total))
+
+
+def check_gpu_processes(path):
+    """Two processes' GPUs (test_xplane.c gpu_model()): processes[0]'s device 0 and the second
+    process's devices 0 and 1 are three device processes in xprof, each with its stream named
+    (the second process's with its "helper (200) / " prefix) and its kernel on it."""
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {})
+    if isinstance(data, bytes):
+        data = data.decode("utf-8")
+    events = json.loads(data)["traceEvents"]
+    pname, tname, got = {}, {}, set()
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            pname[e["pid"]] = e["args"]["name"]
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            tname[(e["pid"], e["tid"])] = e["args"]["name"]
+    for e in events:
+        if e.get("ph") == "X" and e["pid"] != 701:
+            got.add((pname.get(e["pid"]), tname.get((e["pid"], e["tid"])), e["name"], e["ts"]))
+    want = {
+        ("/device:GPU:0", "stream 1", "k00", 1.0),
+        ("/device:GPU:2", "helper (200) / stream 1", "k10", 2.0),
+        ("/device:GPU:3", "helper (200) / stream 1", "k11", 3.0),
+    }
+    if got != want:
+        fail("xprof: GPU kernels %r, expected %r" % (sorted(got), sorted(want)))
+    print("xprof: 3 device planes of 2 processes, each kernel on its stream")
+
+
 def main():
+    if sys.argv[1] == "--gpu-processes":
+        check_gpu_processes(sys.argv[2])
+        return
+    if sys.argv[1] == "--parts":
+        check_parts(int(sys.argv[2]), sys.argv[3:])
+        return
     path, expect_path = sys.argv[1], sys.argv[2]
     with open(expect_path) as f:
         want = json.load(f)

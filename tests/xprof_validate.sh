@@ -4,8 +4,9 @@
 # The files: test_xplane in dump mode (a hand-built model with every event kind, GPU planes and
 # hostile names, a recorded two-thread session with 20 steps, and 3 steps of 10, 20 and 30 ms
 # with flows to a worker thread, hand-built and recorded, CPU samples on two threads, and two
-# processes with an async track: their lines and names), each with `loupe summary --json` of
-# it for the step check.
+# processes with an async track: their lines and names, and a trace split into 3 parts over the
+# lowered 2 GiB limit, each part converted alone, and two processes' GPU planes), each with `loupe summary --json` of it for
+# the step check.
 # Needs pip packages xprof and jax in one venv shared by every build directory and every run:
 # $LOUPE_XPROF_VENV when set (tools/test.sh sets it to build-test/.venv-xprof for all its
 # stages), else BUILD_DIR/../.venv-xprof when that directory is writable, else
@@ -44,4 +45,24 @@ for c in full session steps recorded_steps samples processes; do
     grep -E '^(xprof|jax)' "$tmp/$c.log"
   fi
 done
+# a trace over the XPlane limit (lowered): 3 parts, each a whole XSpace that xprof converts
+# alone, the zones spread over them, each exactly once
+parts=("$tmp/split.xplane.pb" "$tmp/split.part2.xplane.pb" "$tmp/split.part3.xplane.pb")
+echo "== split.xplane.pb (3 parts: $(stat -c %s "${parts[@]}" | tr '\n' ' ')bytes)"
+if ! timeout 120 "$py" "$src/tests/xprof_check.py" --parts 6000 "${parts[@]}" \
+    >"$tmp/split.log" 2>&1; then
+  grep -v '^[IW]0000' "$tmp/split.log" | tail -20
+  echo "xprof_validate: FAIL: split"
+  status=1
+else
+  grep -E '^xprof' "$tmp/split.log"
+fi
+if ! timeout 120 "$py" "$src/tests/xprof_check.py" --gpu-processes "$tmp/gpu_processes.xplane.pb" \
+    >"$tmp/gpu.log" 2>&1; then
+  grep -v '^[IW]0000' "$tmp/gpu.log" | tail -20
+  echo "xprof_validate: FAIL: gpu_processes"
+  status=1
+else
+  grep -E '^xprof' "$tmp/gpu.log"
+fi
 exit $status

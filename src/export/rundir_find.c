@@ -168,12 +168,38 @@ static int multi_process(char **names, size_t n, const char *const *suffixes, si
     return 0;
 }
 
+/* A part of a split XPlane trace (src/export/xplane.c): <x>.part<k>.xplane.pb beside its
+ * <x>.xplane.pb. The reader of the first part reads the others with it, so a part is no trace
+ * of its own here. */
+static int is_part(char **names, size_t n, const char *name, const char *suffix) {
+    size_t len = strlen(name), k = strlen(suffix);
+    if (len <= k || strcmp(name + len - k, suffix) != 0) {
+        return 0;
+    }
+    size_t d = len - k;
+    while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') {
+        d--;
+    }
+    if (d == len - k || d < 6 || memcmp(name + d - 5, ".part", 5) != 0) {
+        return 0;
+    }
+    size_t base = d - 5;
+    for (size_t i = 0; i < n; i++) {
+        if (strlen(names[i]) == base + k && strncmp(names[i], name, base) == 0 &&
+            strcmp(names[i] + base, suffix) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The trace to read in a run directory: of loupe's own files the one that reads fastest and
  * holds the whole model (an .xplane.pb, then a .pftrace: protobuf, no text to parse; on 3 M
  * events 8.8 and 4.8 M events/s against 3.3 for the .trace.json.gz), else any *.json /
- * *.json.gz (another tool's). A <file>.tmp is a write that did
- * not finish (rundir.c renames a file only once complete) and is never a candidate.
- * 1 when found, 0 when dir holds none (*tmp_out: how many .tmp files it holds), or an error. */
+ * *.json.gz (another tool's). The parts of a split .xplane.pb are read with its first (is_part()).
+ * A <file>.tmp is a write that did not finish (rundir.c renames a file only once complete) and is
+ * never a candidate. 1 when found, 0 when dir holds none (*tmp_out: how many .tmp files it holds),
+ * or an error. */
 static int trace_in_dir(const char *dir, char *buf, size_t size, size_t *tmp_out) {
     char **names;
     size_t n;
@@ -208,7 +234,7 @@ static int trace_in_dir(const char *dir, char *buf, size_t size, size_t *tmp_out
             const char *s = names[i];
             int ok = ends_with(s, passes[pass][0]) ||
                      (passes[pass][1] != NULL && ends_with(s, passes[pass][1]));
-            if (!ok) {
+            if (!ok || (pass == 0 && is_part(names, n, s, xp->suffix))) {
                 continue;
             }
             pick = s;

@@ -17,9 +17,11 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
  * (chrome_json_samples.c). */
 void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s);
 
-/* XPlane: one XSpace (<host>.xplane.pb) for XProf / TensorBoard (xplane.c). Fails with
- * LOUPE_EUNSUPPORTED, before writing a byte, when the XSpace would reach loupe__xplane_limit
- * bytes (protobuf's 2 GiB message limit: INT32_MAX; tests lower it). */
+/* XPlane: one XSpace (<host>.xplane.pb) for XProf / TensorBoard (xplane.c). An XSpace over
+ * loupe__xplane_limit bytes (protobuf's 2 GiB message limit: INT32_MAX; tests lower it, or set
+ * LOUPE_TEST_XPLANE_PART_BYTES) written to a file sink is split by time into parts: part 1 in
+ * s, part k in <x>.part<k>.xplane.pb beside it. Into any other sink (memory), or when no split
+ * fits, it fails with LOUPE_EUNSUPPORTED before writing a byte. */
 int loupe__write_xplane(const loupe_model *m, loupe__sink *s);
 extern uint64_t loupe__xplane_limit;
 

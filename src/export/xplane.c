@@ -5,12 +5,14 @@
  *
  * Layout:
  *   XSpace { planes: "/host:CPU" (id 0), "/device:GPU:<n>" per GPU index (model tracks with kind
- *            LOUPE_TRACK_GPU), "/host:metadata", "Task Environment"; hostnames: [host];
- *            warnings: one per thread that dropped events }
- *   /host:CPU: one XLine per thread (id = OS tid, name = thread name, or for an unnamed one the
- *            name line_name() gives it) and a line "_counters_"
- *            holding the counter samples (event name = counter, stat "value"), then one
- *            "CPU samples <tid>" line per sampled thread ("CPU samples" at the end of this
+ *            LOUPE_TRACK_GPU) of processes[0], then one per (process, device) of the other
+ *            processes, numbered after the largest device index, with plane stats
+ *            loupe_gpu_process, loupe_gpu_device and pid (XProf keys a device plane by its
+ *            number), their lines named "<process name> (<pid>) / <stream>", "/host:metadata",
+ * "Task Environment"; hostnames: [host]; warnings: one per thread that dropped events } /host:CPU:
+ * one XLine per thread (id = OS tid, name = thread name, or for an unnamed one the name line_name()
+ * gives it) and a line "_counters_" holding the counter samples (event name = counter, stat
+ * "value"), then one "CPU samples <tid>" line per sampled thread ("CPU samples" at the end of this
  *            file, with the frames' event metadata and the stack table); plane stats
  *            profile_start_time / profile_stop_time (ns since the Unix epoch), events_recorded,
  *            events_dropped, unmatched_ends, loupe_version, clock, tsc_ghz, pid, process_id (int64,
@@ -42,9 +44,10 @@
  *
  * Two passes: the first assigns metadata ids and sizes every line and plane (protobuf prefixes
  * each nested message with its length), the second writes. Memory: the metadata tables and one
- * size per line, not per event. A protobuf message must stay under 2 GiB (INT32_MAX bytes): a
- * larger XSpace is refused before any byte is written (LOUPE_EUNSUPPORTED, protobuf's 2 GiB message
- * limit #7: jax wrote a 0-byte file and reported success).
+ * size per line, not per event. A protobuf message must stay under 2 GiB (INT32_MAX bytes; jax
+ * wrote a 0-byte file and reported success): a larger XSpace written to a file is split by time
+ * into parts that each fit (write_parts()); into memory it is refused before any byte is
+ * written (LOUPE_EUNSUPPORTED).
  */
 #include "export/writers.h"
 
@@ -54,10 +57,12 @@
 #include "base/utf8.h"
 
 #include <loupe/loupe.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 uint64_t loupe__xplane_limit = 0x7fffffffu;
 
@@ -237,8 +242,9 @@ typedef struct flow_end {
 
 typedef struct plane_spec {
     const char *name;
-    int kind; /* P_HOST, P_GPU, P_META, P_ENV */
-    uint32_t device;
+    int kind;        /* P_HOST, P_GPU, P_META, P_ENV */
+    uint32_t device; /* the model's device index (P_GPU) */
+    size_t process;  /* the GPU tracks' process (P_GPU) */
 } plane_spec;
 
 enum { P_HOST, P_GPU, P_META, P_ENV };
@@ -265,8 +271,10 @@ typedef struct writer {
     char **keys; /* the plane-stat names of process_stats(), malloc'd */
     size_t nkeys;
     uint64_t max_line_id; /* over every thread's lines (GPU tracks: their tid) */
+    uint64_t lo, hi;      /* the part being written: the events that start in [lo, hi) ns */
 } writer;
 
+static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void samples_lines(writer *w, pb *p);
 static void samples_stats(writer *w, pb *p);
 static void samples_emeta(writer *w, pb *p);
@@ -427,6 +435,9 @@ static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
 }
 
 static void put_event(writer *w, pb *p, const ev *e, uint64_t line_ns) {
+    if (e->start_ns < w->lo || e->start_ns >= w->hi) {
+        return; /* another part's */
+    }
     pb c = {NULL, 0};
     event_body(w, &c, e, line_ns);
     if (p->s == NULL) { /* counting: the body once is enough */
@@ -533,7 +544,18 @@ static void line_body(writer *w, pb *p, size_t t, uint32_t lane) {
     }
     put_u64f(p, 1, w->line_id[t] + lane);
     char name[64];
-    if (w->lname[t] == NULL) {
+    if (th->kind == LOUPE_TRACK_GPU && th->process != 0 && th->process < w->m->process_count) {
+        /* another process's stream, on a device plane of its own: named as its host lines */
+        const loupe_model_process *pr = &w->m->processes[th->process];
+        char *ln = dup_printf("%s (%llu) / %s", pr->name, (unsigned long long)pr->pid,
+                              line_name(w->m, th, name, sizeof name));
+        if (ln == NULL) {
+            w->oom = 1;
+            return;
+        }
+        put_str(p, 2, ln);
+        free(ln);
+    } else if (w->lname[t] == NULL) {
         put_str(p, 2, line_name(w->m, th, name, sizeof name));
     } else if (!async) {
         put_str(p, 2, w->lname[t]);
@@ -634,9 +656,9 @@ static void counters_body(writer *w, pb *p) {
 }
 
 static int in_plane(const loupe_model_thread *th, const plane_spec *ps_) {
-    return ps_->kind == P_HOST
-               ? th->kind != LOUPE_TRACK_GPU
-               : ps_->kind == P_GPU && th->kind == LOUPE_TRACK_GPU && th->device == ps_->device;
+    return ps_->kind == P_HOST ? th->kind != LOUPE_TRACK_GPU
+                               : ps_->kind == P_GPU && th->kind == LOUPE_TRACK_GPU &&
+                                     th->device == ps_->device && th->process == ps_->process;
 }
 
 static void stat_u64(writer *w, pb *p, const char *name, uint64_t v) {
@@ -685,8 +707,6 @@ static void stat_profile_options(writer *w, pb *p) {
  * processes, loupe_process_<k>_{pid,name,host,label,cmdline,parent_pid,rank} keep them, in the
  * model's order (the Chrome writer's loupe_pid_<pid>_* do the same in JSON). */
 enum { LK = 4, PK = 7 };
-
-static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static char *dup_printf(const char *fmt, ...) {
     va_list ap;
@@ -891,6 +911,13 @@ static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
     if (spec->kind == P_HOST) {
         process_stats(w, p);
     }
+    if (spec->kind == P_GPU && spec->process != 0 && spec->process < m->process_count) {
+        /* another process's device: whose (the reader's loupe_gpu_*), and its pid for a reader
+         * of the file alone */
+        stat_u64(w, p, "loupe_gpu_process", spec->process);
+        stat_u64(w, p, "loupe_gpu_device", spec->device);
+        stat_u64(w, p, "pid", m->processes[spec->process].pid);
+    }
 }
 
 static void emeta_body(writer *w, pb *p, size_t id, const emeta *e) {
@@ -996,9 +1023,287 @@ static void put_warnings(const loupe_model *m, pb *p) {
     }
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
+/* ---- the XSpace, whole or in parts ---- */
+
+typedef struct space {
+    const plane_spec *planes;
+    size_t nplanes;
+    table *tables;        /* per plane its event and stat metadata (2 each) */
+    uint64_t *plane_size; /* per plane */
+    const char *host;
+} space;
+
+/* The counting pass over the events in [w->lo, w->hi): assigns the metadata ids, sizes every
+ * line and plane; *total = the XSpace's bytes. */
+static int space_count(writer *w, space *sp, uint64_t *total) {
+    *total = 0;
+    for (size_t i = 0; i < sp->nplanes; i++) {
+        table_free(&sp->tables[2 * i]);
+        table_free(&sp->tables[2 * i + 1]);
+        w->em = (table){.item_size = sizeof(emeta)};
+        w->sm = (table){.item_size = sizeof(smeta)};
+        pb c = {NULL, 0};
+        plane_body(w, &c, &sp->planes[i], (int64_t)i);
+        sp->tables[2 * i] = w->em;
+        sp->tables[2 * i + 1] = w->sm;
+        memset(&w->em, 0, sizeof w->em);
+        memset(&w->sm, 0, sizeof w->sm);
+        sp->plane_size[i] = c.n;
+        *total += loupe__pb_len_size(1, c.n);
+        if (w->oom) {
+            return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+        }
+    }
+    pb c = {NULL, 0};
+    put_str(&c, 4, sp->host);
+    put_warnings(w->m, &c);
+    *total += c.n;
+    if (w->range) {
+        return loupe__err(LOUPE_EUNSUPPORTED,
+                          "XPlane: a time or duration is beyond int64 picoseconds (106 days)");
+    }
+    return 0;
+}
+
+/* The writing pass, after space_count() over the same window. */
+static int space_write(writer *w, space *sp, loupe__sink *s) {
+    pb p = {s, 0};
+    for (size_t i = 0; i < sp->nplanes; i++) {
+        w->em = sp->tables[2 * i];
+        w->sm = sp->tables[2 * i + 1];
+        put_len(&p, 1, sp->plane_size[i]);
+        plane_body(w, &p, &sp->planes[i], (int64_t)i);
+        memset(&w->em, 0, sizeof w->em);
+        memset(&w->sm, 0, sizeof w->sm);
+    }
+    put_warnings(w->m, &p);
+    put_str(&p, 4, sp->host);
+    return w->oom ? loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory") : 0;
+}
+
+/* The most bytes of one XSpace: protobuf's 2 GiB, or LOUPE_TEST_XPLANE_PART_BYTES (a test's
+ * way to split a small trace; a value that is no positive number is ignored). */
+static uint64_t part_limit(void) {
+    const char *e = getenv("LOUPE_TEST_XPLANE_PART_BYTES");
+    if (e != NULL && e[0] >= '1' && e[0] <= '9') {
+        char *end;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (*end == 0 && v < loupe__xplane_limit) {
+            return v;
+        }
+    }
+    return loupe__xplane_limit;
+}
+
+/* Part k (from 2) of the file whose temporary is tmp ("<x>.xplane.pb.tmp"): "<x>.part<k>
+ * .xplane.pb" (+ ".tmp" when tmp_too). malloc'd; NULL on OOM. */
+static char *part_path(const char *tmp, unsigned k, int tmp_too) {
+    size_t n = strlen(tmp);
+    if (n > 4 && strcmp(tmp + n - 4, ".tmp") == 0) {
+        n -= 4;
+    }
+    if (n > 10 && memcmp(tmp + n - 10, ".xplane.pb", 10) == 0) {
+        n -= 10;
+    }
+    return dup_printf("%.*s.part%u.xplane.pb%s", (int)n, tmp, k, tmp_too ? ".tmp" : "");
+}
+
+/* Removes parts from..: those of an earlier write of this file, or this one's after a failure. */
+static void remove_parts(const char *path, unsigned from) {
+    for (unsigned k = from; k < 100000; k++) {
+        char *pp = part_path(path, k, 0);
+        int gone = pp == NULL || unlink(pp) != 0;
+        free(pp);
+        if (gone) {
+            return;
+        }
+    }
+}
+
+/* The start times of every event (slices, instants, counters, samples), as a histogram of
+ * PART_BUCKETS buckets over [t0, t0 + PART_BUCKETS * width): the parts' boundaries are bucket
+ * edges. */
+enum { PART_BUCKETS = 1 << 16 };
+
+typedef struct hist {
+    uint64_t t0, width, total;
+    uint64_t *n;
+} hist;
+
+static void hist_span(const loupe_model *m, uint64_t *lo, uint64_t *hi) {
+    uint64_t a = UINT64_MAX, b = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        for (size_t i = 0; i < th->slice_count; i++) {
+            a = th->slices[i].start_ns < a ? th->slices[i].start_ns : a;
+            b = th->slices[i].start_ns > b ? th->slices[i].start_ns : b;
+        }
+        for (size_t i = 0; i < th->instant_count; i++) {
+            a = th->instants[i].ts_ns < a ? th->instants[i].ts_ns : a;
+            b = th->instants[i].ts_ns > b ? th->instants[i].ts_ns : b;
+        }
+    }
+    for (size_t i = 0; i < m->counter_count; i++) {
+        a = m->counters[i].ts_ns < a ? m->counters[i].ts_ns : a;
+        b = m->counters[i].ts_ns > b ? m->counters[i].ts_ns : b;
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        a = m->samples[i].ts_ns < a ? m->samples[i].ts_ns : a;
+        b = m->samples[i].ts_ns > b ? m->samples[i].ts_ns : b;
+    }
+    *lo = a == UINT64_MAX ? 0 : a;
+    *hi = b < *lo ? *lo : b;
+}
+
+static void hist_add(hist *h, uint64_t t) {
+    h->n[(t - h->t0) / h->width]++;
+    h->total++;
+}
+
+static int hist_build(const loupe_model *m, hist *h) {
+    uint64_t lo, hi;
+    hist_span(m, &lo, &hi);
+    h->t0 = lo;
+    h->width = (hi - lo) / PART_BUCKETS + 1;
+    h->total = 0;
+    h->n = calloc(PART_BUCKETS, sizeof(*h->n));
+    if (h->n == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    }
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        for (size_t i = 0; i < th->slice_count; i++) {
+            hist_add(h, th->slices[i].start_ns);
+        }
+        for (size_t i = 0; i < th->instant_count; i++) {
+            hist_add(h, th->instants[i].ts_ns);
+        }
+    }
+    for (size_t i = 0; i < m->counter_count; i++) {
+        hist_add(h, m->counters[i].ts_ns);
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        hist_add(h, m->samples[i].ts_ns);
+    }
+    return 0;
+}
+
+/* Boundaries of nparts parts with about as many events each: b[0] = 0, b[nparts] = the end,
+ * b[k] the first bucket edge where k / nparts of the events are before it. */
+static void hist_cuts(const hist *h, unsigned nparts, uint64_t *b) {
+    b[0] = 0;
+    uint64_t seen = 0;
+    unsigned k = 1;
+    for (size_t i = 0; i < PART_BUCKETS && k < nparts; i++) {
+        seen += h->n[i];
+        while (k < nparts && seen * nparts >= h->total * k) {
+            b[k++] = h->t0 + (i + 1) * h->width;
+        }
+    }
+    while (k < nparts) {
+        b[k++] = UINT64_MAX;
+    }
+    b[nparts] = UINT64_MAX;
+}
+
+/* A trace over the limit, written to a file: split by time into parts that each fit, part 1
+ * into s (the file "<x>.xplane.pb" the caller names), part k into "<x>.part<k>.xplane.pb"
+ * (written as .tmp and renamed, like the first). Every event is in exactly one part, the one
+ * its start falls in; each part is a whole XSpace (every plane, line and plane stat, the
+ * metadata its events use), so XProf opens each one on its own and loupe's reader reads them
+ * all back as one trace (src/import/xplane.c). The number of parts: ceil(total / limit), then
+ * a quarter more per try until every part fits; none fits (all the events in
+ * one bucket, or the planes' fixed part alone over the limit): LOUPE_EUNSUPPORTED. */
+static int write_parts(writer *w, space *sp, loupe__sink *s, uint64_t total, uint64_t limit) {
+    hist h;
+    int rc = hist_build(w->m, &h);
+    if (rc != 0) {
+        return rc;
+    }
+    unsigned nparts = (unsigned)((total + limit - 1) / limit), found = 0;
+    uint64_t *b = NULL, part = 0;
+    /* a quarter more parts per try: a few dozen counting passes at most, not 4096 */
+    for (; nparts <= 4096 && rc == 0 && !found; nparts += nparts / 4 + 1) {
+        free(b);
+        b = malloc((nparts + 1) * sizeof(*b));
+        if (b == NULL) {
+            rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+            break;
+        }
+        hist_cuts(&h, nparts, b);
+        found = nparts;
+        for (unsigned k = 0; k < nparts && rc == 0; k++) {
+            w->lo = b[k];
+            w->hi = b[k + 1];
+            rc = space_count(w, sp, &part);
+            if (rc == 0 && part > limit) {
+                found = 0;
+                break;
+            }
+        }
+    }
+    free(h.n);
+    if (rc == 0 && !found) {
+        rc = loupe__err(LOUPE_EUNSUPPORTED,
+                        "XPlane: the XSpace would take %llu bytes; protobuf messages must be "
+                        "under 2 GiB (%llu bytes), and no split into at most 4096 parts by time "
+                        "has every part under it, so no .xplane.pb is written (the other formats "
+                        "hold the whole trace; loupe convert writes them)",
+                        (unsigned long long)total, (unsigned long long)limit);
+    }
+    unsigned written = 1;
+    for (unsigned k = 0; k < found && rc == 0; k++) {
+        w->lo = b[k];
+        w->hi = b[k + 1];
+        if ((rc = space_count(w, sp, &part)) != 0) {
+            break;
+        }
+        if (k == 0) {
+            rc = space_write(w, sp, s);
+            continue;
+        }
+        char *tmp = part_path(s->path, k + 1, 1), *dst = part_path(s->path, k + 1, 0);
+        loupe__sink ps;
+        if (tmp == NULL || dst == NULL) {
+            rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+        } else if ((rc = loupe__sink_open_file(&ps, tmp, 0)) == 0) {
+            rc = space_write(w, sp, &ps);
+            if (rc == 0) {
+                rc = loupe__sink_close(&ps);
+            } else {
+                loupe__sink_discard(&ps);
+            }
+            if (rc == 0 && rename(tmp, dst) != 0) {
+                int e = errno;
+                rc = loupe__err(LOUPE_EIO, "cannot write %s: rename from %s: %s (errno %d)", dst,
+                                tmp, strerror(e), e);
+            }
+            if (rc != 0) {
+                unlink(tmp);
+            } else {
+                written = k + 1;
+            }
+        }
+        free(tmp);
+        free(dst);
+    }
+    free(b);
+    remove_parts(s->path, rc == 0 ? written + 1 : 2); /* a failure leaves no part behind */
+    return rc;
+}
+
+/* A GPU plane: a process's device. */
+typedef struct gpu_key {
+    size_t process;
+    uint32_t device;
+} gpu_key;
+
+static int cmp_gpu_key(const void *pa, const void *pb_) {
+    const gpu_key *a = pa, *b = pb_;
+    if (a->process != b->process) {
+        return a->process < b->process ? -1 : 1;
+    }
+    return a->device < b->device ? -1 : a->device > b->device;
 }
 
 int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
@@ -1009,7 +1314,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     /* planes: /host:CPU, /device:GPU:<n> by n, Task Environment */
     size_t nplanes = 0;
     plane_spec *planes = calloc(m->thread_count + 3, sizeof(*planes));
-    uint32_t *devs = calloc(m->thread_count + 1, sizeof(*devs));
+    gpu_key *devs = calloc(m->thread_count + 1, sizeof(*devs));
     char(*gpu_names)[32] = calloc(m->thread_count + 1, sizeof(*gpu_names));
     table *tables = calloc((m->thread_count + 3) * 2, sizeof(table));
     uint64_t *plane_size = calloc(m->thread_count + 3, sizeof(uint64_t));
@@ -1034,23 +1339,33 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
             goto done;
         }
     }
-    planes[nplanes++] = (plane_spec){"/host:CPU", P_HOST, 0};
+    planes[nplanes++] = (plane_spec){"/host:CPU", P_HOST, 0, 0};
     size_t ndev = 0;
+    uint32_t max_dev = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
-        if (m->threads[t].kind == LOUPE_TRACK_GPU) {
-            devs[ndev++] = m->threads[t].device;
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->kind == LOUPE_TRACK_GPU) {
+            devs[ndev++] = (gpu_key){th->process, th->device};
+            max_dev = th->device > max_dev ? th->device : max_dev;
         }
     }
-    qsort(devs, ndev, sizeof(*devs), cmp_u32);
+    qsort(devs, ndev, sizeof(*devs), cmp_gpu_key);
+    /* processes[0]'s device n is "/device:GPU:n"; another process's devices are numbered after
+     * the largest device index (XProf keys a device plane by its number: two planes with one
+     * name would be one device), and the plane stats loupe_gpu_process / loupe_gpu_device say
+     * whose device it is (gpu_plane_stats()) */
+    uint64_t next_num = (uint64_t)max_dev + 1;
     for (size_t i = 0; i < ndev; i++) {
-        if (i > 0 && devs[i] == devs[i - 1]) {
+        if (i > 0 && devs[i].process == devs[i - 1].process &&
+            devs[i].device == devs[i - 1].device) {
             continue;
         }
-        snprintf(gpu_names[i], sizeof gpu_names[i], "/device:GPU:%u", devs[i]);
-        planes[nplanes++] = (plane_spec){gpu_names[i], P_GPU, devs[i]};
+        uint64_t num = devs[i].process == 0 ? devs[i].device : next_num++;
+        snprintf(gpu_names[i], sizeof gpu_names[i], "/device:GPU:%llu", (unsigned long long)num);
+        planes[nplanes++] = (plane_spec){gpu_names[i], P_GPU, devs[i].device, devs[i].process};
     }
-    planes[nplanes++] = (plane_spec){"/host:metadata", P_META, 0};
-    planes[nplanes++] = (plane_spec){"Task Environment", P_ENV, 0};
+    planes[nplanes++] = (plane_spec){"/host:metadata", P_META, 0, 0};
+    planes[nplanes++] = (plane_spec){"Task Environment", P_ENV, 0, 0};
     /* flow ends, sorted by (thread, slice) */
     if (m->flow_count > 0) {
         w.flows = malloc(2 * m->flow_count * sizeof(*w.flows));
@@ -1068,56 +1383,30 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     if ((rc = samples_prepare(&w)) != 0) {
         goto done;
     }
-    /* pass 1: ids and sizes */
-    uint64_t total = 0;
-    for (size_t i = 0; i < nplanes; i++) {
-        w.em = (table){.item_size = sizeof(emeta)};
-        w.sm = (table){.item_size = sizeof(smeta)};
-        pb c = {NULL, 0};
-        plane_body(&w, &c, &planes[i], (int64_t)i);
-        tables[2 * i] = w.em;
-        tables[2 * i + 1] = w.sm;
-        memset(&w.em, 0, sizeof w.em);
-        memset(&w.sm, 0, sizeof w.sm);
-        plane_size[i] = c.n;
-        total += loupe__pb_len_size(1, c.n);
-        if (w.oom) {
-            rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
-            goto done;
-        }
-    }
     const char *host = m->host && m->host[0] ? m->host : "localhost";
-    pb c = {NULL, 0};
-    put_str(&c, 4, host);
-    put_warnings(m, &c);
-    total += c.n;
-    if (w.range) {
-        rc = loupe__err(LOUPE_EUNSUPPORTED,
-                        "XPlane: a time or duration is beyond int64 picoseconds (106 days)");
+    space sp = {planes, nplanes, tables, plane_size, host};
+    w.lo = 0;
+    w.hi = UINT64_MAX;
+    uint64_t total = 0;
+    if ((rc = space_count(&w, &sp, &total)) != 0) {
         goto done;
     }
-    if (total > loupe__xplane_limit) {
+    uint64_t limit = part_limit();
+    if (total > limit && s->f != NULL && s->path != NULL) {
+        rc = write_parts(&w, &sp, s, total, limit);
+        goto done;
+    }
+    if (total > limit) {
         rc = loupe__err(LOUPE_EUNSUPPORTED,
                         "XPlane: the XSpace would take %llu bytes; protobuf messages must be "
                         "under 2 GiB (%llu bytes), so no .xplane.pb is written (the other "
                         "formats hold the whole trace; loupe convert writes them)",
-                        (unsigned long long)total, (unsigned long long)loupe__xplane_limit);
+                        (unsigned long long)total, (unsigned long long)limit);
         goto done;
     }
-    /* pass 2: write */
-    pb p = {s, 0};
-    for (size_t i = 0; i < nplanes; i++) {
-        w.em = tables[2 * i];
-        w.sm = tables[2 * i + 1];
-        put_len(&p, 1, plane_size[i]);
-        plane_body(&w, &p, &planes[i], (int64_t)i);
-        memset(&w.em, 0, sizeof w.em);
-        memset(&w.sm, 0, sizeof w.sm);
-    }
-    put_warnings(m, &p);
-    put_str(&p, 4, host);
-    if (w.oom) {
-        rc = loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    rc = space_write(&w, &sp, s);
+    if (rc == 0 && s->f != NULL && s->path != NULL) {
+        remove_parts(s->path, 2); /* an earlier write's parts would be read with this file */
     }
 done:
     for (size_t i = 0; tables != NULL && i < (m->thread_count + 3) * 2; i++) {
@@ -1390,6 +1679,9 @@ static void sample_line_body(writer *w, pb *p, size_t l) {
     }
     for (size_t j = a; j < b; j++) {
         size_t i = xs->order[j];
+        if (m->samples[i].ts_ns < w->lo || m->samples[i].ts_ns >= w->hi) {
+            continue; /* another part's */
+        }
         int has_next = j + 1 < b;
         uint64_t next_ns = has_next ? m->samples[xs->order[j + 1]].ts_ns : 0;
         pb c = {NULL, 0};

@@ -27,6 +27,12 @@
  *   (process, tid) are one LOUPE_TRACK_ASYNC track); the line's name loses the writer's
  *   "<process> (<pid>) / " prefix and " (lane N)" suffix (own_name()). A counter event's
  *   loupe_process and a sample's loupe_line stat say whose they are.
+ * - A GPU plane's loupe_gpu_process / loupe_gpu_device stats (a loupe file's other processes'
+ *   devices) put its tracks in that process with that device (gpu_owner()); its lines' names
+ *   lose the "<process> (<pid>) / " prefix.
+ * - A split trace (src/export/xplane.c write_parts()): given <x>.xplane.pb, the parts
+ *   <x>.part2.xplane.pb, <x>.part3... beside it (until one is missing) are read with it, each
+ *   pass over every part in turn, into the same tracks: one trace (parts_list()).
  * - Times: a loupe file's are relative to the session start already; any other file's are made
  *   relative to its earliest event (or kept when profile_start_time says they are relative).
  *
@@ -128,6 +134,56 @@ static int next(rd *r, span *s, field *f) {
     return 1;
 }
 
+/* The next field of s on the fast path, for the shapes nearly every field has: a 1-byte tag
+ * (field 1..15), wire type 0 with a varint of at most 9 bytes, or wire type 2 with a length that
+ * fits in s. 1 with *f set, 0 at the end, -1 (s untouched) for anything else, which nextf()
+ * hands to next(): the full decoder reads every case and words every error, so a hostile file
+ * meets exactly the same checks. (The generic decoder's state and error structs per field were
+ * a third of the read's time.) */
+static inline int next_fast(span *s, field *f) {
+    const unsigned char *p = s->p, *end = p + s->n;
+    if (p == end) {
+        return 0;
+    }
+    unsigned tag = *p++;
+    unsigned wt = tag & 7;
+    if (tag >= 0x80 || tag < 8 || (wt != 0 && wt != 2)) {
+        return -1;
+    }
+    uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (p == end || shift >= 63) {
+            return -1;
+        }
+        unsigned c = *p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (c < 0x80) {
+            break;
+        }
+    }
+    f->num = tag >> 3;
+    f->wt = wt;
+    f->v = v;
+    f->off = s->off;
+    if (wt == 2) {
+        if (v > (uint64_t)(end - p)) {
+            return -1;
+        }
+        f->sub = (span){p, (size_t)v, s->off + (size_t)(p - s->p)};
+        p += v;
+    }
+    size_t used = (size_t)(p - s->p);
+    s->p = p;
+    s->n -= used;
+    s->off += used;
+    return 1;
+}
+
+static inline int nextf(rd *r, span *s, field *f) {
+    int k = next_fast(s, f);
+    return k >= 0 ? k : next(r, s, f);
+}
+
 static int want(rd *r, const field *f, unsigned wt) {
     if (f->wt != wt) {
         char what[80];
@@ -181,6 +237,11 @@ static int cmp_em(const void *a, const void *b) {
 
 /* The last entry with this id (a map: the last one wins); NULL when none. */
 static const smeta *find_sm(const plane *pl, int64_t id) {
+    /* ids 1..n in order (loupe's writer and XLA's assign them so): the entry at id - 1 */
+    if (id >= 1 && (uint64_t)id <= pl->nsm && pl->sm[id - 1].id == id &&
+        ((uint64_t)id == pl->nsm || pl->sm[id].id != id)) {
+        return &pl->sm[id - 1];
+    }
     size_t lo = 0, hi = pl->nsm;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -194,6 +255,10 @@ static const smeta *find_sm(const plane *pl, int64_t id) {
 }
 
 static emeta *find_em(plane *pl, int64_t id) {
+    if (id >= 1 && (uint64_t)id <= pl->nem && pl->em[id - 1].id == id &&
+        ((uint64_t)id == pl->nem || pl->em[id].id != id)) {
+        return &pl->em[id - 1]; /* ids 1..n in order, as in find_sm() */
+    }
     size_t lo = 0, hi = pl->nem;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -211,7 +276,7 @@ static int read_stat(rd *r, span s, stat *st) {
     st->off = s.off;
     field f;
     int k;
-    while ((k = next(r, &s, &f)) == 1) {
+    while ((k = nextf(r, &s, &f)) == 1) {
         if (f.num == 1) {
             if (want(r, &f, 0) != 0) {
                 return r->rc;
@@ -454,6 +519,14 @@ static size_t track_of(reader *x, int gpu, uint32_t device, uint64_t tid) {
     return track_in(x, gpu != 0, device, 0, tid);
 }
 
+/* A GPU plane's device and process: "/device:GPU:<n>" is processes[0]'s device n unless the
+ * plane stats loupe_gpu_process / loupe_gpu_device of a loupe file name another process's
+ * (src/export/xplane.c numbers those after the largest device). */
+typedef struct gpu_plane {
+    uint32_t device;
+    size_t process;
+} gpu_plane;
+
 /* A host line's map entry (loupe_line_<id>_* stats), NULL when it has none. */
 static const lmap *line_map(const reader *x, uint64_t id) {
     size_t lo = 0, hi = x->nlines;
@@ -564,7 +637,7 @@ static int prepare_emeta(reader *x, const plane *pl, emeta *em) {
     span s = em->stats;
     field f;
     int k;
-    while ((k = next(&x->r, &s, &f)) == 1) {
+    while ((k = nextf(&x->r, &s, &f)) == 1) {
         if (f.num != 5) {
             continue;
         }
@@ -676,9 +749,10 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
     uint64_t off_ps = 0, dur_ps = 0;
     span stats = s;
     size_t ev_off = s.off;
+    int have_stats = 0;
     field f;
     int k;
-    while ((k = next(&x->r, &s, &f)) == 1) {
+    while ((k = nextf(&x->r, &s, &f)) == 1) {
         if (f.num == 1 || f.num == 2 || f.num == 3) {
             if (want(&x->r, &f, 0) != 0) {
                 return x->r.rc;
@@ -690,12 +764,18 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
             } else {
                 dur_ps = f.v;
             }
-        } else if (f.num == 4 && want(&x->r, &f, 2) != 0) {
-            return x->r.rc;
+        } else if (f.num == 4) {
+            if (want(&x->r, &f, 2) != 0) {
+                return x->r.rc;
+            }
+            have_stats = 1;
         }
     }
     if (k < 0) {
         return k;
+    }
+    if (!have_stats) {
+        stats.n = 0; /* nothing for the stats loop below to walk again */
     }
     if ((int64_t)off_ps < 0 || (int64_t)dur_ps < 0) {
         return fail(&x->r, ev_off, "negative offset_ps or duration_ps");
@@ -722,7 +802,7 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
     stat value;
     int have_value = 0;
     uint64_t cproc = 0; /* a counter's process (loupe_process; 0 when absent) */
-    while ((k = next(&x->r, &stats, &f)) == 1) {
+    while ((k = nextf(&x->r, &stats, &f)) == 1) {
         if (f.num != 4) {
             continue;
         }
@@ -816,9 +896,9 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
 
 /* The track's own name in a mapped line's name: without the writer's "<process name> (<pid>) / "
  * (another process's) and " (lane N)" (an async track's lane), where they are there. */
-static void own_name(reader *x, const lmap *lm, span *name) {
-    if (lm->process != 0 && lm->process < x->nprocs) {
-        const rproc *pr = &x->procs[lm->process];
+static void strip_process(const reader *x, uint64_t process, span *name) {
+    if (process != 0 && process < x->nprocs) {
+        const rproc *pr = &x->procs[process];
         char pre[96];
         int n = snprintf(pre, sizeof pre, " (%llu) / ", (unsigned long long)pr->pid);
         size_t nl = strlen(pr->name);
@@ -828,6 +908,10 @@ static void own_name(reader *x, const lmap *lm, span *name) {
             name->n -= nl + (size_t)n;
         }
     }
+}
+
+static void own_name(reader *x, const lmap *lm, span *name) {
+    strip_process(x, lm->process, name);
     if (lm->have & 4) {
         char suf[48];
         int n = snprintf(suf, sizeof suf, " (lane %llu)", (unsigned long long)lm->lane);
@@ -838,14 +922,14 @@ static void own_name(reader *x, const lmap *lm, span *name) {
     }
 }
 
-static int read_line(reader *x, plane *pl, span s, int gpu, uint32_t device) {
+static int read_line(reader *x, plane *pl, span s, int gpu, const gpu_plane *gp) {
     span body = s;
     uint64_t id = 0;
     int64_t ts = 0;
     span name = {s.p, 0, s.off};
     field f;
     int k;
-    while ((k = next(&x->r, &s, &f)) == 1) {
+    while ((k = nextf(&x->r, &s, &f)) == 1) {
         if ((f.num == 1 || f.num == 3) && want(&x->r, &f, 0) == 0) {
             if (f.num == 1) {
                 id = f.v;
@@ -874,18 +958,20 @@ static int read_line(reader *x, plane *pl, span s, int gpu, uint32_t device) {
     size_t t = SIZE_MAX;
     if (!counters) {
         const lmap *lm = NULL;
-        t = gpu ? track_of(x, gpu, device, id) : host_track(x, id, &lm);
+        t = gpu ? track_in(x, 1, gp->device, gp->process, id) : host_track(x, id, &lm);
         if (t == SIZE_MAX) {
             return x->r.rc;
         }
         if (lm != NULL) {
             own_name(x, lm, &name);
+        } else if (gpu) {
+            strip_process(x, gp->process, &name); /* another process's device plane */
         }
         if (name.n > 0) {
             loupe__mb_thread_name(x->mb, t, intern(x, name));
         }
     }
-    while ((k = next(&x->r, &body, &f)) == 1) {
+    while ((k = nextf(&x->r, &body, &f)) == 1) {
         if (f.num == 4 && read_event(x, pl, f.sub, t, ts, counters) != 0) {
             return x->r.rc;
         }
@@ -908,7 +994,7 @@ static int plane_u64(reader *x, const plane *pl, const stat *st, const char *nam
 }
 
 /* loupe_thread_<tid>_<what> on a plane: the tracks' loss accounting. */
-static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint32_t device) {
+static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, const gpu_plane *gp) {
     const smeta *km = find_sm(pl, st->mid);
     static const char pre[] = "loupe_thread_";
     if (km == NULL || km->name.n <= sizeof(pre) - 1 || km->name.n > 90 ||
@@ -938,7 +1024,7 @@ static int thread_stat(reader *x, const plane *pl, const stat *st, int gpu, uint
         return 0;
     }
     const lmap *lm = NULL;
-    size_t t = gpu ? track_of(x, gpu, device, tid) : host_track(x, tid, &lm);
+    size_t t = gpu ? track_in(x, 1, gp->device, gp->process, tid) : host_track(x, tid, &lm);
     if (t == SIZE_MAX) {
         return -1;
     }
@@ -1089,6 +1175,40 @@ static int processes_setup(reader *x) {
 
 enum { PL_SKIP, PL_HOST, PL_GPU, PL_ENV };
 
+/* A loupe GPU plane's loupe_gpu_process / loupe_gpu_device stats (the plane's own fields only,
+ * before its lines are read); a process the file does not list stays processes[0], warned. */
+static int gpu_owner(reader *x, const plane *pl, span body, gpu_plane *gp) {
+    field f;
+    int k;
+    uint64_t proc = 0;
+    while ((k = next(&x->r, &body, &f)) == 1) {
+        if (f.num != 6) {
+            continue;
+        }
+        stat st;
+        if (want(&x->r, &f, 2) != 0 || read_stat(&x->r, f.sub, &st) != 0) {
+            return x->r.rc;
+        }
+        if (key_is(pl, st.mid, "loupe_gpu_process")) {
+            proc = st.u;
+        } else if (key_is(pl, st.mid, "loupe_gpu_device")) {
+            gp->device = st.u <= UINT32_MAX ? (uint32_t)st.u : gp->device;
+        }
+    }
+    if (k < 0) {
+        return k;
+    }
+    if (proc >= x->nprocs && proc != 0) {
+        loupe__mb_warn(x->mb,
+                       "%s: XPlane: a GPU plane names process %llu, which the file does not "
+                       "list; read into the first process",
+                       x->r.path, (unsigned long long)proc);
+        proc = 0;
+    }
+    gp->process = (size_t)proc;
+    return 0;
+}
+
 static int read_plane(reader *x, span s, int pass) {
     plane pl;
     memset(&pl, 0, sizeof pl);
@@ -1097,7 +1217,7 @@ static int read_plane(reader *x, span s, int pass) {
     field f;
     int k;
     /* first: name and metadata (fields may come in any order) */
-    while ((k = next(&x->r, &s, &f)) == 1) {
+    while ((k = nextf(&x->r, &s, &f)) == 1) {
         if (f.num == 2 && want(&x->r, &f, 2) == 0) {
             name = f.sub;
         } else if (f.num == 4 && want(&x->r, &f, 2) == 0) {
@@ -1129,11 +1249,15 @@ static int read_plane(reader *x, span s, int pass) {
         }
     }
     sort_meta(&pl);
+    gpu_plane gp = {device, 0};
+    if (kind == PL_GPU && pass == 1 && x->is_loupe && gpu_owner(x, &pl, body, &gp) != 0) {
+        kind = PL_SKIP;
+    }
     /* pass 0: plane stats of the host plane (is this loupe's file? the origin);
      * pass 1: lines and the other stats */
-    while (x->r.rc == 0 && kind != PL_SKIP && (k = next(&x->r, &body, &f)) == 1) {
+    while (x->r.rc == 0 && kind != PL_SKIP && (k = nextf(&x->r, &body, &f)) == 1) {
         if (f.num == 3 && pass == 1 && kind != PL_ENV) {
-            read_line(x, &pl, f.sub, kind == PL_GPU, device);
+            read_line(x, &pl, f.sub, kind == PL_GPU, &gp);
         } else if (f.num == 6) {
             stat st;
             if (read_stat(&x->r, f.sub, &st) != 0) {
@@ -1181,7 +1305,7 @@ static int read_plane(reader *x, span s, int pass) {
             if (!x->is_loupe) {
                 continue;
             }
-            int tsr = thread_stat(x, &pl, &st, kind == PL_GPU, device);
+            int tsr = thread_stat(x, &pl, &st, kind == PL_GPU, &gp);
             if (tsr < 0) {
                 break;
             }
@@ -1247,43 +1371,148 @@ static int link_flows(reader *x) {
     return 0;
 }
 
+/* The parts of a split trace (src/export/xplane.c write_parts()): "<x>.part<k>.xplane.pb"
+ * beside "<x>.xplane.pb", k from 2 while they are there. */
+typedef struct part {
+    const char *path;
+    char *buf;
+    size_t n;
+} part;
+
+static char *part_name(const char *path, unsigned k) {
+    size_t n = strlen(path);
+    if (n <= 10 || strcmp(path + n - 10, ".xplane.pb") != 0) {
+        return NULL;
+    }
+    char *out = malloc(n + 32);
+    if (out != NULL) {
+        snprintf(out, n + 32, "%.*s.part%u.xplane.pb", (int)(n - 10), path, k);
+    }
+    return out;
+}
+
+/* The whole file at path into *out: 0, 1 when there is none, or an error code. */
+static int slurp(const char *path, char **out, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return errno == ENOENT ? 1 : loupe__err(LOUPE_EIO, "%s: %s", path, strerror(errno));
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (loupe__grow((void **)&buf, &cap, len + 65536, 1) != 0) {
+            free(buf);
+            fclose(f);
+            return loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
+        }
+        size_t k = fread(buf + len, 1, cap - len, f);
+        len += k;
+        if (k == 0) {
+            break;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return loupe__err(LOUPE_EIO, "%s: read error", path);
+    }
+    *out = buf;
+    *n = len;
+    return 0;
+}
+
+static void parts_free(part *v, size_t n) {
+    for (size_t i = 1; i < n; i++) { /* v[0] is the caller's */
+        free((void *)(uintptr_t)v[i].path);
+        free(v[i].buf);
+    }
+    free(v);
+}
+
+/* v[0] = the file itself, then its parts; *count. */
+static int parts_list(const char *path, char *buf, size_t n, part **out, size_t *count) {
+    part *v = NULL;
+    size_t nv = 0, cap = 0;
+    int rc = 0;
+    for (unsigned k = 1; rc == 0; k++) {
+        part p = {path, buf, n};
+        char *own = NULL;
+        if (k > 1) {
+            p.path = own = part_name(path, k);
+            if (own == NULL) {
+                break; /* no parts: not a .xplane.pb name */
+            }
+            int r = slurp(own, &p.buf, &p.n);
+            if (r != 0) {
+                free(own);
+                rc = r < 0 ? r : 0;
+                break;
+            }
+        }
+        if (loupe__grow((void **)&v, &cap, nv + 1, sizeof *v) != 0) {
+            if (k > 1) {
+                free(own);
+                free(p.buf);
+            }
+            rc = loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
+            break;
+        }
+        v[nv++] = p;
+    }
+    *out = v;
+    *count = nv;
+    return rc;
+}
+
 int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
     *out = NULL;
     reader x;
     memset(&x, 0, sizeof x);
     x.r.path = path;
     x.r.base = (const unsigned char *)buf;
-    x.mb = loupe__mb_new();
+    part *parts = NULL;
+    size_t nparts = 0;
+    int prc = parts_list(path, buf, n, &parts, &nparts);
+    x.mb = prc == 0 ? loupe__mb_new() : NULL;
     if (x.mb == NULL) {
+        parts_free(parts, nparts);
         free(buf);
-        return loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
+        return prc != 0 ? prc : loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
     }
     x.m = loupe__mb_model(x.mb);
     x.m->clock = loupe__mb_str(x.mb, "");
+    int host_seen = 0;
     for (int pass = 0; pass < 2 && x.r.rc == 0; pass++) {
         if (pass == 1 && processes_setup(&x) != 0) {
             break;
         }
-        span s = {(const unsigned char *)buf, n, 0};
-        field f;
-        int k;
-        int host_seen = 0;
-        while ((k = next(&x.r, &s, &f)) == 1) {
-            if (f.num == 1) {
-                if (want(&x.r, &f, 2) != 0 || read_plane(&x, f.sub, pass) != 0) {
+        /* a split trace's parts one after the other: each a whole XSpace whose events are
+         * another time range of the same tracks (the tracks are keyed across them) */
+        for (size_t q = 0; q < nparts && x.r.rc == 0; q++) {
+            x.r.path = parts[q].path;
+            x.r.base = (const unsigned char *)parts[q].buf;
+            span s = {(const unsigned char *)parts[q].buf, parts[q].n, 0};
+            field f;
+            int k;
+            while ((k = next(&x.r, &s, &f)) == 1) {
+                if (f.num == 1) {
+                    if (want(&x.r, &f, 2) != 0 || read_plane(&x, f.sub, pass) != 0) {
+                        break;
+                    }
+                } else if (f.num == 4 && pass == 1 && !host_seen) {
+                    if (want(&x.r, &f, 2) != 0) {
+                        break;
+                    }
+                    x.m->host = intern(&x, f.sub);
+                    host_seen = 1;
+                } else if (f.num >= 2 && f.num <= 4 && want(&x.r, &f, 2) != 0) {
                     break;
                 }
-            } else if (f.num == 4 && pass == 1 && !host_seen) {
-                if (want(&x.r, &f, 2) != 0) {
-                    break;
-                }
-                x.m->host = intern(&x, f.sub);
-                host_seen = 1;
-            } else if (f.num >= 2 && f.num <= 4 && want(&x.r, &f, 2) != 0) {
-                break;
             }
         }
     }
+    x.r.path = path;
     if (x.r.rc == 0) {
         loupe_model *m = x.m;
         /* a loupe file's times are relative to its origin; others start at their first event */
@@ -1293,7 +1522,9 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
         } else {
             m->duration_ns = x.have_time ? x.max_ns - x.min_ns : 0;
         }
-        for (size_t t = 0; t < m->thread_count; t++) {
+        /* a loupe file's times need no shift and its counts are its own: no pass over every
+         * event (it was a tenth of the read) */
+        for (size_t t = 0; t < m->thread_count && (o != 0 || !x.is_loupe); t++) {
             loupe_model_thread *th = loupe__mb_thread_at(x.mb, t);
             uint64_t count = 0;
             for (size_t i = 0; i < th->slice_count; i++) {
@@ -1332,6 +1563,7 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     free(x.flows);
     free(x.args);
     samples_free(&x);
+    parts_free(parts, nparts);
     free(buf);
     if (x.r.rc != 0) {
         loupe__mb_abort(x.mb);
@@ -1560,7 +1792,7 @@ static int sample_event(reader *x, plane *pl, span s, int64_t line_ns) {
     size_t ev_off = s.off;
     field f;
     int k;
-    while ((k = next(&x->r, &s, &f)) == 1) {
+    while ((k = nextf(&x->r, &s, &f)) == 1) {
         if (f.num == 2 && want(&x->r, &f, 0) == 0) {
             off_ps = f.v;
         } else if (f.num == 4 && want(&x->r, &f, 2) == 0) {
@@ -1615,7 +1847,7 @@ static int samples_line(reader *x, plane *pl, span s, int64_t line_ns) {
     }
     field f;
     int k;
-    while ((k = next(&x->r, &s, &f)) == 1) {
+    while ((k = nextf(&x->r, &s, &f)) == 1) {
         if (f.num == 4 && (want(&x->r, &f, 2) != 0 || sample_event(x, pl, f.sub, line_ns) != 0)) {
             return x->r.rc;
         }
