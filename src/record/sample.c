@@ -171,6 +171,26 @@ static int read_paranoid(void) {
     return n > 0 ? atoi(b) : -100;
 }
 
+/* kernel.perf_event_max_sample_rate: the kernel refuses a faster freq-mode event (EINVAL) and
+ * lowers the value itself when its sampling interrupts take too long ("perf: interrupt took too
+ * long ..., lowering kernel.perf_event_max_sample_rate" in dmesg). 0 when unreadable. Tests set
+ * LOUPE_TEST_PERF_MAX_SAMPLE_RATE to play a kernel with a lower limit. */
+static uint32_t read_max_sample_rate(void) {
+    const char *t = getenv("LOUPE_TEST_PERF_MAX_SAMPLE_RATE");
+    if (t != NULL && atol(t) > 0) {
+        return (uint32_t)atol(t);
+    }
+    int fd = open("/proc/sys/kernel/perf_event_max_sample_rate", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    char b[24] = {0};
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    long v = n > 0 ? atol(b) : 0;
+    return v > 0 && v <= (long)UINT32_MAX ? (uint32_t)v : 0;
+}
+
 /* The one line that says why there are no samples (also the "loupe_sampling" metadata). */
 static void set_unavailable(int err) {
     int par = read_paranoid();
@@ -700,6 +720,17 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
         snprintf(s_note, sizeof s_note, "off");
         pthread_mutex_unlock(&s_lock);
         return -1;
+    }
+    /* Above the kernel's limit: sample at the limit and say so once, as `perf record -F` does
+     * ("Maximum frequency rate (N Hz) exceeded, throttling from H Hz to N Hz"), rather than
+     * failing with EINVAL and no samples at all. */
+    uint32_t max = read_max_sample_rate();
+    if (max != 0 && hz > max) {
+        fprintf(stderr,
+                "loupe: sampling at %u Hz, not %u: that is kernel.perf_event_max_sample_rate "
+                "(raise it with sysctl -w kernel.perf_event_max_sample_rate=%u)\n",
+                max, hz, hz);
+        hz = max;
     }
     s_hz = hz;
     s_stacks = stacks;
