@@ -144,9 +144,11 @@ typedef struct loupe_trace_options {
      * loupe_functions_filtered, written whenever one of them is set. */
     /** CPU sampling, in samples per second of each thread's CPU time (perf_event_open(2)'s
      * task-clock event, one per thread, user stacks only); 0 = off (the default here;
-     * `loupe record` samples at LOUPE_SAMPLING_RECORD_HZ). At most 100000. Every thread of the
-     * process is sampled, also threads that never record a zone (found within 10 ms of their
-     * start), and the kernel's context switches give each thread's off-CPU intervals
+     * `loupe record` samples at LOUPE_SAMPLING_RECORD_HZ). At most 100000; above the kernel's
+     * kernel.perf_event_max_sample_rate it samples at that limit and says so in one line on
+     * stderr (as `perf record -F` does). Every thread of the process is sampled, also threads
+     * that never record a zone (found within 10 ms of their start), and the kernel's context
+     * switches give each thread's off-CPU intervals
      * (loupe_model_thread.off_cpu). Where perf events are not allowed (perf_event_paranoid,
      * missing CAP_PERFMON, a container's seccomp profile) the start still succeeds: one line on
      * stderr says why and the trace's "loupe_sampling" metadata reads "unavailable: ...".

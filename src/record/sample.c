@@ -60,6 +60,7 @@
 
 #define MAX_TASKS 4096
 #define MAX_DEPTH 128
+#define MAX_INLINE 32    /* inlined calls within one function at one address */
 #define STACK_COPY 8192u /* bytes of user stack per sample (perf's default is 8 KiB too) */
 #define SCAN_NS 10000000u
 
@@ -169,6 +170,26 @@ static int read_paranoid(void) {
     ssize_t n = read(fd, b, sizeof b - 1);
     close(fd);
     return n > 0 ? atoi(b) : -100;
+}
+
+/* kernel.perf_event_max_sample_rate: the kernel refuses a faster freq-mode event (EINVAL) and
+ * lowers the value itself when its sampling interrupts take too long ("perf: interrupt took too
+ * long ..., lowering kernel.perf_event_max_sample_rate" in dmesg). 0 when unreadable. Tests set
+ * LOUPE_TEST_PERF_MAX_SAMPLE_RATE to play a kernel with a lower limit. */
+static uint32_t read_max_sample_rate(void) {
+    const char *t = getenv("LOUPE_TEST_PERF_MAX_SAMPLE_RATE");
+    if (t != NULL && atol(t) > 0) {
+        return (uint32_t)atol(t);
+    }
+    int fd = open("/proc/sys/kernel/perf_event_max_sample_rate", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    char b[24] = {0};
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    long v = n > 0 ? atol(b) : 0;
+    return v > 0 && v <= (long)UINT32_MAX ? (uint32_t)v : 0;
 }
 
 /* The one line that says why there are no samples (also the "loupe_sampling" metadata). */
@@ -701,6 +722,17 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
         pthread_mutex_unlock(&s_lock);
         return -1;
     }
+    /* Above the kernel's limit: sample at the limit and say so once, as `perf record -F` does
+     * ("Maximum frequency rate (N Hz) exceeded, throttling from H Hz to N Hz"), rather than
+     * failing with EINVAL and no samples at all. */
+    uint32_t max = read_max_sample_rate();
+    if (max != 0 && hz > max) {
+        fprintf(stderr,
+                "loupe: sampling at %u Hz, not %u: that is kernel.perf_event_max_sample_rate "
+                "(raise it with sysctl -w kernel.perf_event_max_sample_rate=%u)\n",
+                max, hz, hz);
+        hz = max;
+    }
     s_hz = hz;
     s_stacks = stacks;
     s_origin = origin_mono_ns;
@@ -785,6 +817,23 @@ void loupe__sample_discard(void) {
     pthread_mutex_unlock(&s_lock);
 }
 
+int loupe__sample_inject(uint64_t origin_mono_ns, uint64_t tid, uint64_t ts, uint32_t cpu,
+                         const uint64_t *pcs, uint32_t n) {
+    pthread_mutex_lock(&s_lock);
+    int rc = 0;
+    s_origin = origin_mono_ns;
+    if (n > MAX_DEPTH || grow_fail((void **)&s_pcs, &s_cappcs, s_npcs + n, 8) ||
+        grow_fail((void **)&s_samples, &s_capsamples, s_nsamples + 1, sizeof *s_samples)) {
+        rc = -1;
+    } else {
+        s_samples[s_nsamples++] = (raw_sample){ts, (uint32_t)tid, cpu, (uint32_t)s_npcs, n};
+        memcpy(s_pcs + s_npcs, pcs, n * 8);
+        s_npcs += n;
+    }
+    pthread_mutex_unlock(&s_lock);
+    return rc;
+}
+
 const char *loupe__sample_note(void) {
     return s_note;
 }
@@ -803,6 +852,10 @@ typedef struct symtab {
     size_t nframes, capframes;
 #ifdef LOUPE_HAVE_LIBDW
     Dwfl *dwfl;
+    struct modsyms *mods; /* per module: its function symbols sorted by address */
+    size_t nmods, capmods;
+    struct cuindex *cus; /* per compile unit: its subprograms sorted by address */
+    size_t ncus, capcus;
 #endif
 } symtab;
 
@@ -843,6 +896,199 @@ static uint32_t call_line(Dwarf_Die *die) {
     return dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &at), &v) == 0 ? (uint32_t)v : 0;
 }
 
+/* Function symbols of one module, sorted by address, looked up by binary search.
+ * dwfl_module_addrinfo() walks the whole symbol table on every call (elfutils
+ * libdwfl/dwfl_module_addrsym.c: one pass over every symbol, twice when the first finds only a
+ * sizeless one): with 20000 distinct addresses that was 1.4 ms per address, 29 s for the
+ * bench's 100 k samples. */
+typedef struct msym {
+    uint64_t lo, hi; /* [lo, hi); hi == lo: a sizeless symbol, up to the next one */
+    const char *name;
+    int rank; /* at one address: GLOBAL (0) before WEAK (1) before LOCAL (2), as addrsym */
+} msym;
+
+typedef struct modsyms {
+    Dwfl_Module *mod;
+    msym *syms;
+    size_t n;
+} modsyms;
+
+static int cmp_msym(const void *a, const void *b) {
+    const msym *x = a, *y = b;
+    if (x->lo != y->lo) {
+        return x->lo < y->lo ? -1 : 1;
+    }
+    return x->rank - y->rank;
+}
+
+static modsyms *module_syms(symtab *st, Dwfl_Module *mod) {
+    for (size_t i = 0; i < st->nmods; i++) {
+        if (st->mods[i].mod == mod) {
+            return &st->mods[i];
+        }
+    }
+    if (loupe__grow((void **)&st->mods, &st->capmods, st->nmods + 1, sizeof *st->mods) != 0) {
+        return NULL;
+    }
+    modsyms *ms = &st->mods[st->nmods++];
+    *ms = (modsyms){mod, NULL, 0};
+    int count = dwfl_module_getsymtab(mod);
+    if (count <= 0 || (ms->syms = calloc((size_t)count, sizeof *ms->syms)) == NULL) {
+        return ms; /* no symbols (or no memory for them): unnamed, as addrinfo would say */
+    }
+    for (int i = 1; i < count; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+        if (name == NULL || name[0] == 0 || shndx == SHN_UNDEF ||
+            (type != STT_FUNC && type != STT_GNU_IFUNC)) {
+            continue;
+        }
+        ms->syms[ms->n++] = (msym){addr, addr + sym.st_size, name,
+                                   bind == STB_GLOBAL ? 0 : (bind == STB_WEAK ? 1 : 2)};
+    }
+    qsort(ms->syms, ms->n, sizeof *ms->syms, cmp_msym);
+    size_t w = 0; /* one symbol per address: the best ranked */
+    for (size_t i = 0; i < ms->n; i++) {
+        if (w == 0 || ms->syms[w - 1].lo != ms->syms[i].lo) {
+            ms->syms[w++] = ms->syms[i];
+        }
+    }
+    ms->n = w;
+    return ms;
+}
+
+/* The function holding a (an address in mod's address space, bias applied), or NULL. */
+static const char *function_at(symtab *st, Dwfl_Module *mod, uint64_t a) {
+    modsyms *ms = module_syms(st, mod);
+    if (ms == NULL || ms->n == 0 || a < ms->syms[0].lo) {
+        return NULL;
+    }
+    size_t lo = 0, hi = ms->n; /* the last symbol starting at or before a */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ms->syms[mid].lo <= a) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    const msym *s = &ms->syms[lo];
+    return a < s->hi || s->hi == s->lo ? s->name : NULL;
+}
+
+/* The subprograms of one compile unit, sorted by address: dwarf_getscopes() walks the whole CU
+ * for every address (elfutils libdw/dwarf_getscopes.c, __libdw_visit_scopes from the CU DIE),
+ * which was 54% of the bench's symbolisation; this walks each CU's top level once. */
+typedef struct fnrange {
+    uint64_t lo, hi; /* CU addresses (the module's bias taken off) */
+    Dwarf_Die die;
+} fnrange;
+
+typedef struct cuindex {
+    const void *cu; /* the CU DIE's Dwarf_Die.addr: one per CU for the Dwfl's life */
+    fnrange *r;
+    size_t n, cap;
+} cuindex;
+
+static int cmp_fnrange(const void *a, const void *b) {
+    const fnrange *x = a, *y = b;
+    return x->lo < y->lo ? -1 : (x->lo > y->lo);
+}
+
+/* Adds the ranges of the subprograms among parent's children (and inside namespaces: C++). */
+static void index_subprograms(cuindex *ci, Dwarf_Die *parent, int level) {
+    Dwarf_Die c;
+    if (level > 8 || dwarf_child(parent, &c) != 0) {
+        return;
+    }
+    do {
+        int tag = dwarf_tag(&c);
+        if (tag == DW_TAG_namespace) {
+            index_subprograms(ci, &c, level + 1);
+        } else if (tag == DW_TAG_subprogram) {
+            Dwarf_Addr base, lo, hi;
+            ptrdiff_t off = 0;
+            while ((off = dwarf_ranges(&c, off, &base, &lo, &hi)) > 0) {
+                if (hi > lo &&
+                    loupe__grow((void **)&ci->r, &ci->cap, ci->n + 1, sizeof *ci->r) == 0) {
+                    ci->r[ci->n++] = (fnrange){lo, hi, c};
+                }
+            }
+        }
+    } while (dwarf_siblingof(&c, &c) == 0);
+}
+
+/* The subprogram DIE whose code holds a (a CU address); 1 when found. */
+static int cu_function(symtab *st, Dwarf_Die *cu, uint64_t a, Dwarf_Die *out) {
+    cuindex *ci = NULL;
+    for (size_t i = 0; i < st->ncus; i++) {
+        if (st->cus[i].cu == cu->addr) {
+            ci = &st->cus[i];
+            break;
+        }
+    }
+    if (ci == NULL) {
+        if (loupe__grow((void **)&st->cus, &st->capcus, st->ncus + 1, sizeof *st->cus) != 0) {
+            return 0;
+        }
+        ci = &st->cus[st->ncus++];
+        *ci = (cuindex){cu->addr, NULL, 0, 0};
+        index_subprograms(ci, cu, 0);
+        qsort(ci->r, ci->n, sizeof *ci->r, cmp_fnrange);
+    }
+    size_t lo = 0, hi = ci->n; /* the last range starting at or before a */
+    if (hi == 0 || a < ci->r[0].lo) {
+        return 0;
+    }
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ci->r[mid].lo <= a) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if (a >= ci->r[lo].hi) {
+        return 0;
+    }
+    *out = ci->r[lo].die;
+    return 1;
+}
+
+/* The DW_TAG_inlined_subroutine scopes below parent that hold a, outermost first, from
+ * out[n]; the new count. Lexical blocks are looked into; a block without addresses of its own
+ * may still hold inlined calls that have some. */
+static int inline_scopes(Dwarf_Die *parent, uint64_t a, Dwarf_Die *out, int n) {
+    Dwarf_Die c;
+    if (n >= MAX_INLINE || dwarf_child(parent, &c) != 0) {
+        return n;
+    }
+    do {
+        int tag = dwarf_tag(&c);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_lexical_block) {
+            continue;
+        }
+        int has = dwarf_haspc(&c, a);
+        if (has > 0) {
+            if (tag == DW_TAG_inlined_subroutine) {
+                out[n++] = c;
+            }
+            return inline_scopes(&c, a, out, n);
+        }
+        if (has == 0 && tag == DW_TAG_lexical_block && !dwarf_hasattr(&c, DW_AT_low_pc) &&
+            !dwarf_hasattr(&c, DW_AT_ranges)) {
+            int m = inline_scopes(&c, a, out, n);
+            if (m > n) {
+                return m;
+            }
+        }
+    } while (dwarf_siblingof(&c, &c) == 0);
+    return n;
+}
+
 /* The frames of one address: the inlined calls innermost first, then the function. */
 static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
     uint64_t a = ret ? pc - 1 : pc; /* a return address belongs to the call before it */
@@ -857,9 +1103,7 @@ static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
     const char *mname = dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, &mainfile, NULL);
     f.module = loupe__mb_str(mb, mainfile ? mainfile : (mname ? mname : ""));
     f.module_offset = pc - low;
-    GElf_Off off;
-    GElf_Sym sym;
-    const char *fn = dwfl_module_addrinfo(mod, a, &off, &sym, NULL, NULL, NULL);
+    const char *fn = function_at(st, mod, a);
     char unnamed[320];
     if (fn == NULL) {
         /* No symbol (a stripped library's static function: zlib's deflate internals in Debian's
@@ -892,28 +1136,24 @@ static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
     f.line = lineno > 0 ? (uint32_t)lineno : 0;
     Dwarf_Addr bias = 0;
     Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
-    Dwarf_Die *scopes = NULL;
-    int ns = cu ? dwarf_getscopes(cu, a - bias, &scopes) : 0;
-    /* eu-addr2line -i's walk: each DW_TAG_inlined_subroutine is a frame whose caller's
-     * position is its DW_AT_call_file / DW_AT_call_line. */
-    for (int i = 0; i < ns; i++) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_inlined_subroutine) {
-            const char *in = dwarf_diename(&scopes[i]);
-            loupe_frame g = f;
-            g.function = loupe__mb_str(mb, in ? in : "");
-            g.inlined = 1;
-            if (push_frame(mb, st, &g) != 0) {
-                free(scopes);
-                return -1;
-            }
-            f.file = loupe__mb_str(mb, call_file(cu, &scopes[i]));
-            f.line = call_line(&scopes[i]);
-        } else if (tag == DW_TAG_subprogram) {
-            break;
-        }
+    Dwarf_Die sub, scopes[MAX_INLINE];
+    int ns = 0;
+    if (cu != NULL && cu_function(st, cu, a - bias, &sub)) {
+        ns = inline_scopes(&sub, a - bias, scopes, 0);
     }
-    free(scopes);
+    /* eu-addr2line -i's walk: each DW_TAG_inlined_subroutine, innermost first, is a frame whose
+     * caller's position is its DW_AT_call_file / DW_AT_call_line. */
+    for (int i = ns - 1; i >= 0; i--) {
+        const char *in = dwarf_diename(&scopes[i]);
+        loupe_frame g = f;
+        g.function = loupe__mb_str(mb, in ? in : "");
+        g.inlined = 1;
+        if (push_frame(mb, st, &g) != 0) {
+            return -1;
+        }
+        f.file = loupe__mb_str(mb, call_file(cu, &scopes[i]));
+        f.line = call_line(&scopes[i]);
+    }
     return push_frame(mb, st, &f);
 }
 #else
@@ -959,6 +1199,105 @@ static pc_entry *lookup(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
     st->slots[j] = (pc_entry){key, first, (uint32_t)(st->nframes - first), 1};
     st->count++;
     return &st->slots[j];
+}
+
+/* Callers' stacks seen before: a sample's pcs after the first (its callers, the same from one
+ * sample to the next of a loop while the sampled address moves) -> their stack node. A repeated
+ * context costs one hash and one compare instead of a builder lookup per frame (each a likely
+ * cache miss: those were half of the bench's 1 M-sample collect). */
+typedef struct ctx_slot {
+    uint64_t hash;
+    uint32_t sample; /* index + 1 of the sample whose callers these are; 0 = empty */
+    uint32_t node;
+} ctx_slot;
+
+typedef struct callers {
+    ctx_slot *slots;
+    size_t cap, count;
+} callers;
+
+static uint64_t hash_pcs(const uint64_t *p, uint32_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    for (uint32_t i = 0; i < n; i++) {
+        h = mix(h ^ p[i]) + i;
+    }
+    return h | 1;
+}
+
+/* The stack node of the callers of rs (its pcs after the first), made when not seen before. */
+static int callers_node(loupe__mb *mb, symtab *st, callers *cx, const raw_sample *rs,
+                        uint32_t *node) {
+    const uint64_t *p = s_pcs + rs->first + 1;
+    uint32_t n = rs->n - 1;
+    uint64_t h = hash_pcs(p, n);
+    if ((cx->count + 1) * 2 > cx->cap) {
+        size_t ncap = cx->cap ? cx->cap * 2 : 4096;
+        ctx_slot *ns = calloc(ncap, sizeof *ns);
+        if (ns == NULL) {
+            return -1;
+        }
+        for (size_t i = 0; i < cx->cap; i++) {
+            if (cx->slots[i].sample != 0) {
+                size_t j = cx->slots[i].hash & (ncap - 1);
+                while (ns[j].sample != 0) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                ns[j] = cx->slots[i];
+            }
+        }
+        free(cx->slots);
+        cx->slots = ns;
+        cx->cap = ncap;
+    }
+    size_t j = h & (cx->cap - 1);
+    for (; cx->slots[j].sample != 0; j = (j + 1) & (cx->cap - 1)) {
+        const raw_sample *o = &s_samples[cx->slots[j].sample - 1];
+        if (cx->slots[j].hash == h && o->n == rs->n &&
+            memcmp(s_pcs + o->first + 1, p, n * sizeof *p) == 0) {
+            *node = cx->slots[j].node;
+            return 0;
+        }
+    }
+    uint32_t chain[4 * MAX_DEPTH];
+    size_t c = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        pc_entry *e = lookup(mb, st, p[k], 1);
+        if (e == NULL) {
+            return -1;
+        }
+        for (uint32_t q = 0; q < e->n && c < sizeof chain / sizeof chain[0]; q++) {
+            chain[c++] = st->frames[e->first + q];
+        }
+    }
+    *node = loupe__mb_stack_of(mb, chain, c);
+    if (*node == UINT32_MAX) {
+        return -1;
+    }
+    cx->slots[j] = (ctx_slot){h, (uint32_t)(rs - s_samples) + 1, *node};
+    cx->count++;
+    return 0;
+}
+
+/* The leaf stack node of one sample: its callers' node, then the sampled address's frames
+ * (the inlined calls innermost last on the way down). */
+static int sample_stack(loupe__mb *mb, symtab *st, callers *cx, const raw_sample *rs,
+                        uint32_t *leaf) {
+    uint32_t node = UINT32_MAX;
+    if (rs->n > 1 && callers_node(mb, st, cx, rs, &node) != 0) {
+        return -1;
+    }
+    pc_entry *e = lookup(mb, st, s_pcs[rs->first], 0);
+    if (e == NULL) {
+        return -1;
+    }
+    for (uint32_t q = e->n; q-- > 0;) {
+        node = loupe__mb_stack(mb, node, st->frames[e->first + q]);
+        if (node == UINT32_MAX) {
+            return -1;
+        }
+    }
+    *leaf = node;
+    return 0;
 }
 
 static int cmp_tid(const void *a, const void *b) {
@@ -1007,7 +1346,7 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
     tid_map *map = NULL;
     size_t nmap = 0, capmap = 0;
     symtab st = {0};
-    uint32_t chain[4 * MAX_DEPTH];
+    callers cx = {0};
     if (loupe__mb_metadata(mb, "loupe_sampling", s_note) != 0) {
         rc = -1;
         goto out;
@@ -1050,21 +1389,13 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
         if (rs->ts < s_origin || rs->ts > end_mono) {
             continue; /* before the start or after the stop: not the session's */
         }
-        size_t n = 0;
-        for (uint32_t k = 0; k < rs->n; k++) {
-            pc_entry *e = lookup(mb, &st, s_pcs[rs->first + k], k > 0);
-            if (e == NULL) {
-                rc = -1;
-                goto out;
-            }
-            for (uint32_t q = 0; q < e->n && n < sizeof chain / sizeof chain[0]; q++) {
-                chain[n++] = st.frames[e->first + q];
-            }
+        uint32_t leaf = UINT32_MAX;
+        if (rs->n > 0 && sample_stack(mb, &st, &cx, rs, &leaf) != 0) {
+            rc = -1;
+            goto out;
         }
         size_t t = thread_of(mb, &map, &nmap, &capmap, rs->tid);
-        uint32_t leaf = n ? loupe__mb_stack_of(mb, chain, n) : UINT32_MAX;
-        if (t == SIZE_MAX || (n && leaf == UINT32_MAX) ||
-            loupe__mb_sample(mb, t, rs->ts - s_origin, leaf, rs->cpu) != 0) {
+        if (t == SIZE_MAX || loupe__mb_sample(mb, t, rs->ts - s_origin, leaf, rs->cpu) != 0) {
             rc = -1;
             goto out;
         }
@@ -1094,6 +1425,17 @@ out:
 #endif
     free(st.slots);
     free(st.frames);
+    free(cx.slots);
+#ifdef LOUPE_HAVE_LIBDW
+    for (size_t i = 0; i < st.nmods; i++) {
+        free(st.mods[i].syms);
+    }
+    free(st.mods);
+    for (size_t i = 0; i < st.ncus; i++) {
+        free(st.cus[i].r);
+    }
+    free(st.cus);
+#endif
     free(map);
     free_raw();
     pthread_mutex_unlock(&s_lock);

@@ -36,6 +36,13 @@ int loupe__sample_collect(struct loupe__mb *mb, uint64_t stop_ns);
 void loupe__sample_forget_in_child(void);
 /* Frees the session's samples unread (a collection that failed). */
 void loupe__sample_discard(void);
+/* Benchmarks and tests (bench/symbolize.c): adds one sample as if the sampler thread had drained
+ * it, for the next loupe__sample_collect(): pcs innermost first (the first is the sampled
+ * address, the others return addresses), n <= 128; ts in CLOCK_MONOTONIC ns, kept when it lies
+ * within [origin_mono_ns, origin_mono_ns + the collect's stop_ns]. Not while sampling runs.
+ * 0, or -1 when memory ran out. */
+int loupe__sample_inject(uint64_t origin_mono_ns, uint64_t tid, uint64_t ts, uint32_t cpu,
+                         const uint64_t *pcs, uint32_t n);
 /* "off", "999 Hz task-clock, dwarf stacks", "unavailable: ...": the last session's state. */
 const char *loupe__sample_note(void);
 
