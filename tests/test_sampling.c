@@ -15,6 +15,9 @@
 #include "session/session.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
 #include <jansson.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -92,6 +95,30 @@ static void test_hot_no_frame_pointers(void **state) {
     run_hot(LOUPE_SAMPLE_HOT_NOFP, "fp", 0); /* the leaf is right; its callers are not known */
 }
 
+/* The off-CPU time of one kind (a loupe_off_cpu_kind) inside a thread's slice. */
+static uint64_t zone_off(const loupe_model_thread *t, const loupe_slice *z, unsigned kind) {
+    uint64_t z0 = z->start_ns, z1 = z0 + z->dur_ns, off = 0;
+    for (size_t i = 0; i < t->off_cpu_count; i++) {
+        uint64_t a = t->off_cpu[i].start_ns, b = a + t->off_cpu[i].dur_ns;
+        a = a < z0 ? z0 : a;
+        b = b > z1 ? z1 : b;
+        off += b > a && t->off_cpu[i].kind == kind ? b - a : 0;
+    }
+    return off;
+}
+
+/* The calling thread's track with one slice named name. */
+static const loupe_model_thread *my_track(const loupe_model *m, const char *name) {
+    uint64_t me = (uint64_t)syscall(SYS_gettid);
+    for (size_t i = 0; i < m->thread_count; i++) {
+        const loupe_model_thread *t = &m->threads[i];
+        if (t->tid == me && t->slice_count == 1 && strcmp(t->slices[0].name, name) == 0) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
 static void test_sleep_is_off_cpu(void **state) {
     (void)state;
     if (!perf_allowed()) {
@@ -124,8 +151,87 @@ static void test_sleep_is_off_cpu(void **state) {
         off += b > a ? b - a : 0;
     }
     assert_true(off >= 160000000u && off <= 240000000u); /* 200 ms within 20% */
+    /* a sleep is a voluntary switch-out: waiting, not preempted (the kernel may preempt the
+     * thread on its way into or out of the sleep: a few ms at most) */
+    uint64_t waiting = zone_off(t, &t->slices[0], LOUPE_OFF_CPU_WAITING);
+    uint64_t preempted = zone_off(t, &t->slices[0], LOUPE_OFF_CPU_PREEMPTED);
+    assert_true(waiting >= 160000000u && waiting <= 240000000u);
+    assert_true(preempted <= 10000000u);
+    assert_int_equal(zone_off(t, &t->slices[0], LOUPE_OFF_CPU_UNKNOWN), 0); /* Linux >= 4.17 */
     assert_string_equal(meta(m, "loupe_sampling"), "999 Hz task-clock, dwarf stacks");
     assert_int_equal(m->sample_period_ns, 1001001);
+}
+
+static volatile int g_spin_quit;
+static pthread_barrier_t g_spin_go;
+static cpu_set_t g_one_cpu;
+
+static void *spinner(void *arg) {
+    (void)arg;
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof g_one_cpu, &g_one_cpu), 0);
+    pthread_barrier_wait(&g_spin_go);
+    volatile double x = 1.0;
+    while (!__atomic_load_n(&g_spin_quit, __ATOMIC_ACQUIRE)) {
+        x = x * 1.0000001;
+    }
+    return NULL;
+}
+
+/* Two CPU-bound threads pinned onto one CPU (taskset's effect, by pthread_setaffinity_np): each
+ * runs about half the time and spends the rest preempted (runnable, switched out by the
+ * scheduler), not waiting. Bounds: preempted >= 25% of a 400 ms zone (the fair share is 50%;
+ * the margin is for a loaded CI machine, where other work on that CPU also preempts), waiting
+ * <= 5% (a spinning thread never blocks; page faults or the sampler's ring wake-up may). */
+static void test_shared_cpu_is_preempted(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    cpu_set_t allowed;
+    assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    CPU_ZERO(&g_one_cpu);
+    for (size_t c = 0; c < CPU_SETSIZE; c++) {
+        if (CPU_ISSET(c, &allowed)) {
+            CPU_SET(c, &g_one_cpu); /* the first CPU we may run on (CPU 0 outside containers) */
+            break;
+        }
+    }
+    g_spin_quit = 0;
+    assert_int_equal(pthread_barrier_init(&g_spin_go, NULL, 2), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, spinner, NULL), 0);
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof g_one_cpu, &g_one_cpu), 0);
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_barrier_wait(&g_spin_go);
+    {
+        LOUPE_ZONE("shared");
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        volatile double x = 1.0;
+        do {
+            for (int i = 0; i < 10000; i++) {
+                x = x * 1.0000001;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+        } while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 400000000L);
+    }
+    __atomic_store_n(&g_spin_quit, 1, __ATOMIC_RELEASE);
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed), 0);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&g_spin_go);
+    const loupe_model *m = loupe__kept_model();
+    const loupe_model_thread *t = my_track(m, "shared");
+    assert_non_null(t);
+    const loupe_slice *z = &t->slices[0];
+    uint64_t preempted = zone_off(t, z, LOUPE_OFF_CPU_PREEMPTED);
+    uint64_t waiting = zone_off(t, z, LOUPE_OFF_CPU_WAITING);
+    if (preempted * 4 < z->dur_ns || waiting * 20 > z->dur_ns) {
+        fail_msg("zone %llu ns: preempted %llu ns, waiting %llu ns", (unsigned long long)z->dur_ns,
+                 (unsigned long long)preempted, (unsigned long long)waiting);
+    }
+    assert_int_equal(zone_off(t, z, LOUPE_OFF_CPU_UNKNOWN), 0);
 }
 
 static void test_lost_counted(void **state) {
@@ -270,6 +376,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_hot_frame_pointers, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_hot_no_frame_pointers, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_sleep_is_off_cpu, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_shared_cpu_is_preempted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_lost_counted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, tu_setup, tu_teardown),

@@ -16,6 +16,10 @@
  * tail: the kernel never waits for loupe, and what it could not write is counted from its
  * PERF_RECORD_LOST records (samples_lost in the model). context_switch = 1 adds a
  * PERF_RECORD_SWITCH at every switch out and in: the gaps are the thread's off-CPU intervals.
+ * A switch-out with PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (linux/perf_event.h, Linux 4.17: the
+ * task was still runnable, what `perf sched timehist` reports as preemption) starts a preempted
+ * interval, one without it a waiting one (blocked or sleeping); before 4.17 the bit is never
+ * set, so the kind is unknown there rather than always "waiting".
  *
  * Stacks: frame-pointer callchains (PERF_SAMPLE_CALLCHAIN) always; with libdw, also 8 KiB of the
  * user stack and the user registers (PERF_SAMPLE_STACK_USER, PERF_SAMPLE_REGS_USER), unwound with
@@ -49,6 +53,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +75,7 @@ typedef struct task {
     void *base;
     size_t len;
     uint64_t out_since; /* switched out at (perf time), 0 when running */
+    unsigned out_kind;  /* a loupe_off_cpu_kind: why it was switched out */
 } task;
 
 typedef struct raw_sample {
@@ -80,6 +86,7 @@ typedef struct raw_sample {
 
 typedef struct raw_off {
     uint64_t tid, start, end;
+    unsigned kind; /* a loupe_off_cpu_kind */
 } raw_off;
 
 typedef struct named {
@@ -98,6 +105,7 @@ static uint64_t s_origin;
 static size_t s_pages; /* ring data pages per thread (a power of two) */
 static char s_note[448] = "off";
 static uint64_t s_sampler_tid;
+static int s_preempt_bit; /* the kernel sets PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (>= 4.17) */
 
 static task s_tasks[MAX_TASKS];
 static size_t s_ntasks;
@@ -208,11 +216,32 @@ static int grow_fail(void **p, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
-static void add_off(uint64_t tid, uint64_t start, uint64_t end) {
+static void add_off(uint64_t tid, uint64_t start, uint64_t end, unsigned kind) {
     if (end <= start || grow_fail((void **)&s_offs, &s_capoffs, s_noffs + 1, sizeof *s_offs)) {
         return;
     }
-    s_offs[s_noffs++] = (raw_off){tid, start, end};
+    s_offs[s_noffs++] = (raw_off){tid, start, end, kind};
+}
+
+/* Whether the running kernel marks preempting switch-outs: Linux 4.17 added
+ * PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (kernel commit "perf/core: Store context switch out type
+ * in PERF_RECORD_SWITCH[_CPU_WIDE]"); an older one leaves the bit clear on every switch. */
+static int kernel_marks_preempt(void) {
+    struct utsname u;
+    unsigned major = 0, minor = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2) {
+        return 0;
+    }
+    return major > 4 || (major == 4 && minor >= 17);
+}
+
+/* The kind of the off-CPU interval a switch-out record starts. */
+static unsigned switch_out_kind(uint16_t misc) {
+    if (!s_preempt_bit) {
+        return LOUPE_OFF_CPU_UNKNOWN;
+    }
+    return (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? LOUPE_OFF_CPU_PREEMPTED
+                                                        : LOUPE_OFF_CPU_WAITING;
 }
 
 #ifdef LOUPE_HAVE_LIBDW
@@ -494,8 +523,9 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
         if (trailer(rec, size, &tid, &ts) == 0 && tid == tk->tid) {
             if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
                 tk->out_since = ts;
+                tk->out_kind = switch_out_kind(h.misc);
             } else if (tk->out_since != 0) {
-                add_off(tid, tk->out_since, ts);
+                add_off(tid, tk->out_since, ts, tk->out_kind);
                 tk->out_since = 0;
             }
         }
@@ -576,7 +606,7 @@ static void open_task(uint64_t tid) {
         s_skipped++;
         return;
     }
-    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0};
+    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0, 0};
     if (grow_fail((void **)&s_names, &s_capnames, s_nnames + 1, sizeof *s_names) == 0) {
         s_names[s_nnames].tid = tid;
         memcpy(s_names[s_nnames].comm, comm, 16);
@@ -704,6 +734,7 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
     s_hz = hz;
     s_stacks = stacks;
     s_origin = origin_mono_ns;
+    s_preempt_bit = kernel_marks_preempt();
     s_pages = s_stacks == LOUPE__STACKS_DWARF ? 128 : 32;
     const char *pg = getenv("LOUPE_SAMPLE_RING_PAGES"); /* tests: a tiny ring loses samples */
     if (pg != NULL && atoi(pg) > 0) {
@@ -1076,7 +1107,8 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
             continue;
         }
         size_t t = thread_of(mb, &map, &nmap, &capmap, s_offs[i].tid);
-        if (t == SIZE_MAX || loupe__mb_off_cpu(mb, t, a - s_origin, b - a) != 0) {
+        if (t == SIZE_MAX ||
+            loupe__mb_off_cpu_kind(mb, t, a - s_origin, b - a, s_offs[i].kind) != 0) {
             rc = -1;
             goto out;
         }
