@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Whether this kernel lets us sample our own thread at all (else every test is skipped). */
@@ -234,6 +235,119 @@ static void test_shared_cpu_is_preempted(void **state) {
     assert_int_equal(zone_off(t, z, LOUPE_OFF_CPU_UNKNOWN), 0);
 }
 
+/* The perf event fds (readlink: "anon_inode:[perf_event]") and ring mappings of this process. */
+static int perf_fds(void) {
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        char path[64], link[128];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(path, link, sizeof link - 1);
+        if (k > 0) {
+            link[k] = 0;
+            n += strcmp(link, "anon_inode:[perf_event]") == 0;
+        }
+    }
+    return n;
+}
+
+static int perf_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        n += strstr(line, "perf_event") != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return n;
+}
+
+/* Spins for ms of this thread's CPU time (not wall time: the machine may be shared). */
+static void spin_ms(long ms) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    volatile double x = 1.0;
+    do {
+        for (int i = 0; i < 10000; i++) {
+            x = x * 1.0000001;
+        }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    } while ((t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L < ms);
+}
+
+/* The child of a fork while sampling: exit 0, or the number of the check that failed. */
+static int forked_child(const char *dir) {
+    if (perf_fds() != 0) {
+        return 10 + perf_fds(); /* the parent's events were inherited */
+    }
+    if (perf_maps() != 0) {
+        return 2;
+    }
+    loupe_trace_options o = {.log_dir = dir, .sampling_hz = 999};
+    if (loupe_start_trace(&o) != 0) {
+        return 3;
+    }
+    int mine = perf_fds(); /* its own: the child's thread (and the keeper, if the scan saw it
+                            * before it named itself loupe-keeper) */
+    spin_ms(200);
+    if (loupe_stop_trace(NULL) != 0) {
+        return 4;
+    }
+    if (mine < 1 || mine > 2) {
+        return 20 + mine;
+    }
+    const loupe_model *m = loupe__kept_model();
+    uint64_t me = (uint64_t)getpid();
+    size_t own = 0;
+    for (size_t i = 0; i < m->sample_count; i++) {
+        if (m->threads[m->samples[i].thread].tid != me) {
+            return 6; /* a sample of a thread that is not the child's */
+        }
+        own++;
+    }
+    return own >= 150 ? 0 : 7; /* 200 ms of CPU at 999 Hz: ~200 samples */
+}
+
+/* A fork()ed child of a sampling process closes the parent's perf events (none of its fds is
+ * one, no ring is mapped), samples its own thread in its own session, and the parent's trace
+ * holds none of the child's samples. */
+static void test_fork_child_samples_its_own(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    char child_dir[4200];
+    snprintf(child_dir, sizeof child_dir, "%s/child", tu_dir);
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    spin_ms(50);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        _exit(forked_child(child_dir));
+    }
+    spin_ms(100);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    const loupe_model *m = loupe__kept_model();
+    size_t mine = 0;
+    for (size_t i = 0; i < m->sample_count; i++) {
+        uint64_t tid = m->threads[m->samples[i].thread].tid;
+        assert_true(tid != (uint64_t)pid);
+        mine += tid == (uint64_t)getpid();
+    }
+    assert_true(mine >= 110); /* 150 ms of CPU at 999 Hz: ~150 samples */
+    char *out = NULL, cmd[4400];
+    snprintf(cmd, sizeof cmd, "ls %s/plugins/profile/*/*.trace.json.gz | wc -l", child_dir);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_string_equal(out, "1\n"); /* the child's own file */
+    free(out);
+}
+
 static void test_lost_counted(void **state) {
     (void)state;
     if (!perf_allowed()) {
@@ -377,6 +491,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_hot_no_frame_pointers, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_sleep_is_off_cpu, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_shared_cpu_is_preempted, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_fork_child_samples_its_own, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_lost_counted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, tu_setup, tu_teardown),

@@ -109,6 +109,9 @@ static int s_preempt_bit; /* the kernel sets PERF_RECORD_MISC_SWITCH_OUT_PREEMPT
 
 static task s_tasks[MAX_TASKS];
 static size_t s_ntasks;
+/* Held by the sampler thread while it changes s_tasks (its scans, its last close) and across a
+ * fork (loupe__sample_fork_prepare): the child then finds a table whose every fd is an event. */
+static pthread_mutex_t s_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t s_skipped; /* threads not sampled: MAX_TASKS reached */
 
 static raw_sample *s_samples;
@@ -654,6 +657,12 @@ static void scan(void) {
     }
 }
 
+static void scan_locked(void) {
+    pthread_mutex_lock(&s_table_lock);
+    scan();
+    pthread_mutex_unlock(&s_table_lock);
+}
+
 static void *sampler_main(void *arg) {
     (void)arg;
     sigset_t all;
@@ -668,7 +677,7 @@ static void *sampler_main(void *arg) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         uint64_t now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
         if (now - last_scan >= SCAN_NS) {
-            scan();
+            scan_locked();
             last_scan = now;
         }
         for (size_t i = 0; i < s_ntasks; i++) {
@@ -686,10 +695,12 @@ static void *sampler_main(void *arg) {
         (void)poll(pf, s_ntasks + 1, (int)(SCAN_NS / 1000000u));
     }
     free(pf);
+    pthread_mutex_lock(&s_table_lock);
     for (size_t i = 0; i < s_ntasks; i++) {
         close_task(&s_tasks[i]);
     }
     s_ntasks = 0;
+    pthread_mutex_unlock(&s_table_lock);
 #ifdef LOUPE_HAVE_LIBDW
     if (u_dwfl != NULL) {
         dwfl_end(u_dwfl);
@@ -795,10 +806,31 @@ void loupe__sample_stop(void) {
     pthread_mutex_unlock(&s_lock);
 }
 
+void loupe__sample_fork_prepare(void) {
+    pthread_mutex_lock(&s_table_lock);
+}
+
+void loupe__sample_fork_parent(void) {
+    pthread_mutex_unlock(&s_table_lock);
+}
+
 void loupe__sample_forget_in_child(void) {
-    /* The sampler thread is the parent's: nothing to join. The fds stay open (closing them
-     * from a table the parent's sampler may have been rewriting at the fork could close one
-     * the child uses); the samples copied so far are the parent's. */
+    /* The sampler thread is the parent's: nothing to join. Its events measure the parent's
+     * threads, and an fd the child kept would keep each alive (and its ring) for as long as
+     * the child lives, so they are closed; the table is whole (the prepare handler held its
+     * lock). The rings are not unmapped: perf_mmap() marks them VM_DONTCOPY (Linux
+     * kernel/events/core.c), so the child has no such mapping, and an munmap of that range
+     * could only hit what the child maps there later. The samples copied so far are the
+     * parent's (their memory is left, not freed: the sampler may have been growing it). */
+    for (size_t i = 0; i < s_ntasks; i++) {
+        close(s_tasks[i].fd);
+    }
+    s_ntasks = 0;
+    if (s_wake >= 0) {
+        close(s_wake);
+        s_wake = -1;
+    }
+    pthread_mutex_unlock(&s_table_lock); /* taken by this thread in the prepare handler */
     pthread_mutex_init(&s_lock, NULL);
     s_running = 0;
     s_ntasks = 0;
