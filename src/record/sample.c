@@ -9,7 +9,10 @@
  * instead of opening at thread registration keeps the hot path untouched (registration is
  * allocation-free and may run in a signal handler) and also samples threads that never record a
  * zone (an uninstrumented program under `loupe record`); a thread is sampled from at most 10 ms
- * after it starts.
+ * after it starts. A thread that records (registers) is sampled sooner: its registration writes
+ * the sampler's eventfd (loupe__sample_thread_born(): one write(2), async-signal-safe, no lock
+ * or allocation), which wakes the poll into a scan at once, so a thread that lives 3 ms is
+ * sampled too.
  *
  * The sampler thread blocks every signal (as the keeper does), polls the rings (woken when one is
  * half full, or every 10 ms), copies each record into memory of its own and moves the ring's
@@ -97,7 +100,11 @@ typedef struct named {
 static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER; /* start / stop / collect */
 static int s_running;
 static pthread_t s_thread;
-static int s_wake = -1; /* eventfd: the stop wakes the poll */
+/* eventfd: the stop and thread registrations wake the poll. Made at the first start and never
+ * closed (a registering thread may write it at any time: a closed and reused fd number would
+ * take its 8 bytes), except in a fork child, which makes its own. */
+static int s_wake = -1;
+static int s_born_on; /* registrations write s_wake (the sampler runs) */
 static int s_quit;
 static uint32_t s_hz;
 static int s_stacks;
@@ -693,6 +700,12 @@ static void *sampler_main(void *arg) {
             pf[i + 1] = (struct pollfd){.fd = s_tasks[i].fd, .events = POLLIN};
         }
         (void)poll(pf, s_ntasks + 1, (int)(SCAN_NS / 1000000u));
+        if (pf[0].revents & POLLIN) {
+            uint64_t n;
+            ssize_t r = read(s_wake, &n, sizeof n); /* resets the count (EFD_NONBLOCK) */
+            (void)r;
+            last_scan = 0; /* a thread registered: find it now */
+        }
     }
     free(pf);
     pthread_mutex_lock(&s_table_lock);
@@ -769,7 +782,13 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
      * ones): a thread that blocks right after the start has its switch-out seen. */
     __atomic_store_n(&s_sampler_tid, 0, __ATOMIC_RELEASE);
     scan();
-    s_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s_wake < 0) {
+        __atomic_store_n(&s_wake, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), __ATOMIC_RELEASE);
+    } else {
+        uint64_t n;
+        ssize_t r = read(s_wake, &n, sizeof n); /* a count left from the last session */
+        (void)r;
+    }
     __atomic_store_n(&s_quit, 0, __ATOMIC_RELEASE);
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -780,12 +799,11 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
         snprintf(s_note, sizeof s_note, "unavailable: no sampler thread (%s)", strerror(rc));
         fprintf(stderr, "loupe: CPU sampling is unavailable: no sampler thread (%s)\n",
                 strerror(rc));
-        close(s_wake);
-        s_wake = -1;
         pthread_mutex_unlock(&s_lock);
         return -1;
     }
     s_running = 1;
+    __atomic_store_n(&s_born_on, 1, __ATOMIC_RELEASE);
     snprintf(s_note, sizeof s_note, "%u Hz task-clock, %s", hz, stacks_name(stacks));
     pthread_mutex_unlock(&s_lock);
     return 0;
@@ -794,16 +812,26 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
 void loupe__sample_stop(void) {
     pthread_mutex_lock(&s_lock);
     if (s_running) {
+        __atomic_store_n(&s_born_on, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&s_quit, 1, __ATOMIC_RELEASE);
         uint64_t one = 1;
         ssize_t w = write(s_wake, &one, sizeof one);
         (void)w;
         pthread_join(s_thread, NULL);
-        close(s_wake);
-        s_wake = -1;
         s_running = 0;
     }
     pthread_mutex_unlock(&s_lock);
+}
+
+void loupe__sample_thread_born(void) {
+    if (!__atomic_load_n(&s_born_on, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    int fd = __atomic_load_n(&s_wake, __ATOMIC_ACQUIRE), saved = errno;
+    uint64_t one = 1;
+    ssize_t w = fd >= 0 ? write(fd, &one, sizeof one) : 0;
+    (void)w;
+    errno = saved; /* registration may run in a signal handler */
 }
 
 void loupe__sample_fork_prepare(void) {
@@ -826,9 +854,10 @@ void loupe__sample_forget_in_child(void) {
         close(s_tasks[i].fd);
     }
     s_ntasks = 0;
+    __atomic_store_n(&s_born_on, 0, __ATOMIC_RELEASE);
     if (s_wake >= 0) {
-        close(s_wake);
-        s_wake = -1;
+        close(s_wake); /* shared with the parent: its sampler's wakes are not the child's */
+        __atomic_store_n(&s_wake, -1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&s_table_lock); /* taken by this thread in the prepare handler */
     pthread_mutex_init(&s_lock, NULL);
@@ -1063,6 +1092,32 @@ static size_t thread_of(loupe__mb *mb, tid_map **map, size_t *n, size_t *cap, ui
     return t;
 }
 
+/* The metadata "loupe_sampling_threads_missed": the threads that recorded in the session (the
+ * collector's host threads of process 0, map) but never had a perf event (they ended before the
+ * sampler found them, or MAX_TASKS was reached): their CPU time has no samples, and the file
+ * says how many. loupe's own threads (never sampled) are not counted. */
+static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap) {
+    const loupe_model *m = loupe__mb_model(mb);
+    uint64_t missed = 0, *opened = malloc((s_nnames + 1) * sizeof *opened);
+    if (opened == NULL) {
+        return -1;
+    }
+    for (size_t k = 0; k < s_nnames; k++) {
+        opened[k] = s_names[k].tid; /* every tid that had an event */
+    }
+    qsort(opened, s_nnames, sizeof *opened, cmp_tid);
+    for (size_t i = 0; i < nmap; i++) {
+        const loupe_model_thread *t = &m->threads[map[i].index];
+        int mine = map[i].tid == s_sampler_tid || strncmp(t->name, "loupe-", 6) == 0;
+        missed += !mine && (s_nnames == 0 || bsearch(&map[i].tid, opened, s_nnames, sizeof *opened,
+                                                     cmp_tid) == NULL);
+    }
+    free(opened);
+    char v[24];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)missed);
+    return loupe__mb_metadata(mb, "loupe_sampling_threads_missed", v);
+}
+
 int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
     pthread_mutex_lock(&s_lock);
     int rc = 0;
@@ -1104,6 +1159,11 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
         }
     }
     nmap = w;
+    if (s_hz != 0 && strncmp(s_note, "unavailable", 11) != 0 && strcmp(s_note, "off") != 0 &&
+        put_missed(mb, map, nmap) != 0) {
+        rc = -1;
+        goto out;
+    }
 #ifdef LOUPE_HAVE_LIBDW
     st.dwfl = s_nsamples ? proc_dwfl() : NULL;
 #endif

@@ -37,6 +37,11 @@ int loupe__sample_collect(struct loupe__mb *mb, uint64_t stop_ns);
  * the parent's perf event fds and the sampler's eventfd, forgets the table and the samples, and
  * releases the lock the forking thread took. The child has no sampler thread; a session it
  * starts opens events for its own threads. Called by the session's atfork handlers only. */
+/* A thread registered (record.c's thread_register): wakes the sampler thread into a scan now,
+ * so that a thread shorter than the 10 ms scan interval is sampled. Any thread,
+ * async-signal-safe: one write(2) to an eventfd, no lock, no allocation, errno kept; nothing
+ * when no sampler runs. */
+void loupe__sample_thread_born(void);
 void loupe__sample_fork_prepare(void);
 void loupe__sample_fork_parent(void);
 void loupe__sample_forget_in_child(void);
