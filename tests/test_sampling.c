@@ -400,6 +400,56 @@ static void test_short_threads_sampled(void **state) {
     }
 }
 
+static uint64_t g_sleep_at; /* CLOCK_MONOTONIC ns the sleeper went to sleep, 0 before */
+
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void *long_sleeper(void *arg) {
+    (void)arg;
+    spin_ms(30); /* running when the sampler opens its event (a scan: <= 10 ms) */
+    __atomic_store_n(&g_sleep_at, mono_ns(), __ATOMIC_RELEASE);
+    usleep(600000);
+    return NULL;
+}
+
+/* A thread blocked across the stop: its off-CPU interval has no switch-in; it ends at the stop,
+ * so the time from its sleep to the stop is waiting time: at least that from the sleep to the
+ * stop call less 10 ms, at most 50 ms more (the stop's own time until its end timestamp). */
+static void test_blocked_at_stop(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    g_sleep_at = 0;
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, long_sleeper, NULL), 0);
+    while (__atomic_load_n(&g_sleep_at, __ATOMIC_ACQUIRE) == 0) {
+        usleep(1000);
+    }
+    usleep(150000);
+    uint64_t want = mono_ns() - g_sleep_at;
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    pthread_join(th, NULL);
+    const loupe_model *m = loupe__kept_model();
+    uint64_t me = (uint64_t)syscall(SYS_gettid), waiting = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *tr = &m->threads[t];
+        for (size_t i = 0; i < tr->off_cpu_count && tr->tid != me; i++) {
+            waiting += tr->off_cpu[i].kind == LOUPE_OFF_CPU_WAITING ? tr->off_cpu[i].dur_ns : 0;
+        }
+    }
+    if (waiting + 10000000u < want || waiting > want + 50000000u) {
+        fail_msg("the sleeper waited %llu ns in the session, %llu ns from its sleep to the stop",
+                 (unsigned long long)waiting, (unsigned long long)want);
+    }
+}
+
 static void test_lost_counted(void **state) {
     (void)state;
     if (!perf_allowed()) {
@@ -545,6 +595,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_shared_cpu_is_preempted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_fork_child_samples_its_own, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_short_threads_sampled, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_blocked_at_stop, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_lost_counted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, tu_setup, tu_teardown),

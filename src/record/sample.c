@@ -664,6 +664,22 @@ static void scan(void) {
     }
 }
 
+/* At the stop: a thread still switched out (blocked across the stop) has no switch-in to end
+ * its interval; it ends at the stop (the collector cuts it there). A thread that exited since
+ * the last scan is left alone: its last switch-out was its death, not a wait. */
+static void end_open_offs(void) {
+    for (size_t i = 0; i < s_ntasks; i++) {
+        task *tk = &s_tasks[i];
+        char path[64];
+        drain(tk);
+        snprintf(path, sizeof path, "/proc/self/task/%llu", (unsigned long long)tk->tid);
+        if (tk->out_since != 0 && access(path, F_OK) == 0) {
+            add_off(tk->tid, tk->out_since, UINT64_MAX, tk->out_kind);
+            tk->out_since = 0;
+        }
+    }
+}
+
 static void scan_locked(void) {
     pthread_mutex_lock(&s_table_lock);
     scan();
@@ -708,6 +724,7 @@ static void *sampler_main(void *arg) {
         }
     }
     free(pf);
+    end_open_offs();
     pthread_mutex_lock(&s_table_lock);
     for (size_t i = 0; i < s_ntasks; i++) {
         close_task(&s_tasks[i]);
