@@ -935,9 +935,19 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
 
 /* ---- on- vs. off-CPU time (from the context switches sampling saw) ---- */
 
-/* The part of [a, a + d) a thread spent off the CPU (its off_cpu intervals are sorted and do not
- * overlap: a binary search finds the first that can touch it). */
-static uint64_t off_cpu_in(const loupe_model_thread *th, uint64_t a, uint64_t d) {
+/* Off-CPU time by kind (loupe_off_cpu_kind): unknown, waiting, preempted. */
+typedef struct off_split {
+    uint64_t by[3];
+} off_split;
+
+static uint64_t off_total(const off_split *o) {
+    return o->by[LOUPE_OFF_CPU_UNKNOWN] + o->by[LOUPE_OFF_CPU_WAITING] +
+           o->by[LOUPE_OFF_CPU_PREEMPTED];
+}
+
+/* Adds the part of [a, a + d) a thread spent off the CPU to *o, by kind (its off_cpu intervals
+ * are sorted and do not overlap: a binary search finds the first that can touch it). */
+static void off_cpu_in(const loupe_model_thread *th, uint64_t a, uint64_t d, off_split *o) {
     size_t lo = 0, hi = th->off_cpu_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -948,70 +958,48 @@ static uint64_t off_cpu_in(const loupe_model_thread *th, uint64_t a, uint64_t d)
             hi = mid;
         }
     }
-    uint64_t off = 0, b = a + d;
+    uint64_t b = a + d;
     for (size_t i = lo; i < th->off_cpu_count && th->off_cpu[i].start_ns < b; i++) {
         uint64_t x = th->off_cpu[i].start_ns, y = x + th->off_cpu[i].dur_ns;
         x = x < a ? a : x;
         y = y > b ? b : y;
-        off += y > x ? y - x : 0;
+        unsigned k = th->off_cpu[i].kind <= LOUPE_OFF_CPU_PREEMPTED ? th->off_cpu[i].kind : 0;
+        o->by[k] += y > x ? y - x : 0;
     }
-    return off;
 }
 
-/* Three durations right-aligned in 12 display columns ("µs" is 3 bytes, 2 columns), then 2
+/* Durations right-aligned in 12 display columns each ("µs" is 3 bytes, 2 columns), then 2
  * spaces. */
-static void put_cells(const char *a, const char *b, const char *c) {
-    const char *cell[3] = {a, b, c};
-    for (int q = 0; q < 3; q++) {
+static void put_cells(const char *const *cell, int n) {
+    for (int q = 0; q < n; q++) {
         pad(12 - (cols(cell[q]) < 12 ? cols(cell[q]) : 12));
-        printf("%s%s", cell[q], q < 2 ? " " : "  ");
+        printf("%s%s", cell[q], q + 1 < n ? " " : "  ");
     }
 }
 
 typedef struct cpu_row {
     const char *name;
-    uint64_t total, off;
+    uint64_t total;
+    off_split off;
 } cpu_row;
 
 static int cmp_cpu_row(const void *pa, const void *pb) {
     const cpu_row *a = pa, *b = pb;
-    return a->off < b->off ? 1 : a->off > b->off ? -1 : strcmp(a->name, b->name);
+    uint64_t x = off_total(&a->off), y = off_total(&b->off);
+    return x < y ? 1 : x > y ? -1 : strcmp(a->name, b->name);
 }
 
 #define CPU_ROWS 20
 
-/* Each thread's and each zone name's time split into running (on-CPU) and waiting (off-CPU:
- * blocked, sleeping, preempted). A zone whose self time is mostly waiting (a thread pool's idle
- * loop) is labelled so: its "self" is blocking, not work. Printed only when the trace has
- * off-CPU intervals (a trace recorded with sampling). */
-static void print_cpu_split(const loupe_model *m) {
-    int any = 0;
-    for (size_t t = 0; t < m->thread_count; t++) {
-        any |= m->threads[t].off_cpu_count > 0;
-    }
-    if (!any) {
-        return;
-    }
-    char a[64], b[64], c[64];
-    printf("\non- vs. off-CPU (context switches):\n%12s %12s %12s  %s\n", "traced", "on-CPU",
-           "off-CPU", "thread");
-    for (size_t t = 0; t < m->thread_count; t++) {
-        const loupe_model_thread *th = &m->threads[t];
-        if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
-            continue;
-        }
-        uint64_t off = off_cpu_in(th, 0, m->duration_ns);
-        loupe_cli_fmt_dur(a, sizeof a, m->duration_ns);
-        loupe_cli_fmt_dur(b, sizeof b, m->duration_ns - off);
-        loupe_cli_fmt_dur(c, sizeof c, off);
-        put_cells(a, b, c);
-        put_name(th->name[0] ? th->name : "thread");
-        printf(" (%llu)\n", (unsigned long long)th->tid);
-    }
-    /* One row per zone name: the model interns its strings, so the name's pointer is its key
-     * (an open-addressed table: a trace has millions of slices and thousands of names). */
+/* One row per zone name over the threads with off-CPU intervals, most off-CPU first: the model
+ * interns its strings, so the name's pointer is its key (an open-addressed table: a trace has
+ * millions of slices and thousands of names). The count in *n; NULL with *n = 0 when there are
+ * none, or on OOM (*oom = 1). */
+static cpu_row *cpu_zone_rows(const loupe_model *m, size_t *n_out, int *oom) {
     cpu_row *rows = NULL;
-    size_t n = 0, cap = 0, *slot = NULL, scap = 0;
+    size_t n = 0, *slot = NULL, scap = 0;
+    *n_out = 0;
+    *oom = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
@@ -1027,10 +1015,10 @@ static void print_cpu_split(const loupe_model *m) {
                     free(ns);
                     free(g != NULL ? g : rows);
                     free(slot);
-                    return;
+                    *oom = 1;
+                    return NULL;
                 }
                 rows = g;
-                cap = nc / 2;
                 for (size_t k = 0; k < n; k++) {
                     size_t j = ((uintptr_t)rows[k].name >> 4) * 0x9E3779B97F4A7C15ull & (nc - 1);
                     while (ns[j] != 0) {
@@ -1047,33 +1035,163 @@ static void print_cpu_split(const loupe_model *m) {
                 j = (j + 1) & (scap - 1);
             }
             if (slot[j] == 0) {
-                rows[n] = (cpu_row){sl->name, 0, 0};
+                rows[n] = (cpu_row){sl->name, 0, {{0, 0, 0}}};
                 slot[j] = ++n;
             }
             cpu_row *rw = &rows[slot[j] - 1];
             rw->total += sl->dur_ns;
-            rw->off += off_cpu_in(th, sl->start_ns, sl->dur_ns);
+            off_cpu_in(th, sl->start_ns, sl->dur_ns, &rw->off);
         }
     }
     free(slot);
-    (void)cap;
     if (n > 0) {
         qsort(rows, n, sizeof *rows, cmp_cpu_row);
-        printf("\n%12s %12s %12s  %s\n", "total", "on-CPU", "off-CPU", "zone (most off-CPU first)");
+    }
+    *n_out = n;
+    return rows;
+}
+
+/* Whether the trace has off-CPU intervals (1) and any of unknown kind (*unknown = 1: a trace
+ * written before the kinds, a kernel older than 4.17). */
+static int has_off_cpu(const loupe_model *m, int *unknown) {
+    int any = 0;
+    *unknown = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        any |= th->off_cpu_count > 0;
+        for (size_t i = 0; i < th->off_cpu_count && !*unknown; i++) {
+            *unknown = th->off_cpu[i].kind == LOUPE_OFF_CPU_UNKNOWN;
+        }
+    }
+    return any;
+}
+
+/* The cells of one row: total, on-CPU, waiting, preempted[, off-CPU of unknown kind]. */
+static int cpu_cells(char buf[5][64], const char **cell, uint64_t total, const off_split *o,
+                     int unknown) {
+    uint64_t off = off_total(o);
+    loupe_cli_fmt_dur(buf[0], sizeof buf[0], total);
+    loupe_cli_fmt_dur(buf[1], sizeof buf[1], total > off ? total - off : 0);
+    loupe_cli_fmt_dur(buf[2], sizeof buf[2], o->by[LOUPE_OFF_CPU_WAITING]);
+    loupe_cli_fmt_dur(buf[3], sizeof buf[3], o->by[LOUPE_OFF_CPU_PREEMPTED]);
+    for (int q = 0; q < 4; q++) {
+        cell[q] = buf[q];
+    }
+    if (unknown) {
+        loupe_cli_fmt_dur(buf[4], sizeof buf[4], o->by[LOUPE_OFF_CPU_UNKNOWN]);
+        cell[4] = buf[4];
+        return 5;
+    }
+    return 4;
+}
+
+/* Each thread's and each zone name's time split into running (on-CPU), waiting (switched out
+ * voluntarily: blocked, sleeping) and preempted (switched out while runnable: the CPU was
+ * another task's). A zone whose self time is mostly off the CPU (a thread pool's idle loop) is
+ * labelled so: its "self" is blocking, not work. Printed only when the trace has off-CPU
+ * intervals (a trace recorded with sampling). */
+static void print_cpu_split(const loupe_model *m) {
+    int unknown;
+    if (!has_off_cpu(m, &unknown)) {
+        return;
+    }
+    char buf[5][64];
+    const char *cell[5];
+    const char *head[5] = {"traced", "on-CPU", "waiting", "preempted", "off-CPU (?)"};
+    int nc = unknown ? 5 : 4;
+    printf("\non- vs. off-CPU (context switches):\n");
+    put_cells(head, nc);
+    printf("thread\n");
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
+            continue;
+        }
+        off_split o = {{0, 0, 0}};
+        off_cpu_in(th, 0, m->duration_ns, &o);
+        put_cells(cell, cpu_cells(buf, cell, m->duration_ns, &o, unknown));
+        put_name(th->name[0] ? th->name : "thread");
+        printf(" (%llu)\n", (unsigned long long)th->tid);
+    }
+    size_t n;
+    int oom;
+    cpu_row *rows = cpu_zone_rows(m, &n, &oom);
+    if (n > 0) {
+        head[0] = "total";
+        printf("\n");
+        put_cells(head, nc);
+        printf("zone (most off-CPU first)\n");
         for (size_t k = 0; k < n && k < CPU_ROWS; k++) {
-            loupe_cli_fmt_dur(a, sizeof a, rows[k].total);
-            loupe_cli_fmt_dur(b, sizeof b, rows[k].total - rows[k].off);
-            loupe_cli_fmt_dur(c, sizeof c, rows[k].off);
+            const off_split *o = &rows[k].off;
+            put_cells(cell, cpu_cells(buf, cell, rows[k].total, o, unknown));
             /* the name last and whole (names are never cut) */
-            put_cells(a, b, c);
             put_name(rows[k].name);
-            printf("%s\n", rows[k].off * 2 > rows[k].total ? "  (mostly off-CPU: waiting)" : "");
+            const char *why = "";
+            if (off_total(o) * 2 > rows[k].total) {
+                uint64_t w = o->by[LOUPE_OFF_CPU_WAITING], p = o->by[LOUPE_OFF_CPU_PREEMPTED],
+                         u = o->by[LOUPE_OFF_CPU_UNKNOWN];
+                why = u > w && u > p ? "  (mostly off-CPU)"
+                      : p > w        ? "  (mostly off-CPU: preempted)"
+                                     : "  (mostly off-CPU: waiting)";
+            }
+            printf("%s\n", why);
         }
         if (n > CPU_ROWS) {
             printf("(%zu more zone names)\n", n - CPU_ROWS);
         }
     }
+    if (unknown) {
+        printf("off-CPU (?): the trace does not say whether waiting or preempted (written before "
+               "loupe told them apart, or a kernel older than Linux 4.17)\n");
+    }
     free(rows);
+}
+
+/* One JSON row of the on/off-CPU split. */
+static json_t *cpu_json(uint64_t total, const off_split *o) {
+    uint64_t off = off_total(o);
+    return json_pack("{sIsIsIsIsI}", "total_ns", loupe_cli_jint(total), "on_cpu_ns",
+                     loupe_cli_jint(total > off ? total - off : 0), "waiting_ns",
+                     loupe_cli_jint(o->by[LOUPE_OFF_CPU_WAITING]), "preempted_ns",
+                     loupe_cli_jint(o->by[LOUPE_OFF_CPU_PREEMPTED]), "off_cpu_unknown_ns",
+                     loupe_cli_jint(o->by[LOUPE_OFF_CPU_UNKNOWN]));
+}
+
+/* "cpu": {"threads": [...], "zones": [...]} (every zone name, most off-CPU first), the text
+ * table's rows; absent when the trace has no off-CPU intervals. 0, or 1 on OOM. */
+static int json_cpu_split(json_t *root, const loupe_model *m) {
+    int unknown;
+    if (!has_off_cpu(m, &unknown)) {
+        return 0;
+    }
+    json_t *cpu = json_object(), *threads = json_array(), *zones = json_array();
+    int bad = cpu == NULL || threads == NULL || zones == NULL;
+    bad |= json_object_set_new(root, "cpu", cpu);
+    bad |= json_object_set_new(cpu, "threads", threads);
+    bad |= json_object_set_new(cpu, "zones", zones);
+    for (size_t t = 0; t < m->thread_count && !bad; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
+            continue;
+        }
+        off_split o = {{0, 0, 0}};
+        off_cpu_in(th, 0, m->duration_ns, &o);
+        json_t *r = cpu_json(m->duration_ns, &o);
+        bad |= r == NULL || json_array_append_new(threads, r);
+        bad |= bad || json_object_set_new(r, "thread", json_integer(loupe_cli_jint(th->tid)));
+        bad |= bad || json_object_set_new(r, "thread_name", loupe_cli_jstr(th->name));
+    }
+    size_t n;
+    int oom;
+    cpu_row *rows = cpu_zone_rows(m, &n, &oom);
+    bad |= oom;
+    for (size_t k = 0; k < n && !bad; k++) {
+        json_t *r = cpu_json(rows[k].total, &rows[k].off);
+        bad |= r == NULL || json_array_append_new(zones, r);
+        bad |= bad || json_object_set_new(r, "name", loupe_cli_jstr(rows[k].name));
+    }
+    free(rows);
+    return bad;
 }
 
 /* A process's slices and threads (the merged view of a process tree: one entry per process). */
@@ -1209,6 +1327,7 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
     for (size_t i = 0; i < m->warning_count && !bad; i++) {
         bad |= json_array_append_new(warns, loupe_cli_jstr(m->warnings[i]));
     }
+    bad |= !bad && json_cpu_split(root, m) != 0;
     bad |= !bad && put_hot_json(root, m, by_thread, g_hot_top) != 0;
     if (!bad) {
         bad = json_dumpf(root, stdout, JSON_INDENT(2)) != 0;

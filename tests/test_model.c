@@ -109,6 +109,13 @@ static void test_samples(void **state) {
     assert_int_equal(loupe__mb_off_cpu(mb, t, 100, 50), 0);
     assert_int_equal(loupe__mb_off_cpu(mb, t, 550, 100), 0); /* overlaps [500, 600) */
     assert_int_equal(loupe__mb_off_cpu(mb, t, 650, 10), 0);  /* touches it */
+    /* kinds: one kind's touching intervals join, two kinds' stay apart, an overlap of two kinds
+     * goes to the earlier, an unknown kind value is kept as unknown */
+    assert_int_equal(loupe__mb_off_cpu_kind(mb, t, 1100, 50, LOUPE_OFF_CPU_WAITING), 0);
+    assert_int_equal(loupe__mb_off_cpu_kind(mb, t, 1000, 100, LOUPE_OFF_CPU_WAITING), 0);
+    assert_int_equal(loupe__mb_off_cpu_kind(mb, t, 1150, 20, LOUPE_OFF_CPU_PREEMPTED), 0);
+    assert_int_equal(loupe__mb_off_cpu_kind(mb, t, 1160, 40, LOUPE_OFF_CPU_WAITING), 0);
+    assert_int_equal(loupe__mb_off_cpu_kind(mb, t, 2000, 10, 7), 0);
     loupe_model *m = loupe__mb_finish(mb);
     assert_non_null(m);
     assert_int_equal(m->frame_count, 3);
@@ -126,11 +133,16 @@ static void test_samples(void **state) {
     assert_string_equal(m->frames[n->frame].function, "main");
     assert_int_equal(n->parent, UINT32_MAX);
     const loupe_model_thread *th = &m->threads[0];
-    assert_int_equal(th->off_cpu_count, 2);
-    assert_int_equal(th->off_cpu[0].start_ns, 100);
-    assert_int_equal(th->off_cpu[0].dur_ns, 50);
-    assert_int_equal(th->off_cpu[1].start_ns, 500);
-    assert_int_equal(th->off_cpu[1].dur_ns, 160);
+    assert_int_equal(th->off_cpu_count, 6);
+    static const loupe_interval want[6] = {
+        {100, 50, LOUPE_OFF_CPU_UNKNOWN},   {500, 160, LOUPE_OFF_CPU_UNKNOWN},
+        {1000, 150, LOUPE_OFF_CPU_WAITING}, {1150, 20, LOUPE_OFF_CPU_PREEMPTED},
+        {1170, 30, LOUPE_OFF_CPU_WAITING},  {2000, 10, LOUPE_OFF_CPU_UNKNOWN}};
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(th->off_cpu[i].start_ns, want[i].start_ns);
+        assert_int_equal(th->off_cpu[i].dur_ns, want[i].dur_ns);
+        assert_int_equal(th->off_cpu[i].kind, want[i].kind);
+    }
     loupe_model_free(m);
 }
 

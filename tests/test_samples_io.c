@@ -67,7 +67,9 @@ static loupe_model *sampled_model(void) {
     assert_int_equal(loupe__mb_sample(mb, t1, 3000000, sc, 2), 0);
     assert_int_equal(loupe__mb_sample(mb, t1, 4000000, sd, UINT32_MAX), 0);
     assert_int_equal(loupe__mb_sample(mb, t1, 5000000, UINT32_MAX, 3), 0);
-    assert_int_equal(loupe__mb_off_cpu(mb, t0, 5000000, 1500000), 0);
+    /* one interval of each kind; the preempted one touches the waiting one and stays apart */
+    assert_int_equal(loupe__mb_off_cpu_kind(mb, t0, 5000000, 1500000, LOUPE_OFF_CPU_WAITING), 0);
+    assert_int_equal(loupe__mb_off_cpu_kind(mb, t0, 6500000, 500, LOUPE_OFF_CPU_PREEMPTED), 0);
     assert_int_equal(loupe__mb_off_cpu(mb, t0, 7000000, 250), 0);
     loupe_model *m = loupe__mb_finish(mb);
     assert_non_null(m);
@@ -131,11 +133,16 @@ static void check_samples(const loupe_model *m) {
         }
         with_off++;
         assert_int_equal(th->tid, 4242);
-        assert_int_equal(th->off_cpu_count, 2);
+        assert_int_equal(th->off_cpu_count, 3);
         assert_int_equal(th->off_cpu[0].start_ns, 5000000);
         assert_int_equal(th->off_cpu[0].dur_ns, 1500000);
-        assert_int_equal(th->off_cpu[1].start_ns, 7000000);
-        assert_int_equal(th->off_cpu[1].dur_ns, 250);
+        assert_int_equal(th->off_cpu[0].kind, LOUPE_OFF_CPU_WAITING);
+        assert_int_equal(th->off_cpu[1].start_ns, 6500000);
+        assert_int_equal(th->off_cpu[1].dur_ns, 500);
+        assert_int_equal(th->off_cpu[1].kind, LOUPE_OFF_CPU_PREEMPTED);
+        assert_int_equal(th->off_cpu[2].start_ns, 7000000);
+        assert_int_equal(th->off_cpu[2].dur_ns, 250);
+        assert_int_equal(th->off_cpu[2].kind, LOUPE_OFF_CPU_UNKNOWN);
     }
     assert_int_equal(with_off, 1);
 }

@@ -200,7 +200,8 @@ static void test_xplane_processes(void **state) {
     m->samples = smp;
     m->sample_count = 2;
     m->sample_period_ns = 100;
-    loupe_interval off[2] = {{1400, 50}, {1450, 20}};
+    loupe_interval off[2] = {{1400, 50, LOUPE_OFF_CPU_WAITING},
+                             {1450, 20, LOUPE_OFF_CPU_PREEMPTED}};
     m->threads[0].off_cpu = &off[0];
     m->threads[0].off_cpu_count = 1;
     m->threads[1].off_cpu = &off[1];
@@ -236,6 +237,7 @@ static void test_xplane_processes(void **state) {
         assert_int_equal(th->off_cpu_count, 1);
         assert_int_equal(th->off_cpu[0].start_ns, off[i].start_ns);
         assert_int_equal(th->off_cpu[0].dur_ns, off[i].dur_ns);
+        assert_int_equal(th->off_cpu[0].kind, off[i].kind);
     }
     const loupe_model_process *q = &back->processes[1];
     assert_string_equal(q->cmdline, "helper --jobs 2");

@@ -77,10 +77,26 @@ typedef enum loupe_track_kind {
     LOUPE_TRACK_ASYNC = 2
 } loupe_track_kind;
 
-/** A time interval on a track (ns from the origin). */
+/** Why a thread was off the CPU during an interval (loupe_interval.kind). */
+typedef enum loupe_off_cpu_kind {
+    /* Not known: a trace written before loupe told the kinds apart, a foreign one, or a kernel
+     * older than Linux 4.17 (which has no PERF_RECORD_MISC_SWITCH_OUT_PREEMPT bit). */
+    LOUPE_OFF_CPU_UNKNOWN = 0,
+    /* Switched out voluntarily: blocked on a lock, I/O or a condition, or sleeping (the
+     * kernel's PERF_RECORD_SWITCH switch-out record without the preempt bit). */
+    LOUPE_OFF_CPU_WAITING = 1,
+    /* Switched out while runnable (PERF_RECORD_MISC_SWITCH_OUT_PREEMPT set on the switch-out,
+     * linux/perf_event.h; what `perf sched` calls preemption): the thread wanted the CPU and
+     * another task had it (a loaded machine, a CPU shared with another thread). */
+    LOUPE_OFF_CPU_PREEMPTED = 2
+} loupe_off_cpu_kind;
+
+/** A time interval on a track (ns from the origin). kind: for an off-CPU interval
+ * (loupe_model_thread.off_cpu), why the thread was off the CPU. */
 typedef struct loupe_interval {
     uint64_t start_ns;
     uint64_t dur_ns;
+    loupe_off_cpu_kind kind;
 } loupe_interval;
 
 /** One track (a host thread, a GPU track or an async track): slices nested properly, except on
@@ -100,8 +116,10 @@ typedef struct loupe_model_thread {
     uint64_t capacity_needed; /* 0 when unknown (a trace loupe did not write) */
     size_t process;           /* index into loupe_model.processes */
     /* When the thread was off the CPU (switched out: blocked, sleeping, preempted), from the
-     * kernel's context-switch records when sampling saw them; by start_ns, never overlapping.
-     * 0 / NULL when unknown (then nothing is known about on- vs. off-CPU time). */
+     * kernel's context-switch records when sampling saw them; by start_ns, never overlapping;
+     * each interval's kind says waiting or preempted (two intervals that touch have different
+     * kinds: the builder joins those of one kind). 0 / NULL when unknown (then nothing is known
+     * about on- vs. off-CPU time). */
     size_t off_cpu_count;
     loupe_interval *off_cpu;
     /* Overlap siblings. A THREAD or GPU track's slices nest properly: a slice that begins inside

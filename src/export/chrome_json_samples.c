@@ -10,9 +10,10 @@
  *     when known.
  *   "samples": [{"pid", "tid", "ts" (µs, ns exact), "cpu" (when known), "name": "cpu",
  *     "sf" (the leaf's id; absent when no stack was taken), "weight": 1}].
- *   "loupeSamples": {"period_ns", "lost", "off_cpu": [{"pid", "tid", "start_ns", "dur_ns"}]}: what
- * the format has no field for (viewers skip unknown top-level keys). Nothing is written when the
- * model has no samples, no losses and no off-CPU intervals.
+ *   "loupeSamples": {"period_ns", "lost", "off_cpu": [{"pid", "tid", "start_ns", "dur_ns",
+ *     "kind" ("waiting" or "preempted"; absent when unknown)}]}: what the format has no field for
+ * (viewers skip unknown top-level keys). Nothing is written when the model has no samples, no
+ * losses and no off-CPU intervals.
  */
 #include "export/writers.h"
 
@@ -127,6 +128,11 @@ void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
             loupe__put_u64(s, th->off_cpu[i].start_ns);
             loupe__puts(s, ",\"dur_ns\":");
             loupe__put_u64(s, th->off_cpu[i].dur_ns);
+            if (th->off_cpu[i].kind == LOUPE_OFF_CPU_WAITING) {
+                loupe__puts(s, ",\"kind\":\"waiting\"");
+            } else if (th->off_cpu[i].kind == LOUPE_OFF_CPU_PREEMPTED) {
+                loupe__puts(s, ",\"kind\":\"preempted\"");
+            }
             loupe__puts(s, "}");
         }
     }

@@ -23,7 +23,10 @@
  *     (inline name, on the process track, uuid 1) with dict debug annotations: "samples"
  *     {period_ns, lost}, "frames" (per frame iid with a file, line, inlined flag or a module
  *     that is not an absolute path: {file, line, inlined, module}) and "off_cpu" (per thread
- *     track uuid: entries named by start_ns, uint value dur_ns). The reader restores these.
+ *     track uuid: entries named by start_ns, uint value dur_ns), the intervals of unknown kind;
+ *     "off_cpu_waiting" and "off_cpu_preempted", the same for the other two kinds, only when a
+ *     thread has one (a file written before the kinds has only "off_cpu": all unknown, which
+ *     is what they are). The reader restores these.
  * Memory: two bits per frame and stack node (defined yet?) and a pointer table of the modules.
  */
 #include "base/array.h"
@@ -207,6 +210,45 @@ static void ann_uint(loupe__pb *b, const char *name, uint64_t v) {
     loupe__pb_end(b, mk);
 }
 
+/* The debug annotation of one kind's off-CPU intervals: "off_cpu" (unknown, always written, as
+ * before the kinds), "off_cpu_waiting" or "off_cpu_preempted" (only when a thread has one). */
+static void put_off_cpu(swriter *w, loupe_off_cpu_kind kind) {
+    static const char *const names[] = {"off_cpu", "off_cpu_waiting", "off_cpu_preempted"};
+    const loupe_model *m = w->m;
+    loupe__pb *b = &w->ev;
+    int any = kind == LOUPE_OFF_CPU_UNKNOWN;
+    for (size_t t = 0; t < m->thread_count && !any; t++) {
+        for (size_t i = 0; i < m->threads[t].off_cpu_count && !any; i++) {
+            any = m->threads[t].off_cpu[i].kind == kind;
+        }
+    }
+    if (!any) {
+        return;
+    }
+    size_t a = loupe__pb_begin(b, 4);
+    loupe__pb_str(b, 10, names[kind]);
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        size_t d = SIZE_MAX;
+        for (size_t i = 0; i < th->off_cpu_count; i++) {
+            if (th->off_cpu[i].kind != kind) {
+                continue;
+            }
+            if (d == SIZE_MAX) {
+                snprintf(w->key, sizeof w->key, "%zu", t + 2); /* track uuid (perfetto_proto.c) */
+                d = loupe__pb_begin(b, 11);
+                loupe__pb_str(b, 10, w->key);
+            }
+            snprintf(w->key, sizeof w->key, "%llu", (unsigned long long)th->off_cpu[i].start_ns);
+            ann_uint(b, w->key, th->off_cpu[i].dur_ns);
+        }
+        if (d != SIZE_MAX) {
+            loupe__pb_end(b, d);
+        }
+    }
+    loupe__pb_end(b, a);
+}
+
 /* The "loupe_samples" instant: what Perfetto's packets have no field for. */
 static void put_extras(swriter *w, uint64_t base) {
     const loupe_model *m = w->m;
@@ -246,23 +288,9 @@ static void put_extras(swriter *w, uint64_t base) {
         loupe__pb_end(b, d);
     }
     loupe__pb_end(b, a);
-    a = loupe__pb_begin(b, 4);
-    loupe__pb_str(b, 10, "off_cpu");
-    for (size_t t = 0; t < m->thread_count; t++) {
-        const loupe_model_thread *th = &m->threads[t];
-        if (th->off_cpu_count == 0) {
-            continue;
-        }
-        snprintf(w->key, sizeof w->key, "%zu", t + 2); /* the track uuid (perfetto_proto.c) */
-        size_t d = loupe__pb_begin(b, 11);
-        loupe__pb_str(b, 10, w->key);
-        for (size_t i = 0; i < th->off_cpu_count; i++) {
-            snprintf(w->key, sizeof w->key, "%llu", (unsigned long long)th->off_cpu[i].start_ns);
-            ann_uint(b, w->key, th->off_cpu[i].dur_ns);
-        }
-        loupe__pb_end(b, d);
-    }
-    loupe__pb_end(b, a);
+    put_off_cpu(w, LOUPE_OFF_CPU_UNKNOWN);
+    put_off_cpu(w, LOUPE_OFF_CPU_WAITING);
+    put_off_cpu(w, LOUPE_OFF_CPU_PREEMPTED);
     loupe__pb *p = &w->pkt;
     p->len = 0;
     loupe__pb_uint(p, TP_TIMESTAMP, base);

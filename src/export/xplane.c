@@ -1447,7 +1447,9 @@ done:
  * loupe_sample_period_ns, loupe_samples_lost (uint64), loupe_stack_nodes (bytes: per node in
  * order the varints parent + 1 (0 = outermost) and frame index) and loupe_off_cpu (bytes: per
  * thread with intervals the varints line id (its tid in processes[0]), count, then start_ns and
- * dur_ns per interval). */
+ * dur_ns per interval) and, when an interval's kind is known, loupe_off_cpu_kinds (bytes: one per
+ * interval of loupe_off_cpu, in its order: the loupe_off_cpu_kind, 0 unknown, 1 waiting, 2
+ * preempted; a stat of its own so that loupe_off_cpu reads as before). */
 
 typedef struct xsamples {
     size_t *order;   /* sample indices by (thread, ts) */
@@ -1460,6 +1462,9 @@ typedef struct xsamples {
     size_t nodes_len;
     unsigned char *off; /* loupe_off_cpu */
     size_t off_len;
+    unsigned char *kinds; /* loupe_off_cpu_kinds */
+    size_t nkinds;
+    int any_kind; /* an interval of a known kind: loupe_off_cpu_kinds is written */
     uint64_t line_id0;
     size_t fbase; /* frame f's metadata id is fbase + 1 + f */
 } xsamples;
@@ -1579,11 +1584,14 @@ static int samples_prepare(writer *w) {
         for (size_t i = 0; i < th->off_cpu_count; i++) {
             xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu[i].start_ns);
             xs->off_len = varints_at(NULL, xs->off_len, th->off_cpu[i].dur_ns);
+            xs->any_kind |= th->off_cpu[i].kind != LOUPE_OFF_CPU_UNKNOWN;
         }
+        xs->nkinds += th->off_cpu_count;
     }
     xs->nodes = malloc(xs->nodes_len + 1);
     xs->off = malloc(xs->off_len + 1);
-    if (xs->nodes == NULL || xs->off == NULL) {
+    xs->kinds = malloc(xs->nkinds + 1);
+    if (xs->nodes == NULL || xs->off == NULL || xs->kinds == NULL) {
         return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
     }
     size_t at = 0;
@@ -1592,6 +1600,7 @@ static int samples_prepare(writer *w) {
         at = varints_at(xs->nodes, at, m->stack_nodes[k].frame);
     }
     at = 0;
+    size_t nk = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         if (th->off_cpu_count == 0 || th->kind == LOUPE_TRACK_GPU) {
@@ -1602,6 +1611,7 @@ static int samples_prepare(writer *w) {
         for (size_t i = 0; i < th->off_cpu_count; i++) {
             at = varints_at(xs->off, at, th->off_cpu[i].start_ns);
             at = varints_at(xs->off, at, th->off_cpu[i].dur_ns);
+            xs->kinds[nk++] = (unsigned char)th->off_cpu[i].kind;
         }
     }
     for (size_t i = 0; i < m->sample_count; i++) {
@@ -1628,6 +1638,7 @@ static void samples_free(writer *w) {
     free(xs->line_size);
     free(xs->nodes);
     free(xs->off);
+    free(xs->kinds);
     free(xs);
     w->xs = NULL;
 }
@@ -1733,6 +1744,9 @@ static void samples_stats(writer *w, pb *p) {
     stat_bytes(w, p, "loupe_stack_nodes", xs->nodes, xs->nodes_len);
     if (xs->off_len > 0) {
         stat_bytes(w, p, "loupe_off_cpu", xs->off, xs->off_len);
+    }
+    if (xs->any_kind) {
+        stat_bytes(w, p, "loupe_off_cpu_kinds", xs->kinds, xs->nkinds);
     }
 }
 

@@ -2130,8 +2130,16 @@ static int read_samples(reader *r, uint64_t origin) {
             const loupe__jnode *pn = loupe__jp_get(&r->q, v, "pid");
             size_t proc = pn != NULL ? process_of(r, member_u64(r, v, "pid", 0)) : 0;
             size_t t = proc == SIZE_MAX ? SIZE_MAX : thread_of(r, proc, member_u64(r, v, "tid", 0));
-            if (t == SIZE_MAX || loupe__mb_off_cpu(r->mb, t, member_u64(r, v, "start_ns", 0),
-                                                   member_u64(r, v, "dur_ns", 0)) != 0) {
+            /* "kind" since loupe told waiting from preempted; absent or unknown: unknown */
+            const loupe__jnode *kn = loupe__jp_get(&r->q, v, "kind");
+            unsigned kind = LOUPE_OFF_CPU_UNKNOWN;
+            if (kn != NULL && kn->type == LOUPE__J_STR) {
+                kind = strcmp(kn->s, "waiting") == 0     ? LOUPE_OFF_CPU_WAITING
+                       : strcmp(kn->s, "preempted") == 0 ? LOUPE_OFF_CPU_PREEMPTED
+                                                         : LOUPE_OFF_CPU_UNKNOWN;
+            }
+            if (t == SIZE_MAX || loupe__mb_off_cpu_kind(r->mb, t, member_u64(r, v, "start_ns", 0),
+                                                        member_u64(r, v, "dur_ns", 0), kind) != 0) {
                 return oom(r);
             }
         }

@@ -1884,6 +1884,12 @@ static int frame_extra(reader *r, const loupe__pbf *ef, const loupe_arg *a, size
     return rc;
 }
 
+/* ctx of off_cpu_interval: the thread and the kind its dict names */
+typedef struct off_ctx {
+    size_t thread;
+    unsigned kind;
+} off_ctx;
+
 static int off_cpu_interval(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si,
                             const seq *s, void *ctx) {
     (void)ef, (void)si, (void)s;
@@ -1891,12 +1897,14 @@ static int off_cpu_interval(reader *r, const loupe__pbf *ef, const loupe_arg *a,
     if (!decimal(a->key, &start) || a->type != LOUPE_ARG_UINT64) {
         return 0;
     }
-    return loupe__mb_off_cpu(r->mb, *(size_t *)ctx, start, a->v.u) != 0 ? oom(r) : 0;
+    const off_ctx *oc = ctx;
+    return loupe__mb_off_cpu_kind(r->mb, oc->thread, start, a->v.u, oc->kind) != 0 ? oom(r) : 0;
 }
 
+/* ctx: the kind (a loupe_off_cpu_kind) of the dict: "off_cpu", "off_cpu_waiting" or
+ * "off_cpu_preempted" (src/export/perfetto_samples.c) */
 static int off_cpu_track(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si,
                          const seq *s, void *ctx) {
-    (void)ctx;
     uint64_t uuid;
     int rc = 0;
     if (!decimal(a->key, &uuid)) {
@@ -1907,7 +1915,8 @@ static int off_cpu_track(reader *r, const loupe__pbf *ef, const loupe_arg *a, si
     if (th == SIZE_MAX) {
         return rc;
     }
-    return each_entry(r, ef, si, s, off_cpu_interval, &th);
+    off_ctx oc = {th, *(const unsigned *)ctx};
+    return each_entry(r, ef, si, s, off_cpu_interval, &oc);
 }
 
 static int samples_field(reader *r, const loupe__pbf *ef, const loupe_arg *a, size_t si,
@@ -1924,6 +1933,7 @@ static int samples_field(reader *r, const loupe__pbf *ef, const loupe_arg *a, si
 static int do_samples_meta(reader *r, const loupe__pbf *events, size_t nev, size_t si,
                            const seq *s) {
     int rc = 0;
+    unsigned kinds[3] = {LOUPE_OFF_CPU_UNKNOWN, LOUPE_OFF_CPU_WAITING, LOUPE_OFF_CPU_PREEMPTED};
     for (size_t e = 0; e < nev && rc == 0; e++) {
         loupe_arg top;
         loupe__pbf dict = {0};
@@ -1935,7 +1945,11 @@ static int do_samples_meta(reader *r, const loupe__pbf *events, size_t nev, size
         } else if (strcmp(top.key, "frames") == 0) {
             rc = each_entry(r, &events[e], si, s, frame_extra, NULL);
         } else if (strcmp(top.key, "off_cpu") == 0) {
-            rc = each_entry(r, &events[e], si, s, off_cpu_track, NULL);
+            rc = each_entry(r, &events[e], si, s, off_cpu_track, &kinds[0]);
+        } else if (strcmp(top.key, "off_cpu_waiting") == 0) {
+            rc = each_entry(r, &events[e], si, s, off_cpu_track, &kinds[1]);
+        } else if (strcmp(top.key, "off_cpu_preempted") == 0) {
+            rc = each_entry(r, &events[e], si, s, off_cpu_track, &kinds[2]);
         }
     }
     return rc;

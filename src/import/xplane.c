@@ -1628,7 +1628,9 @@ int loupe__xplane_sniff(const char *buf, size_t n) {
 
 /* ---- CPU samples (loupe's convention, src/export/xplane.c says what goes where) ----
  *
- * The host plane's stats loupe_stack_nodes, loupe_off_cpu, loupe_sample_period_ns and
+ * The host plane's stats loupe_stack_nodes, loupe_off_cpu (with loupe_off_cpu_kinds when
+ * written: one kind byte per interval; without it, or past its end, the kind is unknown),
+ * loupe_sample_period_ns and
  * loupe_samples_lost (pass 0), the frames from the event metadata with a loupe_frame stat, and
  * the lines named "CPU samples ..." of a loupe file that has loupe_stack_nodes: each event a
  * sample of the thread its tid stat names, at its start, its stack the loupe_stack node. A
@@ -1637,7 +1639,7 @@ int loupe__xplane_sniff(const char *buf, size_t n) {
  */
 
 typedef struct rsamples {
-    span nodes, off; /* the bytes of loupe_stack_nodes and loupe_off_cpu */
+    span nodes, off, kinds; /* the bytes of loupe_stack_nodes, loupe_off_cpu(_kinds) */
     int have_nodes;
     int built;      /* the frames and nodes are in the builder */
     uint32_t *fmap; /* file frame index -> builder frame */
@@ -1657,7 +1659,8 @@ static rsamples *rsamp(reader *x) {
 /* 1 when st is one of the samples' plane stats (kept), 0 when not, -1 on OOM. */
 static int samples_plane_stat(reader *x, const plane *pl, const stat *st) {
     int nodes = key_is(pl, st->mid, "loupe_stack_nodes"),
-        off = key_is(pl, st->mid, "loupe_off_cpu");
+        off = key_is(pl, st->mid, "loupe_off_cpu"),
+        kinds = key_is(pl, st->mid, "loupe_off_cpu_kinds");
     if (key_is(pl, st->mid, "loupe_sample_period_ns")) {
         x->m->sample_period_ns = st->u;
         return 1;
@@ -1666,7 +1669,7 @@ static int samples_plane_stat(reader *x, const plane *pl, const stat *st) {
         x->m->samples_lost = st->u;
         return 1;
     }
-    if (!nodes && !off) {
+    if (!nodes && !off && !kinds) {
         return 0;
     }
     rsamples *rs = rsamp(x);
@@ -1677,6 +1680,8 @@ static int samples_plane_stat(reader *x, const plane *pl, const stat *st) {
     if (nodes) {
         rs->nodes = v;
         rs->have_nodes = 1;
+    } else if (kinds) {
+        rs->kinds = v;
     } else {
         rs->off = v;
     }
@@ -1879,6 +1884,7 @@ static int samples_finish(reader *x) {
                        x->r.path, (unsigned long long)rs->bad_stack);
     }
     loupe__pbr c = {rs->off.p, rs->off.p + rs->off.n, x->r.base};
+    size_t nk = 0; /* intervals read: the index into loupe_off_cpu_kinds */
     while (c.p != NULL && c.p < c.end) {
         uint64_t tid, n;
         if (loupe__pbr_varint(&c, &tid) != 0 || loupe__pbr_varint(&c, &n) != 0 ||
@@ -1895,10 +1901,19 @@ static int samples_finish(reader *x) {
             if (loupe__pbr_varint(&c, &start) != 0 || loupe__pbr_varint(&c, &dur) != 0) {
                 return fail(&x->r, rs->off.off, "loupe_off_cpu: a varint cut short or too long");
             }
-            if (loupe__mb_off_cpu(x->mb, t, start, dur) != 0) {
+            unsigned kind = nk < rs->kinds.n ? rs->kinds.p[nk] : LOUPE_OFF_CPU_UNKNOWN;
+            nk++;
+            if (loupe__mb_off_cpu_kind(x->mb, t, start, dur, kind) != 0) {
                 return oom(x);
             }
         }
+    }
+    if (rs->kinds.n != 0 && rs->kinds.n != nk &&
+        loupe__mb_warn(x->mb,
+                       "%s: XPlane: loupe_off_cpu_kinds has %zu kinds for %zu off-CPU "
+                       "intervals; the intervals past its end are of unknown kind",
+                       x->r.path, rs->kinds.n, nk) != 0) {
+        return oom(x);
     }
     return 0;
 }

@@ -440,13 +440,20 @@ int loupe__mb_sample(loupe__mb *mb, size_t thread, uint64_t ts_ns, uint32_t stac
 }
 
 int loupe__mb_off_cpu(loupe__mb *mb, size_t thread, uint64_t start_ns, uint64_t dur_ns) {
+    return loupe__mb_off_cpu_kind(mb, thread, start_ns, dur_ns, LOUPE_OFF_CPU_UNKNOWN);
+}
+
+int loupe__mb_off_cpu_kind(loupe__mb *mb, size_t thread, uint64_t start_ns, uint64_t dur_ns,
+                           unsigned kind) {
     loupe_model_thread *th = &mb->m.threads[thread];
     if (loupe__grow((void **)&th->off_cpu, &mb->tcaps[thread].off_cpu_cap, th->off_cpu_count + 1,
                     sizeof(loupe_interval)) != 0) {
         mb->failed = 1;
         return mb_oom();
     }
-    th->off_cpu[th->off_cpu_count++] = (loupe_interval){start_ns, dur_ns};
+    loupe_off_cpu_kind k =
+        kind <= LOUPE_OFF_CPU_PREEMPTED ? (loupe_off_cpu_kind)kind : LOUPE_OFF_CPU_UNKNOWN;
+    th->off_cpu[th->off_cpu_count++] = (loupe_interval){start_ns, dur_ns, k};
     return 0;
 }
 
@@ -684,7 +691,9 @@ static int cmp_interval(const void *pa, const void *pb) {
     return a->start_ns < b->start_ns ? -1 : (a->start_ns > b->start_ns);
 }
 
-/* Sorts a thread's off-CPU intervals and joins those that overlap or touch. */
+/* Sorts a thread's off-CPU intervals and joins those of one kind that overlap or touch. Of two
+ * kinds that overlap (never from one kernel; a merge of two files could), the earlier keeps the
+ * overlap and the later starts where it ends: the intervals never overlap. */
 static void finish_off_cpu(loupe_model_thread *th) {
     if (th->off_cpu_count < 2) {
         return;
@@ -693,14 +702,20 @@ static void finish_off_cpu(loupe_model_thread *th) {
     size_t w = 0;
     for (size_t i = 1; i < th->off_cpu_count; i++) {
         loupe_interval *last = &th->off_cpu[w];
-        const loupe_interval *c = &th->off_cpu[i];
-        uint64_t end = last->start_ns + last->dur_ns;
-        if (c->start_ns <= end) {
-            if (c->start_ns + c->dur_ns > end) {
-                last->dur_ns = c->start_ns + c->dur_ns - last->start_ns;
+        loupe_interval c = th->off_cpu[i];
+        uint64_t end = last->start_ns + last->dur_ns, c_end = c.start_ns + c.dur_ns;
+        if (c.start_ns <= end && c.kind == last->kind) {
+            if (c_end > end) {
+                last->dur_ns = c_end - last->start_ns;
+            }
+        } else if (c.start_ns < end) {
+            if (c_end > end) {
+                c.start_ns = end;
+                c.dur_ns = c_end - end;
+                th->off_cpu[++w] = c;
             }
         } else {
-            th->off_cpu[++w] = *c;
+            th->off_cpu[++w] = c;
         }
     }
     th->off_cpu_count = w + 1;

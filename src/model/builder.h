@@ -85,8 +85,13 @@ uint32_t loupe__mb_stack(loupe__mb *mb, uint32_t parent, uint32_t frame);
  * UINT32_MAX when n == 0 or on OOM. */
 uint32_t loupe__mb_stack_of(loupe__mb *mb, const uint32_t *frames, size_t n);
 int loupe__mb_sample(loupe__mb *mb, size_t thread, uint64_t ts_ns, uint32_t stack, uint32_t cpu);
-/* An off-CPU interval of a thread (finish sorts them and joins overlapping ones). */
+/* An off-CPU interval of a thread, kind LOUPE_OFF_CPU_UNKNOWN (finish sorts them and joins
+ * those of one kind that overlap or touch). */
 int loupe__mb_off_cpu(loupe__mb *mb, size_t thread, uint64_t start_ns, uint64_t dur_ns);
+/* The same with its kind (a loupe_off_cpu_kind; a value past LOUPE_OFF_CPU_PREEMPTED is kept as
+ * LOUPE_OFF_CPU_UNKNOWN: a reader never invents a kind). */
+int loupe__mb_off_cpu_kind(loupe__mb *mb, size_t thread, uint64_t start_ns, uint64_t dur_ns,
+                           unsigned kind);
 
 /* Sets (or replaces) a metadata pair (a hash on the interned key: O(1) per call). */
 int loupe__mb_metadata(loupe__mb *mb, const char *key, const char *value);

@@ -390,7 +390,7 @@ static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, cons
         for (size_t s = 0; s < st->off_cpu_count && r == 0; s++) {
             const loupe_interval *iv = &st->off_cpu[s];
             uint64_t a = move(pt, iv->start_ns), b = move(pt, iv->start_ns + iv->dur_ns);
-            r = loupe__mb_off_cpu(mb, nt, a, b > a ? b - a : 0);
+            r = loupe__mb_off_cpu_kind(mb, nt, a, b > a ? b - a : 0, iv->kind);
         }
     }
     for (size_t i = 0; i < p->counter_count && r == 0; i++) {

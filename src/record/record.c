@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "record/region.h"
+#include "record/sample.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -252,6 +253,8 @@ static loupe__thread *thread_register(void) {
     (void)pthread_setspecific(exit_key, t);
     loupe__tls = &t->hot;
     registering = 0;
+    loupe__sample_thread_born(); /* a short thread is sampled too: the sampler opens its event now
+                                  */
     return t;
 }
 

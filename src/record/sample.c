@@ -9,13 +9,20 @@
  * instead of opening at thread registration keeps the hot path untouched (registration is
  * allocation-free and may run in a signal handler) and also samples threads that never record a
  * zone (an uninstrumented program under `loupe record`); a thread is sampled from at most 10 ms
- * after it starts.
+ * after it starts. A thread that records (registers) is sampled sooner: its registration writes
+ * the sampler's eventfd (loupe__sample_thread_born(): one write(2), async-signal-safe, no lock
+ * or allocation), which wakes the poll into a scan at once, so a thread that lives 3 ms is
+ * sampled too.
  *
  * The sampler thread blocks every signal (as the keeper does), polls the rings (woken when one is
  * half full, or every 10 ms), copies each record into memory of its own and moves the ring's
  * tail: the kernel never waits for loupe, and what it could not write is counted from its
  * PERF_RECORD_LOST records (samples_lost in the model). context_switch = 1 adds a
  * PERF_RECORD_SWITCH at every switch out and in: the gaps are the thread's off-CPU intervals.
+ * A switch-out with PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (linux/perf_event.h, Linux 4.17: the
+ * task was still runnable, what `perf sched timehist` reports as preemption) starts a preempted
+ * interval, one without it a waiting one (blocked or sleeping); before 4.17 the bit is never
+ * set, so the kind is unknown there rather than always "waiting".
  *
  * Stacks: frame-pointer callchains (PERF_SAMPLE_CALLCHAIN) always; with libdw, also 8 KiB of the
  * user stack and the user registers (PERF_SAMPLE_STACK_USER, PERF_SAMPLE_REGS_USER), unwound with
@@ -49,6 +56,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +79,7 @@ typedef struct task {
     void *base;
     size_t len;
     uint64_t out_since; /* switched out at (perf time), 0 when running */
+    unsigned out_kind;  /* a loupe_off_cpu_kind: why it was switched out */
 } task;
 
 typedef struct raw_sample {
@@ -81,6 +90,7 @@ typedef struct raw_sample {
 
 typedef struct raw_off {
     uint64_t tid, start, end;
+    unsigned kind; /* a loupe_off_cpu_kind */
 } raw_off;
 
 typedef struct named {
@@ -91,7 +101,11 @@ typedef struct named {
 static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER; /* start / stop / collect */
 static int s_running;
 static pthread_t s_thread;
-static int s_wake = -1; /* eventfd: the stop wakes the poll */
+/* eventfd: the stop and thread registrations wake the poll. Made at the first start and never
+ * closed (a registering thread may write it at any time: a closed and reused fd number would
+ * take its 8 bytes), except in a fork child, which makes its own. */
+static int s_wake = -1;
+static int s_born_on; /* registrations write s_wake (the sampler runs) */
 static int s_quit;
 static uint32_t s_hz;
 static int s_stacks;
@@ -99,9 +113,13 @@ static uint64_t s_origin;
 static size_t s_pages; /* ring data pages per thread (a power of two) */
 static char s_note[448] = "off";
 static uint64_t s_sampler_tid;
+static int s_preempt_bit; /* the kernel sets PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (>= 4.17) */
 
 static task s_tasks[MAX_TASKS];
 static size_t s_ntasks;
+/* Held by the sampler thread while it changes s_tasks (its scans, its last close) and across a
+ * fork (loupe__sample_fork_prepare): the child then finds a table whose every fd is an event. */
+static pthread_mutex_t s_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t s_skipped; /* threads not sampled: MAX_TASKS reached */
 
 static raw_sample *s_samples;
@@ -229,11 +247,32 @@ static int grow_fail(void **p, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
-static void add_off(uint64_t tid, uint64_t start, uint64_t end) {
+static void add_off(uint64_t tid, uint64_t start, uint64_t end, unsigned kind) {
     if (end <= start || grow_fail((void **)&s_offs, &s_capoffs, s_noffs + 1, sizeof *s_offs)) {
         return;
     }
-    s_offs[s_noffs++] = (raw_off){tid, start, end};
+    s_offs[s_noffs++] = (raw_off){tid, start, end, kind};
+}
+
+/* Whether the running kernel marks preempting switch-outs: Linux 4.17 added
+ * PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (kernel commit "perf/core: Store context switch out type
+ * in PERF_RECORD_SWITCH[_CPU_WIDE]"); an older one leaves the bit clear on every switch. */
+static int kernel_marks_preempt(void) {
+    struct utsname u;
+    unsigned major = 0, minor = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2) {
+        return 0;
+    }
+    return major > 4 || (major == 4 && minor >= 17);
+}
+
+/* The kind of the off-CPU interval a switch-out record starts. */
+static unsigned switch_out_kind(uint16_t misc) {
+    if (!s_preempt_bit) {
+        return LOUPE_OFF_CPU_UNKNOWN;
+    }
+    return (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) ? LOUPE_OFF_CPU_PREEMPTED
+                                                        : LOUPE_OFF_CPU_WAITING;
 }
 
 #ifdef LOUPE_HAVE_LIBDW
@@ -515,8 +554,9 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
         if (trailer(rec, size, &tid, &ts) == 0 && tid == tk->tid) {
             if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
                 tk->out_since = ts;
+                tk->out_kind = switch_out_kind(h.misc);
             } else if (tk->out_since != 0) {
-                add_off(tid, tk->out_since, ts);
+                add_off(tid, tk->out_since, ts, tk->out_kind);
                 tk->out_since = 0;
             }
         }
@@ -597,7 +637,7 @@ static void open_task(uint64_t tid) {
         s_skipped++;
         return;
     }
-    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0};
+    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0, 0};
     if (grow_fail((void **)&s_names, &s_capnames, s_nnames + 1, sizeof *s_names) == 0) {
         s_names[s_nnames].tid = tid;
         memcpy(s_names[s_nnames].comm, comm, 16);
@@ -645,6 +685,28 @@ static void scan(void) {
     }
 }
 
+/* At the stop: a thread still switched out (blocked across the stop) has no switch-in to end
+ * its interval; it ends at the stop (the collector cuts it there). A thread that exited since
+ * the last scan is left alone: its last switch-out was its death, not a wait. */
+static void end_open_offs(void) {
+    for (size_t i = 0; i < s_ntasks; i++) {
+        task *tk = &s_tasks[i];
+        char path[64];
+        drain(tk);
+        snprintf(path, sizeof path, "/proc/self/task/%llu", (unsigned long long)tk->tid);
+        if (tk->out_since != 0 && access(path, F_OK) == 0) {
+            add_off(tk->tid, tk->out_since, UINT64_MAX, tk->out_kind);
+            tk->out_since = 0;
+        }
+    }
+}
+
+static void scan_locked(void) {
+    pthread_mutex_lock(&s_table_lock);
+    scan();
+    pthread_mutex_unlock(&s_table_lock);
+}
+
 static void *sampler_main(void *arg) {
     (void)arg;
     sigset_t all;
@@ -659,7 +721,7 @@ static void *sampler_main(void *arg) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         uint64_t now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
         if (now - last_scan >= SCAN_NS) {
-            scan();
+            scan_locked();
             last_scan = now;
         }
         for (size_t i = 0; i < s_ntasks; i++) {
@@ -675,12 +737,21 @@ static void *sampler_main(void *arg) {
             pf[i + 1] = (struct pollfd){.fd = s_tasks[i].fd, .events = POLLIN};
         }
         (void)poll(pf, s_ntasks + 1, (int)(SCAN_NS / 1000000u));
+        if (pf[0].revents & POLLIN) {
+            uint64_t n;
+            ssize_t r = read(s_wake, &n, sizeof n); /* resets the count (EFD_NONBLOCK) */
+            (void)r;
+            last_scan = 0; /* a thread registered: find it now */
+        }
     }
     free(pf);
+    end_open_offs();
+    pthread_mutex_lock(&s_table_lock);
     for (size_t i = 0; i < s_ntasks; i++) {
         close_task(&s_tasks[i]);
     }
     s_ntasks = 0;
+    pthread_mutex_unlock(&s_table_lock);
 #ifdef LOUPE_HAVE_LIBDW
     if (u_dwfl != NULL) {
         dwfl_end(u_dwfl);
@@ -736,6 +807,7 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
     s_hz = hz;
     s_stacks = stacks;
     s_origin = origin_mono_ns;
+    s_preempt_bit = kernel_marks_preempt();
     s_pages = s_stacks == LOUPE__STACKS_DWARF ? 128 : 32;
     const char *pg = getenv("LOUPE_SAMPLE_RING_PAGES"); /* tests: a tiny ring loses samples */
     if (pg != NULL && atoi(pg) > 0) {
@@ -759,7 +831,13 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
      * ones): a thread that blocks right after the start has its switch-out seen. */
     __atomic_store_n(&s_sampler_tid, 0, __ATOMIC_RELEASE);
     scan();
-    s_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s_wake < 0) {
+        __atomic_store_n(&s_wake, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), __ATOMIC_RELEASE);
+    } else {
+        uint64_t n;
+        ssize_t r = read(s_wake, &n, sizeof n); /* a count left from the last session */
+        (void)r;
+    }
     __atomic_store_n(&s_quit, 0, __ATOMIC_RELEASE);
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -770,12 +848,11 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
         snprintf(s_note, sizeof s_note, "unavailable: no sampler thread (%s)", strerror(rc));
         fprintf(stderr, "loupe: CPU sampling is unavailable: no sampler thread (%s)\n",
                 strerror(rc));
-        close(s_wake);
-        s_wake = -1;
         pthread_mutex_unlock(&s_lock);
         return -1;
     }
     s_running = 1;
+    __atomic_store_n(&s_born_on, 1, __ATOMIC_RELEASE);
     snprintf(s_note, sizeof s_note, "%u Hz task-clock, %s", hz, stacks_name(stacks));
     pthread_mutex_unlock(&s_lock);
     return 0;
@@ -784,22 +861,54 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
 void loupe__sample_stop(void) {
     pthread_mutex_lock(&s_lock);
     if (s_running) {
+        __atomic_store_n(&s_born_on, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&s_quit, 1, __ATOMIC_RELEASE);
         uint64_t one = 1;
         ssize_t w = write(s_wake, &one, sizeof one);
         (void)w;
         pthread_join(s_thread, NULL);
-        close(s_wake);
-        s_wake = -1;
         s_running = 0;
     }
     pthread_mutex_unlock(&s_lock);
 }
 
+void loupe__sample_thread_born(void) {
+    if (!__atomic_load_n(&s_born_on, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    int fd = __atomic_load_n(&s_wake, __ATOMIC_ACQUIRE), saved = errno;
+    uint64_t one = 1;
+    ssize_t w = fd >= 0 ? write(fd, &one, sizeof one) : 0;
+    (void)w;
+    errno = saved; /* registration may run in a signal handler */
+}
+
+void loupe__sample_fork_prepare(void) {
+    pthread_mutex_lock(&s_table_lock);
+}
+
+void loupe__sample_fork_parent(void) {
+    pthread_mutex_unlock(&s_table_lock);
+}
+
 void loupe__sample_forget_in_child(void) {
-    /* The sampler thread is the parent's: nothing to join. The fds stay open (closing them
-     * from a table the parent's sampler may have been rewriting at the fork could close one
-     * the child uses); the samples copied so far are the parent's. */
+    /* The sampler thread is the parent's: nothing to join. Its events measure the parent's
+     * threads, and an fd the child kept would keep each alive (and its ring) for as long as
+     * the child lives, so they are closed; the table is whole (the prepare handler held its
+     * lock). The rings are not unmapped: perf_mmap() marks them VM_DONTCOPY (Linux
+     * kernel/events/core.c), so the child has no such mapping, and an munmap of that range
+     * could only hit what the child maps there later. The samples copied so far are the
+     * parent's (their memory is left, not freed: the sampler may have been growing it). */
+    for (size_t i = 0; i < s_ntasks; i++) {
+        close(s_tasks[i].fd);
+    }
+    s_ntasks = 0;
+    __atomic_store_n(&s_born_on, 0, __ATOMIC_RELEASE);
+    if (s_wake >= 0) {
+        close(s_wake); /* shared with the parent: its sampler's wakes are not the child's */
+        __atomic_store_n(&s_wake, -1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&s_table_lock); /* taken by this thread in the prepare handler */
     pthread_mutex_init(&s_lock, NULL);
     s_running = 0;
     s_ntasks = 0;
@@ -1339,6 +1448,32 @@ static size_t thread_of(loupe__mb *mb, tid_map **map, size_t *n, size_t *cap, ui
     return t;
 }
 
+/* The metadata "loupe_sampling_threads_missed": the threads that recorded in the session (the
+ * collector's host threads of process 0, map) but never had a perf event (they ended before the
+ * sampler found them, or MAX_TASKS was reached): their CPU time has no samples, and the file
+ * says how many. loupe's own threads (never sampled) are not counted. */
+static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap) {
+    const loupe_model *m = loupe__mb_model(mb);
+    uint64_t missed = 0, *opened = malloc((s_nnames + 1) * sizeof *opened);
+    if (opened == NULL) {
+        return -1;
+    }
+    for (size_t k = 0; k < s_nnames; k++) {
+        opened[k] = s_names[k].tid; /* every tid that had an event */
+    }
+    qsort(opened, s_nnames, sizeof *opened, cmp_tid);
+    for (size_t i = 0; i < nmap; i++) {
+        const loupe_model_thread *t = &m->threads[map[i].index];
+        int mine = map[i].tid == s_sampler_tid || strncmp(t->name, "loupe-", 6) == 0;
+        missed += !mine && (s_nnames == 0 || bsearch(&map[i].tid, opened, s_nnames, sizeof *opened,
+                                                     cmp_tid) == NULL);
+    }
+    free(opened);
+    char v[24];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)missed);
+    return loupe__mb_metadata(mb, "loupe_sampling_threads_missed", v);
+}
+
 int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
     pthread_mutex_lock(&s_lock);
     int rc = 0;
@@ -1380,6 +1515,11 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
         }
     }
     nmap = w;
+    if (s_hz != 0 && strncmp(s_note, "unavailable", 11) != 0 && strcmp(s_note, "off") != 0 &&
+        put_missed(mb, map, nmap) != 0) {
+        rc = -1;
+        goto out;
+    }
 #ifdef LOUPE_HAVE_LIBDW
     st.dwfl = s_nsamples ? proc_dwfl() : NULL;
 #endif
@@ -1407,7 +1547,8 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
             continue;
         }
         size_t t = thread_of(mb, &map, &nmap, &capmap, s_offs[i].tid);
-        if (t == SIZE_MAX || loupe__mb_off_cpu(mb, t, a - s_origin, b - a) != 0) {
+        if (t == SIZE_MAX ||
+            loupe__mb_off_cpu_kind(mb, t, a - s_origin, b - a, s_offs[i].kind) != 0) {
             rc = -1;
             goto out;
         }

@@ -32,7 +32,18 @@ uint64_t loupe__sample_tid(void);
  * by tid in process 0; threads that never recorded get a track of their own (named from the
  * kernel). 0, or LOUPE_ENOMEM (mb failed). */
 int loupe__sample_collect(struct loupe__mb *mb, uint64_t stop_ns);
-/* A fork child: it has no sampler thread; the parent's events and rings are left alone. */
+/* fork(): the prepare handler holds the sampler's task table steady (the sampler thread opens
+ * and closes events only under its lock) and the parent handler lets it go; the child closes
+ * the parent's perf event fds and the sampler's eventfd, forgets the table and the samples, and
+ * releases the lock the forking thread took. The child has no sampler thread; a session it
+ * starts opens events for its own threads. Called by the session's atfork handlers only. */
+/* A thread registered (record.c's thread_register): wakes the sampler thread into a scan now,
+ * so that a thread shorter than the 10 ms scan interval is sampled. Any thread,
+ * async-signal-safe: one write(2) to an eventfd, no lock, no allocation, errno kept; nothing
+ * when no sampler runs. */
+void loupe__sample_thread_born(void);
+void loupe__sample_fork_prepare(void);
+void loupe__sample_fork_parent(void);
 void loupe__sample_forget_in_child(void);
 /* Frees the session's samples unread (a collection that failed). */
 void loupe__sample_discard(void);

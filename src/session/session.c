@@ -150,9 +150,11 @@ static void fork_prepare(void) {
     loupe__keeper_pause();
     loupe__registry_lock_take();
     loupe__rec_tail_lock(1);
+    loupe__sample_fork_prepare();
 }
 
 static void fork_parent(void) {
+    loupe__sample_fork_parent();
     loupe__rec_tail_lock(0);
     loupe__registry_lock_give();
     loupe__keeper_resume();
