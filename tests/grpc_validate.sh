@@ -3,7 +3,8 @@
 # client against the real tools (tests/grpc_check.py does the Python side):
 #   1. python -m jax.collect_profile PORT 500 --log_dir D --no_perfetto_link against a loupe
 #      process (tests/probes/server_probe): exit 0, D holds <host>_<port>.xplane.pb, xprof
-#      converts it and every zone of the window is there (consecutive numbers, none missing);
+#      converts it and every zone of the window is there (consecutive numbers, none missing; at
+#      least 10 of the ~100 a quiet machine gives: the probe's 5 ms sleeps overshoot under load);
 #   2. XProf's capture handler (ProfilePlugin.capture_route_impl, in-process) against one loupe
 #      process, then against two (service_addr "A,B"): one run with one file per process;
 #   3. the service's gRPC statuses (grpc_check.py service) and a Profile during a local trace;
@@ -68,13 +69,13 @@ timeout 120 $py -m jax.collect_profile "$pa" 500 --log_dir "$tmp/jc" --no_perfet
 f=$(ls "$tmp"/jc/plugins/profile/*/127.0.0.1_"$pa".xplane.pb 2>/dev/null)
 [ -n "$f" ] || { cat "$tmp/jc.log"; ls -R "$tmp/jc"; fail "collect_profile left no 127.0.0.1_$pa.xplane.pb"; }
 echo "jax.collect_profile $pa 500: exit 0, $(basename "$f")"
-timeout 120 $check zones "$f" 40 2>&1 | quiet || fail "zones of the collect_profile capture"
+timeout 120 $check zones "$f" 10 2>&1 | quiet || fail "zones of the collect_profile capture"
 
 # 2. XProf's capture handler: one process, then two
 timeout 120 $check capture_route "$tmp/x1" "127.0.0.1:$pa" 500 2>&1 | quiet || fail "capture_route, one host"
 runs=$(ls "$tmp/x1/plugins/profile" | wc -l)
 [ "$runs" = 1 ] || fail "capture_route, one host: $runs runs"
-timeout 120 $check zones "$(ls "$tmp"/x1/plugins/profile/*/127.0.0.1_"$pa".xplane.pb)" 40 2>&1 | quiet ||
+timeout 120 $check zones "$(ls "$tmp"/x1/plugins/profile/*/127.0.0.1_"$pa".xplane.pb)" 10 2>&1 | quiet ||
   fail "zones of the capture_route capture"
 timeout 120 $check capture_route "$tmp/x2" "127.0.0.1:$pa,127.0.0.1:$pb" 500 2>&1 | quiet ||
   fail "capture_route, two hosts"
@@ -85,7 +86,7 @@ want=$(printf '%s\n' "127.0.0.1_$pa.xplane.pb" "127.0.0.1_$pb.xplane.pb" | sort 
 [ "$got" = "$want" ] || fail "capture_route, two hosts: files '$got', want '$want'"
 echo "xprof capture_route two hosts: one run with $got"
 for x in "$run"/*.xplane.pb; do
-  timeout 120 $check zones "$x" 40 2>&1 | quiet || fail "zones of $x"
+  timeout 120 $check zones "$x" 10 2>&1 | quiet || fail "zones of $x"
 done
 
 # 3. the service's statuses; a capture during a local trace
@@ -120,7 +121,7 @@ timeout 240 $py "$src/tests/grpc_check.py" jax_server "$jp" >"$tmp/jax.out" 2>&1
 pids+=($!)
 for _ in $(seq 300); do grep -q ready "$tmp/jax.out" && break; sleep 0.1; done
 grep -q ready "$tmp/jax.out" || { cat "$tmp/jax.out"; fail "the JAX server did not start"; }
-timeout 120 "$loupe" capture "grpc://127.0.0.1:$jp" --duration-ms 500 --log-dir "$tmp/lj" \
+timeout 120 "$loupe" capture "grpc://127.0.0.1:$jp" --duration-ms 1500 --log-dir "$tmp/lj" \
   >"$tmp/lj.out" 2>&1 || { cat "$tmp/lj.out"; fail "loupe capture grpc:// against jax"; }
 f=$(ls "$tmp"/lj/plugins/profile/*/127.0.0.1_"$jp".[0-9]*.xplane.pb 2>/dev/null)
 [ -n "$f" ] || fail "loupe capture against jax: no 127.0.0.1_$jp.<pid>.xplane.pb"
