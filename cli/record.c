@@ -1285,10 +1285,9 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
     }
     if (rc != 0) {
         drop_run(run_made, abs_log, existed);
-        fprintf(stderr, "loupe record: %s %s; %s: %s\n", prog[0], said,
-                rc == LOUPE_ENO_TRACE ? "nothing was recorded" : "writing its samples failed",
+        fprintf(stderr, "loupe record: %s %s; writing its samples failed: %s\n", prog[0], said,
                 loupe_last_error());
-        return rc == LOUPE_ENO_TRACE ? REC_EXIT_NO_TRACE : REC_EXIT_FAILED;
+        return REC_EXIT_FAILED;
     }
     loupe_trace_result_free(&r);
     if (!quiet) {

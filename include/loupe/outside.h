@@ -67,9 +67,10 @@ typedef struct loupe_outside_options {
  * "loupe_sampling" says "<hz> Hz task-clock, fp stacks, from outside the process". result (may
  * be NULL) is filled as by loupe_stop_trace() and must be freed with loupe_trace_result_free().
  * s is freed in every case; options NULL frees it without writing (returns 0).
- * Errors: LOUPE_EINVALID (s NULL, no run_dir, a bad result size), LOUPE_ENO_TRACE (not one
- * sample was taken: nothing is written), LOUPE_EIO (writing: the detail names the path),
- * LOUPE_ENOMEM. Thread-safety: the thread that opened s, or any one thread after it. */
+ * A process too short to be sampled gives a trace with its process and no samples.
+ * Errors: LOUPE_EINVALID (s NULL, no run_dir, a bad result size), LOUPE_EIO (writing: the
+ * detail names the path), LOUPE_ENOMEM. Thread-safety: the thread that opened s, or any one thread
+ * after it. */
 LOUPE_API int loupe_outside_finish(loupe_outside *s, const loupe_outside_options *options,
                                    loupe_trace_result *result);
 
