@@ -1,6 +1,8 @@
 /* record.c: `loupe record`: runs a program with libloupe_preload.so preloaded, which traces it
  * from start to exit (see src/preload/preload.c), then reports the run directory and the counts
- * read back from the files written, on stderr: stdout is the program's.
+ * read back from the files written, on stderr: stdout is the program's. A program the preload
+ * cannot enter (static; set-ID, as root) is sampled from outside instead (record_outside(),
+ * loupe/outside.h).
  * Returns the program's exit status (128 + N when a signal N killed it), or one of loupe
  * record's own statuses (REC_EXIT_*, like env(1)'s and timeout(1)'s 125/126/127). */
 #include "cli.h"
@@ -24,8 +26,9 @@
 
 /* loupe record's own exit statuses; any other is the program's. */
 enum {
-    REC_EXIT_NO_TRACE = 124,   /* PROGRAM cannot be traced (found before running it), or the
-                                  preload never started in it: nothing was recorded */
+    REC_EXIT_NO_TRACE = 124,   /* PROGRAM cannot be traced (found before running it) nor
+                                  sampled from outside, or the preload never started in it:
+                                  nothing was recorded */
     REC_EXIT_FAILED = 125,     /* loupe record failed: usage, log directory, writing the trace */
     REC_EXIT_CANNOT_RUN = 126, /* PROGRAM was found but could not be executed */
     REC_EXIT_NOT_FOUND = 127,  /* PROGRAM was not found */
@@ -120,13 +123,16 @@ static void usage(FILE *f) {
             "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
             "statically linked program, a set-user-ID or set-group-ID one, one with file\n"
             "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
-            "says which; call loupe_start_trace() in the program instead). A program that\n"
+            "says which; call loupe_start_trace() in the program instead). A static program,\n"
+            "and as root a set-ID one, is sampled from outside instead (perf events on it:\n"
+            "CPU samples with frame-pointer stacks, no zones; a note says so). A program that\n"
             "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
             "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
             "\n"
             "exit status: PROGRAM's (128 + N when signal N killed it), or loupe record's own:\n"
-            "  124  PROGRAM cannot be traced (found before running it), or loupe's preload\n"
-            "       never started in it: nothing recorded, no run directory left\n"
+            "  124  PROGRAM cannot be traced (found before running it) nor sampled from\n"
+            "       outside, or loupe's preload never started in it: nothing recorded, no\n"
+            "       run directory left\n"
             "  125  loupe record failed (usage, log directory, writing the trace)\n"
             "  126  PROGRAM was found but cannot be executed\n"
             "  127  PROGRAM was not found\n"
