@@ -1,6 +1,8 @@
 /* record.c: `loupe record`: runs a program with libloupe_preload.so preloaded, which traces it
  * from start to exit (see src/preload/preload.c), then reports the run directory and the counts
- * read back from the files written, on stderr: stdout is the program's.
+ * read back from the files written, on stderr: stdout is the program's. A program the preload
+ * cannot enter (static; set-ID, as root) is sampled from outside instead (record_outside(),
+ * loupe/outside.h).
  * Returns the program's exit status (128 + N when a signal N killed it), or one of loupe
  * record's own statuses (REC_EXIT_*, like env(1)'s and timeout(1)'s 125/126/127). */
 #include "cli.h"
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -23,8 +26,9 @@
 
 /* loupe record's own exit statuses; any other is the program's. */
 enum {
-    REC_EXIT_NO_TRACE = 124,   /* PROGRAM cannot be traced (found before running it), or the
-                                  preload never started in it: nothing was recorded */
+    REC_EXIT_NO_TRACE = 124,   /* PROGRAM cannot be traced (found before running it) nor
+                                  sampled from outside, or the preload never started in it:
+                                  nothing was recorded */
     REC_EXIT_FAILED = 125,     /* loupe record failed: usage, log directory, writing the trace */
     REC_EXIT_CANNOT_RUN = 126, /* PROGRAM was found but could not be executed */
     REC_EXIT_NOT_FOUND = 127,  /* PROGRAM was not found */
@@ -119,13 +123,16 @@ static void usage(FILE *f) {
             "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
             "statically linked program, a set-user-ID or set-group-ID one, one with file\n"
             "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
-            "says which; call loupe_start_trace() in the program instead). A program that\n"
+            "says which; call loupe_start_trace() in the program instead). A static program,\n"
+            "and as root a set-ID one, is sampled from outside instead (perf events on it:\n"
+            "CPU samples with frame-pointer stacks, no zones; a note says so). A program that\n"
             "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
             "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
             "\n"
             "exit status: PROGRAM's (128 + N when signal N killed it), or loupe record's own:\n"
-            "  124  PROGRAM cannot be traced (found before running it), or loupe's preload\n"
-            "       never started in it: nothing recorded, no run directory left\n"
+            "  124  PROGRAM cannot be traced (found before running it) nor sampled from\n"
+            "       outside, or loupe's preload never started in it: nothing recorded, no\n"
+            "       run directory left\n"
             "  125  loupe record failed (usage, log directory, writing the trace)\n"
             "  126  PROGRAM was found but cannot be executed\n"
             "  127  PROGRAM was not found\n"
@@ -1106,6 +1113,31 @@ static int make_regions_dir(char *buf, size_t size) {
     return -1;
 }
 
+/* Waits for the program, passing signals on: SIGTERM and SIGHUP sent to loupe alone, so that the
+ * program is not orphaned; SIGINT and SIGQUIT only when a process sent them to loupe
+ * (forward_if_sent: the terminal's reach the program itself, same process group). Returns its
+ * wait status. */
+static int wait_program(pid_t pid) {
+    child_pid = pid;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    struct sigaction si;
+    memset(&si, 0, sizeof si);
+    si.sa_sigaction = forward_if_sent;
+    si.sa_flags = SA_SIGINFO;
+    sigaction(SIGINT, &si, NULL);
+    sigaction(SIGQUIT, &si, NULL);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    return st;
+}
+
 /* The run directory: the last line on stderr, and into --print-run-dir's FILE. */
 static int say_run_dir(const char *run_dir, const char *print_to) {
     fprintf(stderr, "%s\n", run_dir);
@@ -1123,6 +1155,153 @@ static int say_run_dir(const char *run_dir, const char *print_to) {
         return -1;
     }
     return 0;
+}
+
+/* ---- sampling from outside (loupe/outside.h) ----
+ * A program the preload cannot enter (statically linked; set-user-ID or set-group-ID, run by
+ * root, who may open perf events on it after its exec) is sampled from here: the child waits on a
+ * pipe until the events are open on its pid (enable_on_exec), then execs; its samples are
+ * written as <host>.<pid>.* into the run directory, like a preloaded process's files. Returns
+ * the exit status of `loupe record`. */
+static int record_outside(char **prog, const char *run_made, const char *abs_log, size_t existed,
+                          const char *host, uint32_t hz, unsigned formats, rec_kind kind,
+                          const char *why, int quiet, const char *print_to,
+                          const rec_filters *filt) {
+    const char *what = kind == REC_STATIC   ? "static binary"
+                       : kind == REC_SETUID ? "set-user-ID program"
+                                            : "set-group-ID program";
+    int gate[2], ep[2] = {-1, -1};
+    if (pipe2(gate, O_CLOEXEC) != 0) {
+        fprintf(stderr, "loupe record: cannot make a pipe: %s\n", strerror(errno));
+        drop_run(run_made, abs_log, existed);
+        return REC_EXIT_FAILED;
+    }
+    if (pipe2(ep, O_CLOEXEC) != 0) {
+        ep[0] = ep[1] = -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));
+        drop_run(run_made, abs_log, existed);
+        return REC_EXIT_FAILED;
+    }
+    /* A set-user-ID exec detaches the perf events the process had (loupe/outside.h,
+     * LOUPE_OUTSIDE_NOW): such a program is stopped at its exec by ptrace(2) instead (the
+     * kernel stops a tracee with SIGTRAP after a successful execve), sampled from there on. */
+    int now = kind != REC_STATIC;
+    if (pid == 0) {
+        if (now) {
+            (void)ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+        }
+        /* held here until the events are open: what it runs from its exec on is sampled */
+        close(gate[1]);
+        char go = 0;
+        ssize_t n;
+        while ((n = read(gate[0], &go, 1)) < 0 && errno == EINTR) {
+        }
+        if (n != 1) {
+            _exit(REC_EXIT_FAILED); /* loupe could not sample it: it does not run */
+        }
+        execvp(prog[0], prog);
+        int e = errno;
+        if (ep[1] >= 0) {
+            (void)!write(ep[1], &e, sizeof e);
+        }
+        _exit(REC_EXIT_NOT_FOUND);
+    }
+    close(gate[0]);
+    if (ep[1] >= 0) {
+        close(ep[1]);
+    }
+    loupe_outside *smp = NULL;
+    int stopped = 0, st = 0;
+    if (now) {
+        (void)!write(gate[1], "1", 1);
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        stopped = WIFSTOPPED(st);
+    }
+    if ((!now || stopped) &&
+        loupe_outside_open((int)pid, hz, now ? LOUPE_OUTSIDE_NOW : 0, &smp) != 0) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", loupe_last_error());
+        close(gate[1]);
+        if (stopped) {
+            kill(pid, SIGKILL); /* stopped at its exec: it ran nothing of its own */
+        }
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        if (ep[0] >= 0) {
+            close(ep[0]);
+        }
+        drop_run(run_made, abs_log, existed);
+        fprintf(stderr,
+                "loupe record: cannot trace %s: it is %s; sampling it from outside failed too: "
+                "%s; nothing was run\n",
+                prog[0], why, detail);
+        return REC_EXIT_NO_TRACE;
+    }
+    if (!now) {
+        (void)!write(gate[1], "1", 1);
+    } else if (stopped) {
+        (void)ptrace(PTRACE_DETACH, pid, NULL, NULL);
+    }
+    close(gate[1]);
+    int exec_errno = 0;
+    if (ep[0] >= 0) {
+        while (read(ep[0], &exec_errno, sizeof exec_errno) < 0 && errno == EINTR) {
+        }
+        close(ep[0]);
+    }
+    if (!now || stopped) {
+        st = wait_program(pid);
+    }
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (exec_errno != 0 || smp == NULL) {
+        if (smp != NULL) {
+            (void)loupe_outside_finish(smp, NULL, NULL);
+        }
+        drop_run(run_made, abs_log, existed);
+        fprintf(stderr, "loupe record: cannot run '%s': %s\n", prog[0], strerror(exec_errno));
+        return exec_errno == ENOENT ? REC_EXIT_NOT_FOUND : REC_EXIT_CANNOT_RUN;
+    }
+    char prefix[512], cmdline[4096] = "";
+    free_prefix(run_made, host, (long)pid, prefix, sizeof prefix);
+    for (int k = 0; prog[k] != NULL; k++) {
+        size_t l = strlen(cmdline);
+        snprintf(cmdline + l, sizeof cmdline - l, "%s%s", k > 0 ? " " : "", prog[k]);
+    }
+    const char *slash = strrchr(prog[0], '/');
+    loupe_outside_options oo = {
+        .run_dir = run_made,
+        .file_prefix = prefix,
+        .formats = formats,
+        .process_name = slash ? slash + 1 : prog[0],
+        .cmdline = cmdline,
+        .parent_pid = (uint64_t)getpid(),
+    };
+    loupe_trace_result r = {.size = sizeof r};
+    int rc = loupe_outside_finish(smp, &oo, &r);
+    char said[64];
+    if (WIFSIGNALED(st)) {
+        snprintf(said, sizeof said, "was killed by signal %d (%s)", WTERMSIG(st),
+                 strsignal(WTERMSIG(st)));
+    } else {
+        snprintf(said, sizeof said, "exited with status %d", code);
+    }
+    if (rc != 0) {
+        drop_run(run_made, abs_log, existed);
+        fprintf(stderr, "loupe record: %s %s; writing its samples failed: %s\n", prog[0], said,
+                loupe_last_error());
+        return REC_EXIT_FAILED;
+    }
+    loupe_trace_result_free(&r);
+    if (!quiet) {
+        fprintf(stderr, "loupe record: note: %s: sampled from outside, no zones\n", what);
+        fprintf(stderr, "loupe record: %s %s\n", prog[0], said);
+        (void)report_counts(run_made, filt);
+    }
+    return say_run_dir(run_made, print_to) == 0 ? code : REC_EXIT_FAILED;
 }
 
 int loupe_cmd_record(int argc, char **argv) {
@@ -1246,14 +1425,23 @@ int loupe_cmd_record(int argc, char **argv) {
         fprintf(stderr, "loupe record: cannot run '%s': %s\n", argv[i], why);
         return kind == REC_NOT_FOUND ? REC_EXIT_NOT_FOUND : REC_EXIT_CANNOT_RUN;
     }
-    if (kind >= REC_STATIC && !no_check) {
+    /* Sampling from outside where the kernel allows it: any static program; a set-user-ID or
+     * set-group-ID one when loupe runs as root (perf_event_open(2) on a process of another
+     * user needs CAP_PERFMON or CAP_SYS_ADMIN). */
+    unsigned long hz_v = LOUPE_SAMPLING_RECORD_HZ;
+    if (sample_hz != NULL) {
+        (void)parse_u(sample_hz, 100000, &hz_v);
+    }
+    int outside = hz_v != 0 && (kind == REC_STATIC ||
+                                ((kind == REC_SETUID || kind == REC_SETGID) && geteuid() == 0));
+    if (kind >= REC_STATIC && !no_check && !outside) {
         fprintf(stderr,
                 "loupe record: cannot trace %s: it is %s; nothing was run (--no-check runs it "
                 "anyway)\n",
                 argv[i], why);
         return REC_EXIT_NO_TRACE;
     }
-    if ((kind == REC_SCRIPT || (kind >= REC_STATIC && no_check)) && !quiet) {
+    if ((kind == REC_SCRIPT || (kind >= REC_STATIC && no_check && !outside)) && !quiet) {
         fprintf(stderr, "loupe record: note: %s is %s\n", argv[i], why);
     }
     if (spool != NULL && spool[0] != 0) {
@@ -1308,6 +1496,11 @@ int loupe_cmd_record(int argc, char **argv) {
     }
     char host[256] = "";
     (void)gethostname(host, sizeof host - 1);
+    if (outside) {
+        return record_outside(argv + i, run_made, abs_log, existed, host, (uint32_t)hz_v,
+                              bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0), kind, why, quiet,
+                              print_to, &filt);
+    }
     const char *tmpdir = getenv("TMPDIR");
     char result[PATH_MAX];
     snprintf(result, sizeof result, "%s/loupe-record-XXXXXX",
@@ -1429,23 +1622,7 @@ int loupe_cmd_record(int argc, char **argv) {
     /* The program gets terminal signals itself (same process group); loupe waits for it.
      * SIGTERM and SIGHUP sent to loupe alone are passed on, so that the program is not orphaned;
      * SIGINT and SIGQUIT only when a process sent them to loupe (forward_if_sent). */
-    child_pid = pid;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    struct sigaction si;
-    memset(&si, 0, sizeof si);
-    si.sa_sigaction = forward_if_sent;
-    si.sa_flags = SA_SIGINFO;
-    sigaction(SIGINT, &si, NULL);
-    sigaction(SIGQUIT, &si, NULL);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    signal(SIGINT, SIG_DFL);
-    signal(SIGQUIT, SIG_DFL);
+    int st = wait_program(pid);
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     char run_dir[PATH_MAX], lines[16384], lines_err[4096], b1[64];
     int status;

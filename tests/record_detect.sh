@@ -2,7 +2,8 @@
 # record_detect.sh: `loupe record` says, before running it, why a program cannot be traced: a
 # statically linked one, set-user-ID / set-group-ID, file capabilities, a 32-bit ELF, a script
 # (which runs, the interpreter traced); each with its exact message and exit status (124), and
-# nothing run. With --no-check the program runs; when the preload never started in it, loupe
+# nothing run (a static or, as root, a set-user-ID program is sampled from outside unless
+# sampling is off: tests/record_outside.sh; here with --no-sample). With --no-check the program runs; when the preload never started in it, loupe
 # record exits 124 and leaves no run directory (nor the log directory it made). Statuses 125-127
 # are loupe's own; a program's own 126 passes through. Args: BUILD_DIR SOURCE_DIR.
 set -euo pipefail
@@ -19,11 +20,13 @@ no_check="nothing was run (--no-check runs it anyway)"
 printf '#include <stdio.h>\nint main(void) { puts("RAN"); return 3; }\n' >"$tmp/p.c"
 cc -std=c11 "$tmp/p.c" -o "$tmp/dyn"
 
-# refused PROG MESSAGE: exit 124, the exact message, the program not run, no log directory
+# refused PROG MESSAGE [OPTION...]: exit 124, the exact message, the program not run, no log
+# directory
 refused() {
   local prog=$1 msg=$2 st
+  shift 2
   set +e
-  "$loupe" record -o "$tmp/log-refused" -- "$prog" >"$tmp/out" 2>"$tmp/err"; st=$?
+  "$loupe" record "$@" -o "$tmp/log-refused" -- "$prog" >"$tmp/out" 2>"$tmp/err"; st=$?
   set -e
   [ "$st" = 124 ] || fail "$prog: exit $st, want 124 ($(cat "$tmp/err"))"
   [ "$(cat "$tmp/err")" = "loupe record: cannot trace $prog: it is $msg; $no_check" ] ||
@@ -36,10 +39,10 @@ refused() {
 # 1. statically linked
 static_msg="statically linked: no dynamic loader runs in it, so nothing preloads loupe (link it dynamically, or call loupe_start_trace() in it)"
 if cc -static "$tmp/p.c" -o "$tmp/static" 2>/dev/null; then
-  refused "$tmp/static" "$static_msg"
+  refused "$tmp/static" "$static_msg" --no-sample
   # --no-check runs it: the preload never starts, exit 124, no run directory, no log directory
   set +e
-  "$loupe" record --no-check -o "$tmp/new/log" -- "$tmp/static" >"$tmp/out" 2>"$tmp/err"; st=$?
+  "$loupe" record --no-sample --no-check -o "$tmp/new/log" -- "$tmp/static" >"$tmp/out" 2>"$tmp/err"; st=$?
   set -e
   [ "$st" = 124 ] || fail "--no-check static: exit $st ($(cat "$tmp/err"))"
   [ "$(cat "$tmp/out")" = RAN ] || fail "--no-check static: the program did not run"
@@ -49,7 +52,7 @@ if cc -static "$tmp/p.c" -o "$tmp/static" 2>/dev/null; then
   # a log directory that existed stays, with no run directory in it
   mkdir -p "$tmp/keep"
   set +e
-  "$loupe" record --no-check -o "$tmp/keep" -- "$tmp/static" >/dev/null 2>&1; st=$?
+  "$loupe" record --no-sample --no-check -o "$tmp/keep" -- "$tmp/static" >/dev/null 2>&1; st=$?
   set -e
   [ "$st" = 124 ] || fail "--no-check static (existing log dir): exit $st"
   [ -d "$tmp/keep" ] && [ -z "$(ls -A "$tmp/keep")" ] || fail "existing log dir: $(ls -R "$tmp/keep")"
@@ -57,7 +60,7 @@ if cc -static "$tmp/p.c" -o "$tmp/static" 2>/dev/null; then
   # a script whose interpreter cannot be traced is refused with the interpreter's reason
   printf '#!%s\n' "$tmp/static" >"$tmp/sscript"
   chmod +x "$tmp/sscript"
-  refused "$tmp/sscript" "a script run by $tmp/static, which is $static_msg"
+  refused "$tmp/sscript" "a script run by $tmp/static, which is $static_msg" --no-sample
 else
   skipped "static binary (no libc.a for cc -static)"
 fi
@@ -74,12 +77,12 @@ fi
 # 3. set-user-ID / set-group-ID to someone else (as root: owned by nobody, 65534)
 if [ "$(id -u)" = 0 ]; then
   cp "$tmp/dyn" "$tmp/suid" && chown 65534 "$tmp/suid" && chmod u+s "$tmp/suid"
-  refused "$tmp/suid" "set-user-ID (owner uid 65534, you are uid 0): the loader runs it in secure-execution mode and ignores LD_PRELOAD (ld.so(8))"
+  refused "$tmp/suid" "set-user-ID (owner uid 65534, you are uid 0): the loader runs it in secure-execution mode and ignores LD_PRELOAD (ld.so(8))" --no-sample
   cp "$tmp/dyn" "$tmp/sgid" && chgrp 65534 "$tmp/sgid" && chmod g+s "$tmp/sgid"
-  refused "$tmp/sgid" "set-group-ID (group gid 65534, yours is $(id -g)): the loader runs it in secure-execution mode and ignores LD_PRELOAD (ld.so(8))"
+  refused "$tmp/sgid" "set-group-ID (group gid 65534, yours is $(id -g)): the loader runs it in secure-execution mode and ignores LD_PRELOAD (ld.so(8))" --no-sample
   # --no-check: the kernel runs it (as uid 65534), the loader without the preload
   set +e
-  "$loupe" record --no-check -o "$tmp/log-suid" -- "$tmp/suid" >"$tmp/out" 2>"$tmp/err"; st=$?
+  "$loupe" record --no-sample --no-check -o "$tmp/log-suid" -- "$tmp/suid" >"$tmp/out" 2>"$tmp/err"; st=$?
   set -e
   [ "$st" = 124 ] || fail "--no-check setuid: exit $st ($(cat "$tmp/err"))"
   [ "$(cat "$tmp/out")" = RAN ] || fail "--no-check setuid: the program did not run"

@@ -21,6 +21,7 @@
 #include <loupe/error.h>
 #include <loupe/gpu.h>
 #include <loupe/model.h>
+#include <loupe/outside.h>
 #include <loupe/reader.h>
 #include <loupe/server.h>
 #include <loupe/trace.h>

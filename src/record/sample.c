@@ -1474,7 +1474,26 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap) {
     return loupe__mb_metadata(mb, "loupe_sampling_threads_missed", v);
 }
 
+#ifdef LOUPE_HAVE_LIBDW
+static int collect(loupe__mb *mb, uint64_t stop_ns, Dwfl *given, int use_given);
+
 int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
+    return collect(mb, stop_ns, NULL, 0);
+}
+
+int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
+    return collect(mb, stop_ns, dwfl, 1);
+}
+
+static int collect(loupe__mb *mb, uint64_t stop_ns, Dwfl *given, int use_given) {
+#else
+int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
+    return loupe__sample_collect_with(mb, stop_ns, NULL);
+}
+
+int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
+    (void)dwfl;
+#endif
     pthread_mutex_lock(&s_lock);
     int rc = 0;
     const loupe_model *m = loupe__mb_model(mb);
@@ -1521,7 +1540,7 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
         goto out;
     }
 #ifdef LOUPE_HAVE_LIBDW
-    st.dwfl = s_nsamples ? proc_dwfl() : NULL;
+    st.dwfl = use_given ? given : (s_nsamples ? proc_dwfl() : NULL);
 #endif
     uint64_t end_mono = s_origin + stop_ns;
     for (size_t i = 0; i < s_nsamples; i++) {

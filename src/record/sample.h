@@ -32,6 +32,10 @@ uint64_t loupe__sample_tid(void);
  * by tid in process 0; threads that never recorded get a track of their own (named from the
  * kernel). 0, or LOUPE_ENOMEM (mb failed). */
 int loupe__sample_collect(struct loupe__mb *mb, uint64_t stop_ns);
+/* loupe__sample_collect() with the modules of another process: dwfl (a Dwfl *, or NULL for
+ * raw addresses) has the modules the caller reported (src/session/outside.c: a process that
+ * ran under perf events opened from outside, already gone); the call ends it (dwfl_end). */
+int loupe__sample_collect_with(struct loupe__mb *mb, uint64_t stop_ns, void *dwfl);
 /* fork(): the prepare handler holds the sampler's task table steady (the sampler thread opens
  * and closes events only under its lock) and the parent handler lets it go; the child closes
  * the parent's perf event fds and the sampler's eventfd, forgets the table and the samples, and

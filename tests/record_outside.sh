@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# record_outside.sh: `loupe record` samples a program its preload cannot enter from outside it
+# (loupe/outside.h): a statically linked CPU-bound program built here (gcc -static,
+# -fno-omit-frame-pointer) runs, exits with its own status, and leaves <host>.<pid>.* files whose
+# hot function holds >= 80% of the samples in `loupe summary`, its thread named from the kernel;
+# the note line and the exit status are exact. A kernel that refuses perf events: exit 124, the
+# exact message, nothing run. As root, a set-user-ID program (owned by nobody) is sampled the
+# same way. Skipped (77) without a static libc or where perf events are not allowed at all.
+# Args: BUILD_DIR SOURCE_DIR.
+set -euo pipefail
+build=$1
+loupe=$build/loupe
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+host=$(hostname)
+
+cat >"$tmp/hot.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) static double hot_spin(long n) {
+    volatile double x = 0;
+    for (long i = 0; i < n; i++) {
+        x += (double)i * 0.5;
+    }
+    return x;
+}
+__attribute__((noinline)) static double cold_setup(long n) {
+    volatile double x = 0;
+    for (long i = 0; i < n / 50; i++) {
+        x += 1.0;
+    }
+    return x;
+}
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000;
+    printf("%d\n", cold_setup(n) + hot_spin(n) > 0);
+    return 3;
+}
+EOF
+if ! gcc -static -O1 -g -fno-omit-frame-pointer "$tmp/hot.c" -o "$tmp/hot" 2>"$tmp/ccerr"; then
+  echo "record_outside: skipped: gcc -static failed (no static libc?): $(head -1 "$tmp/ccerr")"
+  exit 77
+fi
+n=150000000 # about 0.3 s of CPU: 300 samples at 999 Hz
+
+# hot_pct RUN_DIR: hot_spin's self % in `loupe summary`
+hot_pct() {
+  "$loupe" summary "$1" >"$tmp/sum" 2>&1 || fail "summary $1: $(cat "$tmp/sum")"
+  awk '$5 == "hot_spin" { sub("%", "", $3); print $3 }' "$tmp/sum"
+}
+
+# 1. a static program
+set +e
+"$loupe" record -o "$tmp/log" --print-run-dir "$tmp/run" -- "$tmp/hot" "$n" >"$tmp/out" \
+  2>"$tmp/err"; st=$?
+set -e
+if [ "$st" = 124 ] && grep -qE "sampling it from outside failed too: perf_event_open on pid [0-9]+: (Permission denied|Operation not permitted|No such file or directory|Function not implemented)" "$tmp/err"; then
+  echo "record_outside: skipped: perf events are not allowed here: $(cat "$tmp/err")"
+  exit 77
+fi
+[ "$st" = 3 ] || fail "static: exit $st, want 3 ($(cat "$tmp/err"))"
+[ "$(cat "$tmp/out")" = 1 ] || fail "static: stdout: $(cat "$tmp/out")"
+[ "$(sed -n 1p "$tmp/err")" = "loupe record: note: static binary: sampled from outside, no zones" ] ||
+  fail "static: note: $(cat "$tmp/err")"
+[ "$(sed -n 2p "$tmp/err")" = "loupe record: $tmp/hot exited with status 3" ] ||
+  fail "static: status line: $(cat "$tmp/err")"
+sed -n 3p "$tmp/err" | grep -qE '^loupe record: [0-9,]+ samples$' || fail "static: counts: $(cat "$tmp/err")"
+run=$(cat "$tmp/run")
+[ "$(sed -n 4p "$tmp/err")" = "$run" ] || fail "static: run dir line: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/err")" = 4 ] || fail "static: stderr: $(cat "$tmp/err")"
+files=$(cd "$run" && ls)
+pid=$(echo "$files" | sed -n "s/^$host\.\([0-9]*\)\.trace\.json\.gz$/\1/p")
+[ -n "$pid" ] || fail "static: files: $files"
+[ "$files" = "$(printf '%s\n%s' "$host.$pid.trace.json.gz" "$host.$pid.xplane.pb")" ] ||
+  fail "static: files: $files"
+pct=$(hot_pct "$run")
+[ -n "$pct" ] && awk -v p="$pct" 'BEGIN { exit !(p >= 80) }' ||
+  fail "static: hot_spin holds ${pct:-no}% of the samples, want >= 80: $(cat "$tmp/sum")"
+grep -qF "no zones in this trace" "$tmp/sum" || fail "static: summary: $(cat "$tmp/sum")"
+if command -v python3 >/dev/null; then
+  python3 - "$run/$host.$pid.trace.json.gz" "$pid" "$tmp/hot $n" <<'EOF' || fail "static: trace metadata"
+import gzip, json, sys
+d = json.load(gzip.open(sys.argv[1]))
+pid = int(sys.argv[2])
+meta = {(e["name"], e["tid"]): e["args"] for e in d["traceEvents"] if e.get("ph") == "M"}
+assert meta[("thread_name", pid)]["name"] == "hot", meta
+assert meta[("process_name", pid)]["name"] == "hot", meta
+assert meta[("loupe_process", pid)]["cmdline"] == sys.argv[3], meta
+assert d["metadata"]["loupe_sampling"] == "999 Hz task-clock, fp stacks, from outside the process", d["metadata"]
+EOF
+fi
+echo "record_outside: static: exit 3, hot_spin ${pct}% of the samples"
+
+# 2. -q: the run directory alone
+set +e
+"$loupe" record -q -o "$tmp/logq" -- "$tmp/hot" 1000 >/dev/null 2>"$tmp/err"; st=$?
+set -e
+[ "$st" = 3 ] || fail "-q: exit $st ($(cat "$tmp/err"))"
+[ "$(wc -l <"$tmp/err")" = 1 ] && [ -d "$(cat "$tmp/err")" ] || fail "-q: stderr: $(cat "$tmp/err")"
+
+# 3. perf events refused: 124, the exact message, nothing run, no log directory
+set +e
+LOUPE_TEST_PERF_DENY=1 "$loupe" record -o "$tmp/logd" -- "$tmp/hot" 1000 >"$tmp/out" 2>"$tmp/err"
+st=$?
+set -e
+[ "$st" = 124 ] || fail "denied: exit $st ($(cat "$tmp/err"))"
+par=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?')
+want_re="^loupe record: cannot trace $tmp/hot: it is statically linked: no dynamic loader runs in it, so nothing preloads loupe \(link it dynamically, or call loupe_start_trace\(\) in it\); sampling it from outside failed too: perf_event_open on pid [0-9]+: Permission denied \(errno 13; kernel.perf_event_paranoid is $par\); nothing was run$"
+[ "$(wc -l <"$tmp/err")" = 1 ] && grep -qE "$want_re" "$tmp/err" || fail "denied: message: $(cat "$tmp/err")"
+[ -s "$tmp/out" ] && fail "denied: the program ran"
+[ -e "$tmp/logd" ] && fail "denied: left $(find "$tmp/logd")"
+echo "record_outside: perf denied: exit 124, nothing run"
+
+# 4. as root: a set-user-ID program of another user (nobody), dynamically linked
+if [ "$(id -u)" = 0 ]; then
+  chmod 755 "$tmp"
+  gcc -O1 -g -fno-omit-frame-pointer "$tmp/hot.c" -o "$tmp/suid"
+  chown 65534 "$tmp/suid" && chmod u+s "$tmp/suid"
+  set +e
+  "$loupe" record -o "$tmp/logs" --print-run-dir "$tmp/runs" -- "$tmp/suid" "$n" >"$tmp/out" \
+    2>"$tmp/err"; st=$?
+  set -e
+  [ "$st" = 3 ] || fail "setuid: exit $st ($(cat "$tmp/err"))"
+  [ "$(cat "$tmp/out")" = 1 ] || fail "setuid: stdout: $(cat "$tmp/out")"
+  [ "$(sed -n 1p "$tmp/err")" = "loupe record: note: set-user-ID program: sampled from outside, no zones" ] ||
+    fail "setuid: note: $(cat "$tmp/err")"
+  pct=$(hot_pct "$(cat "$tmp/runs")")
+  [ -n "$pct" ] && awk -v p="$pct" 'BEGIN { exit !(p >= 80) }' ||
+    fail "setuid: hot_spin holds ${pct:-no}% of the samples, want >= 80: $(cat "$tmp/sum")"
+  echo "record_outside: setuid: exit 3, hot_spin ${pct}% of the samples"
+else
+  echo "record_outside: set-user-ID: not checked (a file owned by another user needs root)"
+fi
+echo "record_outside: all checks passed"
