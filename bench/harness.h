@@ -25,6 +25,7 @@ typedef struct bench_config {
     int keep;         /* --keep: leave the trace files in the work directory */
     int skip_peers;   /* --no-peers */
     int skip_export;  /* --no-export */
+    const char *only; /* --only GROUP: run that group alone */
 } bench_config;
 
 extern bench_config bench_cfg;
@@ -54,7 +55,7 @@ typedef struct bench_case {
     char note[200];
 } bench_case;
 
-#define BENCH_MAX_CASES 64
+#define BENCH_MAX_CASES 80
 extern bench_case bench_cases[BENCH_MAX_CASES];
 extern size_t bench_ncases;
 
@@ -76,6 +77,7 @@ void bench_set_value(bench_case *c, double v);
 typedef struct bench_keys {
     bench_case *zone_static, *notrace, *off, *empty, *dyn, *mt[3], *lttng, *evps, *memzone,
         *pf_evps, *pf_bytes;
+    bench_case *rd_json, *rd_xplane, *rd_pf; /* case_read.c */
     bench_case *rec_first, *rec_create, *rec_churn, *rec_churn_rss,
         *rec_churn_vm; /* case_record.c */
     double stop_extra_per_event, model_per_event;
@@ -158,6 +160,7 @@ void bench_cases_record(void);  /* case_record.c: a thread's first zone, create 
 void bench_cases_lttng(void);   /* case_peers.c: LTTng-UST, in this process */
 void bench_cases_uftrace(void); /* case_peers.c: uftrace record of a child program */
 void bench_cases_export(void);  /* case_export.c: stop and write per format, sizes, memory */
+void bench_cases_read(void);    /* case_read.c: loupe_trace_read per format, zlib alone */
 /* The rows of a skipped peer group (flag: the option that skipped it). */
 void bench_skip_lttng(const char *flag);
 void bench_skip_uftrace(const char *flag);

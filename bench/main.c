@@ -57,6 +57,7 @@ static const bench_group groups[] = {
     {"LTTng-UST", bench_cases_lttng, RUN_PEER, bench_skip_lttng},
     {"uftrace", bench_cases_uftrace, RUN_PEER, bench_skip_uftrace},
     {"export", bench_cases_export, RUN_EXPORT, NULL},
+    {"read", bench_cases_read, RUN_EXPORT, NULL},
 };
 
 /* The option that skips a group of this kind in this run, or NULL. */
@@ -75,15 +76,17 @@ static const char *skipped_by(int when) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: loupe_bench [--json FILE] [--reps N] [--quick] [--no-peers] [--no-export]\n"
-            "                   [--keep]\n"
+            "                   [--keep] [--only GROUP]\n"
             "Measures loupe's recording cost against an rdtsc floor and peers (LTTng-UST,\n"
             "uftrace) in one process run, and loupe's export speed and sizes; prints a table.\n"
             "  --json FILE  also write the figures as JSON\n"
             "  --reps N     timed repetitions per case (default 7, at most %d)\n"
             "  --quick      a tenth of the iterations (a smoke run; figures are noisier)\n"
             "  --no-peers   skip LTTng-UST recording and uftrace\n"
-            "  --no-export  skip the 10M-zone export case\n"
+            "  --no-export  skip the 10M-zone export case and the read case\n"
             "  --keep       keep the traces written (path printed at the end)\n"
+            "  --only GROUP run one group of cases alone (its progress line's name: floors,\n"
+            "               threads, export, read, ...)\n"
             "For LTTng-UST's recording case, lttng-sessiond must run before loupe_bench starts\n"
             "(bench/run.sh starts one).\n",
             BENCH_MAX_REPS);
@@ -106,6 +109,8 @@ static int parse_args(int argc, char **argv) {
             bench_cfg.skip_peers = 1;
         } else if (strcmp(a, "--no-export") == 0) {
             bench_cfg.skip_export = 1;
+        } else if (strcmp(a, "--only") == 0 && i + 1 < argc) {
+            bench_cfg.only = argv[++i];
         } else if (strcmp(a, "--keep") == 0) {
             bench_cfg.keep = 1;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -156,6 +161,9 @@ int main(int argc, char **argv) {
 
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
         const bench_group *g = &groups[i];
+        if (bench_cfg.only != NULL && strcmp(bench_cfg.only, g->name) != 0) {
+            continue;
+        }
         const char *flag = skipped_by(g->when);
         if (flag != NULL) {
             if (g->skipped != NULL) {

@@ -90,7 +90,7 @@ typedef struct target {
     int status; /* 1 met, 0 missed, -1 not measured */
 } target;
 
-static target targets[16];
+static target targets[20];
 static size_t ntargets;
 
 static int usable(const bench_case *c) {
@@ -179,6 +179,19 @@ void bench_evaluate_targets(void) {
     if (usable(k->pf_evps) && usable(k->pf_bytes)) {
         check(t, k->pf_evps->med >= 15.0 && k->pf_bytes->med <= 8.0,
               "%.2f M events/s, %.2f B/event", k->pf_evps->med, k->pf_bytes->med);
+    }
+    /* issue 11's read targets; events are begin/end events (2 per zone) */
+    t = add_target("Chrome JSON (gzipped) read", ">= 3 M events/s, one core");
+    if (usable(k->rd_json)) {
+        check(t, k->rd_json->med >= 3.0, "%.2f M events/s", k->rd_json->med);
+    }
+    t = add_target("XPlane read", ">= 10 M events/s, one core");
+    if (usable(k->rd_xplane)) {
+        check(t, k->rd_xplane->med >= 10.0, "%.2f M events/s", k->rd_xplane->med);
+    }
+    t = add_target("Perfetto protobuf read", ">= 10 M events/s, one core");
+    if (usable(k->rd_pf)) {
+        check(t, k->rd_pf->med >= 10.0, "%.2f M events/s", k->rd_pf->med);
     }
     t = add_target("stop with 10 M events recorded", "no copy beyond buffers + model");
     if (!isnan(k->stop_extra_per_event)) {

@@ -174,6 +174,12 @@ typedef struct reader {
     /* "stackFrames", "samples", "loupeSamples" (indices into r->q.nodes) when present */
     uint32_t sf_v, smp_v, ls_v;
     int has_sf, has_smp, has_ls;
+    /* fast_x's caches: the last (pid, tid) and its track, the last name interned */
+    int fx_have;
+    uint64_t fx_pid, fx_tid;
+    size_t fx_track;
+    const char *fx_name, *fx_empty;
+    size_t fx_name_len;
 } reader;
 
 static int read_samples(reader *r, uint64_t origin);
@@ -1635,6 +1641,134 @@ static int parse_failed(reader *r, int prc, const char *at) {
     return prc == LOUPE__JSON_EOF ? CUT : syntax_error(r, at);
 }
 
+/* ---- the fast path for loupe's own X events ---- */
+
+/* Matches the literal lit at *q (before end); advances past it. */
+static int fx_lit(const char **q, const char *end, const char *lit, size_t len) {
+    if ((size_t)(end - *q) < len || memcmp(*q, lit, len) != 0) {
+        return 0;
+    }
+    *q += len;
+    return 1;
+}
+
+/* An unsigned integer of 1 to 18 digits without a leading zero (so that it fits and means what
+ * the general parser would read). */
+static int fx_uint(const char **q, const char *end, uint64_t *out) {
+    const char *s = *q;
+    uint64_t v = 0;
+    while (s < end && is_digit(*s) && s - *q < 19) {
+        v = v * 10 + (uint64_t)(*s - '0');
+        s++;
+    }
+    size_t n = (size_t)(s - *q);
+    if (n == 0 || n > 18 || (n > 1 && **q == '0')) {
+        return 0;
+    }
+    *q = s;
+    *out = v;
+    return 1;
+}
+
+/* A time as loupe's writer prints it, µs with exactly 3 decimals ("2686.060"): ns exactly.
+ * At most 15 integer digits: below 1e18 ns, so that ts + dur stays far below NS_LIMIT. */
+static int fx_us3(const char **q, const char *end, int64_t *out) {
+    uint64_t us;
+    const char *s = *q;
+    if (!fx_uint(&s, end, &us) || s - *q > 15 || end - s < 4 || s[0] != '.' || !is_digit(s[1]) ||
+        !is_digit(s[2]) || !is_digit(s[3])) {
+        return 0;
+    }
+    *out = (int64_t)(us * 1000u + (uint64_t)(s[1] - '0') * 100u + (uint64_t)(s[2] - '0') * 10u +
+                     (uint64_t)(s[3] - '0'));
+    *q = s + 4;
+    return 1;
+}
+
+/* The event at the cursor when it has exactly the shape of loupe's writer's complete event
+ * without arguments, {"ph":"X","pid":P,"tid":T,"ts":U.UUU,"dur":U.UUU,"name":"N"} (N without
+ * escapes or control bytes) and lies whole in the window: added to the model as
+ * process_event() would add it, without building the event's nodes. Returns 1 when it was
+ * (the cursor after it), 0 when the event is anything else (nothing read: process_event()
+ * reads it), or an error code. Such events are nearly all of a loupe trace (its zones without
+ * arguments); every other event, other writers' included, takes the general path. */
+static int fast_x(reader *r) {
+    loupe__jp *p = &r->p;
+    const char *q = p->t + p->i, *end = p->t + p->n;
+    uint64_t pid, tid;
+    int64_t ts, dur;
+    if (!fx_lit(&q, end, "{\"ph\":\"X\",\"pid\":", 16) || !fx_uint(&q, end, &pid) ||
+        !fx_lit(&q, end, ",\"tid\":", 7) || !fx_uint(&q, end, &tid) ||
+        !fx_lit(&q, end, ",\"ts\":", 6) || !fx_us3(&q, end, &ts) ||
+        !fx_lit(&q, end, ",\"dur\":", 7) || !fx_us3(&q, end, &dur) ||
+        !fx_lit(&q, end, ",\"name\":\"", 9)) {
+        return 0;
+    }
+    const char *name = q;
+    while (q < end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) {
+        q++;
+    }
+    if (end - q < 2 || q[0] != '"' || q[1] != '}') {
+        return 0;
+    }
+    size_t name_len = (size_t)(q - name);
+    q += 2;
+    /* event_thread(): tid 0 is the pid's thread */
+    if (tid == 0) {
+        tid = pid;
+    }
+    size_t t;
+    if (r->fx_have && r->fx_pid == pid && r->fx_tid == tid) {
+        t = r->fx_track;
+    } else {
+        uint32_t device;
+        int gpu = gpu_track(pid, tid, &device);
+        size_t pr = gpu ? 0 : process_of(r, pid);
+        t = pr == SIZE_MAX ? SIZE_MAX : thread_of(r, pr, tid);
+        if (t == SIZE_MAX) {
+            return oom(r);
+        }
+        if (gpu) {
+            loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
+            th->kind = LOUPE_TRACK_GPU;
+            th->device = device;
+        }
+        r->fx_have = 1;
+        r->fx_pid = pid;
+        r->fx_tid = tid;
+        r->fx_track = t;
+    }
+    /* process_event()'s span of the trace */
+    if (!r->have_time || ts < r->min_ns) {
+        r->min_ns = ts;
+    }
+    if (!r->have_time || ts + dur > r->max_ns) {
+        r->max_ns = ts + dur;
+    }
+    r->have_time = 1;
+    /* do_slice() */
+    r->ts[t].events++;
+    size_t si = loupe__mb_slice(r->mb, t);
+    if (si == SIZE_MAX) {
+        return oom(r);
+    }
+    if (r->fx_name == NULL || r->fx_name_len != name_len ||
+        memcmp(r->fx_name, name, name_len) != 0) {
+        r->fx_name = loupe__mb_strn(r->mb, name, name_len);
+        r->fx_name_len = name_len;
+    }
+    if (r->fx_empty == NULL) {
+        r->fx_empty = loupe__mb_str(r->mb, "");
+    }
+    loupe_slice *sl = loupe__mb_slice_at(r->mb, t, si);
+    sl->start_ns = (uint64_t)ts; /* absolute until finish_model */
+    sl->dur_ns = (uint64_t)dur;
+    sl->name = r->fx_name;
+    sl->category = r->fx_empty;
+    p->i = (size_t)(q - p->t);
+    return 1;
+}
+
 /* The events array at the cursor ('['); *idx counts events over every traceEvents array. */
 static int walk_events(reader *r, size_t *idx) {
     loupe__jp *p = &r->p;
@@ -1650,28 +1784,35 @@ static int walk_events(reader *r, size_t *idx) {
         if (c < 0) {
             break;
         }
-        uint32_t root;
-        size_t start;
-        int prc = parse_here(r, &root, &start);
-        if (prc != 0) {
-            char at[48];
-            snprintf(at, sizeof at, " (event %zu)", *idx);
-            int rc = parse_failed(r, prc, at);
-            if (rc != CUT) {
+        int fx = fast_x(r);
+        if (fx < 0) {
+            return fx;
+        }
+        if (fx == 0) {
+            uint32_t root;
+            size_t start;
+            int prc = parse_here(r, &root, &start);
+            if (prc != 0) {
+                char at[48];
+                snprintf(at, sizeof at, " (event %zu)", *idx);
+                int rc = parse_failed(r, prc, at);
+                if (rc != CUT) {
+                    return rc;
+                }
+                size_t abs, line, col;
+                where(r, start, &abs, &line, &col);
+                loupe__mb_warn(r->mb,
+                               "%s: line %zu column %zu: the input ends inside event %zu (%s): %zu "
+                               "events read, the cut event (the last %zu bytes) dropped",
+                               r->path, line, col, *idx, p->err_what, *idx - first, p->n - start);
+                return CUT;
+            }
+            int rc = process_event(r, &p->nodes[root], *idx);
+            if (rc != 0) {
                 return rc;
             }
-            size_t abs, line, col;
-            where(r, start, &abs, &line, &col);
-            loupe__mb_warn(r->mb,
-                           "%s: line %zu column %zu: the input ends inside event %zu (%s): %zu "
-                           "events read, the cut event (the last %zu bytes) dropped",
-                           r->path, line, col, *idx, p->err_what, *idx - first, p->n - start);
-            return CUT;
         }
-        int rc = process_event(r, &p->nodes[root], (*idx)++);
-        if (rc != 0) {
-            return rc;
-        }
+        (*idx)++;
         c = peek(r);
         if (c == ',') {
             p->i++;

@@ -752,24 +752,78 @@ static int cmp_instant(const void *pa, const void *pb) {
     return a->ts_ns < b->ts_ns ? -1 : (a->ts_ns > b->ts_ns);
 }
 
-/* Sorts a thread's slices and computes depths; fills perm[orig] = new index when perm != NULL.
+/* The depth pass over th's slices (model.h: depth): for THREAD and GPU tracks a stack of open
+ * slices' ends, for ASYNC tracks lanes (each slice takes the lowest lane free at its start).
+ * *ends is a stack grown as deep as the slices nest (a few entries, not one per slice: no 8 B per
+ * slice to fault in). check: the slices may be unsorted; stop at the first slice out of order
+ * (start_ns ascending, longer first at equal starts) and return -2, having counted nothing.
+ * Counts the LOUPE_SLICE_TRUNCATED slices into *truncated. Returns 1 when a THREAD or GPU track
+ * has slices that overlap partially, 0 when not, -1 on out-of-memory, -2 (check) unsorted. */
+static int depth_pass(loupe_model_thread *th, uint64_t **ends, size_t *cap, int check,
+                      uint64_t *truncated) {
+    size_t n = th->slice_count, top = 0;
+    uint64_t trunc = 0;
+    int overlap = 0, async = th->kind == LOUPE_TRACK_ASYNC;
+    for (size_t i = 0; i < n; i++) {
+        loupe_slice *s = &th->slices[i];
+        if (check && i > 0) {
+            const loupe_slice *a = s - 1;
+            if (a->start_ns > s->start_ns ||
+                (a->start_ns == s->start_ns && a->dur_ns < s->dur_ns)) {
+                return -2;
+            }
+        }
+        trunc += (s->flags & LOUPE_SLICE_TRUNCATED) != 0;
+        uint64_t end = s->start_ns + s->dur_ns;
+        size_t l;
+        if (async) {
+            /* top = lanes in use; (*ends)[l] = lane l's end */
+            l = 0;
+            while (l < top && (*ends)[l] > s->start_ns) {
+                l++;
+            }
+        } else {
+            while (top > 0 && (*ends)[top - 1] <= s->start_ns &&
+                   !((*ends)[top - 1] == s->start_ns && s->dur_ns == 0 && i > 0 &&
+                     th->slices[i - 1].start_ns == s->start_ns)) {
+                top--;
+            }
+            if (top > 0 && end > (*ends)[top - 1]) {
+                overlap = 1; /* begins inside the open slice and ends after it */
+            }
+            l = top;
+        }
+        if (l == top) {
+            if (top == *cap && loupe__grow((void **)ends, cap, top + 1, sizeof(uint64_t)) != 0) {
+                return -1;
+            }
+            top++;
+        }
+        (*ends)[l] = end;
+        s->depth = (uint32_t)l;
+    }
+    *truncated += trunc;
+    return overlap;
+}
+
+/* Sorts a thread's slices and computes depths; fills perm[orig] = new index when perm != NULL;
+ * adds the truncated slices to *truncated. Slices read from a loupe file arrive sorted per
+ * track, so the depth pass runs first and checks the order as it goes: a sorted track costs one
+ * pass over its slices, an unsorted one is sorted and passed again.
  * Returns 1 when a THREAD or GPU track has slices that overlap partially (split_thread() then
  * moves them to siblings), 0 otherwise, -1 on out-of-memory. */
-static int finish_thread(loupe_model_thread *th, size_t *perm) {
+static int finish_thread(loupe_model_thread *th, size_t *perm, uint64_t *truncated) {
     size_t n = th->slice_count;
     if (n == 0) {
         return 0;
     }
-    int sorted = 1;
-    for (size_t i = 1; i < n && sorted; i++) {
-        const loupe_slice *a = &th->slices[i - 1], *b = &th->slices[i];
-        if (a->start_ns > b->start_ns || (a->start_ns == b->start_ns && a->dur_ns < b->dur_ns)) {
-            sorted = 0;
-        }
-    }
-    if (!sorted) {
+    uint64_t *ends = NULL;
+    size_t cap = 0;
+    int rc = depth_pass(th, &ends, &cap, 1, truncated);
+    if (rc == -2) {
         sort_item *it = malloc(n * sizeof(*it));
         if (it == NULL) {
+            free(ends);
             return -1;
         }
         for (size_t i = 0; i < n; i++) {
@@ -784,51 +838,16 @@ static int finish_thread(loupe_model_thread *th, size_t *perm) {
             }
         }
         free(it);
-    } else if (perm != NULL) {
+        perm = NULL;
+        rc = depth_pass(th, &ends, &cap, 0, truncated);
+    }
+    free(ends);
+    if (perm != NULL) {
         for (size_t i = 0; i < n; i++) {
             perm[i] = i;
         }
     }
-    /* Depth: a stack of open slices' ends. */
-    uint64_t *ends = malloc(n * sizeof(*ends));
-    if (ends == NULL) {
-        return -1;
-    }
-    if (th->kind == LOUPE_TRACK_ASYNC) {
-        /* Lanes: each slice takes the lowest lane free at its start (ends[l] = lane l's end). */
-        size_t lanes = 0;
-        for (size_t i = 0; i < n; i++) {
-            loupe_slice *s = &th->slices[i];
-            size_t l = 0;
-            while (l < lanes && ends[l] > s->start_ns) {
-                l++;
-            }
-            if (l == lanes) {
-                lanes++;
-            }
-            ends[l] = s->start_ns + s->dur_ns;
-            s->depth = (uint32_t)l;
-        }
-        free(ends);
-        return 0;
-    }
-    size_t top = 0;
-    int overlap = 0;
-    for (size_t i = 0; i < n; i++) {
-        loupe_slice *s = &th->slices[i];
-        while (top > 0 && ends[top - 1] <= s->start_ns &&
-               !(ends[top - 1] == s->start_ns && s->dur_ns == 0 && i > 0 &&
-                 th->slices[i - 1].start_ns == s->start_ns)) {
-            top--;
-        }
-        if (top > 0 && s->start_ns + s->dur_ns > ends[top - 1]) {
-            overlap = 1; /* begins inside the open slice and ends after it */
-        }
-        s->depth = (uint32_t)top;
-        ends[top++] = s->start_ns + s->dur_ns;
-    }
-    free(ends);
-    return overlap;
+    return rc;
 }
 
 /* One track's open slices while split_thread() deals slices out: their indices (in the sorted
@@ -1062,7 +1081,7 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
                 goto fail;
             }
         }
-        int fr = finish_thread(th, perms ? perms[t] : NULL);
+        int fr = finish_thread(th, perms ? perms[t] : NULL, &mb->m.truncated_zones);
         if (fr < 0) {
             goto fail;
         }
@@ -1083,15 +1102,8 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
             qsort(th->instants, th->instant_count, sizeof(loupe_instant), cmp_instant);
         }
     }
+    /* truncated_zones was counted by finish_thread(): split_thread() moves slices, never adds */
     mark_siblings(&mb->m);
-    for (size_t t = 0; t < mb->m.thread_count; t++) {
-        const loupe_model_thread *th = &mb->m.threads[t];
-        for (size_t i = 0; i < th->slice_count; i++) {
-            if (th->slices[i].flags & LOUPE_SLICE_TRUNCATED) {
-                mb->m.truncated_zones++;
-            }
-        }
-    }
     if (mb->m.counter_count > 1) {
         /* qsort is not stable; counters are appended in time order per thread, and equal
          * timestamps keep an arbitrary order, which is harmless for counters. */
