@@ -139,9 +139,10 @@ def f(name, origin, meta, slices, pid):
     open(sys.argv[1] + "/" + name, "w").write(json.dumps({"traceEvents": ev, "metadata": md}))
 f("h.1.trace.json.gz", 1000000000, {}, [("a", 0)], 1)
 f("h.2.trace.json.gz", 1000002000, {"loupe_clock_offset_ns": "3000"}, [("b", 1)], 2)
+# the measurements' times are unix-epoch ns on the file's clock: its origin + 0 and + 10 us
 f("h.3.trace.json.gz", 1000000000, {"loupe_clock_offset_ns": "0",
-  "loupe_clock_offset_end_ns": "10000", "loupe_clock_offset_at_ns": "0",
-  "loupe_clock_offset_end_at_ns": "10000"}, [("c", 5), ("d", 20)], 3)
+  "loupe_clock_offset_end_ns": "10000", "loupe_clock_offset_at_ns": "1000000000",
+  "loupe_clock_offset_end_at_ns": "1000010000"}, [("c", 5), ("d", 20)], 3)
 PY
 "$build/loupe" convert "$tmp/ck" -o "$tmp/ck.json" 2>"$tmp/errck" || fail "clock: $(cat "$tmp/errck")"
 got=$(python3 -c '
