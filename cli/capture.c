@@ -766,18 +766,22 @@ typedef struct end_clock_job {
     target *ts;
     size_t n;
     const capture_opts *o;
-    double start_at; /* mono_s() */
+    struct timespec start_at; /* CLOCK_MONOTONIC */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+    int over;          /* the captures ended before start_at: nothing to measure */
 } end_clock_job;
 
 static void *end_clock_main(void *arg) {
     end_clock_job *j = arg;
-    double wait = j->start_at - mono_s();
-    if (wait > 0) {
-        struct timespec d = {(time_t)wait, (long)((wait - floor(wait)) * 1e9)};
-        while (nanosleep(&d, &d) != 0 && errno == EINTR) {
-        }
+    pthread_mutex_lock(&j->mu);
+    int r = 0;
+    while (!j->over && r != ETIMEDOUT) {
+        r = pthread_cond_timedwait(&j->cv, &j->mu, &j->start_at);
     }
-    for (size_t i = 0; i < j->n; i++) {
+    int over = j->over;
+    pthread_mutex_unlock(&j->mu);
+    for (size_t i = 0; i < j->n && !over; i++) {
         target *t = &j->ts[i];
         t->have_clock_end =
             t->have_clock && clock_rounds(t->addr, j->o->hdrs, &t->clock_end_off_ns,
@@ -958,14 +962,39 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
     }
     /* the end measurement: a thread of its own, as the captures stream on this one; it starts
      * when the captures have a tenth of their time left (at most 250 ms, at least 1 ms) */
+    int clocks = 0;
+    for (size_t i = 0; i < n; i++) {
+        clocks += ts[i].have_clock && ts[i].profiling;
+    }
     double margin = fmin(0.25, fmax(0.001, (double)o->duration_ms / 10000.0));
-    end_clock_job ej = {ts, n, o, mono_s() + (double)o->duration_ms / 1000.0 - margin};
+    double start = (double)o->duration_ms / 1000.0 - margin;
+    end_clock_job ej = {.ts = ts, .n = n, .o = o};
+    clock_gettime(CLOCK_MONOTONIC, &ej.start_at);
+    ej.start_at.tv_sec += (time_t)start;
+    ej.start_at.tv_nsec += (long)((start - floor(start)) * 1e9);
+    if (ej.start_at.tv_nsec >= 1000000000L) {
+        ej.start_at.tv_sec++;
+        ej.start_at.tv_nsec -= 1000000000L;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&ej.mu, NULL);
+    pthread_cond_init(&ej.cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_t et;
-    int have_et = pthread_create(&et, NULL, end_clock_main, &ej) == 0;
+    int have_et = clocks > 0 && pthread_create(&et, NULL, end_clock_main, &ej) == 0;
     run_multi(m, mono_s() + (double)o->duration_ms / 1000.0);
     if (have_et) {
+        /* captures that ended early (an error) need no end measurement: no waiting for it */
+        pthread_mutex_lock(&ej.mu);
+        ej.over = 1;
+        pthread_cond_signal(&ej.cv);
+        pthread_mutex_unlock(&ej.mu);
         pthread_join(et, NULL);
     }
+    pthread_cond_destroy(&ej.cv);
+    pthread_mutex_destroy(&ej.mu);
     while ((msg = curl_multi_info_read(m, &left)) != NULL) {
         target *t;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
