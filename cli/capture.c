@@ -12,7 +12,9 @@
  * synchronization", Distributed Computing 3(3), 1989). The offset travels in the profile request
  * and comes back in the trace as the loupe_clock_offset_* metadata libloupe_mpi.so writes
  * (docs/mpi.md), so reading the run directory (loupe summary RUN) merges every process on this
- * machine's clock; --merge also writes them into one perfetto_trace.json.gz.
+ * machine's clock; --merge also writes them into one perfetto_trace.json.gz. The rounds run
+ * again near the capture's end (end_clock_main()) and their result is added to the kept file
+ * as the _end_ keys (add_clock_end()), for the merge's drift correction.
  * An address without a scheme is tried as HTTP first; a server that does not speak HTTP/1.1
  * there (a gRPC server answers with HTTP/2 frames: curl's "Received HTTP/0.9") is then captured
  * over gRPC.
@@ -90,6 +92,11 @@ typedef struct target {
     int have_clock;
     int64_t clock_off_ns;
     uint64_t clock_unc_ns, clock_at_ns;
+    /* the same measured again near the capture's end (on the end-clock thread, which alone
+     * writes these until it is joined), for the merge's drift correction */
+    int have_clock_end;
+    int64_t clock_end_off_ns;
+    uint64_t clock_end_unc_ns, clock_end_at_ns;
     uint64_t origin_ns;
     /* outcome */
     int done;      /* saved */
@@ -147,8 +154,9 @@ static void usage(FILE *f) {
             "\n"
             "Each HTTP server's clock offset to this machine (the shortest of %d round trips\n"
             "to its /v1/clock) goes into its file as loupe_clock_offset_ns and\n"
-            "loupe_clock_offset_uncertainty_ns: reading the run directory (loupe summary RUN)\n"
-            "puts every process on this machine's clock.\n"
+            "loupe_clock_offset_uncertainty_ns, measured again near the capture's end\n"
+            "(loupe_clock_offset_end_ns): reading the run directory (loupe summary RUN) puts\n"
+            "every process on this machine's clock, drift corrected.\n"
             "\n"
             "exit status: 0 every address gave a trace, 1 some gave nothing (the error says\n"
             "which and why; the others' files are kept), 2 bad usage\n",
@@ -668,27 +676,55 @@ static int not_http(CURLcode c) {
            c == CURLE_GOT_NOTHING || c == CURLE_RECV_ERROR || c == CURLE_HTTP2;
 }
 
-/* CLOCK_ROUNDS GET /v1/clock on one kept-alive connection (the first round also connects: the
- * shortest of the rest wins). A server without the endpoint (404: an older loupe) gets none. */
-static void measure_clock(target *t, const capture_opts *o) {
-    t->have_clock = 0;
+/* A /v1/clock response body, on a handle of its own (the end measurement runs while the
+ * target's own handle streams the trace): at most 256 bytes are kept. */
+typedef struct clock_body {
+    char b[257];
+    size_t n;
+} clock_body;
+
+static size_t on_clock_body(char *p, size_t size, size_t nmemb, void *arg) {
+    clock_body *cb = arg;
+    size_t n = size * nmemb, k = n < sizeof cb->b - 1 - cb->n ? n : sizeof cb->b - 1 - cb->n;
+    memcpy(cb->b + cb->n, p, k);
+    cb->n += k;
+    cb->b[cb->n] = 0;
+    return n;
+}
+
+/* CLOCK_ROUNDS GET /v1/clock on one kept-alive connection to addr (the first round also
+ * connects: the shortest of the rest wins): *off (ns to add to the server's trace clock to get
+ * our CLOCK_REALTIME), *unc (half the shortest round trip) and *at (the server's time of that
+ * exchange). Returns 0 when no round answered (a server without the endpoint, 404: an older
+ * loupe). Touches no target: any thread. */
+static int clock_rounds(const char *addr, struct curl_slist *hdrs, int64_t *off, uint64_t *unc,
+                        uint64_t *at) {
     char url[400];
-    snprintf(url, sizeof url, "http://%.300s/v1/clock", t->addr);
-    CURL *e = make_easy(t, url, STATUS_TIMEOUT_MS, o->hdrs);
+    snprintf(url, sizeof url, "http://%.300s/v1/clock", addr);
+    CURL *e = curl_easy_init();
     if (e == NULL) {
-        return;
+        return 0;
+    }
+    clock_body cb;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_clock_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &cb);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)STATUS_TIMEOUT_MS);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)STATUS_TIMEOUT_MS);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (hdrs != NULL) {
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
     }
     int64_t best = INT64_MAX;
     for (int r = 0; r < CLOCK_ROUNDS; r++) {
-        free(t->buf);
-        t->buf = NULL;
-        t->len = 0;
+        cb.n = 0;
+        cb.b[0] = 0;
         int64_t t0 = now_ns();
         CURLcode c = curl_easy_perform(e);
         int64_t t1 = now_ns();
         long status = 0;
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-        json_t *j = c == CURLE_OK && status == 200 && t->buf ? json_loads(t->buf, 0, NULL) : NULL;
+        json_t *j = c == CURLE_OK && status == 200 ? json_loads(cb.b, 0, NULL) : NULL;
         json_t *u = j ? json_object_get(j, "unix_time_ns") : NULL;
         if (!json_is_integer(u)) {
             json_decref(j);
@@ -699,19 +735,124 @@ static void measure_clock(target *t, const capture_opts *o) {
         if (t1 >= t0 && t1 - t0 < best) {
             best = t1 - t0;
             /* the server read its clock between t0 and t1: at the midpoint, within rtt/2 */
-            t->clock_off_ns = t0 + best / 2 - server;
-            t->clock_at_ns = server > 0 ? (uint64_t)server : 0;
+            *off = t0 + best / 2 - server;
+            *at = server > 0 ? (uint64_t)server : 0;
         }
     }
-    if (best != INT64_MAX) {
-        t->have_clock = 1;
-        t->clock_unc_ns = (uint64_t)(best + 1) / 2;
+    curl_easy_cleanup(e);
+    if (best == INT64_MAX) {
+        return 0;
+    }
+    *unc = (uint64_t)(best + 1) / 2;
+    return 1;
+}
+
+/* The measurement before the capture (it travels in the profile request). */
+static void measure_clock(target *t, const capture_opts *o) {
+    t->have_clock =
+        clock_rounds(t->addr, o->hdrs, &t->clock_off_ns, &t->clock_unc_ns, &t->clock_at_ns);
+    t->have_clock_end = 0;
+    if (t->have_clock) {
         /* --merge's offset (server minus ours) from the better measurement */
         t->offset_ns = -t->clock_off_ns;
         t->have_offset = 1;
     }
-    curl_easy_cleanup(e);
-    t->easy = NULL;
+}
+
+/* The measurement again, near the capture's end: while the server's session still runs, so
+ * that it reads the same trace clock the trace is on (after the stop /v1/clock answers the
+ * wall clock: src/server/server.c). It starts when the shortest capture has margin_ms left. */
+typedef struct end_clock_job {
+    target *ts;
+    size_t n;
+    const capture_opts *o;
+    struct timespec start_at; /* CLOCK_MONOTONIC */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+    int over;          /* the captures ended before start_at: nothing to measure */
+} end_clock_job;
+
+static void *end_clock_main(void *arg) {
+    end_clock_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    int r = 0;
+    while (!j->over && r != ETIMEDOUT) {
+        r = pthread_cond_timedwait(&j->cv, &j->mu, &j->start_at);
+    }
+    int over = j->over;
+    pthread_mutex_unlock(&j->mu);
+    for (size_t i = 0; i < j->n && !over; i++) {
+        target *t = &j->ts[i];
+        t->have_clock_end =
+            t->have_clock && clock_rounds(t->addr, j->o->hdrs, &t->clock_end_off_ns,
+                                          &t->clock_end_unc_ns, &t->clock_end_at_ns);
+    }
+    return NULL;
+}
+
+static const char *kv_get(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return NULL;
+}
+
+/* Adds the end measurement to a kept trace (the keys libloupe_mpi.so writes at MPI_Finalize:
+ * loupe_clock_offset_end_ns and loupe_clock_offset_end_at_ns, and the larger of the two
+ * uncertainties), read and written again in its format. Returns 0, or -1 with a message (the
+ * file is kept as the server sent it: its start offset still applies). */
+static int add_clock_end(target *t, loupe_file_format f) {
+    loupe_model *m = NULL;
+    if (loupe_trace_read(t->file, &m) != 0) {
+        fprintf(stderr, "%s: the clock's end measurement is not in %s: %s\n", t->addr, t->file,
+                loupe_last_error());
+        return -1;
+    }
+    const char *u = kv_get(m, "loupe_clock_offset_uncertainty_ns");
+    uint64_t unc = u != NULL ? strtoull(u, NULL, 10) : t->clock_unc_ns;
+    unc = t->clock_end_unc_ns > unc ? t->clock_end_unc_ns : unc;
+    char off[32], at[32], uncs[32];
+    snprintf(off, sizeof off, "%lld", (long long)t->clock_end_off_ns);
+    snprintf(at, sizeof at, "%llu", (unsigned long long)t->clock_end_at_ns);
+    snprintf(uncs, sizeof uncs, "%llu", (unsigned long long)unc);
+    const char *keys[3] = {"loupe_clock_offset_end_ns", "loupe_clock_offset_end_at_ns",
+                           "loupe_clock_offset_uncertainty_ns"};
+    const char *vals[3] = {off, at, uncs};
+    loupe_kv *kv = calloc(m->metadata_count + 3, sizeof *kv);
+    int rc = -1;
+    if (kv != NULL) {
+        size_t n = 0;
+        for (size_t i = 0; i < m->metadata_count; i++) {
+            int ours = 0;
+            for (int k = 0; k < 3; k++) {
+                ours |= strcmp(m->metadata[i].key, keys[k]) == 0;
+            }
+            if (!ours) {
+                kv[n++] = m->metadata[i];
+            }
+        }
+        for (int k = 0; k < 3; k++) {
+            kv[n++] = (loupe_kv){keys[k], vals[k]};
+        }
+        /* the model is ours (read above): its metadata array is lent the new one for the
+         * write, and given its own back before it is freed */
+        loupe_kv *own = m->metadata;
+        size_t own_n = m->metadata_count;
+        m->metadata = kv;
+        m->metadata_count = n;
+        rc = loupe_trace_write(m, t->file, f) == 0 ? 0 : -1;
+        m->metadata = own;
+        m->metadata_count = own_n;
+        free(kv);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "%s: the clock's end measurement is not in %s: %s\n", t->addr, t->file,
+                kv == NULL ? "out of memory" : loupe_last_error());
+    }
+    loupe_model_free(m);
+    return rc;
 }
 
 /* One attempt for every target not done or permanently failed. Returns how many were tried. */
@@ -819,7 +960,41 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
             curl_multi_add_handle(m, e);
         }
     }
+    /* the end measurement: a thread of its own, as the captures stream on this one; it starts
+     * when the captures have a tenth of their time left (at most 250 ms, at least 1 ms) */
+    int clocks = 0;
+    for (size_t i = 0; i < n; i++) {
+        clocks += ts[i].have_clock && ts[i].profiling;
+    }
+    double margin = fmin(0.25, fmax(0.001, (double)o->duration_ms / 10000.0));
+    double start = (double)o->duration_ms / 1000.0 - margin;
+    end_clock_job ej = {.ts = ts, .n = n, .o = o};
+    clock_gettime(CLOCK_MONOTONIC, &ej.start_at);
+    ej.start_at.tv_sec += (time_t)start;
+    ej.start_at.tv_nsec += (long)((start - floor(start)) * 1e9);
+    if (ej.start_at.tv_nsec >= 1000000000L) {
+        ej.start_at.tv_sec++;
+        ej.start_at.tv_nsec -= 1000000000L;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&ej.mu, NULL);
+    pthread_cond_init(&ej.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_t et;
+    int have_et = clocks > 0 && pthread_create(&et, NULL, end_clock_main, &ej) == 0;
     run_multi(m, mono_s() + (double)o->duration_ms / 1000.0);
+    if (have_et) {
+        /* captures that ended early (an error) need no end measurement: no waiting for it */
+        pthread_mutex_lock(&ej.mu);
+        ej.over = 1;
+        pthread_cond_signal(&ej.cv);
+        pthread_mutex_unlock(&ej.mu);
+        pthread_join(et, NULL);
+    }
+    pthread_cond_destroy(&ej.cv);
+    pthread_mutex_destroy(&ej.mu);
     while ((msg = curl_multi_info_read(m, &left)) != NULL) {
         target *t;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
@@ -852,6 +1027,10 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
             keep_if_trace(t, o->file_format, o->suffix, o);
             if (t->done) {
                 t->origin_ns = strtoull(t->origin, NULL, 10);
+            }
+            if (t->done && t->have_clock && t->have_clock_end &&
+                t->clock_end_at_ns > t->clock_at_ns) {
+                (void)add_clock_end(t, o->file_format);
             }
         }
         if (!t->done) {

@@ -5,7 +5,8 @@
 # injected clock offset measured and removed (tests/mpi/mpi_check.c), and
 # `loupe summary --by-rank` on the known imbalance of mpi_app (rank r computes (r + 1) * 30 ms
 # per round: rank N-1 arrives last at MPI_Allreduce);
-# `mpi_app completions` with 3 ranks: the Wait/Test family and non-blocking collectives counted.
+# `mpi_app completions` with 3 ranks and with 1: the Wait/Test family, persistent requests,
+# messages to itself and non-blocking collectives counted, every message a flow.
 # Skipped (77) when this build has no libloupe_mpi.so or mpirun is missing.
 set -u
 build=$1
@@ -146,6 +147,21 @@ if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 \
 else
     echo "FAIL: mpirun -np 3 mpi_app completions:"
     cat "$tmp/outcompl"
+    fail=1
+fi
+# One rank (a run directory with a single rank file): every message it sends to itself is a
+# flow of the run (the merge runs for one rank file too).
+log=$tmp/logcompl1
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 1 \
+    "$build/loupe" record -q -o "$log" -- "$app" completions >"$tmp/outcompl1" 2>&1; then
+    run=$(ls -d "$log"/plugins/profile/*)
+    if ! "$check" "$run" 1 completions; then
+        echo "FAIL: mpi_app completions, 1 rank: mpi_check"
+        fail=1
+    fi
+else
+    echo "FAIL: mpirun -np 1 mpi_app completions:"
+    cat "$tmp/outcompl1"
     fail=1
 fi
 # --no-mpi: the rank files still (compute zones, one run directory), but no MPI call zones.

@@ -6,7 +6,7 @@
 # in the one run directory as <host>.<pid>[.<n>].* and `loupe summary RUN --json` reads the merged
 # view (a process per file, with its parent pid and command line). record's report sums every
 # process's files with a line each; -q, sh -c 'exit 3', a sampling-only run and a bad --spool
-# say exactly what they should. Args: BUILD_DIR SOURCE_DIR.
+# say exactly what they should; children of system() and posix_spawn() are traced. Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 build=$1
 tmp=$(mktemp -d)
@@ -139,9 +139,10 @@ def f(name, origin, meta, slices, pid):
     open(sys.argv[1] + "/" + name, "w").write(json.dumps({"traceEvents": ev, "metadata": md}))
 f("h.1.trace.json.gz", 1000000000, {}, [("a", 0)], 1)
 f("h.2.trace.json.gz", 1000002000, {"loupe_clock_offset_ns": "3000"}, [("b", 1)], 2)
+# the measurements' times are unix-epoch ns on the file's clock: its origin + 0 and + 10 us
 f("h.3.trace.json.gz", 1000000000, {"loupe_clock_offset_ns": "0",
-  "loupe_clock_offset_end_ns": "10000", "loupe_clock_offset_at_ns": "0",
-  "loupe_clock_offset_end_at_ns": "10000"}, [("c", 5), ("d", 20)], 3)
+  "loupe_clock_offset_end_ns": "10000", "loupe_clock_offset_at_ns": "1000000000",
+  "loupe_clock_offset_end_at_ns": "1000010000"}, [("c", 5), ("d", 20)], 3)
 PY
 "$build/loupe" convert "$tmp/ck" -o "$tmp/ck.json" 2>"$tmp/errck" || fail "clock: $(cat "$tmp/errck")"
 got=$(python3 -c '
@@ -272,4 +273,47 @@ echo "record_follow: --no-follow through bash: 1 process; 'prog & wait' x5: 2 pr
 [ -e "$tmp/ran17" ] && fail "bad spool: the program ran"
 grep -qxF "loupe record: --spool=/proc/loupe-no-such: cannot write spool files there: No such file or directory; nothing was run (give a writable directory, or --spool alone for the log directory)" "$tmp/err17" || fail "bad spool: $(cat "$tmp/err17")"
 echo "record_follow: a bad --spool: 125 before running"
+
+# 14. system() and posix_spawn(): glibc execs both children inside itself (not through the
+# interposed exec family). The parent's 10 zones are kept, system()'s shell (sh -c, no zones)
+# and its program (7 zones) and the spawned program (7 zones) are traced, each naming its
+# parent; the parent's record.forks has the posix_spawn point (system()'s is inside glibc:
+# not seen, src/preload/preload.c). Under --no-follow neither child is traced.
+"$build/loupe" record -q --no-sample --print-run-dir "$tmp/run18" -o "$tmp/log18" -- "$probe" spawn 5 7 >/dev/null 2>"$tmp/err18" || fail "spawn: $(cat "$tmp/err18")"
+run=$(cat "$tmp/run18")
+got=$(procs "$run") || fail "spawn: summary failed"
+want="0 sh -c 'P' zones sys 7 parent_ok
+7 P zones spawned 7 parent_ok
+7 P zones sys 7 parent_ok
+10 P spawn 5 7 parent_ok
+zones parent=10 spawned=7 sys=7"
+[ "$got" = "$want" ] || fail "spawn: got
+$got
+want
+$want"
+python3 - "$run" <<'PY' || fail "spawn: parents and record.forks"
+import glob, gzip, json, sys
+meta = {int(m["pid"]): m for m in
+        (json.load(gzip.open(f))["metadata"] for f in glob.glob(sys.argv[1] + "/*.trace.json.gz"))}
+root = [p for p, m in meta.items() if m["loupe_cmdline"].endswith(" spawn 5 7")]
+assert len(root) == 1, meta
+root = root[0]
+spawned = [p for p, m in meta.items() if m["loupe_cmdline"].endswith(" zones spawned 7")]
+shell = [p for p, m in meta.items() if m["loupe_cmdline"].startswith("sh -c ")]
+prog = [p for p, m in meta.items() if m["loupe_cmdline"].endswith(" zones sys 7")
+        and not m["loupe_cmdline"].startswith("sh -c ")]
+assert len(spawned) == 1 and len(shell) == 1 and len(prog) == 1, meta
+parents = {p: int(m["loupe_parent_pid"]) for p, m in meta.items()}
+assert parents[spawned[0]] == root and parents[shell[0]] == root, parents
+assert parents[prog[0]] == shell[0], parents
+forks = [tuple(int(x) for x in item.split(":")) for item in meta[root]["record.forks"].split(",")]
+assert [p for p, _ in forks] == spawned, (forks, spawned)
+t = forks[0][1]
+assert int(meta[root]["origin_unix_ns"]) <= t <= int(meta[spawned[0]]["origin_unix_ns"]), forks
+PY
+"$build/loupe" record -q --no-sample --no-follow --print-run-dir "$tmp/run19" -o "$tmp/log19" -- "$probe" spawn 5 7 >/dev/null 2>"$tmp/err19" || fail "spawn --no-follow: $(cat "$tmp/err19")"
+got=$(procs "$(cat "$tmp/run19")") || fail "spawn --no-follow: summary failed"
+[ "$got" = "10 P spawn 5 7 parent_ok
+zones parent=10" ] || fail "spawn --no-follow: $got"
+echo "record_follow: system() and posix_spawn(): 4 processes (parent 10 zones kept, sh, 7 + 7), the spawn point; --no-follow: 1"
 echo "record_follow: ok"

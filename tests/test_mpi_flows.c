@@ -6,7 +6,8 @@
  * from the send's slice on the sender's track to the receive's on the receiver's; ids without
  * the other end, or with two ends of one side, give none and are counted (metadata, warnings).
  * The flows survive `loupe convert RUN -o x.pftrace`, `-o x.json` and `-o x.xplane.pb` and
- * reading those back.
+ * reading those back; the .json has them as the Chrome / Perfetto JSON importers read flows.
+ * A run of one rank file gets the flows of its messages to itself.
  * Each rank's process gets its rank and label from the file's loupe_mpi_rank / loupe_mpi_host. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include <loupe/loupe.h>
 #include <loupe/reader.h>
@@ -120,6 +122,59 @@ static void check_run_flows(const loupe_model *m) {
     check_flow(m, 101, "MPI_Isend", 100, "MPI_Wait", ID_B);
 }
 
+/* The flows of a Chrome JSON file as the Chrome / Perfetto JSON importers read them (Perfetto's
+ * json_trace_parser: "flow v2" is a bind_id with flow_out / flow_in on the two X events; "flow
+ * v1" is a ph s event and a ph f event with one id, bound to their enclosing slices by bp "e"):
+ * asserts that the file has exactly the flows of check_run_flows(), as v2 (each slice here has
+ * one flow end), from the send's X event in one pid to the receive's in the other. */
+static void check_json_flows(const char *path) {
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    if (root == NULL) {
+        fail_msg("%s: %s", path, err.text);
+    }
+    json_t *evs = json_object_get(root, "traceEvents");
+    assert_true(json_is_array(evs));
+    const char *out_name[2] = {NULL, NULL}, *in_name[2] = {NULL, NULL};
+    json_int_t out_pid[2] = {0, 0}, in_pid[2] = {0, 0};
+    uint64_t out_id[2] = {0, 0}, in_id[2] = {0, 0};
+    size_t nout = 0, nin = 0, v1 = 0, i;
+    json_t *e;
+    json_array_foreach(evs, i, e) {
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        v1 += ph != NULL && (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0);
+        json_t *bind = json_object_get(e, "bind_id");
+        if (bind == NULL) {
+            continue;
+        }
+        assert_string_equal(ph, "X");
+        assert_true(json_is_integer(bind));
+        int out = json_is_true(json_object_get(e, "flow_out"));
+        int in = json_is_true(json_object_get(e, "flow_in"));
+        assert_true(out != in);
+        size_t *n = out ? &nout : &nin;
+        assert_true(*n < 2);
+        (out ? out_name : in_name)[*n] = json_string_value(json_object_get(e, "name"));
+        (out ? out_pid : in_pid)[*n] = json_integer_value(json_object_get(e, "pid"));
+        (out ? out_id : in_id)[*n] = (uint64_t)json_integer_value(bind);
+        (*n)++;
+    }
+    assert_int_equal(v1, 0);
+    assert_int_equal(nout, 2);
+    assert_int_equal(nin, 2);
+    for (size_t k = 0; k < 2; k++) {
+        size_t j = in_id[0] == out_id[k] ? 0 : 1;
+        assert_int_equal(in_id[j], out_id[k]);
+        assert_true(in_pid[j] != out_pid[k]);
+        int a = strcmp(out_name[k], "MPI_Send") == 0;
+        assert_string_equal(out_name[k], a ? "MPI_Send" : "MPI_Isend");
+        assert_string_equal(in_name[j], a ? "MPI_Recv" : "MPI_Wait");
+        assert_int_equal(out_pid[k], a ? 100 : 101);
+        assert_int_equal(out_id[k], a ? ID_A_LOW : ID_B);
+    }
+    json_decref(root);
+}
+
 /* A run directory tu_dir/name (made) into dir. */
 static void run_dir(char *dir, size_t size, const char *name) {
     snprintf(dir, size, "%s/%s", tu_dir, name);
@@ -184,10 +239,41 @@ static void test_run_dir_flows(void **state) {
             fail_msg("%s: status %d: %s", cmd, st, o);
         }
         free(o);
+        if (strcmp(outs[i], "x.json") == 0) {
+            check_json_flows(out);
+        }
         loupe_model *back = tu_read_back(out);
         check_run_flows(back);
         loupe_model_free(back);
     }
+}
+
+/* A run of one rank file (mpirun -np 1): its messages to itself are flows too (the merge runs
+ * for one rank's file), from the send's slice to the receive's on the same track. */
+static void test_one_rank_self(void **state) {
+    (void)state;
+    char dir[4096];
+    run_dir(dir, sizeof dir, "one");
+    const zone z[] = {{1000, 9000, "step", NULL, 0},
+                      {2000, 100, "MPI_Isend", "mpi_send_id", ID_B},
+                      {3000, 100, "MPI_Recv", "mpi_recv_id", ID_B},
+                      {4000, 100, "MPI_Send", "mpi_send_id", ID_C}};
+    write_rank(dir, 0, z, sizeof z / sizeof z[0], LOUPE_FILE_XPLANE, ".xplane.pb");
+    loupe_model *m = NULL;
+    int rc = loupe_trace_read(dir, &m);
+    if (rc != 0) {
+        fail_msg("%s: %s", dir, loupe_last_error());
+    }
+    assert_int_equal(m->process_count, 1);
+    assert_int_equal(m->flow_count, 1);
+    check_flow(m, 100, "MPI_Isend", 100, "MPI_Recv", ID_B);
+    assert_int_equal(m->flows[0].from_thread, m->flows[0].to_thread);
+    assert_string_equal(meta(m, "loupe_mpi_flows"), "1");
+    assert_string_equal(meta(m, "loupe_mpi_unmatched_sends"), "1");
+    assert_string_equal(meta(m, "loupe_mpi_unmatched_recvs"), "0");
+    assert_int_equal(m->processes[0].rank, 0);
+    assert_int_equal(m->warning_count, 1);
+    loupe_model_free(m);
 }
 
 /* A run whose files carry no message ids gets no MPI metadata at all. */
@@ -210,6 +296,7 @@ static void test_run_without_ids(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_run_dir_flows, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_one_rank_self, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_run_without_ids, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

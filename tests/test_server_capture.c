@@ -431,6 +431,24 @@ static void test_clock_offsets(void **state) {
             fail_msg("server %d: offset %lld ns, uncertainty %lld ns; want %lld", i, (long long)off,
                      (long long)unc[i], (long long)want);
         }
+        /* measured again near the capture's end (a tenth of its 3 s left, at most 250 ms: from
+         * 2.75 s after the first measurement on, 5 s allowed for a loaded machine): the same
+         * offset within the uncertainty (now the larger of the two) plus what the server's
+         * trace clock may drift from ours in those seconds (200 us: its TSC rate is calibrated,
+         * about 60 ppm at worst over 3 s; measuring that drift is what the end keys are for),
+         * both times on the server's own clock (its shift included) */
+        int64_t end = meta_i64(m, "loupe_clock_offset_end_ns");
+        int64_t at = meta_i64(m, "loupe_clock_offset_at_ns");
+        int64_t end_at = meta_i64(m, "loupe_clock_offset_end_at_ns");
+        int64_t shifted = realtime_ns() - want;
+        if (llabs(end - want) > unc[i] + 200000 || end_at - at < 2750000000 - 1000000 ||
+            end_at - at > 8000000000 || llabs(end_at - shifted) > 60000000000) {
+            fail_msg(
+                "server %d: end offset %lld ns (want %lld +- %lld + 200 us), measured at %lld, "
+                "%lld ns after the first",
+                i, (long long)end, (long long)want, (long long)unc[i], (long long)end_at,
+                (long long)(end_at - at));
+        }
         loupe_model_free(m);
     }
     /* the run directory read whole: both marks on this machine's clock, each within its

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xprof_mpi.sh BUILD_DIR SOURCE_DIR: a 4-rank `mpirun ... loupe record` run read by the real
 # XProf (tests/xprof_mpi_check.py): its Hosts selector lists the 4 ranks, its trace viewer shows
-# them together, overview_page converts them. Uses the xprof venv of tests/xprof_validate.sh
+# them together, overview_page converts them, and the run merged into one .xplane.pb shows every
+# MPI message as a flow between two ranks' processes. Uses the xprof venv of tests/xprof_validate.sh
 # (tests/probes/xprof_venv.sh: skipped, 77, when pip cannot fill it). Skipped (77) when the build
 # has no libloupe_mpi.so or mpirun is missing.
 set -uo pipefail
@@ -36,7 +37,14 @@ if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$build/loupe"
     exit 1
 fi
 run=$(ls -d "$tmp"/log/plugins/profile/*)
-if ! timeout 120 "$py" "$src/tests/xprof_mpi_check.py" "$run" 4 5 >"$tmp/check.log" 2>&1; then
+# the merged run as one XSpace (the MPI messages as flows: src/model/merge.c)
+if ! "$build/loupe" convert "$run" -o "$tmp/merged.xplane.pb" >"$tmp/convert.log" 2>&1; then
+    cat "$tmp/convert.log"
+    echo "xprof_mpi: FAIL: loupe convert RUN -o merged.xplane.pb"
+    exit 1
+fi
+if ! timeout 120 "$py" "$src/tests/xprof_mpi_check.py" "$run" 4 5 "$tmp/merged.xplane.pb" \
+    >"$tmp/check.log" 2>&1; then
     grep -v '^[IW]0000' "$tmp/check.log" | tail -20
     echo "xprof_mpi: FAIL"
     exit 1

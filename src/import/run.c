@@ -130,6 +130,15 @@ static int list_processes(const char *dir, proc_file **out, size_t *count) {
     return 0;
 }
 
+static int has_meta(const loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int loupe__read_run(const char *dir, loupe_model **out) {
     *out = NULL;
     proc_file *v;
@@ -151,7 +160,9 @@ int loupe__read_run(const char *dir, loupe_model **out) {
         }
         rc = loupe_trace_read(path, &v[i].m); /* lifts each file's cmdline and parent pid */
     }
-    if (rc == 0 && n == 1) {
+    /* One file is the model as it is, unless it is an MPI rank's (libloupe_mpi.so's metadata):
+     * the merge makes its messages to itself flows, as it does every rank's of a larger run. */
+    if (rc == 0 && n == 1 && !has_meta(v[0].m, "loupe_mpi_rank")) {
         *out = v[0].m;
         v[0].m = NULL;
     } else if (rc == 0) {

@@ -79,24 +79,29 @@ loupe__clock_fix loupe__clock_fix_of(const loupe_model *m) {
     int64_t e = meta_i64(m, "loupe_clock_offset_end_ns", &ok_end);
     int64_t a = meta_i64(m, "loupe_clock_offset_at_ns", &ok_at);
     int64_t b = meta_i64(m, "loupe_clock_offset_end_at_ns", &ok_end_at);
-    /* Drift needs both measurements and their times, the second after the first. */
+    /* Drift needs both measurements and their times, the second after the first. The times
+     * are unix-epoch ns on the file's own clock (docs/mpi.md: what libloupe_mpi.so and `loupe
+     * capture` write), so on the file's timeline they are less its origin_unix_ns (a
+     * measurement before the trace's start is at a negative time). */
     if (ok && ok_end && ok_at && ok_end_at && a >= 0 && b > a) {
+        int64_t o = (int64_t)m->origin_unix_ns;
         f.has_end = 1;
         f.end_ns = e;
-        f.at_ns = (uint64_t)a;
-        f.end_at_ns = (uint64_t)b;
+        f.at_ns = a - o;
+        f.end_at_ns = b - o;
     }
     return f;
 }
 
 int64_t loupe__clock_fix_at(const loupe__clock_fix *f, uint64_t t) {
-    if (!f->has_end || t <= f->at_ns) {
+    int64_t ts = t > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)t;
+    if (!f->has_end || ts <= f->at_ns) {
         return f->offset_ns;
     }
-    if (t >= f->end_at_ns) {
+    if (ts >= f->end_at_ns) {
         return f->end_ns;
     }
-    double frac = (double)(t - f->at_ns) / (double)(f->end_at_ns - f->at_ns);
+    double frac = (double)(ts - f->at_ns) / (double)(f->end_at_ns - f->at_ns);
     return f->offset_ns + (int64_t)((double)(f->end_ns - f->offset_ns) * frac);
 }
 

@@ -16,18 +16,19 @@ void loupe__model_lift_process_meta(loupe_model *m);
 
 /* A linear clock correction of one part (the MPI engineer's clock offsets, docs/formats.md):
  * offset_ns is added to the part's timestamps; with has_end, the offset goes linearly from
- * offset_ns at at_ns to end_ns at end_at_ns (the part's own times of the two measurements),
- * and is the nearer measurement's outside them. */
+ * offset_ns at at_ns to end_ns at end_at_ns (the two measurements' times on the part's
+ * timeline, ns from its origin: negative before it), and is the nearer measurement's outside
+ * them. */
 typedef struct loupe__clock_fix {
     int64_t offset_ns;
     int has_end;
     int64_t end_ns;
-    uint64_t at_ns, end_at_ns;
+    int64_t at_ns, end_at_ns;
 } loupe__clock_fix;
 
 /* Reads a part's correction from its metadata ("loupe_clock_offset_ns", optionally
- * "loupe_clock_offset_end_ns", "loupe_clock_offset_at_ns", "loupe_clock_offset_end_at_ns"):
- * all zero when it has none. */
+ * "loupe_clock_offset_end_ns", "loupe_clock_offset_at_ns", "loupe_clock_offset_end_at_ns", the
+ * last two unix-epoch ns on the part's own clock): all zero when it has none. */
 loupe__clock_fix loupe__clock_fix_of(const loupe_model *m);
 /* The offset at the part's own time t (ns). */
 int64_t loupe__clock_fix_at(const loupe__clock_fix *f, uint64_t t);

@@ -4,7 +4,9 @@
  * interface exists so that a tool can intercept MPI calls by name). Public loupe API only.
  *
  * What it records:
- *   point to point  MPI_Send/Ssend/Isend/Recv/Irecv/Sendrecv: args peer, tag, bytes; the
+ *   point to point  MPI_Send/Ssend/Isend/Recv/Irecv/Sendrecv, and persistent requests
+ *                   (MPI_Send_init/Recv_init, each MPI_Start/Startall one message, see
+ *                   "persistent requests" below): args peer, tag, bytes; the
  *                   message's id as arg mpi_send_id on the send's zone and mpi_recv_id on the
  *                   zone where the matching receive completed (Recv, Sendrecv, or the
  *                   Wait/Test call that completed an Irecv): the two ends are in two processes'
@@ -277,10 +279,14 @@ static int world_of(MPI_Comm comm, int r) {
     return w;
 }
 
-static uint64_t flow_id(int src_world, int dst_world, int tag) {
+/* side: 0 a send, 1 a receive. Each side counts in its own slot: a message a rank sends to
+ * itself has both ends in this process, and one shared count would give its receive the next
+ * message's n. */
+static uint64_t flow_id(int src_world, int dst_world, int tag, int side) {
     pthread_mutex_lock(&lock);
     uint64_t key = seq_key(src_world, dst_world, tag);
-    uint64_t n = seq_next(key);
+    uint64_t slot = side ? mix(key ^ 0x9e3779b97f4a7c15ull) : key;
+    uint64_t n = seq_next(slot ? slot : 1);
     pthread_mutex_unlock(&lock);
     uint64_t id = mix(key ^ mix(n + 1));
     return id ? id : 1;
@@ -301,7 +307,7 @@ static void send_side(const void *buf, int count, MPI_Datatype t, int dest, int 
     LOUPE_ARG_I64("tag", tag);
     LOUPE_ARG_I64("bytes", bytes_of(count, t));
     if (dest != MPI_PROC_NULL && loupe_is_tracing()) {
-        LOUPE_ARG_U64("mpi_send_id", flow_id(world_rank, world_of(comm, dest), tag));
+        LOUPE_ARG_U64("mpi_send_id", flow_id(world_rank, world_of(comm, dest), tag, 0));
     }
 }
 
@@ -318,7 +324,7 @@ static void recv_done(const MPI_Status *st, MPI_Comm comm, MPI_Datatype t) {
     LOUPE_ARG_I64("source", st->MPI_SOURCE);
     if (loupe_is_tracing()) {
         LOUPE_ARG_U64("mpi_recv_id",
-                      flow_id(world_of(comm, st->MPI_SOURCE), world_rank, st->MPI_TAG));
+                      flow_id(world_of(comm, st->MPI_SOURCE), world_rank, st->MPI_TAG, 1));
     }
 }
 
@@ -487,17 +493,202 @@ LOUPE_MPI_API int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int sou
     return rc;
 }
 
+/* ---- persistent requests (MPI-4.0 section 3.9 "Persistent Communication Requests") ----
+ *
+ * MPI_Send_init / MPI_Recv_init make an inactive request; each MPI_Start (or MPI_Startall) of it
+ * is one message, which behaves as an MPI_Isend / MPI_Irecv would (same matching, same
+ * non-overtaking order), so a started send gets the next mpi_send_id of its (source,
+ * destination, tag) on the Start's zone, and a started receive is pending until the Wait/Test
+ * call that completes it. A completed persistent request keeps its handle (it is inactive, not
+ * MPI_REQUEST_NULL): the table remembers whether it is active, so that completing an inactive
+ * one (which returns at once, an empty status) counts nothing. MPI_Request_free forgets it. */
+typedef struct persistent {
+    MPI_Request req;
+    MPI_Comm comm;
+    MPI_Datatype type;
+    int count, peer, tag;
+    int recv; /* 1: made by MPI_Recv_init */
+    int active;
+} persistent;
+static persistent *pers;
+static size_t pers_n, pers_cap;
+
+static void pers_add(persistent p) {
+    pthread_mutex_lock(&lock);
+    if (pers_n == pers_cap) {
+        size_t ncap = pers_cap ? pers_cap * 2 : 16;
+        persistent *n = realloc(pers, ncap * sizeof *n);
+        if (n == NULL) {
+            pthread_mutex_unlock(&lock);
+            return; /* its starts record no ids; the zones are still recorded */
+        }
+        pers = n;
+        pers_cap = ncap;
+    }
+    pers[pers_n++] = p;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Looks req up (under lock); NULL when it is not a persistent request. */
+static persistent *pers_find(MPI_Request req) {
+    for (size_t i = 0; i < pers_n; i++) {
+        if (pers[i].req == req) {
+            return &pers[i];
+        }
+    }
+    return NULL;
+}
+
+/* A Start of req: marks it active and copies it to *out; 0 when req is not one of ours. */
+static int pers_start(MPI_Request req, persistent *out) {
+    pthread_mutex_lock(&lock);
+    persistent *p = pers_find(req);
+    if (p != NULL) {
+        p->active = 1;
+        *out = *p;
+    }
+    pthread_mutex_unlock(&lock);
+    return p != NULL;
+}
+
+/* A completion of req: 1 when it was active (a request that is not persistent always is), and
+ * a persistent one is inactive from now on. */
+static int pers_complete(MPI_Request req) {
+    pthread_mutex_lock(&lock);
+    persistent *p = pers_find(req);
+    int active = p == NULL || p->active;
+    if (p != NULL) {
+        p->active = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return active;
+}
+
+static void pers_drop(MPI_Request req) {
+    pthread_mutex_lock(&lock);
+    persistent *p = pers_find(req);
+    if (p != NULL) {
+        *p = pers[--pers_n];
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 /* After a request completed (its handle was req before the call): the flow's end if it was a
- * receive, the collective's name and seq if it was one. */
-static void completed(MPI_Request req, const MPI_Status *st) {
+ * receive, the collective's name and seq if it was one. Returns 1 when req was active. */
+static int completed(MPI_Request req, const MPI_Status *st) {
+    if (req == MPI_REQUEST_NULL || !pers_complete(req)) {
+        return 0;
+    }
     pending p;
-    if (req != MPI_REQUEST_NULL && pend_n > 0 && pend_take(req, &p)) {
+    if (pend_n > 0 && pend_take(req, &p)) {
         if (p.coll < 0) {
             recv_done(st, p.comm, p.type);
         } else {
             LOUPE_ARG_I64(coll_name[p.coll], p.seq);
         }
     }
+    return 1;
+}
+
+LOUPE_MPI_API int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest,
+                                int tag, MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Send_init");
+    LOUPE_ARG_I64("peer", dest);
+    LOUPE_ARG_I64("tag", tag);
+    LOUPE_ARG_I64("bytes", bytes_of(count, datatype));
+    int rc = PMPI_Send_init(buf, count, datatype, dest, tag, comm, request);
+    if (rc == MPI_SUCCESS) {
+        pers_add((persistent){*request, comm, datatype, count, dest, tag, 0, 0});
+    }
+    return rc;
+}
+
+LOUPE_MPI_API int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                                MPI_Comm comm, MPI_Request *request) {
+    LOUPE_ZONE("MPI_Recv_init");
+    LOUPE_ARG_I64("peer", source);
+    LOUPE_ARG_I64("tag", tag);
+    LOUPE_ARG_I64("bytes", bytes_of(count, datatype));
+    int rc = PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
+    if (rc == MPI_SUCCESS) {
+        pers_add((persistent){*request, comm, datatype, count, source, tag, 1, 0});
+    }
+    return rc;
+}
+
+/* Before starting req: a send's args (peer, tag, bytes when one is started alone, as
+ * MPI_Isend's zone has them; its mpi_send_id always). Returns 1 when req is a persistent
+ * receive (*p: its entry), pending once started. */
+static int start_one(MPI_Request req, int alone, persistent *p) {
+    if (!pers_start(req, p)) {
+        return 0;
+    }
+    if (alone) {
+        LOUPE_ARG_I64("peer", p->peer);
+        LOUPE_ARG_I64("tag", p->tag);
+        LOUPE_ARG_I64("bytes", bytes_of(p->count, p->type));
+    }
+    if (!p->recv && p->peer != MPI_PROC_NULL && loupe_is_tracing()) {
+        LOUPE_ARG_U64("mpi_send_id", flow_id(world_rank, world_of(p->comm, p->peer), p->tag, 0));
+    }
+    return p->recv && p->peer != MPI_PROC_NULL && loupe_is_tracing();
+}
+
+LOUPE_MPI_API int MPI_Start(MPI_Request *request) {
+    LOUPE_ZONE("MPI_Start");
+    persistent p;
+    int recv = start_one(*request, 1, &p);
+    int rc = PMPI_Start(request);
+    if (rc == MPI_SUCCESS && recv) {
+        pend_add((pending){*request, p.comm, p.type, -1, 0});
+    }
+    return rc;
+}
+
+/* MPI_Startall: arg requests, and an mpi_send_id per send it started; the receives it started
+ * pending (their entries kept on the stack for the usual few, else allocated: out of memory,
+ * their completions record nothing). */
+LOUPE_MPI_API int MPI_Startall(int count, MPI_Request array_of_requests[]) {
+    LOUPE_ZONE("MPI_Startall");
+    LOUPE_ARG_I64("requests", count);
+    enum { SMALL = 16 };
+    persistent small[SMALL];
+    unsigned char small_recv[SMALL];
+    size_t n = count > 0 ? (size_t)count : 0;
+    persistent *p = n <= SMALL ? small : malloc(n * sizeof *p);
+    unsigned char *recv = n <= SMALL ? small_recv : malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        persistent own;
+        int r = start_one(array_of_requests[i], 0, p != NULL ? &p[i] : &own);
+        if (recv != NULL) {
+            recv[i] = (unsigned char)r;
+        }
+    }
+    int rc = PMPI_Startall(count, array_of_requests);
+    for (size_t i = 0; rc == MPI_SUCCESS && p != NULL && recv != NULL && i < n; i++) {
+        if (recv[i]) {
+            pend_add((pending){array_of_requests[i], p[i].comm, p[i].type, -1, 0});
+        }
+    }
+    if (p != small) {
+        free(p);
+    }
+    if (recv != small_recv) {
+        free(recv);
+    }
+    return rc;
+}
+
+/* MPI_Request_free: a persistent request (or a pending one) is forgotten with its handle. */
+LOUPE_MPI_API int MPI_Request_free(MPI_Request *request) {
+    LOUPE_ZONE("MPI_Request_free");
+    MPI_Request req = *request;
+    pending p;
+    if (req != MPI_REQUEST_NULL && pend_n > 0) {
+        (void)pend_take(req, &p);
+    }
+    pers_drop(req);
+    return PMPI_Request_free(request);
 }
 
 /* One completion call of the Wait/Test family. Copies of the handles before the call (a
@@ -552,9 +743,8 @@ static void reqset_close(reqset *s, int rc, int ndone, const int *idx) {
         int n = 0;
         for (int k = 0; ndone != MPI_UNDEFINED && k < ndone; k++) {
             int i = idx != NULL ? idx[k] : k;
-            if (i >= 0 && i < s->n && s->before[i] != MPI_REQUEST_NULL) {
-                n++;
-                completed(s->before[i], &s->sts[k]);
+            if (i >= 0 && i < s->n) {
+                n += completed(s->before[i], &s->sts[k]);
             }
         }
         LOUPE_ARG_I64("completed", n);

@@ -35,7 +35,7 @@
  *                               regions (below), which loupe record recovers after a death
  * Interposed (exported, so the program's calls bind here): the exec family (the image's trace
  * is written before the exec), waitpid/wait/wait4 (a child's end status, for the recovery's
- * cause) and fork (the fork points, metadata record.forks).
+ * cause), fork and posix_spawn/posix_spawnp (the fork points, metadata record.forks).
  * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
  * being recorded). Without LOUPE_RECORD_FOLLOW it removes itself from LD_PRELOAD so that programs
  * the traced one execs are not traced. A program linked with libloupe.so shares the same library
@@ -49,6 +49,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,6 +542,8 @@ typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 typedef pid_t (*waitpid_fn)(pid_t, int *, int);
 typedef pid_t (*wait4_fn)(pid_t, int *, int, struct rusage *);
 typedef pid_t (*fork_fn)(void);
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
 
 /* libc's own functions, looked up once (dlsym is not async-signal-safe: a SIGCHLD handler's
  * waitpid must not be the first call). */
@@ -550,6 +553,7 @@ static fexecve_fn real_fexecve;
 static waitpid_fn real_waitpid;
 static wait4_fn real_wait4;
 static fork_fn real_fork;
+static spawn_fn real_spawn, real_spawnp;
 
 static void resolve_real(void) {
     if (real_execve != NULL) {
@@ -563,6 +567,8 @@ static void resolve_real(void) {
     real_waitpid = (waitpid_fn)(uintptr_t)dlsym(RTLD_NEXT, "waitpid");
     real_wait4 = (wait4_fn)(uintptr_t)dlsym(RTLD_NEXT, "wait4");
     real_fork = (fork_fn)(uintptr_t)dlsym(RTLD_NEXT, "fork");
+    real_spawn = (spawn_fn)(uintptr_t)dlsym(RTLD_NEXT, "posix_spawn");
+    real_spawnp = (spawn_fn)(uintptr_t)dlsym(RTLD_NEXT, "posix_spawnp");
 }
 
 /* Whether a loupe variable (or LD_PRELOAD) is one --no-follow keeps from exec'd programs. */
@@ -973,4 +979,60 @@ INTERPOSE pid_t fork(void) {
         note_fork(p, &ts);
     }
     return p;
+}
+
+/* ---- posix_spawn: a fork and an exec inside glibc ----
+ * glibc's posix_spawn runs the child with clone(CLONE_VM | CLONE_VFORK) and execs it with its
+ * internal __execve (glibc's sysdeps/unix/sysv/linux/spawni.c): neither the fork wrapper above
+ * nor the exec family sees it, and the parent's session is untouched (nothing to write: the
+ * parent does not exec). The spawned image is traced from its start when its environment has
+ * loupe's variables (the caller's environ, under follow). What this wrapper adds: the spawn
+ * point in record.forks, as fork()'s, and under --no-follow an environment without loupe, as
+ * the exec family gives. system() spawns with glibc's internal __posix_spawn
+ * (sysdeps/posix/system.c), which no wrapper sees: its shell is traced (under follow) and names
+ * its parent, but its spawn point is not in record.forks. */
+static int spawn_common(spawn_fn real, pid_t *pid, const char *path,
+                        const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+                        char *const argv[], char *const envp[]) {
+    if (real == NULL) {
+        return ENOSYS;
+    }
+    char **copy = NULL;
+    if (no_follow_seen) {
+        copy = no_follow_env(envp);
+        envp = copy != NULL ? copy : envp;
+    }
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    int ours = started && getpid() == started_pid;
+    pid_t child = 0;
+    int r = real(&child, path, fa, attr, argv, envp);
+    free(copy);
+    if (r == 0 && ours && child > 0) {
+        note_fork(child, &ts);
+    }
+    if (pid != NULL && r == 0) {
+        *pid = child;
+    }
+    return r;
+}
+
+INTERPOSE int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+INTERPOSE int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    if (real_spawn == NULL) {
+        resolve_real();
+    }
+    return spawn_common(real_spawn, pid, path, fa, attr, argv, envp);
+}
+
+INTERPOSE int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+INTERPOSE int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    if (real_spawnp == NULL) {
+        resolve_real();
+    }
+    return spawn_common(real_spawnp, pid, file, fa, attr, argv, envp);
 }

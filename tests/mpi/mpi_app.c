@@ -3,7 +3,8 @@
  * every MPI_Allreduce), an MPI_Allreduce, a ring exchange (MPI_Irecv from the left, MPI_Send
  * to the right, MPI_Wait); then one MPI_Barrier. Linked with libloupe for its own zones;
  * its MPI calls are recorded by libloupe_mpi.so, which `loupe record` preloads.
- * `mpi_app completions`: the rest of the Wait/Test family and the non-blocking collectives,
+ * `mpi_app completions`: the rest of the Wait/Test family, persistent requests, a message to
+ * itself and the non-blocking collectives,
  * each a known number of times (completions() says how many; tests/mpi/mpi_check.c checks). */
 #include <loupe/loupe.h>
 #include <mpi.h>
@@ -33,7 +34,9 @@ static void post(int n, int tag, int *in, int *out, MPI_Request *rq, int rank, i
 
 /* Per rank: 7 messages out, 7 in (MPI_Isend / MPI_Irecv), completed by MPI_Waitany (4 calls,
  * 2 receives), MPI_Waitsome (until 4 completed: 2 receives), MPI_Testall, MPI_Testany and
- * MPI_Testsome (tested until their 2 completed: 1 receive each); then each non-blocking
+ * MPI_Testsome (tested until their 2 completed: 1 receive each); then 4 messages each way on
+ * persistent requests (MPI_Send_init / MPI_Recv_init, 3 MPI_Startall and 2 MPI_Start) and one
+ * message to itself (MPI_Isend, MPI_Recv); then each non-blocking
  * collective once, all 8 completed by one MPI_Waitall, and an MPI_Iallreduce #2 completed by
  * MPI_Wait; an MPI_Barrier last. The Test calls' counts depend on timing; what they completed
  * does not. */
@@ -62,6 +65,28 @@ static void completions(int rank, int size) {
     for (done = 0; done < 2; done += oc) {
         MPI_Testsome(2, rq, &oc, idx, st);
     }
+    /* persistent requests: a receive from the left and a send to the right on tag 60, started
+     * 3 times by MPI_Startall (completed by MPI_Waitall), once by two MPI_Start (completed by
+     * two MPI_Wait); an MPI_Waitall of the two, inactive by then, completes nothing */
+    MPI_Request pr[2];
+    MPI_Recv_init(&in[0], 1, MPI_INT, (rank + size - 1) % size, 60, MPI_COMM_WORLD, &pr[0]);
+    MPI_Send_init(&out[0], 1, MPI_INT, (rank + 1) % size, 60, MPI_COMM_WORLD, &pr[1]);
+    for (int k = 0; k < 3; k++) {
+        MPI_Startall(2, pr);
+        MPI_Waitall(2, pr, MPI_STATUSES_IGNORE);
+    }
+    MPI_Start(&pr[0]);
+    MPI_Start(&pr[1]);
+    MPI_Wait(&pr[0], MPI_STATUS_IGNORE);
+    MPI_Wait(&pr[1], MPI_STATUS_IGNORE);
+    MPI_Waitall(2, pr, MPI_STATUSES_IGNORE);
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+    /* a message to itself: MPI_Isend, MPI_Recv, MPI_Wait */
+    MPI_Request self;
+    MPI_Isend(&out[1], 1, MPI_INT, rank, 70, MPI_COMM_WORLD, &self);
+    MPI_Recv(&in[1], 1, MPI_INT, rank, 70, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&self, MPI_STATUS_IGNORE);
     /* every operation its own buffers: none may touch another pending one's */
     long v = rank, bc = rank, one = 0;
     int r1 = 0, r2 = 0, r3 = 0;

@@ -1,6 +1,7 @@
 /* mpi_check.c: checks the rank files of an mpi_app run (tests/mpi_record.sh).
  * usage: mpi_check RUN_DIR NRANKS ITER SHIFTED_FROM SHIFT_NS [SLACK_NS]
- *        mpi_check RUN_DIR NRANKS completions    (a run of `mpi_app completions`)
+ *        mpi_check RUN_DIR NRANKS completions    (a run of `mpi_app completions`; NRANKS may
+ *                                                 be 1: its messages to itself are flows too)
  * (ranks >= SHIFTED_FROM ran with LOUPE_TEST_CLOCK_SHIFT_NS=SHIFT_NS). Reads each
  * rankNNNN.trace.json.gz and checks, printing the first failure and exiting 1:
  *   - metadata: loupe_mpi_rank = the file's rank, loupe_mpi_size = NRANKS;
@@ -69,8 +70,9 @@ static int64_t arg_int(const loupe_slice *s, const char *key) {
 }
 
 /* The merged view of the run: exactly `want` flows, each from a zone with an mpi_send_id to one
- * with the same mpi_recv_id, on two ranks' tracks that the ends' peer / source args name. */
-static void check_flows(const char *run, size_t want) {
+ * with the same mpi_recv_id, on the tracks of the ranks that the ends' peer / source args name;
+ * exactly want_self of them from a rank to itself. */
+static void check_flows(const char *run, size_t want, size_t want_self) {
     loupe_model *m = NULL;
     int rc = loupe_trace_read(run, &m);
     if (rc != 0) {
@@ -82,26 +84,38 @@ static void check_flows(const char *run, size_t want) {
              m->flow_count, want, meta_or(m, "loupe_mpi_flows"),
              meta_or(m, "loupe_mpi_unmatched_sends"), meta_or(m, "loupe_mpi_unmatched_recvs"));
     }
+    size_t self = 0;
     for (size_t i = 0; i < m->flow_count; i++) {
         const loupe_flow *f = &m->flows[i];
         const loupe_model_thread *a = &m->threads[f->from_thread], *b = &m->threads[f->to_thread];
         const loupe_slice *s = &a->slices[f->from_slice], *d = &b->slices[f->to_slice];
         const loupe_model_process *pa = &m->processes[a->process], *pb = &m->processes[b->process];
-        const loupe_arg *sid = arg(s, "mpi_send_id");
-        if (sid == NULL || strncmp(s->name, "MPI_", 4) != 0) {
-            FAIL("flow %zu starts at %s, which has no mpi_send_id", i, s->name);
+        /* the flow's id is the message's, to 63 bits (src/model/merge.c); a zone may carry
+         * several ids of one side (an MPI_Startall's sends, an MPI_Waitall's receives) */
+        int sent = 0, same = 0;
+        for (uint32_t k = 0; k < s->arg_count; k++) {
+            sent |= strcmp(s->args[k].key, "mpi_send_id") == 0 &&
+                    (s->args[k].v.u & (UINT64_MAX >> 1)) == f->id;
         }
-        /* the receive's zone may carry several ids (an MPI_Waitall): one of them is the send's */
-        int same = 0;
         for (uint32_t k = 0; k < d->arg_count; k++) {
-            same |= strcmp(d->args[k].key, "mpi_recv_id") == 0 && d->args[k].v.u == sid->v.u;
+            same |= strcmp(d->args[k].key, "mpi_recv_id") == 0 &&
+                    (d->args[k].v.u & (UINT64_MAX >> 1)) == f->id;
         }
-        if (!same || pa->rank < 0 || pb->rank < 0 || pa->rank == pb->rank ||
-            arg_int(s, "peer") != pb->rank) {
+        if (!sent || strncmp(s->name, "MPI_", 4) != 0) {
+            FAIL("flow %zu starts at %s, which has not its id as mpi_send_id", i, s->name);
+        }
+        /* the peer arg, where the zone has one (MPI_Startall's has not), names the receiver's
+         * rank: another rank's, or its own for a message to itself */
+        int64_t peer = arg(s, "peer") != NULL ? arg_int(s, "peer") : pb->rank;
+        if (!same || pa->rank < 0 || pb->rank < 0 || peer != pb->rank) {
             FAIL("flow %zu: %s on rank %" PRId64 " (peer %" PRId64 ") to %s on rank %" PRId64 "%s",
-                 i, s->name, pa->rank, arg_int(s, "peer"), d->name, pb->rank,
+                 i, s->name, pa->rank, peer, d->name, pb->rank,
                  same ? "" : ", which has not the send's id");
         }
+        self += pa->rank == pb->rank;
+    }
+    if (self != want_self) {
+        FAIL("merged run: %zu flows from a rank to itself, want %zu", self, want_self);
     }
     loupe_model_free(m);
 }
@@ -123,21 +137,27 @@ static loupe_model *read_rank(const char *run, int r, int n) {
 
 /* What `mpi_app completions` does on each rank (tests/mpi/mpi_app.c's completions()): per zone
  * name, how many zones (-1: timing decides, at least 1), the sum of their completed args, the
- * receives they completed (mpi_recv_id args). */
+ * receives they completed (mpi_recv_id args), the sends they made (mpi_send_id args). */
 typedef struct want_zone {
     const char *name;
     int count;
     int64_t completed;
-    int recv_ids;
+    int recv_ids, send_ids;
 } want_zone;
 
 static const want_zone completion_zones[] = {
-    {"MPI_Irecv", 7, 0, 0},      {"MPI_Isend", 7, 0, 0},      {"MPI_Waitany", 4, 4, 2},
-    {"MPI_Waitsome", -1, 4, 2},  {"MPI_Testall", -1, 2, 1},   {"MPI_Testany", -1, 2, 1},
-    {"MPI_Testsome", -1, 2, 1},  {"MPI_Waitall", 1, 8, 0},    {"MPI_Wait", 1, 1, 0},
-    {"MPI_Ibarrier", 1, 0, 0},   {"MPI_Ibcast", 1, 0, 0},     {"MPI_Ireduce", 1, 0, 0},
-    {"MPI_Iallreduce", 2, 0, 0}, {"MPI_Iallgather", 1, 0, 0}, {"MPI_Ialltoall", 1, 0, 0},
-    {"MPI_Igather", 1, 0, 0},    {"MPI_Iscatter", 1, 0, 0},   {"MPI_Barrier", 1, 0, 0}};
+    {"MPI_Irecv", 7, 0, 0, 0},      {"MPI_Isend", 8, 0, 0, 8},
+    {"MPI_Waitany", 4, 4, 2, 0},    {"MPI_Waitsome", -1, 4, 2, 0},
+    {"MPI_Testall", -1, 2, 1, 0},   {"MPI_Testany", -1, 2, 1, 0},
+    {"MPI_Testsome", -1, 2, 1, 0},  {"MPI_Send_init", 1, 0, 0, 0},
+    {"MPI_Recv_init", 1, 0, 0, 0},  {"MPI_Startall", 3, 0, 0, 3},
+    {"MPI_Start", 2, 0, 0, 1},      {"MPI_Request_free", 2, 0, 0, 0},
+    {"MPI_Recv", 1, 0, 1, 0},       {"MPI_Waitall", 5, 14, 3, 0},
+    {"MPI_Wait", 4, 4, 1, 0},       {"MPI_Ibarrier", 1, 0, 0, 0},
+    {"MPI_Ibcast", 1, 0, 0, 0},     {"MPI_Ireduce", 1, 0, 0, 0},
+    {"MPI_Iallreduce", 2, 0, 0, 0}, {"MPI_Iallgather", 1, 0, 0, 0},
+    {"MPI_Ialltoall", 1, 0, 0, 0},  {"MPI_Igather", 1, 0, 0, 0},
+    {"MPI_Iscatter", 1, 0, 0, 0},   {"MPI_Barrier", 1, 0, 0, 0}};
 enum { N_COMPLETION_ZONES = sizeof completion_zones / sizeof completion_zones[0] };
 
 /* The non-blocking collectives MPI_Waitall completed (arg <name> = seq 1 each) */
@@ -149,6 +169,7 @@ static void check_completions(const char *run, int n) {
     for (int r = 0; r < n; r++) {
         loupe_model *m = read_rank(run, r, n);
         int count[N_COMPLETION_ZONES] = {0}, recv_ids[N_COMPLETION_ZONES] = {0};
+        int send_ids[N_COMPLETION_ZONES] = {0}, waitall_colls = 0, wait_iallreduce = 0;
         int64_t completed[N_COMPLETION_ZONES] = {0};
         int testall_done = 0;
         int64_t iallreduce_seq = 0;
@@ -167,6 +188,7 @@ static void check_completions(const char *run, int n) {
                 completed[k] += c == INT64_MIN ? 0 : c;
                 for (uint32_t a = 0; a < s->arg_count; a++) {
                     recv_ids[k] += strcmp(s->args[a].key, "mpi_recv_id") == 0;
+                    send_ids[k] += strcmp(s->args[a].key, "mpi_send_id") == 0;
                 }
                 if (strcmp(s->name, "MPI_Testall") == 0) {
                     if (c != 0 && c != 2) {
@@ -183,7 +205,9 @@ static void check_completions(const char *run, int n) {
                              r, s->name, arg_int(s, "seq"), arg_int(s, "comm_size"), want, n);
                     }
                 }
-                if (strcmp(s->name, "MPI_Waitall") == 0) {
+                /* one MPI_Waitall completed the 8 collectives (the others persistent requests) */
+                if (strcmp(s->name, "MPI_Waitall") == 0 && arg_int(s, "completed") == 8) {
+                    waitall_colls++;
                     for (size_t j = 0; j < sizeof icolls / sizeof icolls[0]; j++) {
                         if (arg_int(s, icolls[j]) != 1) {
                             FAIL("rank %d: MPI_Waitall says it completed %s #%" PRId64 ", want #1",
@@ -191,31 +215,42 @@ static void check_completions(const char *run, int n) {
                         }
                     }
                 }
-                if (strcmp(s->name, "MPI_Wait") == 0 && arg_int(s, "MPI_Iallreduce") != 2) {
-                    FAIL("rank %d: MPI_Wait completed MPI_Iallreduce #%" PRId64 ", want #2", r,
-                         arg_int(s, "MPI_Iallreduce"));
+                if (strcmp(s->name, "MPI_Wait") == 0 && arg(s, "MPI_Iallreduce") != NULL) {
+                    wait_iallreduce++;
+                    if (arg_int(s, "MPI_Iallreduce") != 2) {
+                        FAIL("rank %d: MPI_Wait completed MPI_Iallreduce #%" PRId64 ", want #2", r,
+                             arg_int(s, "MPI_Iallreduce"));
+                    }
                 }
             }
         }
         for (int k = 0; k < N_COMPLETION_ZONES; k++) {
             const want_zone *w = &completion_zones[k];
             if ((w->count >= 0 ? count[k] != w->count : count[k] < 1) ||
-                completed[k] != w->completed || recv_ids[k] != w->recv_ids) {
+                completed[k] != w->completed || recv_ids[k] != w->recv_ids ||
+                send_ids[k] != w->send_ids) {
                 FAIL("rank %d: %d %s zones (want %d), completed %" PRId64 " (want %" PRId64
-                     "), %d receives (want %d)",
+                     "), %d receives (want %d), %d sends (want %d)",
                      r, count[k], w->name, w->count, completed[k], w->completed, recv_ids[k],
-                     w->recv_ids);
+                     w->recv_ids, send_ids[k], w->send_ids);
             }
+        }
+        if (waitall_colls != 1 || wait_iallreduce != 1) {
+            FAIL("rank %d: %d MPI_Waitall completed the 8 collectives, %d MPI_Wait an "
+                 "MPI_Iallreduce, want 1 each",
+                 r, waitall_colls, wait_iallreduce);
         }
         if (testall_done != 1) {
             FAIL("rank %d: %d MPI_Testall calls completed both requests, want 1", r, testall_done);
         }
         loupe_model_free(m);
     }
-    check_flows(run, (size_t)n * 7);
-    printf("mpi_check: %d ranks: every completion call and non-blocking collective counted, "
-           "%d messages as flows\n",
-           n, n * 7);
+    /* per rank: 7 non-blocking, 4 persistent, 1 to itself */
+    int self = n == 1 ? 12 : n; /* 1 rank: its ring is itself too */
+    check_flows(run, (size_t)n * 12, (size_t)self);
+    printf("mpi_check: %d ranks: every completion call, persistent request and non-blocking "
+           "collective counted, %d messages as flows (%d to the sender itself)\n",
+           n, n * 12, self);
 }
 
 typedef struct msg {
@@ -329,7 +364,7 @@ int main(int argc, char **argv) {
     if (shift > 1000000 && shifted_from < n && raw_last_in <= raw_first_out) {
         FAIL("without the offsets the barrier looks consistent: the injected shift did nothing");
     }
-    check_flows(run, nsend);
+    check_flows(run, nsend, 0);
     printf("mpi_check: %d ranks: %zu messages matched (and as flows), offsets within their "
            "uncertainty, "
            "barrier consistent (last in %" PRId64 " ns before first out)\n",

@@ -10,9 +10,14 @@
  *                             zones and killed by SIGKILL; the child waits for it and exits
  *   follow quickexit N        forks a child that records N "quick" zones and ends with
  *                             _exit(0) (as Python's os._exit in a multiprocessing worker)
+ *   follow spawn N M          records N "parent" zones, runs "follow zones sys M" with
+ *                             system() and "follow zones spawned M" with posix_spawn() (glibc
+ *                             execs both inside itself, not through the exec family), waits
+ *                             for the spawned one, then N more "parent" zones
  * Linked with libloupe.so: under loupe record its zones land in the preloaded session. */
 #include <loupe/loupe.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +93,27 @@ int main(int argc, char **argv) {
         waitpid(p, NULL, 0);
         return 0;
     }
+    if (argc == 4 && strcmp(argv[1], "spawn") == 0) {
+        extern char **environ;
+        int n = atoi(argv[2]);
+        zones("parent", n);
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "'%s' zones sys %s", argv[0], argv[3]);
+        if (system(cmd) != 0) {
+            return 1;
+        }
+        char zname[] = "zones", sname[] = "spawned";
+        char *args[] = {argv[0], zname, sname, argv[3], NULL};
+        pid_t p;
+        if (posix_spawn(&p, "/proc/self/exe", NULL, NULL, args, environ) != 0) {
+            return 1;
+        }
+        int st = 0;
+        waitpid(p, &st, 0);
+        zones("parent", n);
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+    }
     fprintf(stderr, "usage: follow zones NAME N | server K N | killed N | forkexec N M | "
-                    "grandkill N | quickexit N\n");
+                    "grandkill N | quickexit N | spawn N M\n");
     return 2;
 }
