@@ -6,7 +6,9 @@
 # each run's wall and CPU (user + sys) seconds and the samples it collected, then the median of
 # each row and its overhead over the row without sampling. With a build of the benchmarks
 # (-DLOUPE_BUILD_BENCH=ON), also times the stop's symbolisation of 1 M samples
-# (bench/symbolize.c). Figures: docs/performance.md.
+# (bench/symbolize.c). Each row also prints the 1-minute load average after it: the wall
+# column means something only on an idle machine (load well under the CPU count). Figures:
+# docs/performance.md.
 set -euo pipefail
 B=${1:?build dir}
 REPS=${2:-3}
@@ -29,7 +31,8 @@ run() { # label, command...
     n=$("$B/loupe" summary "$T/run" 2>/dev/null |
       sed -n 's/^hot functions: \([0-9]*\) CPU samples.*/\1/p') || true
   fi
-  printf '%-24s wall %6.2f s  cpu %6.2f s  samples %s\n' "$label" "$(echo "$t1 - $t0" | bc)" "$cpu" "${n:-0}"
+  printf '%-24s wall %6.2f s  cpu %6.2f s  samples %s  load %s\n' "$label" "$(echo "$t1 - $t0" | bc)" \
+    "$cpu" "${n:-0}" "$(cut -d' ' -f1 /proc/loadavg)"
   printf '%s\t%s\t%s\n' "$label" "$(echo "$t1 - $t0" | bc)" "$cpu" >>"$T/all.tsv"
 }
 L="$B/loupe record -q -o $T/run"

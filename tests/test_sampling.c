@@ -12,6 +12,8 @@
 
 #include "testutil.h"
 
+#include "record/record.h"
+#include "record/sample.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -289,13 +291,13 @@ static int forked_child(const char *dir) {
     if (loupe_start_trace(&o) != 0) {
         return 3;
     }
-    int mine = perf_fds(); /* its own: the child's thread (and the keeper, if the scan saw it
-                            * before it named itself loupe-keeper) */
+    int mine = perf_fds(); /* its own: the child's thread (never the keeper, named before the
+                            * scan can see it) */
     spin_ms(200);
     if (loupe_stop_trace(NULL) != 0) {
         return 4;
     }
-    if (mine < 1 || mine > 2) {
+    if (mine != 1) {
         return 20 + mine;
     }
     const loupe_model *m = loupe__kept_model();
@@ -308,9 +310,82 @@ static int forked_child(const char *dir) {
         if (tid != me && access(task, F_OK) != 0) {
             return 6; /* a sample of a thread that is not the child's (the parent's) */
         }
-        own += tid == me; /* (loupe's keeper may have been sampled before it named itself) */
+        own += tid == me;
+    }
+    if (own != m->sample_count) {
+        return 8; /* a sample of another of the child's threads: loupe's keeper */
     }
     return own >= 150 ? 0 : 7; /* 200 ms of CPU at 999 Hz: ~200 samples */
+}
+
+/* A fork child that starts a sampled trace at once: its keeper thread is created by that start,
+ * just before the sampler's first scan of /proc/self/task. Exit 0, or the check that failed. */
+static int own_threads_child(const char *dir) {
+    loupe_trace_options o = {.log_dir = dir, .sampling_hz = 999};
+    if (loupe_start_trace(&o) != 0) {
+        return 3;
+    }
+    int fds = perf_fds(); /* the main thread's event only */
+    spin_ms(100);
+    if (loupe_stop_trace(NULL) != 0) {
+        return 4;
+    }
+    if (fds != 1) {
+        return 20 + fds;
+    }
+    uint64_t keeper = loupe__keeper_tid(), sampler = loupe__sample_tid();
+    if (keeper == 0 || keeper == (uint64_t)getpid()) {
+        return 5;
+    }
+    const loupe_model *m = loupe__kept_model();
+    for (size_t i = 0; i < m->thread_count; i++) {
+        const loupe_model_thread *t = &m->threads[i];
+        if (strncmp(t->name, "loupe-", 6) == 0 || t->tid == keeper ||
+            (sampler != 0 && t->tid == sampler)) {
+            return 6; /* a track of loupe's own */
+        }
+    }
+    if (m->thread_count != 1 || m->threads[0].tid != (uint64_t)getpid()) {
+        return 7; /* one track: the main thread */
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        if (m->samples[i].thread != 0) {
+            return 8;
+        }
+    }
+    return m->sample_count >= 50 ? 0 : 9; /* 100 ms of CPU at 999 Hz: ~100 samples */
+}
+
+/* loupe's own threads (the keeper, the sampler) are never sampled and never a track of the
+ * program: 8 fork children each start a sampled trace at once (the keeper's birth races the
+ * sampler's first scan there), and each child's model has exactly one track, its main thread,
+ * holding every sample; the parent's trace has no track named loupe-* either. */
+static void test_own_threads_left_out(void **state) {
+    (void)state;
+    if (!perf_allowed()) {
+        skip();
+    }
+    for (int k = 0; k < 8; k++) {
+        char child_dir[4200];
+        snprintf(child_dir, sizeof child_dir, "%s/child%d", tu_dir, k);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            _exit(own_threads_child(child_dir));
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    spin_ms(50);
+    assert_int_equal(loupe_stop_trace(NULL), 0);
+    const loupe_model *m = loupe__kept_model();
+    assert_int_equal(m->thread_count, 1);
+    assert_int_equal(m->threads[0].tid, (uint64_t)getpid());
+    assert_int_not_equal(loupe__keeper_tid(), 0);
 }
 
 /* A fork()ed child of a sampling process closes the parent's perf events (none of its fds is
@@ -364,7 +439,7 @@ static void *short_thread(void *arg) {
 }
 
 /* 100 threads, one after another, each living for 3 ms of CPU: far shorter than the sampler's
- * 10 ms scan. Their registration wakes the sampler into opening their events, and a thread it
+ * 50 ms scan. Their registration wakes the sampler into opening their events, and a thread it
  * still missed is counted in loupe_sampling_threads_missed: the sampled and the missed make at
  * least 90 (at 999 Hz, 3 ms is about 3 samples; an event opened in the thread's last
  * millisecond may catch none: the margin), a sampled thread is never counted as missed, and
@@ -410,7 +485,7 @@ static uint64_t mono_ns(void) {
 
 static void *long_sleeper(void *arg) {
     (void)arg;
-    spin_ms(30); /* running when the sampler opens its event (a scan: <= 10 ms) */
+    spin_ms(80); /* running when the sampler opens its event (a scan: <= 50 ms) */
     __atomic_store_n(&g_sleep_at, mono_ns(), __ATOMIC_RELEASE);
     usleep(600000);
     return NULL;
@@ -595,6 +670,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_shared_cpu_is_preempted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_fork_child_samples_its_own, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_short_threads_sampled, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_own_threads_left_out, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_blocked_at_stop, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_lost_counted, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),

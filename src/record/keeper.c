@@ -69,7 +69,7 @@ static int keep(void) {
     return want < target || spooling;
 }
 
-static uint64_t keeper_tid;
+static uint64_t keeper_tid; /* the keeper's OS thread id, 0 before it runs (atomic) */
 
 /* A number field of /proc/self/stat or /proc/self/task/T/stat (proc(5): field 3 is the state,
  * field 20 num_threads), counted after the ")" that ends the command name. */
@@ -139,7 +139,7 @@ static int only_loupe_left(void) {
                 continue;
             }
             uint64_t tid = strtoull(name, NULL, 10);
-            if (tid == keeper_tid || (sampler != 0 && tid == sampler)) {
+            if (tid == loupe__keeper_tid() || (sampler != 0 && tid == sampler)) {
                 continue;
             }
             char path[300], st = 0;
@@ -162,11 +162,10 @@ static void exit_if_orphaned(void) {
 
 static void *keeper_main(void *arg) {
     (void)arg;
+    __atomic_store_n(&keeper_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    (void)pthread_setname_np(pthread_self(), "loupe-keeper");
-    keeper_tid = (uint64_t)syscall(SYS_gettid);
     unsigned passes = 0;
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
@@ -212,6 +211,13 @@ void loupe__keeper_start(void) {
         pthread_attr_setstacksize(&at, 256 * 1024);
         if (pthread_create(&th, &at, keeper_main, NULL) == 0) {
             keeper_pid = getpid();
+            /* Named here, by its creator, not by the keeper itself: glibc writes the name
+             * (/proc/self/task/TID/comm) before this returns, so the sampler's scan that
+             * follows at the session's start (sample.c) already sees "loupe-keeper" and never
+             * opens an event on it. Named by the new thread, the keeper raced that scan, and a
+             * scan that won sampled it under the program's name: a track of loupe's own in the
+             * program's trace. */
+            (void)pthread_setname_np(th, "loupe-keeper");
         }
         pthread_attr_destroy(&at);
     }
@@ -234,7 +240,12 @@ void loupe__keeper_resume(void) {
     pthread_mutex_unlock(&keeper_lock);
 }
 
+uint64_t loupe__keeper_tid(void) {
+    return __atomic_load_n(&keeper_tid, __ATOMIC_ACQUIRE);
+}
+
 void loupe__keeper_forget_in_child(void) {
+    __atomic_store_n(&keeper_tid, 0, __ATOMIC_RELEASE); /* the parent's: no thread here */
     /* The parent's keeper may have been waiting on keeper_cond at the fork: a broadcast in the
      * child would wait for that waiter, which does not exist here, forever (glibc's condition
      * variables). Called with keeper_lock held (fork_prepare took it). */

@@ -262,6 +262,8 @@ void loupe__ftab_enable(int include_mode);
 void loupe__keeper_start(void);
 /* Wakes it for a session that just started. */
 void loupe__keeper_kick(void);
+/* The keeper's OS thread id (in this process), 0 before it first runs. Any thread. */
+uint64_t loupe__keeper_tid(void);
 /* Holds it between two passes (while a stop collects and recycles) and lets it go again. */
 void loupe__keeper_pause(void);
 void loupe__keeper_resume(void);

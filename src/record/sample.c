@@ -1,21 +1,21 @@
 /* sample.c: CPU sampling with call stacks, and on- vs. off-CPU time, from perf_event_open(2).
  *
  * Design: one task-clock event per thread (pid = tid, cpu = -1), each with its own ring buffer,
- * opened by a sampler thread that scans /proc/self/task every 10 ms. Why not the alternatives:
+ * opened by a sampler thread that scans /proc/self/task every 50 ms. Why not the alternatives:
  * an inherited per-process event (inherit = 1, cpu = -1) cannot be mmap'd (the kernel's
  * perf_mmap refuses inherited per-task events), and one event per CPU with pid = the process
  * (perf record's default, Perfetto's traced_perf) needs perf_event_paranoid <= 0 or CAP_PERFMON
  * for per-CPU access, where a thread's own events work at the default paranoid level 2. Scanning
  * instead of opening at thread registration keeps the hot path untouched (registration is
  * allocation-free and may run in a signal handler) and also samples threads that never record a
- * zone (an uninstrumented program under `loupe record`); a thread is sampled from at most 10 ms
+ * zone (an uninstrumented program under `loupe record`); a thread is sampled from at most 50 ms
  * after it starts. A thread that records (registers) is sampled sooner: its registration writes
  * the sampler's eventfd (loupe__sample_thread_born(): one write(2), async-signal-safe, no lock
  * or allocation), which wakes the poll into a scan at once, so a thread that lives 3 ms is
  * sampled too.
  *
  * The sampler thread blocks every signal (as the keeper does), polls the rings (woken when one is
- * half full, or every 10 ms), copies each record into memory of its own and moves the ring's
+ * half full, or every 50 ms), copies each record into memory of its own and moves the ring's
  * tail: the kernel never waits for loupe, and what it could not write is counted from its
  * PERF_RECORD_LOST records (samples_lost in the model). context_switch = 1 adds a
  * PERF_RECORD_SWITCH at every switch out and in: the gaps are the thread's off-CPU intervals.
@@ -70,7 +70,13 @@
 #define MAX_DEPTH 128
 #define MAX_INLINE 32    /* inlined calls within one function at one address */
 #define STACK_COPY 8192u /* bytes of user stack per sample (perf's default is 8 KiB too) */
-#define SCAN_NS 10000000u
+/* The sampler's timed scan of /proc/self/task, and its poll's timeout. A scan and its wake-up
+ * cost about 50 us of the sampler's CPU on the 2-vCPU VM of docs/performance.md ("CPU sampling
+ * overhead": 25 ms of the sampler's CPU in a 4 s run at a 10 ms period, 10 ms at 100 ms), the
+ * largest part of what the sampler thread spends at 999 Hz. The timed scan only finds threads
+ * that never record: a thread that registers wakes a scan at once (loupe__sample_thread_born),
+ * and one that exits is closed at its event's POLLHUP, so 50 ms costs nothing else. */
+#define SCAN_NS 50000000u
 
 typedef struct task {
     int fd;
@@ -659,8 +665,8 @@ static void scan(void) {
             continue;
         }
         uint64_t tid = strtoull(e->d_name, NULL, 10);
-        if (tid == s_sampler_tid) {
-            continue;
+        if (tid == s_sampler_tid || tid == loupe__keeper_tid()) {
+            continue; /* loupe's own threads: never sampled, no track in the program's trace */
         }
         size_t i = 0;
         while (i < s_ntasks && s_tasks[i].tid != tid) {
@@ -743,6 +749,20 @@ static void *sampler_main(void *arg) {
             (void)r;
             last_scan = 0; /* a thread registered: find it now */
         }
+        /* A thread that exited: its event's poll says EPOLLHUP (Linux kernel/events/core.c,
+         * perf_poll() once the event is in PERF_EVENT_STATE_EXIT). Closed now, not at the next
+         * timed scan: its fd would make every poll return at once until then. pf[i + 1] is
+         * s_tasks[i] as the poll saw the table; a slot removed here takes the last one's place,
+         * so the walk goes from the end. */
+        pthread_mutex_lock(&s_table_lock);
+        for (size_t i = s_ntasks; i-- > 0;) {
+            if (pf[i + 1].revents & (POLLHUP | POLLERR)) {
+                close_task(&s_tasks[i]);
+                s_tasks[i] = s_tasks[--s_ntasks];
+                pf[i + 1] = pf[s_ntasks + 1];
+            }
+        }
+        pthread_mutex_unlock(&s_table_lock);
     }
     free(pf);
     end_open_offs();
