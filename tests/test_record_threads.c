@@ -197,6 +197,63 @@ static void test_overflow_keep_last(void **state) {
     loupe_trace_result_free(&r);
 }
 
+/* An argument is one slot (1 event), a string argument one more per 15 bytes, every type read
+ * back with its value; in a full buffer of 64 slots a zone keeps 62 arguments (its begin and the
+ * slot kept for its end take the other two) and each one dropped counts 1 event. Under
+ * LOUPE_CLOCK=monotonic (the _monotonic test) every argument takes the slow path, which writes
+ * the same slot. */
+static void test_argument_slots(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = tu_dir};
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("args");
+        LOUPE_ARG_I64("i", -5);
+        LOUPE_ARG_U64("u", 7);
+        LOUPE_ARG_F64("f", 2.5);
+        LOUPE_ARG_BOOL("b", 1);
+        LOUPE_ARG_STR("s", "sixteen bytes..."); /* 16 bytes: 2 slots after its own */
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 2 + 4 + 3);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_int_equal(m->threads[0].slice_count, 1);
+    const loupe_slice *sl = &m->threads[0].slices[0];
+    assert_int_equal(sl->arg_count, 5);
+    assert_string_equal(sl->args[0].key, "i");
+    assert_int_equal(sl->args[0].v.i, -5);
+    assert_string_equal(sl->args[1].key, "u");
+    assert_int_equal(sl->args[1].v.i, 7);
+    assert_string_equal(sl->args[2].key, "f");
+    assert_true(sl->args[2].v.d == 2.5);
+    assert_string_equal(sl->args[3].key, "b");
+    assert_int_equal(sl->args[3].v.b, 1);
+    assert_string_equal(sl->args[4].key, "s");
+    assert_string_equal(sl->args[4].v.s, "sixteen bytes...");
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+
+    o.buffer_events = 64;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("full");
+        for (int i = 0; i < 70; i++) {
+            LOUPE_ARG_I64("n", i);
+        }
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 64);
+    assert_int_equal(r.events_dropped, 8);
+    assert_int_equal(r.threads[0].capacity_needed, 72);
+    m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_int_equal(m->threads[0].slices[0].arg_count, 62);
+    assert_int_equal(m->threads[0].slices[0].args[61].v.i, 61);
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+}
+
 /* Keep-last with an outer zone whose begin is overwritten: its end still gives a slice, from
  * the first kept event, marked truncated. An argument is one slot: it never straddles the wrap. */
 static void test_overflow_keep_last_lost_begin(void **state) {
@@ -500,6 +557,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_overflow_keep_first, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_overflow_keep_first_nested, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_overflow_keep_last, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_argument_slots, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_overflow_keep_last_lost_begin, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_name_is_copied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_name_lengths, tu_setup, tu_teardown),
