@@ -37,12 +37,13 @@ void bench_cases_zones(void) {
         bench_k.dyn = bench_loupe_case("loupe dynamic-name zone (16 B name), tracing", "ns/zone",
                                        bench_zone_dyn, n, 4, 0);
     }
+    /* An argument is one slot: a zone with two is 4 events (begin, 2 arguments, end). */
     bench_loupe_case("loupe zone + 2 int64 args, tracing", "ns/zone", bench_zone_args,
-                     bench_scaled(200000), 6, 0);
+                     bench_scaled(200000), 4, 0);
     bench_loupe_case("loupe counter sample, tracing", "ns/sample", bench_counter,
                      bench_scaled(500000), 2, 0);
     cpu_row("loupe dynamic-name zone (16 B name), 1 thread (CPU ns)", bench_zone_dyn,
             bench_scaled(200000), 4);
     cpu_row("loupe zone + 2 int64 args, 1 thread (CPU ns)", bench_zone_args, bench_scaled(200000),
-            6);
+            4);
 }

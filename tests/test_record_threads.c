@@ -147,9 +147,10 @@ static void test_overflow_keep_first_nested(void **state) {
     loupe_trace_result_free(&r);
 }
 
-/* Keep-last: a ring of 64 slots keeps the newest zones. 100 static zones (2 events each) leave
- * exactly the last 32; 100 dynamic ones (3 events, the 2-slot head never straddling the wrap)
- * leave a contiguous tail ending at the last. */
+/* Keep-last: a ring of 64 slots keeps the newest events. 100 zones with an argument (3 events
+ * each: the argument is one slot) leave the end of zone 78 (a truncated slice from the first
+ * kept event, without its argument) and zones 79..99 whole; 100 dynamic ones (3 events, the
+ * 2-slot head never straddling the wrap) leave a contiguous tail ending at the last. */
 static void test_overflow_keep_last(void **state) {
     (void)state;
     loupe_trace_options o = {
@@ -158,16 +159,19 @@ static void test_overflow_keep_last(void **state) {
     assert_int_equal(loupe_start_trace(&o), 0);
     for (int i = 0; i < 100; i++) {
         LOUPE_ZONE("s");
-        LOUPE_ARG_I64("i", i); /* 2 more events: 4 per zone */
+        LOUPE_ARG_I64("i", i); /* 1 more event: 3 per zone */
     }
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_recorded, 64);
-    assert_int_equal(r.events_dropped, 336);
-    assert_int_equal(r.threads[0].capacity_needed, 400);
+    assert_int_equal(r.events_dropped, 236);
+    assert_int_equal(r.threads[0].capacity_needed, 300);
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
-    assert_int_equal(m->threads[0].slice_count, 16);
-    for (size_t i = 0; i < 16; i++) {
-        assert_int_equal(m->threads[0].slices[i].args[0].v.i, (int64_t)(84 + i));
+    assert_int_equal(m->threads[0].slice_count, 22);
+    assert_true(m->threads[0].slices[0].flags & LOUPE_SLICE_TRUNCATED);
+    assert_int_equal(m->threads[0].slices[0].arg_count, 0);
+    for (size_t i = 1; i < 22; i++) {
+        assert_int_equal(m->threads[0].slices[i].arg_count, 1);
+        assert_int_equal(m->threads[0].slices[i].args[0].v.i, (int64_t)(78 + i));
     }
     loupe_model_free(m);
 
@@ -193,8 +197,65 @@ static void test_overflow_keep_last(void **state) {
     loupe_trace_result_free(&r);
 }
 
+/* An argument is one slot (1 event), a string argument one more per 15 bytes, every type read
+ * back with its value; in a full buffer of 64 slots a zone keeps 62 arguments (its begin and the
+ * slot kept for its end take the other two) and each one dropped counts 1 event. Under
+ * LOUPE_CLOCK=monotonic (the _monotonic test) every argument takes the slow path, which writes
+ * the same slot. */
+static void test_argument_slots(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = tu_dir};
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("args");
+        LOUPE_ARG_I64("i", -5);
+        LOUPE_ARG_U64("u", 7);
+        LOUPE_ARG_F64("f", 2.5);
+        LOUPE_ARG_BOOL("b", 1);
+        LOUPE_ARG_STR("s", "sixteen bytes..."); /* 16 bytes: 2 slots after its own */
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 2 + 4 + 3);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_int_equal(m->threads[0].slice_count, 1);
+    const loupe_slice *sl = &m->threads[0].slices[0];
+    assert_int_equal(sl->arg_count, 5);
+    assert_string_equal(sl->args[0].key, "i");
+    assert_int_equal(sl->args[0].v.i, -5);
+    assert_string_equal(sl->args[1].key, "u");
+    assert_int_equal(sl->args[1].v.i, 7);
+    assert_string_equal(sl->args[2].key, "f");
+    assert_true(sl->args[2].v.d == 2.5);
+    assert_string_equal(sl->args[3].key, "b");
+    assert_int_equal(sl->args[3].v.b, 1);
+    assert_string_equal(sl->args[4].key, "s");
+    assert_string_equal(sl->args[4].v.s, "sixteen bytes...");
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+
+    o.buffer_events = 64;
+    assert_int_equal(loupe_start_trace(&o), 0);
+    {
+        LOUPE_ZONE("full");
+        for (int i = 0; i < 70; i++) {
+            LOUPE_ARG_I64("n", i);
+        }
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 64);
+    assert_int_equal(r.events_dropped, 8);
+    assert_int_equal(r.threads[0].capacity_needed, 72);
+    m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_int_equal(m->threads[0].slices[0].arg_count, 62);
+    assert_int_equal(m->threads[0].slices[0].args[61].v.i, 61);
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+}
+
 /* Keep-last with an outer zone whose begin is overwritten: its end still gives a slice, from
- * the first kept event, marked truncated. Two-slot records (args) never straddle the wrap. */
+ * the first kept event, marked truncated. An argument is one slot: it never straddles the wrap. */
 static void test_overflow_keep_last_lost_begin(void **state) {
     (void)state;
     loupe_trace_options o = {
@@ -209,7 +270,7 @@ static void test_overflow_keep_last_lost_begin(void **state) {
         }
     }
     assert_int_equal(loupe_stop_trace(&r), 0);
-    assert_int_equal(r.events_dropped + r.events_recorded, 2 + 50 * 4);
+    assert_int_equal(r.events_dropped + r.events_recorded, 2 + 50 * 3); /* an argument: 1 slot */
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     const loupe_model_thread *t = &m->threads[0];
     assert_string_equal(t->slices[0].name, "outer");
@@ -496,6 +557,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_overflow_keep_first, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_overflow_keep_first_nested, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_overflow_keep_last, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_argument_slots, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_overflow_keep_last_lost_begin, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_name_is_copied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_name_lengths, tu_setup, tu_teardown),

@@ -171,8 +171,7 @@ LOUPE__INLINE int loupe__on(int level) {
 LOUPE__INLINE void loupe__arg_fast(int type, const char *key, uint64_t bits) {
     uint64_t s = loupe__state_now();
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) >= LOUPE_LEVEL_ARG, 0)) {
-        if (!loupe__push_ext(s, 0, LOUPE__EXT_ARG, LOUPE__CONV(unsigned, type), bits,
-                             LOUPE__ADDR(key))) {
+        if (!loupe__push_arg(s, LOUPE__CONV(unsigned, type), bits, LOUPE__ADDR(key))) {
             loupe__arg(type, key, bits, LOUPE__NULL);
         }
     }

@@ -77,8 +77,8 @@ typedef struct loupe_trace_options {
      * "metadata" key, which makes Perfetto's UI show a blank trace: jax-ml/jax#10843). */
     int create_perfetto_trace;
     /** Per-thread limit in events (16 bytes each); 0 = LOUPE_DEFAULT_BUFFER_EVENTS. Minimum 64.
-     * A zone is 2 events; an argument, instant, counter or flow is 2 more; a copied name or
-     * string takes one more per 15 bytes. The events come from the session's capacity
+     * A zone is 2 events; an argument is 1 more; an instant, counter or flow is 2 more; a copied
+     * name or string takes one more per 15 bytes. The events come from the session's capacity
      * (session_events), a chunk of LOUPE_CHUNK_EVENTS at a time. */
     uint32_t buffer_events;
     /** Overflow policy; 0 = keep the first events. */

@@ -406,6 +406,29 @@ typedef struct walk_state {
     size_t matched; /* open zones with match set: their callees pass func_include */
 } walk_state;
 
+/* Attaches an argument (the one-slot K_ARG record at slots[*i], or the two-slot EXT_ARG whose
+ * second slot is at *i) to the innermost recorded zone open: type and value as recorded, key the
+ * key's pointer; a string's value is its length and cut flag, its bytes in the K_STR slots after
+ * *i, which *i moves past. 0, or -1 when out of memory. */
+static int add_arg(collector *c, size_t ti, const loupe__ev *slots, size_t *i, size_t n,
+                   size_t depth, uint64_t value, unsigned type, const char *key, char *str,
+                   walk_state *ws) {
+    if (type == LOUPE_ARG_STRING) {
+        ws->cut += value >> 63;
+        value &= ~(1ull << 63);
+        *i += read_str(slots, *i + 1, n, value, str);
+    }
+    size_t tz = top_real(c, 0, depth);
+    if (tz == SIZE_MAX) {
+        return 0; /* no zone open: nothing to attach to */
+    }
+    loupe_arg arg = {intern_ptr(c, key), (loupe_arg_type)type, {.u = value}};
+    if (type == LOUPE_ARG_STRING) {
+        arg.v.s = str;
+    }
+    return loupe__mb_slice_add_arg(c->mb, ti, c->stack[tz].slice, &arg);
+}
+
 /* Walks the slots [0, n) of one segment of a thread, in order. */
 static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int wrapped,
                 walk_state *ws) {
@@ -420,6 +443,13 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
         unsigned kind = (unsigned)(b & 15u);
         if (kind == LOUPE__K_PAD || kind == LOUPE__K_EXT_DATA || kind == LOUPE__K_STR) {
             continue; /* padding, or the tail of a record whose head a ring overwrote */
+        }
+        if (kind == LOUPE__K_ARG) { /* a = the value, not a timestamp */
+            if (add_arg(c, ti, slots, &i, n, depth, a, (unsigned)(b >> 4) & 15u,
+                        (const char *)(uintptr_t)(b >> 8), str, ws) != 0) {
+                return -1;
+            }
+            continue;
         }
         unsigned sub = (unsigned)(b >> 8) & 0xffu;
         if (kind == LOUPE__K_EXT &&
@@ -567,21 +597,8 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             }
             unsigned flags = (unsigned)(b >> 4) & 15u;
             const char *ref = (const char *)(uintptr_t)(vb >> 4);
-            if (sub == LOUPE__EXT_ARG) {
-                if (flags == LOUPE_ARG_STRING) {
-                    ws->cut += va >> 63;
-                    va &= ~(1ull << 63);
-                    i += read_str(slots, i + 1, n, va, str);
-                }
-                size_t tz = top_real(c, 0, depth);
-                if (tz == SIZE_MAX) {
-                    break; /* no zone open: nothing to attach to */
-                }
-                loupe_arg arg = {intern_ptr(c, ref), (loupe_arg_type)flags, {.u = va}};
-                if (flags == LOUPE_ARG_STRING) {
-                    arg.v.s = str;
-                }
-                if (loupe__mb_slice_add_arg(mb, ti, c->stack[tz].slice, &arg) != 0) {
+            if (sub == LOUPE__EXT_ARG) { /* the two-slot form: a key that does not fit K_ARG */
+                if (add_arg(c, ti, slots, &i, n, depth, va, flags, ref, str, ws) != 0) {
                     return -1;
                 }
             } else if (sub == LOUPE__EXT_INSTANT) {

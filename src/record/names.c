@@ -131,6 +131,11 @@ static void scan_slots(const loupe__ev *e, uint64_t n) {
                 add(LOUPE__NAME_STR, b >> 4);
             }
             break;
+        case LOUPE__K_ARG: /* the key of a one-slot argument */
+            if ((b >> 8) != 0) {
+                add(LOUPE__NAME_STR, b >> 8);
+            }
+            break;
         default:
             break;
         }

@@ -1,6 +1,6 @@
 /* record.c: the recorder's slow paths: registering a thread (its first event), joining a new
  * session, taking chunks from the session's pool, a full segment (drop and count, wrap the ring
- * or recycle the oldest chunk), dynamic names, two-slot records (arguments, instants, counters,
+ * or recycle the oldest chunk), dynamic names, arguments, two-slot records (instants, counters,
  * flows), the -finstrument-functions hooks, thread exit and the gate. The fast path is inline in
  * loupe/detail/hot.h; the memory layout is in record.h.
  *
@@ -12,7 +12,9 @@
  *
  * Two-slot (EXT) records: slot 1 = {ts, sub << 8 | flags << 4 | K_EXT}, slot 2 = {value,
  * ref << 4 | K_EXT_DATA} where ref is a pointer to a static string. The second slot has its own
- * kind so that a ring reader can tell it from a first slot.
+ * kind so that a ring reader can tell it from a first slot. An argument is one slot (K_ARG:
+ * {value, key << 8 | type << 4 | K_ARG}, no timestamp); only a key pointer with its top byte
+ * set (a tagged pointer, never on x86-64) takes the two-slot EXT_ARG form.
  * Copied strings (dynamic zone names, string arguments) follow their record inline, 15 bytes per
  * K_STR slot. A record never straddles two segments.
  */
@@ -698,7 +700,36 @@ void loupe__arg(int type, const char *key, uint64_t bits, const char *str) {
     } else {
         str = NULL;
     }
-    ext_write(s, 0, LOUPE__EXT_ARG, (unsigned)type, bits, (uint64_t)(uintptr_t)key, str, len);
+    uint64_t ref = (uint64_t)(uintptr_t)key;
+    if (!LOUPE__KEY_FITS(ref)) { /* a tagged pointer: the two-slot record, whose ref has 60 bits */
+        ext_write(s, 0, LOUPE__EXT_ARG, (unsigned)type, bits, ref, str, len);
+        return;
+    }
+    /* The one-slot record (hot.h's loupe__push_arg): {value, key << 8 | type << 4 | K_ARG}; a
+     * string's value is its length and cut flag, the string follows in K_STR slots. */
+    loupe__thread *t = slow_enter(s, 1);
+    if (t == NULL) {
+        return;
+    }
+    if (joined(t, s) != 0) {
+        slow_leave(t);
+        return;
+    }
+    int cut = 0;
+    if (str != NULL) {
+        len = str_len(t, str, len, 1, &cut);
+        bits = len | (uint64_t)cut << 63;
+    }
+    unsigned n = 1 + (str ? str_slots(len) : 0);
+    loupe__ev *e = reserve(t, s, n, 0);
+    if (e != NULL) {
+        put(&e[0], bits, ref << 8 | (uint64_t)type << 4 | LOUPE__K_ARG);
+        if (str != NULL) {
+            put_str(&e[1], str, len);
+        }
+        publish(t, e, n, 0);
+    }
+    slow_leave(t);
 }
 
 void loupe__ext(int sub, int level, const char *name, uint64_t value) {

@@ -147,9 +147,10 @@ typedef struct loupe__region_hdr {
 } loupe__region_hdr;
 
 /* The region layout's version (the header's version field): 2 since the descriptors hold the
- * function filters' counters, 3 since the header ends with the spool's fields. A region of
- * another version is not read (recover.c). */
-#define LOUPE__REGION_VERSION 3u
+ * function filters' counters, 3 since the header ends with the spool's fields, 4 since an
+ * argument is one K_ARG slot (loupe/detail/hot.h). A region of another version is not read
+ * (recover.c says which version it found). */
+#define LOUPE__REGION_VERSION 4u
 
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;

@@ -124,6 +124,13 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
         size = (size_t)((const loupe__region_hdr *)big)->total_size;
         h = r;
     }
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version != LOUPE__REGION_VERSION) {
+        rc = loupe__err(LOUPE_EFORMAT,
+                        "loupe_recover_trace: the region's layout is version %u, this loupe "
+                        "reads version %u only (recover it with the loupe that recorded it)",
+                        (unsigned)h->version, (unsigned)LOUPE__REGION_VERSION);
+        goto out;
+    }
     if (!header_ok(h, size)) {
         rc = loupe__err(LOUPE_EFORMAT,
                         "loupe_recover_trace: not a loupe recording region, or its header is "

@@ -3,8 +3,9 @@
  * it recorded into; alone (argv[2] = a log_dir: it starts its own session), a fatal signal dumps
  * the recording region for `loupe recover`.
  *
- * Events: a worker thread records 5000 zones with an argument (4 events each), the main thread
- * 10000 zones (2 each), then one zone is left open at the death: 40,001 events. */
+ * Events: a worker thread records 5000 zones with an argument (3 events each: begin, the
+ * argument's one slot, end), the main thread 10000 zones (2 each), then one zone is left open at
+ * the death: 35,001 events. */
 #include <loupe/loupe.h>
 #include <pthread.h>
 #include <signal.h>

@@ -56,12 +56,24 @@ enum {
     LOUPE__K_EXT = 5,        /* two slots: see src/record/record.c */
     LOUPE__K_PAD = 6,        /* an unused slot before a ring wraps */
     LOUPE__K_EXT_DATA = 7,   /* the second slot of an EXT record */
-    LOUPE__K_STR = 8         /* 15 bytes of a copied string: a = bytes 0..7, b = bytes 8..14 << 8 */
+    LOUPE__K_STR = 8,        /* 15 bytes of a copied string: a = bytes 0..7, b = bytes 8..14 << 8 */
+    LOUPE__K_ARG = 9         /* an argument in one slot: a = value, b = key << 8 | type << 4 | 9 */
 };
+
+/* Whether a key pointer fits the 56 bits of a K_ARG slot's b. Always on x86-64, whose user-space
+ * addresses are below 2^47 (2^56 with 5-level paging: the Linux kernel's
+ * Documentation/arch/x86/x86_64/5level-paging.rst); elsewhere a tagged pointer (AArch64's top-byte
+ * tags, MTE's in bits 56..59) takes the slow path, which writes the two-slot EXT_ARG record. */
+#if defined(__x86_64__)
+#define LOUPE__KEY_FITS(k) 1
+#else
+#define LOUPE__KEY_FITS(k) (((k) >> 56) == 0)
+#endif
 
 /* Sub-kinds of an EXT record (bits 8..15 of its first slot's b). */
 enum {
-    LOUPE__EXT_ARG = 1,
+    LOUPE__EXT_ARG =
+        1, /* the two-slot argument: written only for a key that does not fit a K_ARG */
     LOUPE__EXT_INSTANT = 2,
     LOUPE__EXT_COUNTER_I64 = 3,
     LOUPE__EXT_COUNTER_F64 = 4,
@@ -222,6 +234,41 @@ LOUPE__INLINE int loupe__push_ext(uint64_t s, int timed, unsigned sub, unsigned 
     /* Two exits, as loupe__push's: with one exit (t->busy = ok ? 0 : busy) gcc 12 laid the
      * appending path out as a taken branch away from the check, one more taken branch per
      * argument. */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = busy;
+    return 0;
+}
+
+/* Appends a one-slot argument record for session state s inline: {value, key << 8 | type << 4 |
+ * K_ARG} (the layout src/record/record.c writes too; no timestamp: an argument attaches to the
+ * innermost zone open). One slot instead of the EXT record's two: half the stores and the
+ * cursor moved by one (docs/performance.md, "0.3: one-slot arguments"). Returns 0 when it did
+ * not append (the thread's first event, a full segment, a re-entered call, a key that does not
+ * fit): the caller then takes the slow path, which records the argument or counts it. */
+LOUPE__INLINE int loupe__push_arg(uint64_t s, unsigned type, uint64_t value, uint64_t key) {
+    loupe__tbuf *t = loupe__tls;
+    if (__builtin_expect(t == LOUPE__NULL || __atomic_load_n(&t->state, __ATOMIC_RELAXED) != s ||
+                             !LOUPE__KEY_FITS(key),
+                         0)) {
+        return 0;
+    }
+    uint32_t busy = t->busy;
+    t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    loupe__ev *e = t->cur;
+    loupe__ev *r = t->resv;
+    if (__builtin_expect(busy == 0 && LOUPE__ROOM_AT(r, t, 1), 1)) {
+        LOUPE__PREFETCH_AHEAD(e);
+        __atomic_store_n(&e->a, value, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->b, key << 8 | LOUPE__CONV(uint64_t, type) << 4 | LOUPE__K_ARG,
+                         __ATOMIC_RELAXED);
+        t->resv = r + 1;
+        __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->busy = 0;
+        return 1;
+    }
+    /* two exits, as loupe__push_ext's */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = busy;
     return 0;
