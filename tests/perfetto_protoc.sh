@@ -26,10 +26,38 @@ ls "$run_dir"/*.trace.json.gz >/dev/null || fail "json not written"
 [ ! -e "$run_dir/perfetto_trace.json.gz" ] || fail "perfetto_trace.json.gz written unasked"
 [ "$(head -c 1 "$pf" | od -An -tx1 | tr -d ' ')" = 0a ] || fail "not a Trace (first byte)"
 
-# 2. protoc decodes it with loupe's subset
+# 2. protoc decodes it with loupe's subset: the file, whose packets are compressed_packets only,
+# then the packets they hold (inflated with Python's zlib, joined: a Trace again)
 protoc --decode=perfetto.protos.Trace -I "$src/proto" "$src/proto/perfetto_trace.proto" \
-  < "$pf" > "$tmp/decoded.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode"; }
+  < "$pf" > "$tmp/outer.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode (outer)"; }
+outer=$(grep -c '^packet {' "$tmp/outer.txt")
+[ "$outer" -ge 1 ] && [ "$(grep -c '^  compressed_packets: ' "$tmp/outer.txt")" = "$outer" ] &&
+  [ "$(grep -vc '^packet {\|^  compressed_packets: \|^}' "$tmp/outer.txt")" = 0 ] ||
+  fail "the file's packets are not all compressed_packets alone"
+python3 - "$pf" "$tmp/inner.pb" <<'PY' || fail "inflate"
+import sys, zlib
+data, out, i = open(sys.argv[1], "rb").read(), b"", 0
+def varint(i):
+    v, s = 0, 0
+    while True:
+        b = data[i]; i += 1; v |= (b & 0x7F) << s; s += 7
+        if b < 0x80:
+            return v, i
+while i < len(data):
+    assert data[i] == 0x0A
+    n, i = varint(i + 1)
+    assert data[i:i + 2] == b"\x92\x03"  # field 50, length-delimited
+    m, j = varint(i + 2)
+    assert j + m == i + n, "compressed_packets alone in its packet"
+    out += zlib.decompress(data[j:j + m])
+    i += n
+open(sys.argv[2], "wb").write(out)
+PY
+protoc --decode=perfetto.protos.Trace -I "$src/proto" "$src/proto/perfetto_trace.proto" \
+  < "$tmp/inner.pb" > "$tmp/decoded.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode"; }
+! grep -q "compressed_packets" "$tmp/decoded.txt" || fail "compressed_packets nested"
 protoc --decode_raw < "$pf" > /dev/null || fail "protoc --decode_raw"
+protoc --decode_raw < "$tmp/inner.pb" > /dev/null || fail "protoc --decode_raw (inner)"
 python3 - "$tmp/decoded.txt" "$run_dir" <<'PY' || fail "decoded trace does not match"
 import glob, gzip, json, re, sys
 text = open(sys.argv[1]).read()
