@@ -34,7 +34,7 @@ outer=$(grep -c '^packet {' "$tmp/outer.txt")
 [ "$outer" -ge 1 ] && [ "$(grep -c '^  compressed_packets: ' "$tmp/outer.txt")" = "$outer" ] &&
   [ "$(grep -vc '^packet {\|^  compressed_packets: \|^}' "$tmp/outer.txt")" = 0 ] ||
   fail "the file's packets are not all compressed_packets alone"
-python3 - "$pf" "$tmp/inner.pb" <<'PY' || fail "inflate"
+cat > "$tmp/inflate.py" <<'PY'
 import sys, zlib
 data, out, i = open(sys.argv[1], "rb").read(), b"", 0
 def varint(i):
@@ -53,6 +53,7 @@ while i < len(data):
     i += n
 open(sys.argv[2], "wb").write(out)
 PY
+python3 "$tmp/inflate.py" "$pf" "$tmp/inner.pb" || fail "inflate"
 protoc --decode=perfetto.protos.Trace -I "$src/proto" "$src/proto/perfetto_trace.proto" \
   < "$tmp/inner.pb" > "$tmp/decoded.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode"; }
 ! grep -q "compressed_packets" "$tmp/decoded.txt" || fail "compressed_packets nested"
@@ -98,7 +99,23 @@ PY
 diff <(grep -v -i "file\|trace:" "$tmp/sum_pf.txt") <(grep -v -i "file\|trace:" "$tmp/sum_json.txt") \
   || fail "summary of the .pftrace differs from the JSON's"
 
-# 4. --format errors
+# 4. loupe convert --no-compress: the packets as they are (no compressed_packets), the same model
+"$loupe" convert "$pf" -o "$tmp/plain.pftrace" --no-compress || fail "convert --no-compress"
+"$loupe" convert "$pf" -o "$tmp/comp.pftrace" || fail "convert"
+python3 "$tmp/inflate.py" "$tmp/comp.pftrace" "$tmp/comp_inner.pb" || fail "inflate the converted"
+cmp "$tmp/plain.pftrace" "$tmp/comp_inner.pb" || fail "--no-compress differs from the inflated packets"
+"$loupe" summary "$tmp/plain.pftrace" > "$tmp/sum_plain.txt" || fail "summary of the plain file"
+diff <(grep -v -i "file\|trace:" "$tmp/sum_plain.txt") <(grep -v -i "file\|trace:" "$tmp/sum_pf.txt") \
+  || fail "summary of the plain .pftrace differs"
+set +e
+"$loupe" convert "$pf" -o "$tmp/x.json" --no-compress 2> "$tmp/err3.txt"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "--no-compress to JSON: exit $rc"
+grep -qxF "loupe convert: --no-compress is for the Perfetto protobuf, not json" "$tmp/err3.txt" \
+  || fail "--no-compress message: $(cat "$tmp/err3.txt")"
+
+# 5. --format errors
 set +e
 "$loupe" record -o "$tmp/log2" --format perfetto,bogus -- true 2> "$tmp/err2.txt"
 rc=$?

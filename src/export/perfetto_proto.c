@@ -57,6 +57,9 @@
  * Flows: the source slice's BEGIN carries flow_ids (field 47), the destination's BEGIN
  * terminating_flow_ids (48), both fixed64, one tag per id (Perfetto's track_event.proto; its
  * decoder reads these unpacked).
+ * Compression (the default; LOUPE_PERFETTO_COMPRESS=0 turns it off): the whole stream above,
+ * samples included, goes out in TracePacket.compressed_packets chunks of about 512 KiB of
+ * packets (see "compressed_packets" near the end of this file).
  */
 #include "base/error.h"
 #include "base/hash.h"

@@ -38,6 +38,9 @@
  *   interned strings by iid in a per-sequence array, small sequence ids by index, the last track
  *   of each sequence cached. Nothing is allocated per event but the model's own arrays (and the
  *   joined string of an event with several categories).
+ * - compressed_packets (TracePacket 50, what traced writes with COMPRESSION_TYPE_DEFLATE and
+ *   loupe by default): inflated (zlib or gzip) under the limits of a gzipped file and read as
+ *   the file's own packets, one level deep (see do_compressed).
  * - CPU samples: PerfSample packets and the interned frames, mappings and callstacks they use
  *   (see "CPU samples" at the end of this file).
  */
