@@ -66,6 +66,7 @@
 #include "base/pb.h"
 #include "export/writers.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <loupe/loupe.h>
 #include <stdlib.h>
@@ -1088,6 +1089,10 @@ static int zs_write(loupe__sink *s, const void *p, size_t n) {
     for (;;) {
         /* Every packet here is 0x0A, a varint length, the bytes (this file and
          * perfetto_samples.c write nothing else). */
+        if (zs->scan >= zs->len) {
+            break;
+        }
+        assert(zs->raw[zs->scan] == 0x0A);
         size_t at = zs->scan + 1, plen = 0;
         unsigned shift = 0;
         while (at < zs->len && (zs->raw[at] & 0x80)) {
