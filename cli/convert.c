@@ -4,7 +4,8 @@
  * public API: --merge-threads hands the flame-graph writers a view of the model with one track
  * holding every track's slices one after another (each track's order and depths kept, so the
  * stacks stay those of their own track) and every CPU sample on it, which they draw as the one
- * root. --weight picks the flame graph's weight (loupe_write_options.flame_weight). */
+ * root. --weight picks the flame graph's weight (loupe_write_options.flame_weight). --no-compress
+ * writes a .pftrace's packets plain (LOUPE_PERFETTO_COMPRESS=0, the writer's switch). */
 #include "cli.h"
 
 #include <loupe/loupe.h>
@@ -25,6 +26,7 @@ static void usage(FILE *f) {
     char names[256];
     loupe_cli_format_names(names, sizeof names, writable, " or ");
     fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT] [--merge-threads] [--weight W]\n"
+               "                    [--no-compress]\n"
                "\n"
                "Converts a trace between formats. IN is any trace loupe reads:\n ");
     /* The readable and writable formats, from the registry (loupe/writer.h). */
@@ -65,6 +67,10 @@ static void usage(FILE *f) {
             "                    time (the zones' call tree, ns) or samples (the CPU\n"
             "                    samples' call tree, counts); by default time when the\n"
             "                    trace has zones, samples when it has only samples\n"
+            "  --no-compress     Perfetto protobuf only: write the packets as they are\n"
+            "                    instead of deflated in compressed_packets chunks (the\n"
+            "                    default; Perfetto reads both); the same as\n"
+            "                    LOUPE_PERFETTO_COMPRESS=0\n"
             "  -h, --help        show this help\n"
             "\n"
             "exit status: 0 success, 1 the trace cannot be read or written, 2 bad usage\n",
@@ -125,7 +131,7 @@ static int write_merged(const loupe_model *m, const char *out, loupe_file_format
 
 int loupe_cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *to = NULL;
-    int opts_done = 0, merge = 0;
+    int opts_done = 0, merge = 0, no_compress = 0;
     const char *weight = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -148,6 +154,8 @@ int loupe_cmd_convert(int argc, char **argv) {
             } else {
                 out = argv[++i];
             }
+        } else if (strcmp(a, "--no-compress") == 0) {
+            no_compress = 1;
         } else if (strcmp(a, "--merge-threads") == 0) {
             merge = 1;
         } else if (strcmp(a, "--weight") == 0) {
@@ -185,6 +193,12 @@ int loupe_cmd_convert(int argc, char **argv) {
     if (merge && f != LOUPE_FILE_FOLDED && f != LOUPE_FILE_SVG) {
         return bad_usage("--merge-threads is for folded stacks and SVG flame graphs, not %s",
                          fd->name);
+    }
+    if (no_compress && f != LOUPE_FILE_PERFETTO_PROTO) {
+        return bad_usage("--no-compress is for the Perfetto protobuf, not %s", fd->name);
+    }
+    if (no_compress) {
+        setenv("LOUPE_PERFETTO_COMPRESS", "0", 1); /* the writer's switch (docs/formats.md) */
     }
     loupe_write_options wo = {.flame_weight = LOUPE_FLAME_WEIGHT_AUTO};
     if (weight != NULL) {

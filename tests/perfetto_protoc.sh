@@ -26,10 +26,39 @@ ls "$run_dir"/*.trace.json.gz >/dev/null || fail "json not written"
 [ ! -e "$run_dir/perfetto_trace.json.gz" ] || fail "perfetto_trace.json.gz written unasked"
 [ "$(head -c 1 "$pf" | od -An -tx1 | tr -d ' ')" = 0a ] || fail "not a Trace (first byte)"
 
-# 2. protoc decodes it with loupe's subset
+# 2. protoc decodes it with loupe's subset: the file, whose packets are compressed_packets only,
+# then the packets they hold (inflated with Python's zlib, joined: a Trace again)
 protoc --decode=perfetto.protos.Trace -I "$src/proto" "$src/proto/perfetto_trace.proto" \
-  < "$pf" > "$tmp/decoded.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode"; }
+  < "$pf" > "$tmp/outer.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode (outer)"; }
+outer=$(grep -c '^packet {' "$tmp/outer.txt")
+[ "$outer" -ge 1 ] && [ "$(grep -c '^  compressed_packets: ' "$tmp/outer.txt")" = "$outer" ] &&
+  [ "$(grep -vc '^packet {\|^  compressed_packets: \|^}' "$tmp/outer.txt")" = 0 ] ||
+  fail "the file's packets are not all compressed_packets alone"
+cat > "$tmp/inflate.py" <<'PY'
+import sys, zlib
+data, out, i = open(sys.argv[1], "rb").read(), b"", 0
+def varint(i):
+    v, s = 0, 0
+    while True:
+        b = data[i]; i += 1; v |= (b & 0x7F) << s; s += 7
+        if b < 0x80:
+            return v, i
+while i < len(data):
+    assert data[i] == 0x0A
+    n, i = varint(i + 1)
+    assert data[i:i + 2] == b"\x92\x03"  # field 50, length-delimited
+    m, j = varint(i + 2)
+    assert j + m == i + n, "compressed_packets alone in its packet"
+    out += zlib.decompress(data[j:j + m])
+    i += n
+open(sys.argv[2], "wb").write(out)
+PY
+python3 "$tmp/inflate.py" "$pf" "$tmp/inner.pb" || fail "inflate"
+protoc --decode=perfetto.protos.Trace -I "$src/proto" "$src/proto/perfetto_trace.proto" \
+  < "$tmp/inner.pb" > "$tmp/decoded.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt" >&2; fail "protoc --decode"; }
+! grep -q "compressed_packets" "$tmp/decoded.txt" || fail "compressed_packets nested"
 protoc --decode_raw < "$pf" > /dev/null || fail "protoc --decode_raw"
+protoc --decode_raw < "$tmp/inner.pb" > /dev/null || fail "protoc --decode_raw (inner)"
 python3 - "$tmp/decoded.txt" "$run_dir" <<'PY' || fail "decoded trace does not match"
 import glob, gzip, json, re, sys
 text = open(sys.argv[1]).read()
@@ -70,7 +99,23 @@ PY
 diff <(grep -v -i "file\|trace:" "$tmp/sum_pf.txt") <(grep -v -i "file\|trace:" "$tmp/sum_json.txt") \
   || fail "summary of the .pftrace differs from the JSON's"
 
-# 4. --format errors
+# 4. loupe convert --no-compress: the packets as they are (no compressed_packets), the same model
+"$loupe" convert "$pf" -o "$tmp/plain.pftrace" --no-compress || fail "convert --no-compress"
+"$loupe" convert "$pf" -o "$tmp/comp.pftrace" || fail "convert"
+python3 "$tmp/inflate.py" "$tmp/comp.pftrace" "$tmp/comp_inner.pb" || fail "inflate the converted"
+cmp "$tmp/plain.pftrace" "$tmp/comp_inner.pb" || fail "--no-compress differs from the inflated packets"
+"$loupe" summary "$tmp/plain.pftrace" > "$tmp/sum_plain.txt" || fail "summary of the plain file"
+diff <(grep -v -i "file\|trace:" "$tmp/sum_plain.txt") <(grep -v -i "file\|trace:" "$tmp/sum_pf.txt") \
+  || fail "summary of the plain .pftrace differs"
+set +e
+"$loupe" convert "$pf" -o "$tmp/x.json" --no-compress 2> "$tmp/err3.txt"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "--no-compress to JSON: exit $rc"
+grep -qxF "loupe convert: --no-compress is for the Perfetto protobuf, not json" "$tmp/err3.txt" \
+  || fail "--no-compress message: $(cat "$tmp/err3.txt")"
+
+# 5. --format errors
 set +e
 "$loupe" record -o "$tmp/log2" --format perfetto,bogus -- true 2> "$tmp/err2.txt"
 rc=$?

@@ -67,6 +67,7 @@ rec=$(ls "$(cat "$tmp/run")"/*.pftrace) || fail "no .pftrace recorded"
 
 "$py" - "$rec" "$tmp/conv.pftrace" <<'PY' || fail "Perfetto's schema"
 import sys
+import zlib
 from google.protobuf import unknown_fields
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -102,12 +103,30 @@ def raw_packets(data):
         n += 1
     return n
 
+def inflated(path, data):
+    """The packets inside the file's compressed_packets (TracePacket field 50: a zlib stream of
+    a serialized Trace, as Perfetto's tracing service writes with COMPRESSION_TYPE_DEFLATE): every
+    outer packet must be one and hold nothing else; the inner ones none (one level only)."""
+    outer = pb.Trace()
+    outer.ParseFromString(data)
+    assert len(outer.packet) == raw_packets(data), f"{path}: outer packets"
+    inner = b""
+    for i, p in enumerate(outer.packet):
+        fields = [fd.name for fd, _ in p.ListFields()]
+        assert fields == ["compressed_packets"], f"{path}: packet[{i}] has {fields}"
+        inner += zlib.decompress(p.compressed_packets)
+    print(f"{path.rsplit('/', 1)[-1]}: {len(outer.packet)} compressed_packets, {len(data)} bytes "
+          f"({len(inner)} inflated)")
+    return inner
+
 for path in sys.argv[1:]:
-    data = open(path, "rb").read()
+    data = inflated(path, open(path, "rb").read())
     t = pb.Trace()
     t.ParseFromString(data)
     n = raw_packets(data)
     assert len(t.packet) == n, f"{path}: {len(t.packet)} packets parsed, {n} in the file"
+    nested = [i for i, p in enumerate(t.packet) if p.HasField("compressed_packets")]
+    assert not nested, f"{path}: compressed_packets nested in {nested[:5]}"
     bad = [u for i, p in enumerate(t.packet) for u in unknown(p, f"packet[{i}]")]
     assert not bad, f"{path}: fields unknown to Perfetto's schema: {bad[:5]}"
     seqs = {p.trusted_packet_sequence_id for p in t.packet}

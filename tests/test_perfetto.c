@@ -37,15 +37,93 @@
 #include "model/builder.h"
 #include "testutil.h"
 
+#include <zlib.h>
+
 /* ---- helpers ---- */
 
-static uint8_t *write_model(const loupe_model *m, size_t *n) {
+/* The writer's bytes as they are: compressed_packets chunks (the default). */
+static uint8_t *write_raw(const loupe_model *m, size_t *n) {
     loupe__sink s;
     loupe__sink_open_mem(&s);
     assert_int_equal(loupe__write_perfetto_proto(m, &s), 0);
     assert_int_equal(loupe__sink_close(&s), 0);
     *n = s.mem_len;
     return (uint8_t *)s.mem;
+}
+
+#define ZCHUNK ((size_t)512 << 10) /* perfetto_proto.c's chunk of packets */
+
+/* Checks that b is only compressed_packets packets, each {0x0A len, 0x92 0x03 len, a zlib
+ * stream} and nothing else, and returns their packets inflated and joined: the stream the
+ * writer compressed. *chunks: how many; each but the last holds at least ZCHUNK bytes, less
+ * than ZCHUNK + 64 here (it ends at the first packet boundary past ZCHUNK; these packets are
+ * short). */
+static uint8_t *inflate_trace(const uint8_t *b, size_t n, size_t *out_n, size_t *chunks) {
+    loupe__pbr p = {b, b + n, b};
+    loupe__pbf f = {0};
+    size_t off, len = 0, cap = 0;
+    const char *what;
+    uint8_t *out = NULL;
+    *chunks = 0;
+    int k;
+    while ((k = loupe__pbr_next(&p, &f, &off, &what)) > 0) {
+        assert_int_equal(f.field, 1);
+        loupe__pbr q = {f.data, f.data + f.len, b};
+        loupe__pbf g = {0};
+        assert_int_equal(loupe__pbr_next(&q, &g, &off, &what), 1);
+        assert_int_equal(g.field, 50);
+        assert_int_equal(g.wire, PB_LEN);
+        assert_int_equal(loupe__pbr_next(&q, &g, &off, &what), 0); /* nothing else */
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        assert_int_equal(inflateInit(&z), Z_OK); /* zlib format, as traced's deflateInit */
+        z.next_in = (Bytef *)(uintptr_t)g.data;
+        z.avail_in = (uInt)g.len;
+        size_t start = len;
+        int zr;
+        do {
+            if (cap - len < 65536) {
+                cap = cap ? cap * 2 : 1 << 20;
+                out = realloc(out, cap);
+                assert_non_null(out);
+            }
+            z.next_out = out + len;
+            z.avail_out = (uInt)(cap - len);
+            zr = inflate(&z, Z_NO_FLUSH);
+            len = cap - z.avail_out;
+        } while (zr == Z_OK);
+        assert_int_equal(zr, Z_STREAM_END);
+        assert_int_equal(z.avail_in, 0);
+        inflateEnd(&z);
+        if (*chunks > 0) {
+            assert_true(len - start > 0);
+        }
+        (*chunks)++;
+        if (p.p < p.end) { /* not the last: at least ZCHUNK */
+            assert_true(len - start >= ZCHUNK);
+            assert_true(len - start < ZCHUNK + 64);
+        }
+    }
+    assert_int_equal(k, 0);
+    *out_n = len;
+    return out;
+}
+
+/* The stream the writer compresses: the inflated packets, checked against what it writes with
+ * LOUPE_PERFETTO_COMPRESS=0, byte for byte. */
+static uint8_t *write_model(const loupe_model *m, size_t *n) {
+    size_t rn, chunks;
+    uint8_t *raw = write_raw(m, &rn);
+    uint8_t *plain = inflate_trace(raw, rn, n, &chunks);
+    free(raw);
+    assert_int_equal(setenv("LOUPE_PERFETTO_COMPRESS", "0", 1), 0);
+    size_t pn;
+    uint8_t *direct = write_raw(m, &pn);
+    assert_int_equal(unsetenv("LOUPE_PERFETTO_COMPRESS"), 0);
+    assert_int_equal(pn, *n);
+    assert_memory_equal(direct, plain, pn);
+    free(direct);
+    return plain;
 }
 
 static int read_bytes(const uint8_t *p, size_t n, loupe_model **out) {
@@ -149,6 +227,16 @@ static void test_round_trip(void **state) {
     }
     tu_models_equal(m, back);
     assert_int_equal(back->truncated_zones, 1);
+    /* and from the compressed bytes, the default file */
+    size_t cn;
+    uint8_t *cb = write_raw(m, &cn);
+    loupe_model *cback = NULL;
+    if (read_bytes(cb, cn, &cback) != 0) {
+        fail_msg("read compressed: %s", loupe_last_error());
+    }
+    tu_models_equal(m, cback);
+    loupe_model_free(cback);
+    free(cb);
     /* written again, the bytes are the same */
     size_t n2;
     uint8_t *bytes2 = write_model(back, &n2);
@@ -719,6 +807,100 @@ static void test_bad_input(void **state) {
     loupe_model_free(m);
 }
 
+/* Reads a file of the fuzz corpus (fuzz/corpus/perfetto_proto/) into memory. */
+static uint8_t *corpus_file(const char *name, size_t *n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fuzz/corpus/perfetto_proto/%s", LOUPE_SOURCE_DIR, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t *b = malloc(1 << 17);
+    assert_non_null(b);
+    *n = fread(b, 1, 1 << 17, f);
+    fclose(f);
+    return b;
+}
+
+static void expect_corpus_error(const char *name, const char *detail) {
+    size_t n;
+    uint8_t *b = corpus_file(name, &n);
+    loupe_model *m = (loupe_model *)1;
+    assert_int_equal(read_bytes(b, n, &m), LOUPE_EFORMAT);
+    assert_null(m);
+    assert_string_equal(loupe_last_error(), detail);
+    free(b);
+}
+
+/* compressed_packets: the chunks (size, count, round trip), the file size it buys, and the
+ * hostile chunks of the fuzz corpus, made by hand (zlib stored blocks, so that the bytes do not
+ * depend on zlib's version): a zlib stream cut inside its Adler-32, one nested inside another,
+ * and 65 MiB of zeros deflated into 66 KB (a bomb: over the 64 MiB floor). */
+static void test_compressed(void **state) {
+    (void)state;
+    loupe_model *m = zones_model(100000, 1700000000000000000ull);
+    size_t rn, pn, chunks;
+    uint8_t *raw = write_raw(m, &rn);
+    uint8_t *plain = inflate_trace(raw, rn, &pn, &chunks);
+    /* 100000 zones of 22 bytes and the head: 2.2 MB in chunks of 512 KiB */
+    assert_int_equal(chunks, pn / ZCHUNK + 1);
+    assert_int_equal(chunks, 5);
+    /* the same zone over and over deflates to a few hundredths of a byte per event; the bound
+     * is loose because zlib's output is not fixed across its versions */
+    assert_true(rn < pn / 10);
+    loupe_model *back = NULL;
+    if (read_bytes(raw, rn, &back) != 0) {
+        fail_msg("read: %s", loupe_last_error());
+    }
+    tu_models_equal(m, back);
+    loupe_model_free(back);
+    free(plain);
+    free(raw);
+    loupe_model_free(m);
+
+    /* every cut of a compressed file: a model (a cut between chunks) or LOUPE_EFORMAT naming
+     * an offset, never a crash */
+    m = full_model();
+    raw = write_raw(m, &rn);
+    size_t ok = 0;
+    for (size_t len = 1; len < rn; len++) {
+        loupe_model *r = NULL;
+        int rc = read_bytes(raw, len, &r);
+        if (rc == 0) {
+            ok++;
+            loupe_model_free(r);
+        } else {
+            assert_int_equal(rc, LOUPE_EFORMAT);
+            assert_non_null(strstr(loupe_last_error(), "offset"));
+        }
+    }
+    assert_int_equal(ok, 0); /* one chunk: any cut is inside it */
+    free(raw);
+    loupe_model_free(m);
+
+    expect_corpus_error("compressed_truncated",
+                        "mem.pftrace: Perfetto protobuf: offset 2: compressed_packets (14 bytes): "
+                        "the zlib stream is cut short (after 6 bytes inflated)");
+    expect_corpus_error("compressed_nested",
+                        "mem.pftrace (compressed_packets at offset 2, inflated): Perfetto "
+                        "protobuf: offset 2: compressed_packets (17 bytes): nested inside another "
+                        "compressed_packets (one level only)");
+    expect_corpus_error("compressed_bomb",
+                        "mem.pftrace: Perfetto protobuf: offset 4: compressed_packets (66267 "
+                        "bytes): inflates to more than 67108864 bytes (64 times its size, at "
+                        "least 64 MiB; at most 4 GiB for all of them); loupe stops there (a zlib "
+                        "bomb?). Set LOUPE_READ_MAX_BYTES to a larger number of bytes to read it");
+    assert_int_equal(setenv("LOUPE_READ_MAX_BYTES", "1000", 1), 0);
+    expect_corpus_error("compressed_bomb",
+                        "mem.pftrace: Perfetto protobuf: offset 4: compressed_packets (66267 "
+                        "bytes): inflates to more than 1000 bytes; loupe stops there (a zlib "
+                        "bomb?). Set LOUPE_READ_MAX_BYTES to a larger number of bytes to read it");
+    assert_int_equal(unsetenv("LOUPE_READ_MAX_BYTES"), 0);
+    /* corrupt deflate data: zlib's own words */
+    static const uint8_t bad[] = {0x0A, 0x07, 0x92, 0x03, 0x04, 0x78, 0x01, 0x07, 0x00};
+    expect_error(bad, sizeof bad,
+                 "mem.pftrace: Perfetto protobuf: offset 2: compressed_packets (4 bytes): zlib: "
+                 "invalid block type");
+}
+
 /* Sparse and hostile iids: 3000 sequences, each cleared twice and defining iid 1000000 (far
  * above what a dense table would hold for one entry), then a BEGIN naming it: every slice gets
  * its name (the map, not the per-sequence array, holds such iids), and the reader's tables stay
@@ -856,6 +1038,7 @@ int main(void) {
         cmocka_unit_test(test_old_form),
         cmocka_unit_test(test_reader_sparse_iids),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_compressed),
         cmocka_unit_test(test_reader_sequence_rules),
         cmocka_unit_test(test_session),
     };

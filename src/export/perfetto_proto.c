@@ -57,16 +57,21 @@
  * Flows: the source slice's BEGIN carries flow_ids (field 47), the destination's BEGIN
  * terminating_flow_ids (48), both fixed64, one tag per id (Perfetto's track_event.proto; its
  * decoder reads these unpacked).
+ * Compression (the default; LOUPE_PERFETTO_COMPRESS=0 turns it off): the whole stream above,
+ * samples included, goes out in TracePacket.compressed_packets chunks of about 512 KiB of
+ * packets (see "compressed_packets" near the end of this file).
  */
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/pb.h"
 #include "export/writers.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <loupe/loupe.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #define SEQ_MAIN 1       /* descriptors, metadata, counters (trusted_packet_sequence_id) */
 #define SEQ_TRACK0 3     /* the sequence of writer track v is SEQ_TRACK0 + v (2: the samples') */
@@ -1003,7 +1008,125 @@ static void writer_free(writer *w) {
     free(w->cproc);
 }
 
-int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
+/* ---- compressed_packets: the stream above, deflated in chunks ----
+ *
+ * What Perfetto's tracing service writes with TraceConfig.compression_type =
+ * COMPRESSION_TYPE_DEFLATE (google/perfetto src/tracing/service/zlib_compressor.cc): a
+ * TracePacket whose only field is compressed_packets (50, bytes) = a zlib stream (deflateInit's
+ * format: RFC 1950 header and Adler-32) of a serialized Trace, i.e. whole packets each with its
+ * Trace.packet tag and length. traced compresses every packet of a read batch, its own ones
+ * included, so nothing stays outside. The trace processor inflates each chunk and reads its
+ * packets as if they stood in the file (proto_trace_tokenizer.cc), sequences and incremental
+ * state carrying across chunks. The writer's packets go into a layer of their own (zsink) that
+ * finds packet boundaries in the bytes it receives and deflates whole packets once it holds
+ * ZCHUNK bytes of them (traced's batches are of that order), so the writers above stay
+ * unchanged and the samples' packets are compressed too. */
+#define ZCHUNK ((size_t)512 << 10)
+#define ZLEVEL 1         /* see docs/performance.md: level 1 keeps the write above 15 M events/s */
+#define TP_COMPRESSED 50 /* TracePacket.compressed_packets, bytes */
+
+typedef struct zsink {
+    loupe__sink s; /* first: its write callback gets &zs->s */
+    loupe__sink *out;
+    z_stream z;
+    uint8_t *raw;          /* whole packets not yet deflated, then the start of the next one */
+    size_t len, cap, scan; /* scan: where the next packet's tag is */
+    uint8_t *zout;
+    size_t zcap;
+} zsink;
+
+/* Deflates raw[0, n) (whole packets) into one compressed_packets packet in zs->out. */
+static int zs_emit(zsink *zs, size_t n) {
+    size_t bound = (size_t)deflateBound(&zs->z, (uLong)n) + 16;
+    if (bound > zs->zcap) {
+        uint8_t *nb = realloc(zs->zout, bound);
+        if (nb == NULL) {
+            return LOUPE_ENOMEM;
+        }
+        zs->zout = nb;
+        zs->zcap = bound;
+    }
+    zs->z.next_in = zs->raw;
+    zs->z.avail_in = (uInt)n;
+    zs->z.next_out = zs->zout;
+    zs->z.avail_out = (uInt)zs->zcap;
+    int zr = deflate(&zs->z, Z_FINISH); /* the bound holds all of it: one call */
+    size_t clen = zs->zcap - zs->z.avail_out;
+    deflateReset(&zs->z);
+    if (zr != Z_STREAM_END) {
+        return LOUPE_ENOMEM;
+    }
+    uint8_t tag[8], hdr[24];
+    size_t t = loupe__pb_put_varint_at(tag, TP_COMPRESSED << 3 | 2); /* 2 bytes */
+    size_t clen_n = loupe__pb_put_varint_at(tag + t, clen);
+    size_t h = 0;
+    hdr[h++] = 0x0A; /* Trace.packet */
+    h += loupe__pb_put_varint_at(hdr + h, t + clen_n + clen);
+    memcpy(hdr + h, tag, t + clen_n);
+    h += t + clen_n;
+    loupe__put(zs->out, (const char *)hdr, h);
+    loupe__put(zs->out, (const char *)zs->zout, clen);
+    return 0;
+}
+
+/* The sink callback: keeps the bytes, deflates whole packets once there are ZCHUNK of them. */
+static int zs_write(loupe__sink *s, const void *p, size_t n) {
+    zsink *zs = (zsink *)s;
+    if (zs->cap - zs->len < n) {
+        size_t nc = zs->cap ? zs->cap : ZCHUNK + 65536;
+        while (nc - zs->len < n) {
+            nc *= 2;
+        }
+        uint8_t *nb = realloc(zs->raw, nc);
+        if (nb == NULL) {
+            return LOUPE_ENOMEM;
+        }
+        zs->raw = nb;
+        zs->cap = nc;
+    }
+    memcpy(zs->raw + zs->len, p, n);
+    zs->len += n;
+    for (;;) {
+        /* Every packet here is 0x0A, a varint length, the bytes (this file and
+         * perfetto_samples.c write nothing else). */
+        if (zs->scan >= zs->len) {
+            break;
+        }
+        assert(zs->raw[zs->scan] == 0x0A);
+        size_t at = zs->scan + 1, plen = 0;
+        unsigned shift = 0;
+        while (at < zs->len && (zs->raw[at] & 0x80)) {
+            plen |= (size_t)(zs->raw[at++] & 0x7F) << shift;
+            shift += 7;
+        }
+        if (at >= zs->len) {
+            break;
+        }
+        plen |= (size_t)zs->raw[at++] << shift;
+        if (zs->len - at < plen) {
+            break;
+        }
+        zs->scan = at + plen;
+        if (zs->scan >= ZCHUNK) {
+            int r = zs_emit(zs, zs->scan);
+            if (r != 0) {
+                return r;
+            }
+            memmove(zs->raw, zs->raw + zs->scan, zs->len - zs->scan);
+            zs->len -= zs->scan;
+            zs->scan = 0;
+        }
+    }
+    return 0;
+}
+
+/* 0 = packets as they are (LOUPE_PERFETTO_COMPRESS=0), else compressed_packets. */
+static int want_compress(void) {
+    const char *e = getenv("LOUPE_PERFETTO_COMPRESS");
+    return e == NULL || strcmp(e, "0") != 0;
+}
+
+static int write_plain(const loupe_model *m, loupe__sink *s) {
     writer w;
     memset(&w, 0, sizeof w);
     w.m = m;
@@ -1054,4 +1177,33 @@ int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
         return loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory");
     }
     return loupe__write_perfetto_samples(m, s, w.base); /* samples: their own sequence */
+}
+
+int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s) {
+    if (!want_compress()) {
+        return write_plain(m, s);
+    }
+    zsink *zs = calloc(1, sizeof(*zs));
+    if (zs == NULL || deflateInit(&zs->z, ZLEVEL) != Z_OK) {
+        free(zs);
+        return loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory");
+    }
+    zs->s.path = s->path;
+    zs->s.write = zs_write;
+    zs->out = s;
+    int r = write_plain(m, &zs->s);
+    if (r == 0) {
+        loupe__sink_flush(&zs->s);
+        if (zs->s.err == 0 && zs->len > 0) {
+            zs->s.err = zs_emit(zs, zs->len); /* whole packets: the writers finished theirs */
+        }
+        if (zs->s.err != 0) {
+            r = loupe__err(LOUPE_ENOMEM, "Perfetto writer: out of memory (compressing)");
+        }
+    }
+    deflateEnd(&zs->z);
+    free(zs->raw);
+    free(zs->zout);
+    free(zs);
+    return r;
 }

@@ -34,8 +34,9 @@ int loupe__write_svg(const loupe_model *m, loupe__sink *s);
 int loupe__write_folded_weighted(const loupe_model *m, loupe__sink *s, int weight);
 int loupe__write_svg_weighted(const loupe_model *m, loupe__sink *s, int weight);
 
-/* Perfetto native protobuf (.pftrace; perfetto_proto.c): one sequence, interned names, delta
- * timestamps on an incremental clock, streamed packet by packet. */
+/* Perfetto native protobuf (.pftrace; perfetto_proto.c): a sequence per track, interned names,
+ * delta timestamps on an incremental clock, streamed packet by packet, deflated into
+ * compressed_packets chunks unless LOUPE_PERFETTO_COMPRESS=0. */
 int loupe__write_perfetto_proto(const loupe_model *m, loupe__sink *s);
 /* The model's CPU samples, frames, stacks and off-CPU intervals as Perfetto profiler packets on
  * sequence 2 (perfetto_samples.c), timestamps base + ts (the trace clock); nothing when the

@@ -38,6 +38,9 @@
  *   interned strings by iid in a per-sequence array, small sequence ids by index, the last track
  *   of each sequence cached. Nothing is allocated per event but the model's own arrays (and the
  *   joined string of an event with several categories).
+ * - compressed_packets (TracePacket 50, what traced writes with COMPRESSION_TYPE_DEFLATE and
+ *   loupe by default): inflated (zlib or gzip) under the limits of a gzipped file and read as
+ *   the file's own packets, one level deep (see do_compressed).
  * - CPU samples: PerfSample packets and the interned frames, mappings and callstacks they use
  *   (see "CPU samples" at the end of this file).
  */
@@ -54,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #define MAX_FILE ((uint64_t)4 << 30)
 #define MAX_SEQS 65536
@@ -203,7 +207,17 @@ typedef struct reader {
     int loupe_meta;
     uint64_t origin, unmatched_meta;
     map prof; /* samples: (iid, seq<<40 | gen<<8 | kind) -> what the iid stands for */
+    /* compressed_packets: the inflated chunk (reused; the model copies what it keeps), the
+     * bytes inflated so far and the limits (see do_compressed) */
+    int depth;
+    uint8_t *zbuf;
+    size_t zcap;
+    uint64_t ztotal, zmax;
+    int zmax_env;
 } reader;
+
+static int read_trace(reader *r, const uint8_t *buf, size_t n);
+static int do_compressed(reader *r, const loupe__pbf *cf);
 
 static int do_profile_interned(reader *r, const loupe__pbf *idf, size_t si, const seq *s);
 static int do_perf_sample(reader *r, const loupe__pbf *pf, uint64_t ts, size_t si, const seq *s);
@@ -1227,6 +1241,8 @@ out:
 static int do_packet(reader *r, const loupe__pbf *pf) {
     loupe__pbr p = sub(r, pf);
     loupe__pbf f = {0}, te = {0}, idata = {0}, defaults = {0}, desc = {0}, clk = {0}, perf = {0};
+    loupe__pbf comp = {0};
+    int has_comp = 0;
     int rc = 0, k;
     int has_ts = 0, has_clock = 0, has_te = 0, has_id = 0, has_def = 0, has_desc = 0, has_clk = 0;
     int cleared = 0, dropped = 0;
@@ -1248,6 +1264,7 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
         case 59: /* trace_packet_defaults */
         case 60: /* track_descriptor */
         case 66: /* perf_sample */
+        case 50: /* compressed_packets */
             wire = PB_LEN;
             break;
         default:
@@ -1300,12 +1317,21 @@ static int do_packet(reader *r, const loupe__pbf *pf) {
         case 66:
             perf = f;
             break;
+        case 50:
+            comp = f;
+            has_comp = 1;
+            break;
         default:
             break;
         }
     }
     if (k < 0) {
         return rc;
+    }
+    if (has_comp) {
+        /* the packet stands for the packets inside; its other fields are ignored, as
+         * trace_processor's tokenizer does (a traced packet has no others) */
+        return do_compressed(r, &comp);
     }
     if (flags & 1) {
         cleared = 1;
@@ -1446,6 +1472,7 @@ static void reader_free(reader *r) {
     free(r->args);
     free(r->fids);
     free(r->tfids);
+    free(r->zbuf);
 }
 
 int loupe__perfetto_proto_sniff(const char *text, size_t n) {
@@ -1486,6 +1513,145 @@ int loupe__perfetto_proto_read_mem(const char *name, char *text, size_t n, loupe
     return rc;
 }
 
+/* The packets of a serialized Trace: the file, or an inflated compressed_packets. */
+static int read_trace(reader *r, const uint8_t *buf, size_t n) {
+    const uint8_t *saved = r->base;
+    r->base = buf; /* offsets in errors are into buf */
+    loupe__pbr p = {buf, buf + n, buf};
+    loupe__pbf f = {0};
+    int rc = 0, k;
+    while ((k = next(r, &p, &f, "Trace", &rc)) > 0) {
+        if (f.field != 1) {
+            continue; /* Trace has only field 1, packet; others are skipped as unknown */
+        }
+        if ((rc = want(r, &f, PB_LEN, "Trace")) != 0) {
+            break;
+        }
+        if ((rc = do_packet(r, &f)) != 0) {
+            break;
+        }
+        if (loupe__mb_failed(r->mb)) {
+            rc = oom(r);
+            break;
+        }
+    }
+    r->base = saved;
+    return rc;
+}
+
+/* The limits on what compressed_packets inflate to, those of a gzipped file in read.c: each
+ * chunk at most 64 times its compressed size (at least 64 MiB: DEFLATE expands up to ~1032:1,
+ * traces 5 to 50 times, and the writer's chunks hold 512 KiB), all of them together at most
+ * 4 GiB; LOUPE_READ_MAX_BYTES, when set, replaces both. */
+#define ZRATIO 64
+#define ZFLOOR ((uint64_t)64 << 20)
+
+static void zlimits(reader *r) {
+    const char *e = getenv("LOUPE_READ_MAX_BYTES");
+    char *end;
+    unsigned long long v = e != NULL && *e != 0 && *e != '-' ? strtoull(e, &end, 10) : 0;
+    r->zmax_env = v != 0 && *end == 0; /* read.c refuses a bad value before any reader runs */
+    r->zmax = r->zmax_env ? (uint64_t)v : MAX_FILE;
+}
+
+static int zerr(reader *r, const loupe__pbf *cf, const char *what) {
+    return loupe__err(LOUPE_EFORMAT,
+                      "%s: Perfetto protobuf: offset %zu: compressed_packets (%zu bytes): %s",
+                      r->name, cf->offset, cf->len, what);
+}
+
+/* TracePacket.compressed_packets (50): a zlib stream of a serialized Trace, inflated into
+ * r->zbuf under the limits above and read as the file's own packets; one level only (traced
+ * never nests them). Errors name the chunk's offset in the file; errors inside it also name
+ * the offset in the inflated bytes. */
+static int do_compressed(reader *r, const loupe__pbf *cf) {
+    if (r->depth > 0) {
+        return zerr(r, cf, "nested inside another compressed_packets (one level only)");
+    }
+    uint64_t limit = r->zmax - r->ztotal;
+    if (!r->zmax_env) {
+        uint64_t ratio = (uint64_t)cf->len * ZRATIO;
+        ratio = ratio < ZFLOOR ? ZFLOOR : ratio;
+        limit = ratio < limit ? ratio : limit;
+    }
+    if (cf->len > UINT32_MAX) {
+        return zerr(r, cf, "over 4 GiB");
+    }
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 32) != Z_OK) { /* zlib (traced's) or gzip, as trace_processor */
+        return oom(r);
+    }
+    z.next_in = (Bytef *)(uintptr_t)cf->data;
+    z.avail_in = (uInt)cf->len;
+    size_t out = 0;
+    int zr = Z_OK, rc = 0;
+    while (rc == 0) {
+        if (out == r->zcap) {
+            uint64_t nc = r->zcap < ((size_t)1 << 20) ? (uint64_t)1 << 20 : (uint64_t)r->zcap * 2;
+            nc = nc > limit + 1 ? limit + 1 : nc; /* one byte over the limit says it is over */
+            uint8_t *nb = nc <= SIZE_MAX ? realloc(r->zbuf, (size_t)nc) : NULL;
+            if (nb == NULL) {
+                rc = oom(r);
+                break;
+            }
+            r->zbuf = nb;
+            r->zcap = (size_t)nc;
+        }
+        size_t room = r->zcap - out;
+        z.next_out = r->zbuf + out;
+        z.avail_out = room > UINT32_MAX ? UINT32_MAX : (uInt)room;
+        uInt before = z.avail_out;
+        zr = inflate(&z, Z_NO_FLUSH);
+        out += before - z.avail_out;
+        if ((uint64_t)out > limit) {
+            char what[400];
+            snprintf(what, sizeof what,
+                     "inflates to more than %llu bytes%s; loupe stops there (a zlib bomb?). "
+                     "Set LOUPE_READ_MAX_BYTES to a larger number of bytes to read it",
+                     (unsigned long long)limit,
+                     r->zmax_env ? ""
+                                 : " (64 times its size, at least 64 MiB; at most 4 GiB for all "
+                                   "of them)");
+            rc = zerr(r, cf, what);
+            break;
+        }
+        if (zr == Z_STREAM_END) {
+            if (z.avail_in != 0) {
+                rc = zerr(r, cf, "bytes after the end of its zlib stream");
+            }
+            break;
+        }
+        if (zr == Z_MEM_ERROR) {
+            rc = oom(r);
+        } else if (zr == Z_DATA_ERROR || zr == Z_NEED_DICT || zr == Z_STREAM_ERROR) {
+            char what[160];
+            snprintf(what, sizeof what, "zlib: %s", z.msg != NULL ? z.msg : "invalid data");
+            rc = zerr(r, cf, what);
+        } else if (z.avail_in == 0 && z.avail_out != 0) {
+            char what[120];
+            snprintf(what, sizeof what, "the zlib stream is cut short (after %zu bytes inflated)",
+                     out);
+            rc = zerr(r, cf, what);
+        }
+    }
+    inflateEnd(&z);
+    if (rc != 0) {
+        return rc;
+    }
+    r->ztotal += out;
+    char name[512];
+    snprintf(name, sizeof name, "%s (compressed_packets at offset %zu, inflated)", r->name,
+             cf->offset);
+    const char *saved = r->name;
+    r->name = name;
+    r->depth = 1;
+    rc = read_trace(r, r->zbuf, out);
+    r->depth = 0;
+    r->name = saved;
+    return rc;
+}
+
 static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_model **out) {
     *out = NULL;
     reader r;
@@ -1508,24 +1674,8 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
         return oom(&r);
     }
     r.m = loupe__mb_model(r.mb);
-    loupe__pbr p = {buf, buf + n, buf};
-    loupe__pbf f = {0};
-    int rc = 0, k;
-    while ((k = next(&r, &p, &f, "Trace", &rc)) > 0) {
-        if (f.field != 1) {
-            continue; /* Trace has only field 1, packet; others are skipped as unknown */
-        }
-        if ((rc = want(&r, &f, PB_LEN, "Trace")) != 0) {
-            break;
-        }
-        if ((rc = do_packet(&r, &f)) != 0) {
-            break;
-        }
-        if (loupe__mb_failed(r.mb)) {
-            rc = oom(&r);
-            break;
-        }
-    }
+    zlimits(&r);
+    int rc = read_trace(&r, buf, n);
     if (rc == 0) {
         rc = finish(&r);
     }

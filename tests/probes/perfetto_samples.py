@@ -5,10 +5,18 @@ starts cleared, every PerfSample's callstack, frame, function name and mapping i
 before on its sequence, frame_ids resolve outermost first, and prints one line per sample:
 "ts pid tid cpu | outermost;...;leaf" (ts relative to the first packet's timestamp)."""
 import sys
+import zlib
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 trace = pb.Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
+if any(p.HasField("compressed_packets") for p in trace.packet):
+    # loupe's default: the packets deflated in TracePacket.compressed_packets chunks (a zlib
+    # stream of a serialized Trace each), read as if they stood in the file
+    inner = pb.Trace()
+    inner.ParseFromString(b"".join(zlib.decompress(p.compressed_packets) for p in trace.packet))
+    assert not any(p.HasField("compressed_packets") for p in inner.packet), "nested"
+    trace = inner
 names, frames, stacks, paths, maps = {}, {}, {}, {}, {}
 cleared = set()
 base = None
