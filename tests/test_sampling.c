@@ -153,7 +153,12 @@ static void test_sleep_is_off_cpu(void **state) {
         b = b > z1 ? z1 : b;
         off += b > a ? b - a : 0;
     }
-    assert_true(off >= 160000000u && off <= 240000000u); /* 200 ms within 20% */
+    /* 200 ms less 20% at least, and most of the zone: on a loaded machine the woken thread waits
+     * for a CPU (off-CPU too) and the zone outlasts the sleep */
+    if (off < 160000000u || off > t->slices[0].dur_ns || off * 10 < t->slices[0].dur_ns * 8) {
+        fail_msg("%llu ns off-CPU in a %llu ns zone around a 200 ms sleep", (unsigned long long)off,
+                 (unsigned long long)t->slices[0].dur_ns);
+    }
     /* a sleep is a voluntary switch-out: waiting, not preempted (the kernel may preempt the
      * thread on its way into or out of the sleep: a few ms at most) */
     uint64_t waiting = zone_off(t, &t->slices[0], LOUPE_OFF_CPU_WAITING);
@@ -362,6 +367,10 @@ static int own_threads_child(const char *dir) {
  * holding every sample; the parent's trace has no track named loupe-* either. */
 static void test_own_threads_left_out(void **state) {
     (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip(); /* TSan's runtime in the fork child of a threaded parent reports reused thread ids
+             * ("dup thread with used id") and exits 66 */
+#endif
     if (!perf_allowed()) {
         skip();
     }
@@ -393,6 +402,10 @@ static void test_own_threads_left_out(void **state) {
  * holds none of the child's samples. */
 static void test_fork_child_samples_its_own(void **state) {
     (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip(); /* TSan's runtime in the fork child of a threaded parent reports reused thread ids
+             * ("dup thread with used id") and exits 66 */
+#endif
     if (!perf_allowed()) {
         skip();
     }
@@ -493,7 +506,7 @@ static void *long_sleeper(void *arg) {
 
 /* A thread blocked across the stop: its off-CPU interval has no switch-in; it ends at the stop,
  * so the time from its sleep to the stop is waiting time: at least that from the sleep to the
- * stop call less 10 ms, at most 50 ms more (the stop's own time until its end timestamp). */
+ * stop call less 10 ms, at most that to the stop's return (its end timestamp is inside). */
 static void test_blocked_at_stop(void **state) {
     (void)state;
     if (!perf_allowed()) {
@@ -510,6 +523,7 @@ static void test_blocked_at_stop(void **state) {
     usleep(150000);
     uint64_t want = mono_ns() - g_sleep_at;
     assert_int_equal(loupe_stop_trace(NULL), 0);
+    uint64_t most = mono_ns() - g_sleep_at; /* the interval ends inside the stop */
     pthread_join(th, NULL);
     const loupe_model *m = loupe__kept_model();
     uint64_t me = (uint64_t)syscall(SYS_gettid), waiting = 0;
@@ -519,9 +533,10 @@ static void test_blocked_at_stop(void **state) {
             waiting += tr->off_cpu[i].kind == LOUPE_OFF_CPU_WAITING ? tr->off_cpu[i].dur_ns : 0;
         }
     }
-    if (waiting + 10000000u < want || waiting > want + 50000000u) {
-        fail_msg("the sleeper waited %llu ns in the session, %llu ns from its sleep to the stop",
-                 (unsigned long long)waiting, (unsigned long long)want);
+    if (waiting + 10000000u < want || waiting > most) {
+        fail_msg("the sleeper waited %llu ns in the session, %llu ns from its sleep to the stop "
+                 "call, %llu to its return",
+                 (unsigned long long)waiting, (unsigned long long)want, (unsigned long long)most);
     }
 }
 
