@@ -572,9 +572,11 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
     }
 }
 
-static void drain(task *tk) {
-    struct perf_event_mmap_page *mp = tk->base;
-    unsigned char *data = (unsigned char *)tk->base + mp->data_offset;
+void loupe__perf_ring_drain(void *base, unsigned char *scratch,
+                            void (*fn)(void *ctx, const unsigned char *rec, size_t size),
+                            void *ctx) {
+    struct perf_event_mmap_page *mp = base;
+    unsigned char *data = (unsigned char *)base + mp->data_offset;
     uint64_t dsize = mp->data_size;
     uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
     uint64_t tail = mp->data_tail;
@@ -590,14 +592,22 @@ static void drain(task *tk) {
         const unsigned char *rec = data + off;
         if (off + h.size > dsize) {
             size_t first = (size_t)(dsize - off);
-            memcpy(s_rec, data + off, first);
-            memcpy(s_rec + first, data, h.size - first);
-            rec = s_rec;
+            memcpy(scratch, data + off, first);
+            memcpy(scratch + first, data, h.size - first);
+            rec = scratch;
         }
-        on_record(tk, rec, h.size);
+        fn(ctx, rec, h.size);
         tail += h.size;
     }
     __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+static void on_task_record(void *ctx, const unsigned char *rec, size_t size) {
+    on_record(ctx, rec, size);
+}
+
+static void drain(task *tk) {
+    loupe__perf_ring_drain(tk->base, s_rec, on_task_record, tk);
 }
 
 static void close_task(task *tk) {

@@ -46,6 +46,13 @@ int loupe__sample_collect_with(struct loupe__mb *mb, uint64_t stop_ns, void *dwf
  * async-signal-safe: one write(2) to an eventfd, no lock, no allocation, errno kept; nothing
  * when no sampler runs. */
 void loupe__sample_thread_born(void);
+/* Reads a perf_event mmap ring's records from data_tail to data_head (Linux's
+ * perf_event_mmap_page protocol: acquire head, release tail), calling fn for each whole record;
+ * one that wraps around the ring's end is copied into scratch (at least 64 KiB: a record's size
+ * is a u16) first. The ring's owner only: not thread-safe for one ring. */
+void loupe__perf_ring_drain(void *base, unsigned char *scratch,
+                            void (*fn)(void *ctx, const unsigned char *rec, size_t size),
+                            void *ctx);
 void loupe__sample_fork_prepare(void);
 void loupe__sample_fork_parent(void);
 void loupe__sample_forget_in_child(void);

@@ -249,33 +249,12 @@ static void on_record(loupe_outside *s, const unsigned char *rec, size_t size) {
     }
 }
 
-/* The same walk as sample.c's drain(): records between tail and head, a wrapped one copied. */
+static void on_ring_record(void *ctx, const unsigned char *rec, size_t size) {
+    on_record(ctx, rec, size);
+}
+
 static void drain(loupe_outside *s, ring *r) {
-    struct perf_event_mmap_page *mp = r->base;
-    unsigned char *data = (unsigned char *)r->base + mp->data_offset;
-    uint64_t dsize = mp->data_size;
-    uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = mp->data_tail;
-    while (tail + sizeof(struct perf_event_header) <= head) {
-        struct perf_event_header h;
-        uint64_t off = tail % dsize;
-        for (size_t i = 0; i < sizeof h; i++) {
-            ((unsigned char *)&h)[i] = data[(off + i) % dsize];
-        }
-        if (h.size < sizeof h || tail + h.size > head) {
-            break;
-        }
-        const unsigned char *rec = data + off;
-        if (off + h.size > dsize) {
-            size_t first = (size_t)(dsize - off);
-            memcpy(s->rec, data + off, first);
-            memcpy(s->rec + first, data, h.size - first);
-            rec = s->rec;
-        }
-        on_record(s, rec, h.size);
-        tail += h.size;
-    }
-    __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+    loupe__perf_ring_drain(r->base, s->rec, on_ring_record, s);
 }
 
 static void *drainer(void *arg) {
