@@ -84,15 +84,6 @@ static void test_function_zones(void **state) {
 }
 
 /* The value of a metadata key, or "-" when absent. */
-static const char *meta(const loupe_model *m, const char *key) {
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, key) == 0) {
-            return m->metadata[i].value;
-        }
-    }
-    return "-";
-}
-
 /* One session of top_fn() (1 top_fn, 10 mid_fn, 20 leaf_fn calls) with o's filters: checks the
  * events recorded, the calls of each kept and loupe_functions_filtered. */
 static void filtered_run(loupe_trace_options *o, uint64_t events, size_t top, size_t mid,
@@ -109,7 +100,7 @@ static void filtered_run(loupe_trace_options *o, uint64_t events, size_t top, si
     assert_int_equal(count(&m->threads[0], "top_fn"), top);
     assert_int_equal(count(&m->threads[0], "mid_fn"), mid);
     assert_int_equal(count(&m->threads[0], "leaf_fn"), leaf);
-    assert_string_equal(meta(m, "loupe_functions_filtered"), filtered);
+    assert_string_equal(tu_meta(m, "loupe_functions_filtered", "-"), filtered);
     loupe_model_free(m);
     loupe_trace_result_free(&r);
 }

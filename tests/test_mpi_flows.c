@@ -84,15 +84,6 @@ static void write_rank(const char *dir, int rank, const zone *z, size_t n, loupe
     loupe_model_free(done);
 }
 
-static const char *meta(const loupe_model *m, const char *key) {
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, key) == 0) {
-            return m->metadata[i].value;
-        }
-    }
-    return "(none)";
-}
-
 /* The flow whose send end is slice `from` of pid `from_pid`: asserts there is exactly one and
  * that it ends at slice `to` of pid `to_pid`. */
 static void check_flow(const loupe_model *m, uint64_t from_pid, const char *from, uint64_t to_pid,
@@ -213,11 +204,11 @@ static void test_run_dir_flows(void **state) {
         assert_int_equal(pr->rank, (int64_t)pr->pid - 100);
         assert_string_equal(pr->label, pr->pid == 100 ? "rank 0 (node0)" : "rank 1 (node1)");
     }
-    assert_string_equal(meta(m, "loupe_mpi_flows"), "2");
-    assert_string_equal(meta(m, "loupe_mpi_unmatched_sends"), "1");
-    assert_string_equal(meta(m, "loupe_mpi_unmatched_recvs"), "1");
-    assert_string_equal(meta(m, "loupe_mpi_ambiguous_sends"), "2");
-    assert_string_equal(meta(m, "loupe_mpi_ambiguous_recvs"), "1");
+    assert_string_equal(tu_meta(m, "loupe_mpi_flows", "(none)"), "2");
+    assert_string_equal(tu_meta(m, "loupe_mpi_unmatched_sends", "(none)"), "1");
+    assert_string_equal(tu_meta(m, "loupe_mpi_unmatched_recvs", "(none)"), "1");
+    assert_string_equal(tu_meta(m, "loupe_mpi_ambiguous_sends", "(none)"), "2");
+    assert_string_equal(tu_meta(m, "loupe_mpi_ambiguous_recvs", "(none)"), "1");
     assert_int_equal(m->warning_count, 2);
     assert_string_equal(m->warnings[0],
                         "MPI messages: 1 sends and 1 receives have no other end in this run (a "
@@ -268,9 +259,9 @@ static void test_one_rank_self(void **state) {
     assert_int_equal(m->flow_count, 1);
     check_flow(m, 100, "MPI_Isend", 100, "MPI_Recv", ID_B);
     assert_int_equal(m->flows[0].from_thread, m->flows[0].to_thread);
-    assert_string_equal(meta(m, "loupe_mpi_flows"), "1");
-    assert_string_equal(meta(m, "loupe_mpi_unmatched_sends"), "1");
-    assert_string_equal(meta(m, "loupe_mpi_unmatched_recvs"), "0");
+    assert_string_equal(tu_meta(m, "loupe_mpi_flows", "(none)"), "1");
+    assert_string_equal(tu_meta(m, "loupe_mpi_unmatched_sends", "(none)"), "1");
+    assert_string_equal(tu_meta(m, "loupe_mpi_unmatched_recvs", "(none)"), "0");
     assert_int_equal(m->processes[0].rank, 0);
     assert_int_equal(m->warning_count, 1);
     loupe_model_free(m);
@@ -289,7 +280,7 @@ static void test_run_without_ids(void **state) {
     assert_int_equal(m->process_count, 2);
     assert_int_equal(m->flow_count, 0);
     assert_int_equal(m->warning_count, 0);
-    assert_string_equal(meta(m, "loupe_mpi_flows"), "(none)");
+    assert_string_equal(tu_meta(m, "loupe_mpi_flows", "(none)"), "(none)");
     loupe_model_free(m);
 }
 

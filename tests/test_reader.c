@@ -131,15 +131,6 @@ static const loupe_arg *find_arg(const loupe_arg *args, uint32_t n, const char *
     return NULL;
 }
 
-static const char *meta(const loupe_model *m, const char *key) {
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, key) == 0) {
-            return m->metadata[i].value;
-        }
-    }
-    return NULL;
-}
-
 /* ---- real files ---- */
 
 static void test_uftrace(void **state) {
@@ -181,7 +172,7 @@ static void test_uftrace(void **state) {
         }
     }
     /* a non-loupe metadata object goes into the model's metadata as it is */
-    assert_string_equal(meta(m, "command_line"), "uftrace record -d mtdata ./mt");
+    assert_string_equal(tu_meta(m, "command_line", NULL), "uftrace record -d mtdata ./mt");
     assert_int_equal(loupe_model_events_dropped(m), 0);
     /* the whole-tree path reads it the same (read_text compares the two) */
     char *text = tu_read_file(LOUPE_SHARED_DIR "/data/traces/uftrace_mt_chrome.json", NULL);
@@ -629,7 +620,7 @@ static void test_loupe_metadata(void **state) {
         assert_int_equal(th->slices[1].arg_count, 0);
         /* only the keys loupe does not own are metadata */
         assert_int_equal(m->metadata_count, 1);
-        assert_string_equal(meta(m, "run"), "nightly");
+        assert_string_equal(tu_meta(m, "run", NULL), "nightly");
         loupe_model_free(m);
     }
 }

@@ -23,30 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int perf_allowed(void) {
-    struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.size = sizeof a;
-    a.type = PERF_TYPE_SOFTWARE;
-    a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.exclude_kernel = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-    if (fd < 0) {
-        return 0;
-    }
-    close(fd);
-    return 1;
-}
-
-static const char *meta(const loupe_model *m, const char *key) {
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, key) == 0) {
-            return m->metadata[i].value;
-        }
-    }
-    return NULL;
-}
-
 /* 200 ms of this thread's CPU time (task-clock counts CPU time, not wall time). */
 static void burn_200ms(void) {
     struct timespec a, b;
@@ -95,7 +71,8 @@ static void test_above_limit_clamped(void **state) {
                              "kernel.perf_event_max_sample_rate (raise it with sysctl -w "
                              "kernel.perf_event_max_sample_rate=5000)\n");
     free(err);
-    assert_string_equal(meta(m, "loupe_sampling"), "2000 Hz task-clock, frame-pointer stacks");
+    assert_string_equal(tu_meta(m, "loupe_sampling", NULL),
+                        "2000 Hz task-clock, frame-pointer stacks");
     assert_int_equal(m->sample_period_ns, 500000);
     /* 200 ms of CPU at 2000 Hz: 400 samples (5000 Hz would give 1000); 10% either way for the
      * start's and the stop's edges */
@@ -108,12 +85,13 @@ static void test_at_limit_silent(void **state) {
     const loupe_model *m = sample_at(2000, &err);
     assert_string_equal(err, "");
     free(err);
-    assert_string_equal(meta(m, "loupe_sampling"), "2000 Hz task-clock, frame-pointer stacks");
+    assert_string_equal(tu_meta(m, "loupe_sampling", NULL),
+                        "2000 Hz task-clock, frame-pointer stacks");
     assert_in_range(m->sample_count, 360, 440);
 }
 
 int main(void) {
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         printf("test_sample_rate: skipped: perf_event_open is not allowed here\n");
         return 77;
     }

@@ -32,30 +32,6 @@
 #include <unistd.h>
 
 /* Whether this kernel lets us sample our own thread at all (else every test is skipped). */
-static int perf_allowed(void) {
-    struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.size = sizeof a;
-    a.type = PERF_TYPE_SOFTWARE;
-    a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.exclude_kernel = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-    if (fd < 0) {
-        return 0;
-    }
-    close(fd);
-    return 1;
-}
-
-static const char *meta(const loupe_model *m, const char *key) {
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, key) == 0) {
-            return m->metadata[i].value;
-        }
-    }
-    return NULL;
-}
-
 static void run_hot(const char *exe, const char *mode, int want_main) {
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s %s %s/hot", exe, mode, tu_dir);
@@ -82,7 +58,7 @@ static void run_hot(const char *exe, const char *mode, int want_main) {
 
 static void test_hot_frame_pointers(void **state) {
     (void)state;
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     run_hot(LOUPE_SAMPLE_HOT_FP, "fp", 1);
@@ -91,7 +67,7 @@ static void test_hot_frame_pointers(void **state) {
 
 static void test_hot_no_frame_pointers(void **state) {
     (void)state;
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     run_hot(LOUPE_SAMPLE_HOT_NOFP, "dwarf", 1);
@@ -124,7 +100,7 @@ static const loupe_model_thread *my_track(const loupe_model *m, const char *name
 
 static void test_sleep_is_off_cpu(void **state) {
     (void)state;
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
@@ -166,8 +142,8 @@ static void test_sleep_is_off_cpu(void **state) {
     assert_true(waiting >= 160000000u && waiting <= 240000000u);
     assert_true(preempted <= 10000000u);
     assert_int_equal(zone_off(t, &t->slices[0], LOUPE_OFF_CPU_UNKNOWN), 0); /* Linux >= 4.17 */
-    assert_string_equal(meta(m, "loupe_sampling"), "999 Hz task-clock, dwarf stacks");
-    assert_string_equal(meta(m, "loupe_sampling_threads_missed"), "0");
+    assert_string_equal(tu_meta(m, "loupe_sampling", NULL), "999 Hz task-clock, dwarf stacks");
+    assert_string_equal(tu_meta(m, "loupe_sampling_threads_missed", NULL), "0");
     assert_int_equal(m->sample_period_ns, 1001001);
 }
 
@@ -193,7 +169,7 @@ static void *spinner(void *arg) {
  * <= 5% (a spinning thread never blocks; page faults or the sampler's ring wake-up may). */
 static void test_shared_cpu_is_preempted(void **state) {
     (void)state;
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     cpu_set_t allowed;
@@ -371,7 +347,7 @@ static void test_own_threads_left_out(void **state) {
     skip(); /* TSan's runtime in the fork child of a threaded parent reports reused thread ids
              * ("dup thread with used id") and exits 66 */
 #endif
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     for (int k = 0; k < 8; k++) {
@@ -406,7 +382,7 @@ static void test_fork_child_samples_its_own(void **state) {
     skip(); /* TSan's runtime in the fork child of a threaded parent reports reused thread ids
              * ("dup thread with used id") and exits 66 */
 #endif
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     char child_dir[4200];
@@ -459,7 +435,7 @@ static void *short_thread(void *arg) {
  * on an idle machine >= 90 are sampled (seen: 74..100 at a load of 18 on 2 CPUs). */
 static void test_short_threads_sampled(void **state) {
     (void)state;
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
@@ -479,7 +455,7 @@ static void test_short_threads_sampled(void **state) {
         }
         sampled += n > 0;
     }
-    const char *mv = meta(m, "loupe_sampling_threads_missed");
+    const char *mv = tu_meta(m, "loupe_sampling_threads_missed", NULL);
     assert_non_null(mv);
     size_t missed = (size_t)strtoull(mv, NULL, 10);
     if (sampled + missed < 90 || sampled + missed > SHORT_THREADS) {
@@ -509,7 +485,7 @@ static void *long_sleeper(void *arg) {
  * stop call less 10 ms, at most that to the stop's return (its end timestamp is inside). */
 static void test_blocked_at_stop(void **state) {
     (void)state;
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     g_sleep_at = 0;
@@ -542,7 +518,7 @@ static void test_blocked_at_stop(void **state) {
 
 static void test_lost_counted(void **state) {
     (void)state;
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     /* One 4 KiB data page and an 8 KiB stack copy per sample: no sample fits, every one is a
@@ -601,7 +577,7 @@ static void test_denied(void **state) {
     const loupe_model *m = loupe__kept_model();
     char note[600];
     snprintf(note, sizeof note, "unavailable: %s", why);
-    assert_string_equal(meta(m, "loupe_sampling"), note);
+    assert_string_equal(tu_meta(m, "loupe_sampling", NULL), note);
     assert_int_equal(m->sample_count, 0);
     size_t zones = 0;
     for (size_t i = 0; i < m->thread_count; i++) {
@@ -619,7 +595,7 @@ static void test_off_by_default(void **state) {
     usleep(20000);
     assert_int_equal(loupe_stop_trace(NULL), 0);
     const loupe_model *m = loupe__kept_model();
-    assert_string_equal(meta(m, "loupe_sampling"), "off");
+    assert_string_equal(tu_meta(m, "loupe_sampling", NULL), "off");
     assert_int_equal(m->sample_count, 0);
     assert_int_equal(m->samples_lost, 0);
     o.sampling_hz = 100001;
@@ -669,7 +645,7 @@ static void test_record_cli(void **state) {
 #if defined(__SANITIZE_THREAD__)
     skip(); /* a preloaded TSan runtime cannot start late */
 #endif
-    if (!perf_allowed()) {
+    if (!tu_perf_allowed()) {
         skip();
     }
     record_note("", "999 Hz task-clock, dwarf stacks");

@@ -17,6 +17,10 @@
 
 #include <zlib.h>
 
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 char *tu_tmpdir(const char *tag) {
     const char *base = getenv("TMPDIR");
     char tmpl[4096];
@@ -239,4 +243,28 @@ loupe_model *tu_read_back(const char *path) {
         fail_msg("reading %s: %s: %s", path, loupe_strerror(rc), loupe_last_error());
     }
     return m;
+}
+
+const char *tu_meta(const loupe_model *m, const char *key, const char *dflt) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return dflt;
+}
+
+int tu_perf_allowed(void) {
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.exclude_kernel = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (fd < 0) {
+        return 0;
+    }
+    close(fd);
+    return 1;
 }

@@ -35,4 +35,10 @@ void tu_args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n);
  * instants, counters, and flows (by id and endpoints). */
 void tu_models_equal(const loupe_model *a, const loupe_model *b);
 
+/* The value of metadata key in m, or dflt when m has no such key. */
+const char *tu_meta(const loupe_model *m, const char *key, const char *dflt);
+/* 1 when this process may open a task-clock perf event on itself (what loupe's sampler needs),
+ * else 0: a test of sampling skips then. */
+int tu_perf_allowed(void);
+
 #endif
