@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/mpi_scale.sh BUILD_DIR: MPI at scale (docs/scale.md), in one run:
 #   1. recording overhead per zone under mpirun: tests/mpi/mpi_app's scale mode (ZONES empty
-#      LOUPE_ZONEs per rank, timed inside the program) with 1 rank and with 4, 1 M zones each;
+#      LOUPE_ZONEs per rank, timed inside the program in thread CPU time) with 1 rank and with 4,
+#      1 M zones each;
 #      prints ns per zone per rank and the 4-rank mean over the 1-rank figure;
 #   2. the merged read of the 4-rank run directory (one model, src/model/merge.c) against
 #      reading its 4 files one by one (bench/merge_read.c), best of 3 in CPU seconds (a shared
