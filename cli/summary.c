@@ -968,6 +968,41 @@ static void off_cpu_in(const loupe_model_thread *th, uint64_t a, uint64_t d, off
     }
 }
 
+/* Each thread's active span, [lo[t], hi[t]): from its first event (a zone, a sample, a context
+ * switch) to its last. A thread lives for only part of most traces, so its on-CPU time is its
+ * span less its off-CPU time, never the trace's whole duration. NULL on OOM. */
+static uint64_t *thread_spans(const loupe_model *m) {
+    uint64_t *lo = malloc(2 * (m->thread_count + 1) * sizeof *lo);
+    if (lo == NULL) {
+        return NULL;
+    }
+    uint64_t *hi = lo + m->thread_count + 1;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        const loupe_model_thread *th = &m->threads[t];
+        lo[t] = UINT64_MAX;
+        hi[t] = 0;
+        for (size_t i = 0; i < th->slice_count; i++) {
+            uint64_t a = th->slices[i].start_ns, b = a + th->slices[i].dur_ns;
+            lo[t] = a < lo[t] ? a : lo[t];
+            hi[t] = b > hi[t] ? b : hi[t];
+        }
+        for (size_t i = 0; i < th->off_cpu_count; i++) {
+            uint64_t a = th->off_cpu[i].start_ns, b = a + th->off_cpu[i].dur_ns;
+            lo[t] = a < lo[t] ? a : lo[t];
+            hi[t] = b > hi[t] ? b : hi[t];
+        }
+    }
+    for (size_t i = 0; i < m->sample_count; i++) {
+        size_t t = m->samples[i].thread;
+        if (t < m->thread_count) {
+            uint64_t a = m->samples[i].ts_ns;
+            lo[t] = a < lo[t] ? a : lo[t];
+            hi[t] = a > hi[t] ? a : hi[t];
+        }
+    }
+    return lo;
+}
+
 /* Durations right-aligned in 12 display columns each ("µs" is 3 bytes, 2 columns), then 2
  * spaces. */
 static void put_cells(const char *const *cell, int n) {
@@ -997,7 +1032,8 @@ static int cmp_cpu_row(const void *pa, const void *pb) {
  * none, or on OOM (*oom = 1). */
 static cpu_row *cpu_zone_rows(const loupe_model *m, size_t *n_out, int *oom) {
     cpu_row *rows = NULL;
-    size_t n = 0, *slot = NULL, scap = 0;
+    size_t n = 0, *slot = NULL, scap = 0, ocap = 0;
+    const loupe_slice **open = NULL;
     *n_out = 0;
     *oom = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
@@ -1005,8 +1041,34 @@ static cpu_row *cpu_zone_rows(const loupe_model *m, size_t *n_out, int *oom) {
         if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
             continue;
         }
+        size_t open_n = 0; /* the slices enclosing this one (sorted by start) */
         for (size_t i = 0; i < th->slice_count; i++) {
             const loupe_slice *sl = &th->slices[i];
+            while (open_n > 0 &&
+                   open[open_n - 1]->start_ns + open[open_n - 1]->dur_ns <= sl->start_ns) {
+                open_n--;
+            }
+            int recursive = 0; /* inside a zone of its own name: its time is counted there */
+            for (size_t k = 0; k < open_n && !recursive; k++) {
+                recursive = open[k]->name == sl->name;
+            }
+            if (open_n == ocap) {
+                size_t nc = ocap ? ocap * 2 : 64;
+                const loupe_slice **g = realloc(open, nc * sizeof *g);
+                if (g == NULL) {
+                    free(open);
+                    free(rows);
+                    free(slot);
+                    *oom = 1;
+                    return NULL;
+                }
+                open = g;
+                ocap = nc;
+            }
+            open[open_n++] = sl;
+            if (recursive) {
+                continue;
+            }
             if ((n + 1) * 2 > scap) {
                 size_t nc = scap ? scap * 2 : 256;
                 size_t *ns = calloc(nc, sizeof *ns);
@@ -1015,6 +1077,7 @@ static cpu_row *cpu_zone_rows(const loupe_model *m, size_t *n_out, int *oom) {
                     free(ns);
                     free(g != NULL ? g : rows);
                     free(slot);
+                    free(open);
                     *oom = 1;
                     return NULL;
                 }
@@ -1044,6 +1107,7 @@ static cpu_row *cpu_zone_rows(const loupe_model *m, size_t *n_out, int *oom) {
         }
     }
     free(slot);
+    free(open);
     if (n > 0) {
         qsort(rows, n, sizeof *rows, cmp_cpu_row);
     }
@@ -1097,9 +1161,15 @@ static void print_cpu_split(const loupe_model *m) {
     }
     char buf[5][64];
     const char *cell[5];
-    const char *head[5] = {"traced", "on-CPU", "waiting", "preempted", "off-CPU (?)"};
+    const char *head[5] = {"active", "on-CPU", "waiting", "preempted", "off-CPU (?)"};
     int nc = unknown ? 5 : 4;
-    printf("\non- vs. off-CPU (context switches):\n");
+    uint64_t *span = thread_spans(m);
+    if (span == NULL) {
+        fprintf(stderr, "loupe summary: out of memory for the on/off-CPU table\n");
+        return;
+    }
+    const uint64_t *span_hi = span + m->thread_count + 1;
+    printf("\non- vs. off-CPU (context switches; active: a thread's first event to its last):\n");
     put_cells(head, nc);
     printf("thread\n");
     for (size_t t = 0; t < m->thread_count; t++) {
@@ -1108,8 +1178,9 @@ static void print_cpu_split(const loupe_model *m) {
             continue;
         }
         off_split o = {{0, 0, 0}};
-        off_cpu_in(th, 0, m->duration_ns, &o);
-        put_cells(cell, cpu_cells(buf, cell, m->duration_ns, &o, unknown));
+        uint64_t act = span_hi[t] - span[t];
+        off_cpu_in(th, span[t], act, &o);
+        put_cells(cell, cpu_cells(buf, cell, act, &o, unknown));
         put_name(th->name[0] ? th->name : "thread");
         printf(" (%llu)\n", (unsigned long long)th->tid);
     }
@@ -1145,6 +1216,7 @@ static void print_cpu_split(const loupe_model *m) {
                "loupe told them apart, or a kernel older than Linux 4.17)\n");
     }
     free(rows);
+    free(span);
 }
 
 /* One JSON row of the on/off-CPU split. */
@@ -1169,18 +1241,23 @@ static int json_cpu_split(json_t *root, const loupe_model *m) {
     bad |= json_object_set_new(root, "cpu", cpu);
     bad |= json_object_set_new(cpu, "threads", threads);
     bad |= json_object_set_new(cpu, "zones", zones);
+    uint64_t *span = bad ? NULL : thread_spans(m);
+    bad |= span == NULL;
     for (size_t t = 0; t < m->thread_count && !bad; t++) {
         const loupe_model_thread *th = &m->threads[t];
         if (th->kind != LOUPE_TRACK_THREAD || th->off_cpu_count == 0) {
             continue;
         }
         off_split o = {{0, 0, 0}};
-        off_cpu_in(th, 0, m->duration_ns, &o);
-        json_t *r = cpu_json(m->duration_ns, &o);
+        uint64_t lo = span[t], act = span[m->thread_count + 1 + t] - lo;
+        off_cpu_in(th, lo, act, &o);
+        json_t *r = cpu_json(act, &o); /* total_ns: the thread's active span */
         bad |= r == NULL || json_array_append_new(threads, r);
         bad |= bad || json_object_set_new(r, "thread", json_integer(loupe_cli_jint(th->tid)));
         bad |= bad || json_object_set_new(r, "thread_name", loupe_cli_jstr(th->name));
+        bad |= bad || json_object_set_new(r, "active_start_ns", json_integer(loupe_cli_jint(lo)));
     }
+    free(span);
     size_t n;
     int oom;
     cpu_row *rows = cpu_zone_rows(m, &n, &oom);

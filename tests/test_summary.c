@@ -504,8 +504,8 @@ static void test_off_cpu(void **state) {
     snprintf(args, sizeof args, "'%s'", path);
     assert_int_equal(summary(args, &out), 0);
     const char *want =
-        "\non- vs. off-CPU (context switches):\n"
-        "      traced       on-CPU      waiting    preempted  thread\n"
+        "\non- vs. off-CPU (context switches; active: a thread's first event to its last):\n"
+        "      active       on-CPU      waiting    preempted  thread\n"
         "    1.500 ms   500.000 µs   800.000 µs   200.000 µs  worker (7)\n"
         "\n"
         "       total       on-CPU      waiting    preempted  zone (most off-CPU first)\n"
@@ -543,6 +543,44 @@ static void test_off_cpu(void **state) {
     json_decref(j);
 }
 
+/* A thread that lives for part of the trace: its on-CPU time is its active span (first event to
+ * last) less its off-CPU time, not the trace's duration; a recursive zone counts once (its inner
+ * instance's time is inside the outer one's). Thread 8: "rec" [1000, 1400) us holding "rec"
+ * [1100, 1300) us, waiting [1150, 1250) us; thread 7 makes the trace 3 ms long. */
+static void test_off_cpu_span_recursion(void **state) {
+    (void)state;
+    char path[4200], args[4300];
+    snprintf(path, sizeof path, "%s/offcpu_rec.json", g_dir);
+    tu_write_file(path,
+                  "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":7,\"ts\":0,\"dur\":3000,"
+                  "\"name\":\"long\"},{\"ph\":\"X\",\"pid\":1,\"tid\":8,\"ts\":1000,\"dur\":400,"
+                  "\"name\":\"rec\"},{\"ph\":\"X\",\"pid\":1,\"tid\":8,\"ts\":1100,\"dur\":200,"
+                  "\"name\":\"rec\"}],\"samples\":[],\"loupeSamples\":{\"period_ns\":0,\"lost\":0,"
+                  "\"off_cpu\":[{\"pid\":1,\"tid\":8,\"start_ns\":1150000,\"dur_ns\":100000,"
+                  "\"kind\":\"waiting\"}]}}");
+    char *out;
+    snprintf(args, sizeof args, "'%s'", path);
+    assert_int_equal(summary(args, &out), 0);
+    const char *want =
+        "      active       on-CPU      waiting    preempted  thread\n"
+        "  400.000 µs   300.000 µs   100.000 µs         0 ns  thread (8)\n"
+        "\n"
+        "       total       on-CPU      waiting    preempted  zone (most off-CPU first)\n"
+        "  400.000 µs   300.000 µs   100.000 µs         0 ns  rec\n";
+    if (strstr(out, want) == NULL) {
+        fail_msg("want:\n%s\nin:\n%s", want, out);
+    }
+    free(out);
+    snprintf(args, sizeof args, "'%s' --json", path);
+    json_t *j = summary_json(args);
+    const json_t *t0 = json_array_get(json_object_get(json_object_get(j, "cpu"), "threads"), 0);
+    assert_int_equal(zint(t0, "thread"), 8);
+    assert_int_equal(zint(t0, "total_ns"), 400000);
+    assert_int_equal(zint(t0, "active_start_ns"), 1000000);
+    assert_int_equal(zint(t0, "on_cpu_ns"), 300000);
+    json_decref(j);
+}
+
 /* A sampling-only recording (no zones) still shows its threads' on- and off-CPU time; a trace
  * whose intervals have no kind (written before the kinds) gets an "off-CPU (?)" column that
  * says so, never a guess. */
@@ -559,9 +597,10 @@ static void test_off_cpu_no_zones(void **state) {
     snprintf(args, sizeof args, "'%s'", path);
     assert_int_equal(summary(args, &out), 0);
     const char *want =
-        "no zones in this trace\n\non- vs. off-CPU (context switches):\n"
-        "      traced       on-CPU      waiting    preempted  off-CPU (?)  thread\n"
-        "    1.500 ms   700.000 µs         0 ns         0 ns   800.000 µs  worker (7)\n"
+        "no zones in this trace\n\non- vs. off-CPU (context switches; active: a thread's "
+        "first event to its last):\n"
+        "      active       on-CPU      waiting    preempted  off-CPU (?)  thread\n"
+        "  800.000 µs         0 ns         0 ns         0 ns   800.000 µs  worker (7)\n"
         "off-CPU (?): the trace does not say whether waiting or preempted (written before loupe "
         "told them apart, or a kernel older than Linux 4.17)\n";
     if (strstr(out, want) == NULL) {
@@ -593,6 +632,7 @@ int main(void) {
         cmocka_unit_test(test_overlapping_kernels),
         cmocka_unit_test(test_overlap_not_double_counted),
         cmocka_unit_test(test_off_cpu),
+        cmocka_unit_test(test_off_cpu_span_recursion),
         cmocka_unit_test(test_off_cpu_no_zones),
         cmocka_unit_test(test_help),
     };
