@@ -41,6 +41,7 @@
 #define DEFAULT_MIN_DELTA_NS 1000
 #define DEFAULT_ALPHA 0.01
 #define EXIT_DROPPED 3
+#define EXIT_NO_ZONES 4
 
 static void usage(FILE *f) {
     fprintf(
@@ -88,7 +89,8 @@ static void usage(FILE *f) {
         "exit status: 0 no regression; 1 at least one regression; 2 bad usage or a trace\n"
         "that cannot be read; 3 a trace dropped events (full buffers: counts and self\n"
         "times are wrong, so the comparison cannot be trusted; wins over 0 and 1, the\n"
-        "output still says whether a regression was found)\n",
+        "output still says whether a regression was found); 4 neither trace has zones\n"
+        "(a sampling-only recording: diff compares zones, not samples)\n",
         DEFAULT_THRESHOLD, DEFAULT_ALPHA, DEFAULT_MIN_COUNT);
 }
 
@@ -576,6 +578,15 @@ int loupe_cmd_diff(int argc, char **argv) {
     if (zone_stats(ma, &za, &na, &da) != 0 || zone_stats(mb, &zb, &nb, &db) != 0 ||
         (rows = malloc((na + nb + 1) * sizeof(*rows))) == NULL) {
         fprintf(stderr, "loupe diff: out of memory\n");
+        goto done;
+    }
+    if (na == 0 && nb == 0) {
+        fprintf(stderr,
+                "loupe diff: neither trace has zones to compare (BASE %s: %zu CPU samples; NEW "
+                "%s: %zu): diff compares zones only; `loupe summary` shows each trace's hot "
+                "functions\n",
+                fa, ma->sample_count, fb, mb->sample_count);
+        status = EXIT_NO_ZONES;
         goto done;
     }
     size_t n = 0, i = 0, j = 0, regressions = 0;

@@ -221,6 +221,21 @@ static void test_dropped(void **state) {
     free(out);
 }
 
+/* Two traces without zones (sampling-only recordings): nothing diff can compare, said so with
+ * a status of its own, never "no regression". */
+static void test_no_zones(void **state) {
+    (void)state;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/nozones.json", g_dir);
+    tu_write_file(p, "{\"traceEvents\":[]}");
+    char *out;
+    assert_int_equal(diff("nozones.json nozones.json", &out), 4);
+    assert_string_equal(out, "loupe diff: neither trace has zones to compare (BASE nozones.json: 0 "
+                             "CPU samples; NEW nozones.json: 0): diff compares zones only; `loupe "
+                             "summary` shows each trace's hot functions\n");
+    free(out);
+}
+
 static void test_across_formats(void **state) {
     (void)state;
     char cmd[8192], *out;
@@ -253,9 +268,13 @@ static void test_usage(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_regression_exit), cmocka_unit_test(test_json),
-        cmocka_unit_test(test_across_formats),  cmocka_unit_test(test_same_distribution),
-        cmocka_unit_test(test_dropped),         cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_regression_exit),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_no_zones),
+        cmocka_unit_test(test_across_formats),
+        cmocka_unit_test(test_same_distribution),
+        cmocka_unit_test(test_dropped),
+        cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
