@@ -30,8 +30,8 @@
  * addresses are kept), which is what `perf record --call-graph dwarf` does at report time. The
  * longer of the two stacks wins: code built without frame pointers gives a one-frame FP chain.
  * Symbols are looked up at the stop with libdwfl over the live process's modules (main binary,
- * shared libraries, PIE; build-id aware through dwfl_standard_find_debuginfo): function,
- * inline frames from DW_TAG_inlined_subroutine, file:line when debug info exists.
+ * shared libraries, PIE; build-id aware through dwfl_build_id_find_debuginfo, never debuginfod):
+ * function, inline frames from DW_TAG_inlined_subroutine, file:line when debug info exists.
  *
  * Clock: use_clockid with CLOCK_MONOTONIC, the session's own clock pair base.
  */
@@ -351,9 +351,24 @@ static const Dwfl_Thread_Callbacks u_callbacks = {
 };
 
 static char *u_debuginfo_path;
+int loupe__find_debuginfo_local(Dwfl_Module *mod, void **userdata, const char *modname,
+                                GElf_Addr base, const char *file_name, const char *debuglink_file,
+                                GElf_Word debuglink_crc, char **debuginfo_file_name);
+int loupe__find_debuginfo_local(Dwfl_Module *mod, void **userdata, const char *modname,
+                                GElf_Addr base, const char *file_name, const char *debuglink_file,
+                                GElf_Word debuglink_crc, char **debuginfo_file_name) {
+    /* Local files only (/usr/lib/debug/.build-id/): dwfl_standard_find_debuginfo falls back to
+     * debuginfod, whose client (libdebuginfod, dlopen'd by libdw) starts libcurl, libssh2 and
+     * OpenSSL inside the traced program from the sampler thread; OpenSSL's atexit cleanup then
+     * ran before the stop's symbolisation and the sampler crashed in OPENSSL_LH_insert. A
+     * profiler must not load a network client into the program it watches. */
+    return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                        debuglink_crc, debuginfo_file_name);
+}
+
 static const Dwfl_Callbacks proc_callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = loupe__find_debuginfo_local,
     .debuginfo_path = &u_debuginfo_path,
 };
 

@@ -46,6 +46,9 @@ int loupe__sample_collect_with(struct loupe__mb *mb, uint64_t stop_ns, void *dwf
  * async-signal-safe: one write(2) to an eventfd, no lock, no allocation, errno kept; nothing
  * when no sampler runs. */
 void loupe__sample_thread_born(void);
+/* A Dwfl_Callbacks.find_debuginfo that looks only in local files (dwfl_build_id_find_debuginfo's
+ * /usr/lib/debug/.build-id/), never debuginfod: libdw's fallback would load libcurl and OpenSSL
+ * into the traced program. Declared with libdwfl.h's types by its users. */
 /* Reads a perf_event mmap ring's records from data_tail to data_head (Linux's
  * perf_event_mmap_page protocol: acquire head, release tail), calling fn for each whole record;
  * one that wraps around the ring's end is copied into scratch (at least 64 KiB: a record's size

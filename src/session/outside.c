@@ -455,9 +455,13 @@ int loupe_outside_open(int pid, uint32_t hz, unsigned flags, loupe_outside **out
 
 #ifdef LOUPE_HAVE_LIBDW
 static char *o_debuginfo_path;
+int loupe__find_debuginfo_local(Dwfl_Module *mod, void **userdata, const char *modname,
+                                GElf_Addr base, const char *file_name, const char *debuglink_file,
+                                GElf_Word debuglink_crc, char **debuginfo_file_name);
+
 static const Dwfl_Callbacks o_callbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = loupe__find_debuginfo_local, /* never debuginfod: sample.c */
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &o_debuginfo_path,
 };
