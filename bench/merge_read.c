@@ -4,6 +4,7 @@
  * CPU seconds.
  * bench/mpi_scale.sh runs it on a 4-rank run; the issue's bound is merged <= 2 x separate.
  * Prints one line: files, slices, flows, both times and their ratio. Public API only. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_PROCESS_CPUTIME_ID */
 #include <loupe/loupe.h>
 #include <loupe/reader.h>
 #include <loupe/writer.h>

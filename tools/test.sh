@@ -71,7 +71,7 @@ stage() {
 }
 
 stage_format
-stage normal "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+stage normal "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOUPE_BUILD_BENCH=ON # tools/main.sh builds bench/ too
 if [ "${1:-}" != "--quick" ]; then
   stage minimal "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOUPE_WITH_SERVER=OFF -DLOUPE_WITH_GPU=OFF
   stage asan-ubsan "" -DCMAKE_BUILD_TYPE=Debug -DLOUPE_SANITIZE=address,undefined
