@@ -995,7 +995,7 @@ static int alive(long pid) {
  * goes when it is empty. Returns how many processes were recovered; *root (a pid, or NULL) is
  * set to 0 when that pid was one of them. */
 static int recover_regions(const char *dir, const char *run_dir, const char *host,
-                           const loupe_recover_options *base, long *root) {
+                           const loupe_recover_options *base, long *root, int quiet) {
     DIR *d = dir[0] != 0 ? opendir(dir) : NULL;
     if (d == NULL) {
         return 0;
@@ -1030,7 +1030,8 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             st = zst;
             known = 1;
         }
-        if (known && WIFSIGNALED(st)) {
+        int signaled = known && WIFSIGNALED(st);
+        if (signaled) {
             const char *abbrev = sigabbrev_np(WTERMSIG(st));
             snprintf(cause, sizeof cause, "killed by SIG%s", abbrev != NULL ? abbrev : "?");
         } else {
@@ -1070,9 +1071,13 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             if (root != NULL && *root == pid) {
                 *root = 0; /* said to the caller: the root pid's image was recovered */
             }
-            /* a warning, not a note: said also under -q */
-            fprintf(stderr, "loupe record: pid %ld %s: recovered %s events\n", pid, cause,
-                    loupe_cli_group(rr.events_recorded, n1, sizeof n1));
+            /* a warning, not a note: said also under -q; but a process that ended with
+             * _exit() having recorded nothing lost nothing (dash runs every system() command
+             * so): a note then */
+            if (signaled || rr.events_recorded > 0 || !quiet) {
+                fprintf(stderr, "loupe record: pid %ld %s: recovered %s events\n", pid, cause,
+                        loupe_cli_group(rr.events_recorded, n1, sizeof n1));
+            }
         } else if (rc != LOUPE_ENO_TRACE) {
             fprintf(stderr, "loupe record: pid %ld %s, and its trace could not be recovered: %s\n",
                     pid, cause, loupe_last_error());
@@ -1631,7 +1636,7 @@ int loupe_cmd_record(int argc, char **argv) {
     int started = status != -1000 || strcmp(field(lines, "started", b1, sizeof b1), "1") == 0;
     if (exec_errno != 0 || !started) {
         (void)recover_regions(regions, run_made, host, &(loupe_recover_options){.log_dir = abs_log},
-                              NULL);
+                              NULL, quiet);
     }
     if (exec_errno != 0) {
         if (shm >= 0) {
@@ -1725,7 +1730,7 @@ int loupe_cmd_record(int argc, char **argv) {
     }
     /* Every other process of the tree that is gone without writing its trace. */
     long root_in_regions = (long)pid;
-    int others = recover_regions(regions, run_made, host, &ro, &root_in_regions);
+    int others = recover_regions(regions, run_made, host, &ro, &root_in_regions, quiet);
     if (root_in_regions == 0) {
         root_recovered = 1; /* an image the program exec'd, recovered from its region file */
         snprintf(run_dir, sizeof run_dir, "%s", run_made);
