@@ -661,9 +661,12 @@ void loupe__end_dyn(uint64_t s) {
 /* Writes a two-slot record, followed by a copied string when str is not NULL (its length goes
  * in the value). Arguments and flows carry ts 0: the collector does not read it, and skipping
  * the TSC read halves an argument's cost. */
-static void ext_write(uint64_t s, uint64_t ts, unsigned sub, unsigned flags, uint64_t value,
-                      uint64_t ref, const char *str, size_t len) {
-    loupe__thread *t = slow_enter(s, 2);
+/* Writes nhead head slots (head[k] = {a, b}), followed by a copied string when str is not NULL:
+ * its length and cut flag go in the value (a) of head slot vslot. One path for the two-slot
+ * records (arguments with a tagged key, flows) and the one-slot argument record. */
+static void slots_write(uint64_t s, uint64_t head[][2], unsigned nhead, unsigned vslot,
+                        const char *str, size_t len) {
+    loupe__thread *t = slow_enter(s, nhead);
     if (t == NULL) {
         return;
     }
@@ -673,20 +676,30 @@ static void ext_write(uint64_t s, uint64_t ts, unsigned sub, unsigned flags, uin
     }
     int cut = 0;
     if (str != NULL) {
-        len = str_len(t, str, len, 2, &cut);
-        value = len | (uint64_t)cut << 63;
+        len = str_len(t, str, len, nhead, &cut);
+        head[vslot][0] = len | (uint64_t)cut << 63;
     }
-    unsigned n = 2 + (str ? str_slots(len) : 0);
+    unsigned n = nhead + (str ? str_slots(len) : 0);
     loupe__ev *e = reserve(t, s, n, 0);
     if (e != NULL) {
-        put(&e[0], ts, (uint64_t)sub << 8 | (uint64_t)flags << 4 | LOUPE__K_EXT);
-        put(&e[1], value, ref << 4 | LOUPE__K_EXT_DATA);
+        for (unsigned k = 0; k < nhead; k++) {
+            put(&e[k], head[k][0], head[k][1]);
+        }
         if (str != NULL) {
-            put_str(&e[2], str, len);
+            put_str(&e[nhead], str, len);
         }
         publish(t, e, n, 0);
     }
     slow_leave(t);
+}
+
+/* A two-slot record. Arguments and flows carry ts 0: the collector does not read it, and
+ * skipping the TSC read halves an argument's cost. */
+static void ext_write(uint64_t s, uint64_t ts, unsigned sub, unsigned flags, uint64_t value,
+                      uint64_t ref, const char *str, size_t len) {
+    uint64_t head[2][2] = {{ts, (uint64_t)sub << 8 | (uint64_t)flags << 4 | LOUPE__K_EXT},
+                           {value, ref << 4 | LOUPE__K_EXT_DATA}};
+    slots_write(s, head, 2, 1, str, len);
 }
 
 void loupe__arg(int type, const char *key, uint64_t bits, const char *str) {
@@ -707,29 +720,8 @@ void loupe__arg(int type, const char *key, uint64_t bits, const char *str) {
     }
     /* The one-slot record (hot.h's loupe__push_arg): {value, key << 8 | type << 4 | K_ARG}; a
      * string's value is its length and cut flag, the string follows in K_STR slots. */
-    loupe__thread *t = slow_enter(s, 1);
-    if (t == NULL) {
-        return;
-    }
-    if (joined(t, s) != 0) {
-        slow_leave(t);
-        return;
-    }
-    int cut = 0;
-    if (str != NULL) {
-        len = str_len(t, str, len, 1, &cut);
-        bits = len | (uint64_t)cut << 63;
-    }
-    unsigned n = 1 + (str ? str_slots(len) : 0);
-    loupe__ev *e = reserve(t, s, n, 0);
-    if (e != NULL) {
-        put(&e[0], bits, ref << 8 | (uint64_t)type << 4 | LOUPE__K_ARG);
-        if (str != NULL) {
-            put_str(&e[1], str, len);
-        }
-        publish(t, e, n, 0);
-    }
-    slow_leave(t);
+    uint64_t head[1][2] = {{bits, ref << 8 | (uint64_t)type << 4 | LOUPE__K_ARG}};
+    slots_write(s, head, 1, 0, str, len);
 }
 
 void loupe__ext(int sub, int level, const char *name, uint64_t value) {
