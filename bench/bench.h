@@ -24,9 +24,10 @@ uint64_t bench_floor_checksum(void);
 
 /* zones.c: loupe's recording cases (one zone per iteration unless said). */
 void bench_zone_static(uint64_t n);
-void bench_zone_dyn(uint64_t n);  /* 16-byte dynamic name */
-void bench_zone_args(uint64_t n); /* a static zone with two int64 arguments */
-void bench_counter(uint64_t n);   /* one LOUPE_COUNTER_I64 sample per iteration */
+void bench_zone_dyn(uint64_t n);        /* 16-byte dynamic name */
+void bench_zone_args(uint64_t n);       /* a static zone with two int64 arguments */
+void bench_zone_args_fused(uint64_t n); /* the same in one LOUPE_ZONE_ARGS call */
+void bench_counter(uint64_t n);         /* one LOUPE_COUNTER_I64 sample per iteration */
 /* The dynamic name the dyn case copies (16 bytes, without the NUL). */
 #define BENCH_DYN_NAME "dynamic_zone_016"
 

@@ -13,18 +13,20 @@
 #include <stdio.h>
 
 /* The CPU-time row of fn: its events_per_iter events per iteration, n iterations a repetition. */
-static void cpu_row(const char *name, bench_loop_fn fn, uint64_t n, unsigned events_per_iter) {
+static bench_case *cpu_row(const char *name, bench_loop_fn fn, uint64_t n,
+                           unsigned events_per_iter) {
     double s[BENCH_MAX_REPS], fs[BENCH_MAX_REPS];
     bench_case *c = bench_add_case(name, "ns/zone");
     uint64_t events = (uint64_t)(bench_cfg.reps + 1) * n * events_per_iter;
     if (bench_session_start(events + 64, 0) != 0) {
         c->na = 1;
         bench_note(c, "loupe_start_trace failed: %s", loupe_last_error());
-        return;
+        return c;
     }
     bench_time_threads(fn, n, 1, s, fs);
     bench_session_stop(c, events);
     bench_set_stats(c, s, bench_cfg.reps, fs);
+    return c;
 }
 
 void bench_cases_zones(void) {
@@ -40,10 +42,15 @@ void bench_cases_zones(void) {
     /* An argument is one slot: a zone with two is 4 events (begin, 2 arguments, end). */
     bench_loupe_case("loupe zone + 2 int64 args, tracing", "ns/zone", bench_zone_args,
                      bench_scaled(200000), 4, 0);
+    /* The same zone and arguments in one LOUPE_ZONE_ARGS call: the same 4 events. */
+    bench_loupe_case("loupe zone + 2 int64 args in one call, tracing", "ns/zone",
+                     bench_zone_args_fused, bench_scaled(200000), 4, 0);
     bench_loupe_case("loupe counter sample, tracing", "ns/sample", bench_counter,
                      bench_scaled(500000), 2, 0);
     cpu_row("loupe dynamic-name zone (16 B name), 1 thread (CPU ns)", bench_zone_dyn,
             bench_scaled(200000), 4);
-    cpu_row("loupe zone + 2 int64 args, 1 thread (CPU ns)", bench_zone_args, bench_scaled(200000),
-            4);
+    bench_k.args_cpu = cpu_row("loupe zone + 2 int64 args, 1 thread (CPU ns)", bench_zone_args,
+                               bench_scaled(200000), 4);
+    bench_k.args_fused_cpu = cpu_row("loupe zone + 2 int64 args in one call, 1 thread (CPU ns)",
+                                     bench_zone_args_fused, bench_scaled(200000), 4);
 }

@@ -37,3 +37,12 @@ __attribute__((noinline)) void bench_counter(uint64_t n) {
         __asm__ volatile("");
     }
 }
+
+/* The same zone and arguments as bench_zone_args, in one call (LOUPE_ZONE_ARGS): one state
+ * test, one guard and one room check for the begin and both arguments. */
+__attribute__((noinline)) void bench_zone_args_fused(uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        LOUPE_ZONE_ARGS("zone_args", "index", (int64_t)i, "bytes", (int64_t)4096);
+        __asm__ volatile("");
+    }
+}

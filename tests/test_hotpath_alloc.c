@@ -64,6 +64,7 @@ static __attribute__((unused)) void burst(int n) {
         LOUPE_COUNTER_F64("c", i);
         LOUPE_INSTANT("i");
         LOUPE_FLOW_IN((uint64_t)i);
+        LOUPE_ZONE_ARGS("fused", "i", i, "d", 0.5);
     }
 }
 

@@ -4,6 +4,7 @@
  *            LOUPE_ZONE_L(LOUPE_LEVEL_VERBOSE, "inner")  with a host tracer level
  *            LOUPE_ZONE_DYN(name_buffer)                 dynamic name, copied at the call
  *            loupe_zone_begin(&srcloc) / loupe_zone_end(&srcloc)   explicit calls
+ *            LOUPE_ZONE_ARGS("copy", "bytes", n, "k2", v2)  with 1..4 arguments, in one call
  * Steps:     { LOUPE_STEP("train", step); ... }          a zone with a `step_num` argument
  * Arguments: LOUPE_ARG_I64("bytes", n) (also _U64, _F64, _BOOL, _STR) attach to the innermost
  *            zone open on the calling thread.
@@ -196,6 +197,58 @@ LOUPE__INLINE void loupe_arg_str(const char *key, const char *v) {
     }
 }
 
+/* The begin of LOUPE_ZONE_ARGS: the zone at sl with its n arguments (a0..a(n-1)) in one inline
+ * sequence (loupe__push_args). Not tracing: the three instructions of a zone (load the state
+ * word, test the level, branch). A session whose level filters the zone out still records the
+ * arguments, attached to the enclosing recorded zone, as LOUPE_ZONE followed by LOUPE_ARG_*
+ * would. Returns the state for the end, 0 when the begin was not recorded. */
+LOUPE__INLINE uint64_t loupe__zone_begin_args(const loupe_srcloc *sl, unsigned n, loupe__argv a0,
+                                              loupe__argv a1, loupe__argv a2, loupe__argv a3) {
+    uint64_t s = loupe__state_now();
+    if (__builtin_expect(LOUPE__STATE_LEVEL(s) < LOUPE_LEVEL_ARG, 1)) {
+        return 0;
+    }
+    if (LOUPE__STATE_LEVEL(s) < sl->level) {
+        loupe__arg_fast(LOUPE__CONV(int, a0.type), a0.key, a0.bits);
+        if (n > 1) {
+            loupe__arg_fast(LOUPE__CONV(int, a1.type), a1.key, a1.bits);
+        }
+        if (n > 2) {
+            loupe__arg_fast(LOUPE__CONV(int, a2.type), a2.key, a2.bits);
+        }
+        if (n > 3) {
+            loupe__arg_fast(LOUPE__CONV(int, a3.type), a3.key, a3.bits);
+        }
+        return 0;
+    }
+    return loupe__push_args(s, LOUPE__ADDR(sl), n, a0, a1, a2, a3);
+}
+
+/* The unused arguments of a LOUPE_ZONE_ARGS with fewer than 4. */
+LOUPE__INLINE loupe__argv loupe__argv_none(void) {
+    loupe__argv r = {LOUPE__NULL, 0, 0};
+    return r;
+}
+
+/* The 64 bits of each argument type LOUPE_ZONE_ARGS takes (C: picked by _Generic). */
+LOUPE__INLINE loupe__argv loupe__argv_i64(const char *key, int64_t v) {
+    loupe__argv r = {key, LOUPE__CONV(uint64_t, v), LOUPE_ARG_INT64};
+    return r;
+}
+LOUPE__INLINE loupe__argv loupe__argv_u64(const char *key, uint64_t v) {
+    loupe__argv r = {key, v, LOUPE_ARG_UINT64};
+    return r;
+}
+LOUPE__INLINE loupe__argv loupe__argv_f64(const char *key, double v) {
+    loupe__argv r = {key, 0, LOUPE_ARG_DOUBLE};
+    memcpy(&r.bits, &v, sizeof r.bits);
+    return r;
+}
+LOUPE__INLINE loupe__argv loupe__argv_bool(const char *key, int v) {
+    loupe__argv r = {key, v ? 1u : 0u, LOUPE_ARG_BOOL};
+    return r;
+}
+
 /** An instant event on this thread's track at the given level (name: static lifetime). */
 LOUPE__INLINE void loupe_instant_record(const char *name, int level) {
     if (__builtin_expect(loupe__on(level), 0)) {
@@ -275,8 +328,27 @@ LOUPE_API void loupe_async_end(uint64_t id);
     static const loupe_srcloc LOUPE__CAT(loupe__sl_, id) = {"" name, __func__, __FILE__, __LINE__, \
                                                             (lvl)}
 
+/* LOUPE_ZONE_ARGS's pairs: the argument count picks LOUPE__ARGS_<count> (an odd count, or more
+ * than 8, names no macro: a compile error). */
+#define LOUPE__PICK(_1, _2, _3, _4, _5, _6, _7, _8, n, ...) n
+#define LOUPE__COUNT(...) LOUPE__PICK(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define LOUPE__NPAIRS(...) (LOUPE__CONV(unsigned, LOUPE__COUNT(__VA_ARGS__)) / 2u)
+#define LOUPE__ARGS_MAP(...) LOUPE__CAT(LOUPE__ARGS_, LOUPE__COUNT(__VA_ARGS__))(__VA_ARGS__)
+#define LOUPE__ARGS_2(k1, v1) LOUPE__ARGV(k1, v1)
+#define LOUPE__ARGS_4(k1, v1, k2, v2) LOUPE__ARGV(k1, v1), LOUPE__ARGV(k2, v2)
+#define LOUPE__ARGS_6(k1, v1, k2, v2, k3, v3) LOUPE__ARGS_4(k1, v1, k2, v2), LOUPE__ARGV(k3, v3)
+/* C: the unused arguments after the pairs, each with its leading comma (4 in all). */
+#define LOUPE__PAD(...) LOUPE__CAT(LOUPE__PAD_, LOUPE__COUNT(__VA_ARGS__))
+#define LOUPE__PAD_2 , loupe__argv_none(), loupe__argv_none(), loupe__argv_none()
+#define LOUPE__PAD_4 , loupe__argv_none(), loupe__argv_none()
+#define LOUPE__PAD_6 , loupe__argv_none()
+#define LOUPE__PAD_8
+#define LOUPE__ARGS_8(k1, v1, k2, v2, k3, v3, k4, v4)                                              \
+    LOUPE__ARGS_4(k1, v1, k2, v2), LOUPE__ARGS_4(k3, v3, k4, v4)
+
 #if defined(LOUPE_DISABLE)
 #define LOUPE_ZONE(name)
+#define LOUPE_ZONE_ARGS(name, ...)
 #define LOUPE_ZONE_L(level, name)
 #define LOUPE_ZONE_DYN(name)
 #define LOUPE_STEP(name, step_num)
@@ -294,11 +366,20 @@ LOUPE_API void loupe_async_end(uint64_t id);
 #define LOUPE_ASYNC_BEGIN_DYN(name, id)
 #define LOUPE_ASYNC_END(id)
 #elif defined(__cplusplus)
+#include <type_traits>
 namespace loupe {
 /** RAII zone (C++): records the begin in the constructor, the end in the destructor. */
 class Zone {
   public:
     explicit Zone(const loupe_srcloc *sl) : sl_(sl), s_(loupe_zone_begin(sl)) {}
+    /** A zone with its arguments (LOUPE_ZONE_ARGS): n of detail::arg()'s values, 1..4. */
+    template <typename... A>
+    Zone(const loupe_srcloc *sl, unsigned n, A... a)
+        : sl_(sl),
+          s_(begin_args(sl, n, a..., loupe__argv_none(), loupe__argv_none(), loupe__argv_none())) {
+        static_assert(sizeof...(A) >= 1 && sizeof...(A) <= LOUPE__ARGS_MAX,
+                      "LOUPE_ZONE_ARGS takes 1 to 4 key, value pairs");
+    }
     ~Zone() {
         loupe_zone_end_state(sl_, s_);
     }
@@ -306,6 +387,12 @@ class Zone {
     Zone &operator=(const Zone &) = delete;
 
   private:
+    /* The first four of the arguments (the real ones, then the padding). */
+    template <typename... R>
+    static uint64_t begin_args(const loupe_srcloc *sl, unsigned n, loupe__argv a0, loupe__argv a1,
+                               loupe__argv a2, loupe__argv a3, R...) noexcept {
+        return loupe__zone_begin_args(sl, n, a0, a1, a2, a3);
+    }
     const loupe_srcloc *sl_;
     uint64_t s_;
 };
@@ -322,10 +409,37 @@ class DynZone {
   private:
     loupe_zone_ctx z_;
 };
+namespace detail {
+/* LOUPE_ZONE_ARGS's value types: signed integers are INT64, unsigned ones UINT64, floating
+ * point DOUBLE, bool BOOL (as C's _Generic below picks them). */
+inline loupe__argv arg(const char *k, bool v) noexcept {
+    return loupe__argv_bool(k, v ? 1 : 0);
+}
+inline loupe__argv arg(const char *k, double v) noexcept {
+    return loupe__argv_f64(k, v);
+}
+inline loupe__argv arg(const char *k, float v) noexcept {
+    return loupe__argv_f64(k, static_cast<double>(v));
+}
+inline loupe__argv arg(const char *k, long double v) noexcept {
+    return loupe__argv_f64(k, static_cast<double>(v));
+}
+template <typename T> inline loupe__argv arg(const char *k, T v) noexcept {
+    static_assert(std::is_integral<T>::value || std::is_enum<T>::value,
+                  "LOUPE_ZONE_ARGS values are integers, floating point or bool");
+    return std::is_signed<T>::value ? loupe__argv_i64(k, static_cast<int64_t>(v))
+                                    : loupe__argv_u64(k, static_cast<uint64_t>(v));
+}
+} // namespace detail
 } // namespace loupe
 #define LOUPE__ZONE_ID(id, level, name)                                                            \
     LOUPE__SL(id, (level), name);                                                                  \
     ::loupe::Zone LOUPE__CAT(loupe__z_, id)(&LOUPE__CAT(loupe__sl_, id))
+#define LOUPE__ARGV(k, v) ::loupe::detail::arg((k), (v))
+#define LOUPE__ZONE_ARGS_ID(id, name, ...)                                                         \
+    LOUPE__SL(id, LOUPE_LEVEL_ZONE, name);                                                         \
+    ::loupe::Zone LOUPE__CAT(loupe__z_, id)(                                                       \
+        &LOUPE__CAT(loupe__sl_, id), LOUPE__NPAIRS(__VA_ARGS__), LOUPE__ARGS_MAP(__VA_ARGS__))
 #define LOUPE_ZONE_L(level, name) LOUPE__ZONE_ID(__COUNTER__, level, name)
 #define LOUPE_ZONE_DYN(name) ::loupe::DynZone LOUPE__CAT(loupe__z_, __COUNTER__)((name))
 #else
@@ -335,6 +449,32 @@ class DynZone {
         __attribute__((cleanup(loupe__zone_cleanup), unused)) = {                                  \
             &LOUPE__CAT(loupe__sl_, id), loupe_zone_begin(&LOUPE__CAT(loupe__sl_, id))}
 #define LOUPE_ZONE_L(level, name) LOUPE__ZONE_ID(__COUNTER__, level, name)
+/* C11 _Generic picks each value's type (the controlling expression is not evaluated; the value
+ * is, once, as the call's argument). Pointers and structs match no entry: a compile error. */
+#define LOUPE__ARGV(k, v)                                                                          \
+    _Generic((v), _Bool                                                                            \
+             : loupe__argv_bool, float                                                             \
+             : loupe__argv_f64, double                                                             \
+             : loupe__argv_f64, long double                                                        \
+             : loupe__argv_f64, unsigned char                                                      \
+             : loupe__argv_u64, unsigned short                                                     \
+             : loupe__argv_u64, unsigned int                                                       \
+             : loupe__argv_u64, unsigned long                                                      \
+             : loupe__argv_u64, unsigned long long                                                 \
+             : loupe__argv_u64, char                                                               \
+             : loupe__argv_i64, signed char                                                        \
+             : loupe__argv_i64, short                                                              \
+             : loupe__argv_i64, int                                                                \
+             : loupe__argv_i64, long                                                               \
+             : loupe__argv_i64, long long                                                          \
+             : loupe__argv_i64)((k), (v))
+#define LOUPE__ZONE_ARGS_ID(id, name, ...)                                                         \
+    LOUPE__SL(id, LOUPE_LEVEL_ZONE, name);                                                         \
+    loupe_zone_ctx LOUPE__CAT(loupe__z_, id)                                                       \
+        __attribute__((cleanup(loupe__zone_cleanup), unused)) = {                                  \
+            &LOUPE__CAT(loupe__sl_, id),                                                           \
+            loupe__zone_begin_args(&LOUPE__CAT(loupe__sl_, id), LOUPE__NPAIRS(__VA_ARGS__),        \
+                                   LOUPE__ARGS_MAP(__VA_ARGS__) LOUPE__PAD(__VA_ARGS__))}
 #define LOUPE_ZONE_DYN(name)                                                                       \
     loupe_zone_ctx LOUPE__CAT(loupe__z_, __COUNTER__)                                              \
         __attribute__((cleanup(loupe__zone_dyn_cleanup), unused)) =                                \
@@ -344,6 +484,23 @@ class DynZone {
 #if !defined(LOUPE_DISABLE)
 /** A scoped zone with a static name at LOUPE_LEVEL_INFO. */
 #define LOUPE_ZONE(name) LOUPE_ZONE_L(LOUPE_LEVEL_ZONE, name)
+/** A scoped zone with a static name at LOUPE_LEVEL_INFO and 1 to 4 arguments given inline:
+ * LOUPE_ZONE_ARGS("copy", "bytes", n, "ratio", r). Each key is a `const char *` of static
+ * lifetime (a string literal), each value an integer (signed: LOUPE_ARG_INT64, unsigned:
+ * LOUPE_ARG_UINT64), a floating-point value (LOUPE_ARG_DOUBLE) or a bool (C: _Bool; BOOL);
+ * strings are not taken (use LOUPE_ARG_STR after the zone). Every value is evaluated once,
+ * tracing or not.
+ * It records what LOUPE_ZONE(name) followed by one LOUPE_ARG_* per pair records (the same
+ * slots: 1 + n events of buffer_events and the end's), with one state test, one re-entry guard
+ * and one room check for them all instead of 1 + n (Perfetto's TRACE_EVENT takes its arguments
+ * the same way). Drops are the separate calls': when the begin cannot be written (buffer full,
+ * a re-entered call from a signal handler) the begin and each argument are dropped and counted
+ * as they would be one by one (an argument then attaches to the enclosing recorded zone, or is
+ * counted); when the session's level filters the zone out, its arguments attach to the
+ * enclosing recorded zone.
+ * Not tracing: three instructions, as LOUPE_ZONE. Cost tracing: docs/performance.md.
+ * Thread-safety and signal-safety: as every call here (the top of this file). */
+#define LOUPE_ZONE_ARGS(name, ...) LOUPE__ZONE_ARGS_ID(__COUNTER__, name, __VA_ARGS__)
 /** A step zone (StepTraceAnnotation): a scoped zone named `name` with argument step_num. */
 #define LOUPE_STEP(name, step_num)                                                                 \
     LOUPE_ZONE_L(LOUPE_LEVEL_STEP, name);                                                          \

@@ -16,6 +16,9 @@ int headers_use(long steps, double d, unsigned long u) {
             LOUPE_ARG_F64("d", d);
             LOUPE_ARG_BOOL("b", i & 1);
             LOUPE_ARG_STR("s", "text");
+            LOUPE_ZONE_ARGS("args1", "i", i);
+            LOUPE_ZONE_ARGS("args4", "i", i, "u", u, "d", d, "b", (_Bool)(i > 0));
+            LOUPE_ZONE_ARGS("args2", "s", (short)i, "f", 1.5f);
             LOUPE_COUNTER_I64("ci", i);
             LOUPE_COUNTER_F64("cf", d);
             LOUPE_FLOW_OUT(u);

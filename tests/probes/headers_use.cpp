@@ -18,6 +18,9 @@ int64_t f(int64_t step, double d, uint64_t u) {
         LOUPE_FLOW_OUT(u);
         LOUPE_ZONE_DYN("dyn");
         LOUPE_INSTANT("i");
+        LOUPE_ZONE_ARGS("args1", "i", i);
+        LOUPE_ZONE_ARGS("args4", "i", i, "u", u, "d", d, "b", i > 0);
+        LOUPE_ZONE_ARGS("args3", "s", static_cast<short>(i), "c", 'c', "f", 1.5f);
     }
     return step;
 }

@@ -17,6 +17,7 @@ static void burst(int n) {
         LOUPE_COUNTER_I64("c", i);
         LOUPE_INSTANT("inst");
         LOUPE_FLOW_OUT((uint64_t)i);
+        LOUPE_ZONE_ARGS("fused", "i", i, "d", 0.5);
     }
 }
 

@@ -274,6 +274,102 @@ LOUPE__INLINE int loupe__push_arg(uint64_t s, unsigned type, uint64_t value, uin
     return 0;
 }
 
+/* One argument of a zone recorded with its arguments (LOUPE_ZONE_ARGS): the key (static
+ * lifetime), its LOUPE_ARG_* type and the value's 64 bits. */
+typedef struct loupe__argv {
+    const char *key;
+    uint64_t bits;
+    unsigned type;
+} loupe__argv;
+
+/* The most arguments loupe__push_args writes with a begin (LOUPE_ZONE_ARGS's 1..4 pairs). */
+#define LOUPE__ARGS_MAX 4u
+
+/* Appends a zone's begin and its n arguments a0..a(n-1) (1 <= n <= LOUPE__ARGS_MAX, a constant
+ * after inlining) for session state s in one sequence: one state test, one busy guard, one room
+ * check for the 1 + n slots and the end's, one publication of cur. The slots are those that
+ * loupe__push and n loupe__push_arg calls would write ({ts, srcloc}, then {value, key << 8 |
+ * type << 4 | K_ARG} each), so the collector reads them as it reads the separate calls'. Perfetto's
+ * TRACE_EVENT("cat", "name", "k1", v1, ...) takes its arguments inline the same way
+ * (include/perfetto/tracing/track_event.h). Returns s when recorded, 0 when the begin was not.
+ * When the inline sequence cannot append (the thread's first event, a full segment, a
+ * re-entered call, a key that does not fit), the begin and each argument take the slow paths
+ * one by one, exactly as the separate calls would: recorded, or dropped and counted each. The
+ * signal safety is loupe__push's: a handler that interrupts the sequence finds busy set. */
+/* Writes argument x into slot p (K_ARG). */
+LOUPE__INLINE void loupe__put_arg(loupe__ev *p, loupe__argv x) {
+    __atomic_store_n(&p->a, x.bits, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->b,
+                     LOUPE__ADDR(x.key) << 8 | LOUPE__CONV(uint64_t, x.type) << 4 | LOUPE__K_ARG,
+                     __ATOMIC_RELAXED);
+}
+
+/* Records argument x through the slow path (recorded, or dropped and counted). */
+LOUPE__INLINE void loupe__arg_slow(loupe__argv x) {
+    loupe__arg(LOUPE__CONV(int, x.type), x.key, x.bits, LOUPE__NULL);
+}
+
+/* The arguments are passed by value, not as an array: with an array gcc 12 built it on the
+ * stack on every call, tracing or not (six stores before the state test). Those past n are
+ * not read. */
+LOUPE__INLINE uint64_t loupe__push_args(uint64_t s, uint64_t b, unsigned n, loupe__argv a0,
+                                        loupe__argv a1, loupe__argv a2, loupe__argv a3) {
+    loupe__tbuf *t = loupe__tls;
+    int fits = LOUPE__KEY_FITS(LOUPE__ADDR(a0.key)) &&
+               (n < 2 || LOUPE__KEY_FITS(LOUPE__ADDR(a1.key))) &&
+               (n < 3 || LOUPE__KEY_FITS(LOUPE__ADDR(a2.key))) &&
+               (n < 4 || LOUPE__KEY_FITS(LOUPE__ADDR(a3.key)));
+    uint64_t ts, got;
+    if (__builtin_expect(
+            t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s && fits, 1)) {
+        ts = loupe__tsc();
+        uint32_t busy = t->busy;
+        t->busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        loupe__ev *e = t->cur;
+        loupe__ev *r = t->resv;
+        if (__builtin_expect(busy == 0 && LOUPE__ROOM_AT(r, t, n + 2), 1)) {
+            LOUPE__PREFETCH_AHEAD(e);
+            if (n + 1 > 4) { /* the record spans more than one 64-byte line */
+                LOUPE__PREFETCH_AHEAD(e + 4);
+            }
+            __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
+            __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
+            loupe__put_arg(e + 1, a0);
+            if (n > 1) {
+                loupe__put_arg(e + 2, a1);
+            }
+            if (n > 2) {
+                loupe__put_arg(e + 3, a2);
+            }
+            if (n > 3) {
+                loupe__put_arg(e + 4, a3);
+            }
+            t->resv = r + n + 2; /* its 1 + n slots and its end's */
+            __atomic_store_n(&t->cur, e + 1 + n, __ATOMIC_RELEASE);
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            t->busy = 0;
+            return s;
+        }
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->busy = busy;
+    } else {
+        ts = loupe__now();
+    }
+    got = loupe__record_slow(s, ts, b, 1);
+    loupe__arg_slow(a0);
+    if (n > 1) {
+        loupe__arg_slow(a1);
+    }
+    if (n > 2) {
+        loupe__arg_slow(a2);
+    }
+    if (n > 3) {
+        loupe__arg_slow(a3);
+    }
+    return got;
+}
+
 /* Appends an end (of a zone or a function) for session state s into the slot its begin kept
  * (cur < resv); as loupe__push otherwise. It reads loupe__tls again rather than taking the
  * buffer from the zone's context (0.3 ns a zone in bench/): a zone open across fork() ends in
