@@ -14,7 +14,9 @@
  * (docs/mpi.md), so reading the run directory (loupe summary RUN) merges every process on this
  * machine's clock; --merge also writes them into one perfetto_trace.json.gz. The rounds run
  * again near the capture's end (end_clock_main()) and their result is added to the kept file
- * as the _end_ keys (add_clock_end()), for the merge's drift correction.
+ * as the _end_ keys (add_clock_end()), for the merge's drift correction. A gRPC server has no
+ * clock call: its reply's session times bound its offset instead (grpc_clock()), written into
+ * the kept XSpace under the same keys (with_clock_stats()).
  * An address without a scheme is tried as HTTP first; a server that does not speak HTTP/1.1
  * there (a gRPC server answers with HTTP/2 frames: curl's "Received HTTP/0.9") is then captured
  * over gRPC.
@@ -149,15 +151,18 @@ static void usage(FILE *f) {
             "                   server's, %u Hz; over gRPC always that, unless --level 0)\n"
             "  --max-mb N       the largest trace kept per address, in MiB (default %d)\n"
             "  --merge          also write the perfetto-json file: every process on one\n"
-            "                   timeline (each its own pid), clocks aligned with each HTTP\n"
-            "                   server's reported wall clock\n"
+            "                   timeline (each its own pid), clocks aligned with each\n"
+            "                   server's measured offset\n"
             "  -h, --help       show this help\n"
             "\n"
             "Each HTTP server's clock offset to this machine (the shortest of %d round trips\n"
             "to its /v1/clock) goes into its file as loupe_clock_offset_ns and\n"
             "loupe_clock_offset_uncertainty_ns, measured again near the capture's end\n"
             "(loupe_clock_offset_end_ns): reading the run directory (loupe summary RUN) puts\n"
-            "every process on this machine's clock, drift corrected.\n"
+            "every process on this machine's clock, drift corrected. A gRPC server has no\n"
+            "clock call: its offset is bounded by its XSpace's profile_start_time and\n"
+            "profile_stop_time (Task Environment), which lie within the call; the output\n"
+            "says the offset and its uncertainty, or that the reply had no such times.\n"
             "\n"
             "exit status: 0 every address gave a trace, 1 some gave nothing (the error says\n"
             "which and why; the others' files are kept), 2 bad usage\n",
