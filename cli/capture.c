@@ -707,10 +707,13 @@ static int find_env(const uint8_t *x, size_t n, env_plane *e) {
                     have = 1;
                 }
             }
-            if (have && id >= 0 && id == start_id && val != 0) {
+            /* 0 is tsl's "not set"; past 2^62 ns (year 2116) is no time: the bounds below
+             * stay within int64 */
+            have &= val != 0 && val < (UINT64_C(1) << 62);
+            if (have && id >= 0 && id == start_id) {
                 e->have_start = 1;
                 e->start_ns = val;
-            } else if (have && id >= 0 && id == stop_id && val != 0) {
+            } else if (have && id >= 0 && id == stop_id) {
                 e->have_stop = 1;
                 e->stop_ns = val;
             }
@@ -855,7 +858,9 @@ static uint8_t *with_clock_stats(const uint8_t *x, size_t n, const env_plane *e,
  * of 32 bytes each), t->offset_ns and t->origin_ns for --merge, and a line saying what was
  * found. */
 static void grpc_clock(target *t, const env_plane *e, const capture_opts *o, char vals[4][32]) {
-    int64_t d = (int64_t)o->duration_ms * 1000000;
+    /* --duration-ms is a long: bounded here so that the sums below stay within int64 */
+    int64_t d =
+        o->duration_ms < 1000000000ul ? (int64_t)o->duration_ms * 1000000 : INT64_C(1) << 60;
     int64_t lo = 0, hi = -1;
     if (e->have_start) {
         hi = (int64_t)e->start_ns - t->sent_ns;
