@@ -816,7 +816,7 @@ static uint8_t *with_clock_stats(const uint8_t *x, size_t n, const env_plane *e,
     } else {
         pbuf_bytes(&body, 2, "Task Environment", 16);
     }
-    int64_t id = e->max_id;
+    uint64_t id = (uint64_t)e->max_id; /* unsigned: a hostile largest id wraps, defined */
     for (int k = 0; k < 4; k++) {
         if (vals[k] == NULL) {
             continue;
@@ -824,13 +824,13 @@ static uint8_t *with_clock_stats(const uint8_t *x, size_t n, const env_plane *e,
         id++;
         pbuf md = {0}, entry = {0}, st = {0};
         pbuf_varint(&md, 1 << 3 | 0);
-        pbuf_varint(&md, (uint64_t)id);
+        pbuf_varint(&md, id);
         pbuf_bytes(&md, 2, clock_keys[k], strlen(clock_keys[k]));
         pbuf_varint(&entry, 1 << 3 | 0);
-        pbuf_varint(&entry, (uint64_t)id);
+        pbuf_varint(&entry, id);
         pbuf_bytes(&entry, 2, md.b, md.n);
         pbuf_varint(&st, 1 << 3 | 0);
-        pbuf_varint(&st, (uint64_t)id);
+        pbuf_varint(&st, id);
         pbuf_bytes(&st, 5, vals[k], strlen(vals[k]));
         body.failed |= md.failed || entry.failed || st.failed;
         pbuf_bytes(&body, 5, entry.b, entry.n);
@@ -854,10 +854,37 @@ static uint8_t *with_clock_stats(const uint8_t *x, size_t n, const env_plane *e,
     return out.b;
 }
 
-/* The server's clock from the reply's XSpace (see above): the keys' values into vals (buffers
- * of 32 bytes each), t->offset_ns and t->origin_ns for --merge, and a line saying what was
- * found. */
-static void grpc_clock(target *t, const env_plane *e, const capture_opts *o, char vals[4][32]) {
+/* A decimal unix-epoch ns time of the reply's initial metadata (loupe's server sends
+ * loupe-request-unix-ns and loupe-reply-unix-ns: src/server/grpc.c reply_timed()); 0 when
+ * absent or not one. */
+static uint64_t md_time(const grpc_metadata_array *a, const char *key) {
+    for (size_t i = 0; i < a->count; i++) {
+        const grpc_slice *k = &a->metadata[i].key, *v = &a->metadata[i].value;
+        if (GRPC_SLICE_LENGTH(*k) != strlen(key) ||
+            memcmp(GRPC_SLICE_START_PTR(*k), key, strlen(key)) != 0) {
+            continue;
+        }
+        char b[24];
+        size_t n = GRPC_SLICE_LENGTH(*v);
+        if (n == 0 || n >= sizeof b) {
+            return 0;
+        }
+        memcpy(b, GRPC_SLICE_START_PTR(*v), n);
+        b[n] = 0;
+        char *end;
+        unsigned long long x = strtoull(b, &end, 10);
+        return *end == 0 && b[0] >= '0' && b[0] <= '9' && x < (1ull << 62) ? x : 0;
+    }
+    return 0;
+}
+
+/* The server's clock from the reply's XSpace (see above) and, from loupe's server, the times
+ * its call was read and its reply sent (req_ns, rep_ns; 0 when not sent), which lie within the
+ * call too and bracket the trace (tighter: the capture's start and its collection lie between
+ * them): the keys' values into vals (buffers of 32 bytes each), t->offset_ns for --merge, and
+ * a line saying what was found. */
+static void grpc_clock(target *t, const env_plane *e, uint64_t req_ns, uint64_t rep_ns,
+                       const capture_opts *o, char vals[4][32]) {
     /* --duration-ms is a long: bounded here so that the sums below stay within int64 */
     int64_t d =
         o->duration_ms < 1000000000ul ? (int64_t)o->duration_ms * 1000000 : INT64_C(1) << 60;
@@ -873,15 +900,23 @@ static void grpc_clock(target *t, const env_plane *e, const capture_opts *o, cha
             hi = (int64_t)e->stop_ns - d - t->sent_ns;
         }
     }
+    int have_call = req_ns != 0 && rep_ns >= req_ns;
+    if (have_call) {
+        int64_t lo2 = (int64_t)rep_ns - t->recv_ns, hi2 = (int64_t)req_ns - t->sent_ns;
+        int any = e->have_start || e->have_stop;
+        lo = any && lo > lo2 ? lo : lo2;
+        hi = any && hi < hi2 ? hi : hi2;
+    }
     int64_t call = t->recv_ns - t->sent_ns;
     const char *why = NULL;
-    if (!e->have_start && !e->have_stop) {
+    if (!e->have_start && !e->have_stop && !have_call) {
         why = e->at < e->end ? "its Task Environment plane has no profile_start_time or "
                                "profile_stop_time"
                              : "it has no Task Environment plane (profile_start_time, "
                                "profile_stop_time)";
     } else if (lo > hi) {
-        why = "its profile_start_time and profile_stop_time do not fit in the call";
+        why = have_call ? "its request and reply times do not fit in the call"
+                        : "its profile_start_time and profile_stop_time do not fit in the call";
     }
     if (why != NULL) {
         snprintf(vals[0], 32, "0");
@@ -895,18 +930,22 @@ static void grpc_clock(target *t, const env_plane *e, const capture_opts *o, cha
     uint64_t unc = (uint64_t)(hi - lo + 1) / 2;
     snprintf(vals[0], 32, "%lld", (long long)-mid);
     snprintf(vals[1], 32, "%llu", (unsigned long long)unc);
-    snprintf(vals[2], 32, "%llu", (unsigned long long)(e->have_start ? e->start_ns : e->stop_ns));
-    snprintf(vals[3], 32,
-             e->have_start && e->have_stop ? "grpc_profile_times"
-                                           : "grpc_profile_time_and_duration");
+    snprintf(vals[2], 32, "%llu",
+             (unsigned long long)(have_call       ? req_ns
+                                  : e->have_start ? e->start_ns
+                                                  : e->stop_ns));
+    snprintf(vals[3], 32, "%s",
+             have_call                       ? "grpc_call_times"
+             : e->have_start && e->have_stop ? "grpc_profile_times"
+                                             : "grpc_profile_time_and_duration");
     t->offset_ns = mid;
     t->have_offset = 1;
-    printf("%s: clock %+.3f ms +- %.3f ms from this machine's (the trace's %s within the "
-           "%.3f ms call)\n",
+    printf("%s: clock %+.3f ms +- %.3f ms from this machine's (%s within the %.3f ms call)\n",
            t->addr, (double)mid / 1e6, (double)unc / 1e6,
-           e->have_start && e->have_stop ? "profile_start_time and profile_stop_time"
-           : e->have_start               ? "profile_start_time, and the duration,"
-                                         : "profile_stop_time, and the duration,",
+           have_call                       ? "the server's request and reply times"
+           : e->have_start && e->have_stop ? "the trace's profile_start_time and profile_stop_time"
+           : e->have_start                 ? "the trace's profile_start_time, and the duration,"
+                                           : "the trace's profile_stop_time, and the duration,",
            (double)call / 1e6);
 }
 
@@ -943,7 +982,8 @@ static void grpc_result(gcall *g, const capture_opts *o) {
         size_t xn = 0;
         if (find_env(rs->xspace.data, rs->xspace.len, &e) == 0) {
             char vals[4][32];
-            grpc_clock(t, &e, o, vals);
+            grpc_clock(t, &e, md_time(&g->initial, "loupe-request-unix-ns"),
+                       md_time(&g->initial, "loupe-reply-unix-ns"), o, vals);
             const char *v[4];
             for (int k = 0; k < 4; k++) {
                 v[k] = vals[k][0] ? vals[k] : NULL;
