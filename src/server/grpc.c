@@ -18,7 +18,9 @@
  * the default levels, the trace is written as <repository_root>/<session_id>/<host>.xplane.pb
  * on this machine (host: opts.override_hostname, else host_name, with ':' as '_', as
  * jax.collect_profile expects to find it) unless emit_xspace asks for it in the response;
- * empty_trace says that nothing was recorded. A client that goes away ends its capture.
+ * empty_trace says that nothing was recorded. A client that goes away ends its capture. A reply
+ * carries the times the call was read and the reply sent (reply_timed()), for the client's
+ * clock offset: the protocol has no clock call.
  */
 #include "server/grpc.h"
 #include "base/clock.h"
