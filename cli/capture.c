@@ -1017,7 +1017,7 @@ static void grpc_result(gcall *g, const capture_opts *o) {
 
 /* Connects every channel before its call (at most CONNECT_WAIT_MS): a call's time from
  * t_send to the server reading it is then the request's transit, not also TCP's and HTTP/2's
- * handshakes, which widened the clock offset's bound (grpc_clock()) by 3-4 ms on loopback. A
+ * handshakes, which widened the clock offset's bound (grpc_clock()) by 1.5-4.3 ms on loopback. A
  * channel that does not connect in time (no server there) is left to its call, which reports
  * the failure as before. The completion queue holds nothing else meanwhile: every event is a
  * watch, tagged with its gcall. */
