@@ -13,6 +13,12 @@
   grpc_check.py jax_server PORT                 a JAX process with jax.profiler.start_server
   grpc_check.py merged FILE ADDR...             a merged Chrome JSON has one process per ADDR,
                                                 each with events, on overlapping time ranges
+  grpc_check.py clock FILE LOG ADDR             `loupe capture`'s gRPC clock offset in FILE (a
+                                                Chrome JSON of the capture) is 0 within its
+                                                uncertainty (server and client on one machine),
+                                                and LOG (its output) says the same figures
+  grpc_check.py timeless_server PORT            a ProfilerService whose XSpace has one zone and
+                                                no Task Environment plane (no session times)
 Prints what it checked; exits 1 with "FAIL: ..." at the first difference.
 """
 import gzip
@@ -277,6 +283,49 @@ def merged(path, addrs):
           (len(addrs), ", ".join(names[p] for p in sorted(span)), (hi - lo) / 1000))
 
 
+def clock(path, log, addr):
+    with gzip.open(path, "rt") as f:
+        meta = json.load(f)["metadata"]
+    expect("loupe_clock_method", meta.get("loupe_clock_method"), "grpc_profile_times")
+    off = int(meta["loupe_clock_offset_ns"])
+    unc = int(meta["loupe_clock_offset_uncertainty_ns"])
+    # the interval [off - unc, off + unc] holds the true offset, 0; it is as wide as the call's
+    # overhead (a 1.5 s capture: well under a second even on a loaded machine)
+    if not (0 < unc < 1000000000) or abs(off) > unc:
+        fail("clock: offset %d ns +- %d ns does not hold 0" % (off, unc))
+    want = "%s: clock %+.3f ms +- %.3f ms from this machine's (the trace's profile_start_time " \
+           "and profile_stop_time within the " % (addr, -off / 1e6, unc / 1e6)
+    with open(log) as f:
+        if want not in f.read():
+            fail("clock: no line '%s' in %s" % (want, log))
+    print("clock: %s: offset %+.3f ms +- %.3f ms holds 0" % (addr, -off / 1e6, unc / 1e6))
+
+
+def timeless_server(port):
+    import grpc
+    from concurrent import futures
+    # XSpace { planes { name "/host:CPU", event_metadata {1: "timeless_zone"}, lines { id 1,
+    # name "main", timestamp_ns 1000, events { metadata_id 1, offset_ps 0, duration_ps 1e6 } } } }
+    md = field(1, 1) + field(2, "timeless_zone")
+    line = (field(1, 1) + field(2, "main") + field(3, 1000) +
+            field(4, field(1, 1) + field(2, 0) + field(3, 1000000)))
+    plane = field(2, "/host:CPU") + field(4, field(1, 1) + field(2, md)) + field(3, line)
+    reply = field(8, field(1, plane))
+
+    def profile(req, ctx):
+        ms = parse(parse(req)[4][0]).get(9, [100])[0]
+        time.sleep(ms / 1000.0)
+        return reply
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "tensorflow.ProfilerService", {"Profile": grpc.unary_unary_rpc_method_handler(profile)}),))
+    server.add_insecure_port("127.0.0.1:%d" % port)
+    server.start()
+    print("ready", flush=True)
+    server.wait_for_termination()
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "zones":
@@ -293,5 +342,9 @@ if __name__ == "__main__":
         jax_server(int(args[0]))
     elif cmd == "merged":
         merged(args[0], args[1:])
+    elif cmd == "clock":
+        clock(args[0], args[1], args[2])
+    elif cmd == "timeless_server":
+        timeless_server(int(args[0]))
     else:
         fail("unknown command " + cmd)

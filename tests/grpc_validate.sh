@@ -8,8 +8,10 @@
 #   2. XProf's capture handler (ProfilePlugin.capture_route_impl, in-process) against one loupe
 #      process, then against two (service_addr "A,B"): one run with one file per process;
 #   3. the service's gRPC statuses (grpc_check.py service) and a Profile during a local trace;
-#   4. `loupe capture` against jax.profiler.start_server, and `loupe capture JAX,LOUPE --merge`:
-#      one run directory with a file per process and a merged trace with both processes.
+#   4. `loupe capture` against jax.profiler.start_server (its clock offset, bounded by the
+#      reply's session times, holds 0), against a server whose reply has no session times
+#      (offset unknown, said), and `loupe capture JAX,LOUPE --merge`: one run directory with a
+#      file per process and a merged trace with both processes.
 # jax binds every interface: the whole test runs in a network namespace of its own
 # (unshare -n, loopback only) when it may make one; otherwise every server it starts is given
 # 127.0.0.1 and the jax one runs bounded in time. The venv: tests/probes/xprof_venv.sh (the one
@@ -131,6 +133,28 @@ want="server_probe: I/O error: loupe_start_server (gRPC): cannot listen on 127.0
 [ "$out" = "$want" ] || fail "jax's gRPC port: got '$out', want '$want'"
 echo "grpc_port $jp (jax.profiler.start_server's): refused"
 echo "loupe capture grpc://127.0.0.1:$jp (jax.profiler.start_server): $(basename "$f") with jax_step"
+# its clock: no clock call over gRPC; the XSpace's session times within the call bound the
+# offset, which on one machine is 0
+"$loupe" convert "$f" -o "$tmp/lj.trace.json.gz" >/dev/null 2>&1 || fail "loupe convert $f"
+timeout 60 $check clock "$tmp/lj.trace.json.gz" "$tmp/lj.out" "127.0.0.1:$jp" 2>&1 | quiet ||
+  fail "the clock offset of the jax capture"
+# a server whose XSpace has no session times: said, offset 0, uncertainty unknown
+tp=$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+timeout 120 $py "$src/tests/grpc_check.py" timeless_server "$tp" >"$tmp/timeless.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do grep -q ready "$tmp/timeless.out" && break; sleep 0.1; done
+grep -q ready "$tmp/timeless.out" || { cat "$tmp/timeless.out"; fail "the timeless server did not start"; }
+timeout 60 "$loupe" capture "grpc://127.0.0.1:$tp" --duration-ms 200 --log-dir "$tmp/lt" \
+  >"$tmp/lt.out" 2>&1 || { cat "$tmp/lt.out"; fail "loupe capture of the timeless server"; }
+want="127.0.0.1:$tp: clock offset unknown (0 assumed): it has no Task Environment plane (profile_start_time, profile_stop_time)"
+grep -qxF "$want" "$tmp/lt.out" || { cat "$tmp/lt.out"; fail "no line '$want'"; }
+f=$(ls "$tmp"/lt/plugins/profile/*/127.0.0.1_"$tp".[0-9]*.xplane.pb 2>/dev/null)
+"$loupe" convert "$f" -o "$tmp/lt.trace.json.gz" >/dev/null 2>&1 || fail "loupe convert $f"
+got=$($py -c 'import gzip, json, sys; m = json.load(gzip.open(sys.argv[1]))["metadata"]
+print(" ".join(m.get(k, "-") for k in ("loupe_clock_offset_ns", "loupe_clock_offset_uncertainty_ns",
+      "loupe_clock_offset_at_ns", "loupe_clock_method")))' "$tmp/lt.trace.json.gz")
+[ "$got" = "0 unknown - unknown" ] || fail "the timeless capture's clock keys: '$got', want '0 unknown - unknown'"
+echo "loupe capture grpc://127.0.0.1:$tp (no session times): $want"
 # no scheme: HTTP first, then gRPC; a loupe process over gRPC beside it; --merge
 timeout 120 "$loupe" capture "127.0.0.1:$jp,127.0.0.1:$pa" --duration-ms 500 --log-dir "$tmp/lm" \
   --merge >"$tmp/lm.out" 2>&1 || { cat "$tmp/lm.out"; fail "loupe capture JAX,LOUPE --merge"; }

@@ -2,7 +2,8 @@
  * in the user's words, a 3-process capture merged into one trace with 3 pids, retries of empty
  * traces and unreachable addresses with a message for each and a final error naming them, and a
  * token (a 401 is not retried), clock offsets measured across two servers one of which runs 5 s
- * ahead (the run directory read whole puts a moment both mark at its true time), and CPU samples
+ * ahead, over HTTP and over gRPC (the run directory read whole puts a moment both mark at its
+ * true time), and CPU samples
  * in a capture (on by default, off with --sample-hz 0). Each child runs loupe_start_server(0) and
  * reports its port through a pipe; every child is bounded by alarm() and killed at the end of its
  * test. */
@@ -310,8 +311,9 @@ typedef struct marker {
                     CLOCK_REALTIME around the instant */
 } marker;
 
-/* A server child whose clock is shifted by shift ns (LOUPE_TEST_CLOCK_SHIFT_NS, NULL: none). */
-static marker spawn_marker(const char *shift) {
+/* A server child whose clock is shifted by shift ns (LOUPE_TEST_CLOCK_SHIFT_NS, NULL: none);
+ * grpc: with the gRPC service too, whose port it reports. */
+static marker spawn_marker(const char *shift, int grpc) {
     int pp[2], mk[2], tr[2];
     assert_int_equal(pipe(pp), 0);
     assert_int_equal(pipe(mk), 0);
@@ -326,7 +328,10 @@ static marker spawn_marker(const char *shift) {
         if (shift != NULL) {
             setenv("LOUPE_TEST_CLOCK_SHIFT_NS", shift, 1); /* read at every clock read */
         }
-        int port = loupe_start_server(0) == 0 ? loupe_server_port() : -1;
+        loupe_server_options so = {.grpc_port = grpc ? LOUPE_SERVER_GRPC_ANY_PORT : 0};
+        int port = loupe_start_server_ex(&so) != 0 ? -1
+                   : grpc                          ? loupe_server_grpc_port()
+                                                   : loupe_server_port();
         if (write(pp[1], &port, sizeof port) != (ssize_t)sizeof port) {
             _exit(3);
         }
@@ -390,15 +395,21 @@ static int64_t meta_i64(const loupe_model *m, const char *key) {
     return 0;
 }
 
-static void test_clock_offsets(void **state) {
-    (void)state;
-    markers[0] = spawn_marker(NULL);
-    markers[1] = spawn_marker("5000000000");
+static const char *meta_str(const loupe_model *m, const char *key);
+
+/* Two servers, one 5 s ahead, captured over HTTP (grpc = 0: GET /v1/clock's round trips, again
+ * near the end) or over gRPC (grpc = 1: no clock call; the times loupe's server read the call
+ * and sent its reply, which lie within the call, bound the offset; a jax server's reply has
+ * only its trace's start and stop: tests/grpc_validate.sh). */
+static void clock_offsets(int grpc) {
+    markers[0] = spawn_marker(NULL, grpc);
+    markers[1] = spawn_marker("5000000000", grpc);
     char cmd[2048], *out = NULL;
+    const char *scheme = grpc ? "grpc://" : "";
     snprintf(cmd, sizeof cmd,
-             "%s capture 127.0.0.1:%d,127.0.0.1:%d --duration-ms 3000 --log-dir %s --sample-hz 0 "
-             "2>&1",
-             tu_cli(), markers[0].port, markers[1].port, dir);
+             "%s capture %s127.0.0.1:%d,%s127.0.0.1:%d --duration-ms 3000 --log-dir %s "
+             "--sample-hz 0 2>&1",
+             tu_cli(), scheme, markers[0].port, scheme, markers[1].port, dir);
     pthread_t marking;
     assert_int_equal(pthread_create(&marking, NULL, mark_later, NULL), 0);
     int rc = tu_run(cmd, &out);
@@ -417,19 +428,43 @@ static void test_clock_offsets(void **state) {
     char run[1024], path[1400];
     last_line(out, run, sizeof run);
     /* each file: the measured offset (ns to add to its times to get ours) is the true one,
-     * 0 and -5 s, within its uncertainty (half the shortest of the round trips) */
+     * 0 and -5 s, within its uncertainty: HTTP, half the shortest of the round trips (50 ms at
+     * most); gRPC, half the call's round trip less the server's time from reading the call to
+     * sending its reply (the times loupe's server sends with it: connecting and moving the
+     * bytes; a few ms here, 500 ms allowed for a loaded machine) */
     int64_t unc[2];
     for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/127.0.0.1_%d.%d.trace.json.gz", run, markers[i].port,
-                 (int)markers[i].pid);
+        snprintf(path, sizeof path, "%s/127.0.0.1_%d.%d.%s", run, markers[i].port,
+                 (int)markers[i].pid, grpc ? "xplane.pb" : "trace.json.gz");
         loupe_model *m = NULL;
         assert_int_equal(loupe_trace_read(path, &m), 0);
         int64_t off = meta_i64(m, "loupe_clock_offset_ns");
         unc[i] = meta_i64(m, "loupe_clock_offset_uncertainty_ns");
         int64_t want = i == 0 ? 0 : -5000000000;
-        if (unc[i] <= 0 || unc[i] > 50000000 || llabs(off - want) > unc[i]) {
-            fail_msg("server %d: offset %lld ns, uncertainty %lld ns; want %lld", i, (long long)off,
-                     (long long)unc[i], (long long)want);
+        int64_t most = grpc ? 500000000 : 50000000;
+        if (unc[i] <= 0 || unc[i] > most || llabs(off - want) > unc[i]) {
+            fail_msg("server %d: offset %lld ns, uncertainty %lld ns; want %lld\n%s", i,
+                     (long long)off, (long long)unc[i], (long long)want, out);
+        }
+        if (grpc) {
+            /* said in the output, in ms (server minus ours: the negated key), and how */
+            assert_string_equal(meta_str(m, "loupe_clock_method"), "grpc_call_times");
+            char line[256];
+            int n = snprintf(line, sizeof line,
+                             "127.0.0.1:%d: clock %+.3f ms +- %.3f ms from this machine's (the "
+                             "server's request and reply times within the ",
+                             markers[i].port, (double)-off / 1e6, (double)unc[i] / 1e6);
+            assert_true(n > 0 && (size_t)n < sizeof line);
+            if (strstr(out, line) == NULL) {
+                fail_msg("no line '%s' in:\n%s", line, out);
+            }
+            /* at: when the server read the call, on its own (shifted) clock */
+            int64_t at = meta_i64(m, "loupe_clock_offset_at_ns");
+            if (llabs(at - (realtime_ns() - want)) > 60000000000) {
+                fail_msg("server %d: measured at %lld", i, (long long)at);
+            }
+            loupe_model_free(m);
+            continue;
         }
         /* measured again near the capture's end (a tenth of its 3 s left, at most 250 ms: from
          * 2.75 s after the first measurement on, 5 s allowed for a loaded machine): the same
@@ -483,6 +518,19 @@ static void test_clock_offsets(void **state) {
     assert_int_equal(found[1], 1);
     loupe_model_free(m);
     free(out);
+}
+
+static void test_clock_offsets(void **state) {
+    (void)state;
+    clock_offsets(0);
+}
+
+static void test_clock_offsets_grpc(void **state) {
+    (void)state;
+    if (!LOUPE_TEST_WITH_GRPC) {
+        skip(); /* a build without the gRPC service or client */
+    }
+    clock_offsets(1);
 }
 
 /* ---- a capture samples the CPU ---- */
@@ -605,6 +653,7 @@ int main(void) {
         cmocka_unit_test(test_input_errors),
         cmocka_unit_test(test_three_processes_merged),
         cmocka_unit_test_teardown(test_clock_offsets, kill_live),
+        cmocka_unit_test_teardown(test_clock_offsets_grpc, kill_live),
         cmocka_unit_test_teardown(test_capture_samples, kill_live),
         cmocka_unit_test(test_retries_and_final_error),
         cmocka_unit_test(test_token),

@@ -857,6 +857,9 @@ static void test_jax_file(void **state) {
     assert_int_equal(trains, 3);
     assert_int_equal(steps, 1 + 2 + 3);         /* step_num 0, 1, 2 */
     assert_int_equal(m->duration_ns, 80766665); /* first event start to last event end */
+    /* the wall clock of its first event: Task Environment's profile_start_time
+     * (1795965579402069502) plus that event's 9465 ns after it */
+    assert_true(m->origin_unix_ns == 1795965579402069502ull + 9465u);
     /* jax's producer/consumer stats as flows: 17 producers, 15 consumers, 15 pairs (each
      * consumer with its producer; counted from the file with jax's ProfileData); the first:
      * the python thread's ThreadpoolListener::Record (_pt 15, _p 1) to the compiler pool's

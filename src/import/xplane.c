@@ -429,8 +429,9 @@ typedef struct reader {
     size_t args_cap;
     int have_time;
     uint64_t min_ns, max_ns;
-    struct rsamples *rs; /* the CPU samples' tables (samples_*() below); NULL when none */
-    lmap *lines;         /* by id once pass 0 is done */
+    uint64_t env_start_ns; /* Task Environment's profile_start_time (0: none) */
+    struct rsamples *rs;   /* the CPU samples' tables (samples_*() below); NULL when none */
+    lmap *lines;           /* by id once pass 0 is done */
     size_t nlines, lines_cap;
     rproc *procs;
     size_t nprocs, procs_cap;
@@ -1290,6 +1291,9 @@ static int read_plane(reader *x, span s, int pass) {
                 continue;
             }
             if (pass == 0) {
+                if (kind == PL_ENV && plane_u64(x, &pl, &st, "profile_start_time", &v)) {
+                    x->env_start_ns = v;
+                }
                 continue;
             }
             if (kind == PL_ENV) {
@@ -1517,6 +1521,13 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
         loupe_model *m = x.m;
         /* a loupe file's times are relative to its origin; others start at their first event */
         uint64_t o = !x.is_loupe && x.have_time ? x.min_ns : 0;
+        /* another tool's file (jax): its wall-clock origin from the session start that tsl
+         * writes in Task Environment (SetSessionTimestamps, unix-epoch ns), so that a run
+         * directory's merge can place it; its events are relative to that start (jax since
+         * 0.5, jax-ml/jax#26288) or, in older files, unix-epoch ns themselves */
+        if (!x.is_loupe && x.have_time && x.env_start_ns != 0 && m->origin_unix_ns == 0) {
+            m->origin_unix_ns = x.min_ns < x.env_start_ns ? x.env_start_ns + x.min_ns : x.min_ns;
+        }
         if (x.is_loupe && m->duration_ns >= m->origin_unix_ns) {
             m->duration_ns -= m->origin_unix_ns;
         } else {

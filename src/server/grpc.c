@@ -18,9 +18,12 @@
  * the default levels, the trace is written as <repository_root>/<session_id>/<host>.xplane.pb
  * on this machine (host: opts.override_hostname, else host_name, with ':' as '_', as
  * jax.collect_profile expects to find it) unless emit_xspace asks for it in the response;
- * empty_trace says that nothing was recorded. A client that goes away ends its capture.
+ * empty_trace says that nothing was recorded. A client that goes away ends its capture. A reply
+ * carries the times the call was read and the reply sent (reply_timed()), for the client's
+ * clock offset: the protocol has no clock call.
  */
 #include "server/grpc.h"
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/fs.h"
 #include "base/net.h"
@@ -80,6 +83,8 @@ typedef struct gcall {
     grpc_byte_buffer *reply;
     grpc_slice status_details;
     int have_details;
+    grpc_metadata times[2]; /* a Profile reply's loupe-*-unix-ns (send_times()) */
+    int have_times;
     int cancelled; /* RECV_CLOSE_ON_SERVER's output */
     int closed;
     int refs;
@@ -88,6 +93,7 @@ typedef struct gcall {
 /* The capture in progress (at most one). */
 typedef struct capture {
     gcall *c;
+    uint64_t arrived_ns; /* this machine's wall clock when the Profile call was read */
     gpr_timespec end;
     int emit_xspace;
     char *dir;  /* <repository_root>/<session_id> */
@@ -160,6 +166,10 @@ static void call_unref(gcall *c) {
     if (c->have_details) {
         grpc_slice_unref(c->status_details);
     }
+    if (c->have_times) {
+        grpc_slice_unref(c->times[0].value);
+        grpc_slice_unref(c->times[1].value);
+    }
     grpc_metadata_array_destroy(&c->md);
     if (c->method == M_OTHER) {
         grpc_call_details_destroy(&c->details);
@@ -194,6 +204,10 @@ static void reply(gcall *c, grpc_status_code status, const char *message, uint8_
     grpc_op ops[3];
     size_t n = 0;
     memset(ops, 0, sizeof ops);
+    if (c->have_times) {
+        ops[n].data.send_initial_metadata.count = 2;
+        ops[n].data.send_initial_metadata.metadata = c->times;
+    }
     ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
     if (msg != NULL) {
         grpc_slice s = grpc_slice_new(msg, len, free);
@@ -233,6 +247,32 @@ static void reply_message(gcall *c, const ProtobufCMessage *m) {
         return;
     }
     protobuf_c_message_pack(m, buf);
+    reply(c, GRPC_STATUS_OK, NULL, buf, n);
+}
+
+/* A Profile's reply (m) with two initial-metadata entries: loupe-request-unix-ns, this
+ * machine's wall clock (loupe__realtime_ns(), the clock of the trace's profile_start_time) when
+ * the call was read, and loupe-reply-unix-ns, the same once the reply is packed, just before it
+ * is handed to gRPC. Both happen within the client's call and bracket the trace tighter than
+ * profile_start_time and profile_stop_time (the capture's start, and its collection and
+ * encoding after the stop, lie between them), so `loupe capture` bounds this server's clock
+ * offset to the call's network time (cli/capture.c grpc_clock()). Other clients ignore them. */
+static void reply_timed(gcall *c, const ProtobufCMessage *m, uint64_t arrived_ns) {
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (buf == NULL) {
+        reply(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "loupe: out of memory", NULL, 0);
+        return;
+    }
+    protobuf_c_message_pack(m, buf);
+    char v[2][24];
+    snprintf(v[0], sizeof v[0], "%llu", (unsigned long long)arrived_ns);
+    snprintf(v[1], sizeof v[1], "%llu", (unsigned long long)loupe__realtime_ns());
+    c->times[0].key = grpc_slice_from_static_string("loupe-request-unix-ns");
+    c->times[0].value = grpc_slice_from_copied_string(v[0]);
+    c->times[1].key = grpc_slice_from_static_string("loupe-reply-unix-ns");
+    c->times[1].value = grpc_slice_from_copied_string(v[1]);
+    c->have_times = 1;
     reply(c, GRPC_STATUS_OK, NULL, buf, n);
 }
 
@@ -318,6 +358,7 @@ static size_t xplane_format(void) {
 }
 
 static void profile_begin(gcall *c) {
+    uint64_t arrived = loupe__realtime_ns();
     Tensorflow__ProfileRequest *rq =
         (Tensorflow__ProfileRequest *)unpack(c, &tensorflow__profile_request__descriptor);
     if (rq == NULL) {
@@ -387,6 +428,7 @@ static void profile_begin(gcall *c) {
         } else {
             memset(&cap, 0, sizeof cap);
             cap.c = c;
+            cap.arrived_ns = arrived;
             cap.emit_xspace = rq->emit_xspace != 0;
             cap.session_id = strdup(rq->session_id);
             size_t dl = strlen(rq->repository_root) + strlen(rq->session_id) + 2;
@@ -446,7 +488,7 @@ static void profile_end(int abandoned) {
     if (r != 0) {
         reply_error(c, GRPC_STATUS_INTERNAL, "%s (%s)", loupe_strerror(r), loupe_last_error());
     } else {
-        reply_message(c, &resp.base);
+        reply_timed(c, &resp.base, cap.arrived_ns);
     }
     free(xs);
     capture_clear();
