@@ -277,8 +277,10 @@ echo "record_follow: a bad --spool: 125 before running"
 # 14. system() and posix_spawn(): glibc execs both children inside itself (not through the
 # interposed exec family). The parent's 10 zones are kept, system()'s shell (sh -c, no zones)
 # and its program (7 zones) and the spawned program (7 zones) are traced, each naming its
-# parent; the parent's record.forks has the posix_spawn point (system()'s is inside glibc:
-# not seen, src/preload/preload.c). Under --no-follow neither child is traced.
+# parent; the parent's record.forks has exactly two spawn points, in order: system()'s shell
+# (the preload's system() spawns it through its posix_spawn wrapper, src/preload/preload.c)
+# and the posix_spawn child, each between the parent's start and the child's. Under
+# --no-follow neither child is traced.
 "$build/loupe" record -q --no-sample --print-run-dir "$tmp/run18" -o "$tmp/log18" -- "$probe" spawn 5 7 >/dev/null 2>"$tmp/err18" || fail "spawn: $(cat "$tmp/err18")"
 run=$(cat "$tmp/run18")
 # under -q, system()'s shell (dash ends with _exit(), having recorded nothing) is not reported:
@@ -310,13 +312,14 @@ parents = {p: int(m["loupe_parent_pid"]) for p, m in meta.items()}
 assert parents[spawned[0]] == root and parents[shell[0]] == root, parents
 assert parents[prog[0]] == shell[0], parents
 forks = [tuple(int(x) for x in item.split(":")) for item in meta[root]["record.forks"].split(",")]
-assert [p for p, _ in forks] == spawned, (forks, spawned)
-t = forks[0][1]
-assert int(meta[root]["origin_unix_ns"]) <= t <= int(meta[spawned[0]]["origin_unix_ns"]), forks
+assert [p for p, _ in forks] == shell + spawned, (forks, shell, spawned)
+for (p, t) in forks:
+    assert int(meta[root]["origin_unix_ns"]) <= t <= int(meta[p]["origin_unix_ns"]), (p, forks)
+assert forks[0][1] < forks[1][1], forks
 PY
 "$build/loupe" record -q --no-sample --no-follow --print-run-dir "$tmp/run19" -o "$tmp/log19" -- "$probe" spawn 5 7 >/dev/null 2>"$tmp/err19" || fail "spawn --no-follow: $(cat "$tmp/err19")"
 got=$(procs "$(cat "$tmp/run19")") || fail "spawn --no-follow: summary failed"
 [ "$got" = "10 P spawn 5 7 parent_ok
 zones parent=10" ] || fail "spawn --no-follow: $got"
-echo "record_follow: system() and posix_spawn(): 4 processes (parent 10 zones kept, sh, 7 + 7), the spawn point; --no-follow: 1"
+echo "record_follow: system() and posix_spawn(): 4 processes (parent 10 zones kept, sh, 7 + 7), their 2 spawn points; --no-follow: 1"
 echo "record_follow: ok"
