@@ -322,4 +322,51 @@ got=$(procs "$(cat "$tmp/run19")") || fail "spawn --no-follow: summary failed"
 [ "$got" = "10 P spawn 5 7 parent_ok
 zones parent=10" ] || fail "spawn --no-follow: $got"
 echo "record_follow: system() and posix_spawn(): 4 processes (parent 10 zones kept, sh, 7 + 7), their 2 spawn points; --no-follow: 1"
+# 15. Ctrl-C on `loupe record -- bash -c 'x & y & wait'`: the terminal's SIGINT reaches the whole
+# process group; bash dies of it, its two background jobs (SIGINT ignored: POSIX, "Shell
+# Execution Environment", asynchronous lists) outlive it. record says each one's region path,
+# exactly (it stays while they run); each writes its own trace into the run directory when it
+# ends, and the last one removes the regions' directory: nothing is left in it.
+# (a job this script starts with & has SIGINT ignored, inherited through exec: python3 gives
+# loupe record the terminal's default back, as a shell's foreground job has)
+rm -f "$tmp/ready20"
+setsid python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$build/loupe" record -q --no-sample -o "$tmp/log20" -- \
+    bash -c "sleep 3 & sleep 3 & sleep 0.7; echo \$! >$tmp/ready20; wait" 2>"$tmp/err20" &
+rec=$!
+for _ in $(seq 100); do [ -s "$tmp/ready20" ] && break; sleep 0.1; done
+[ -s "$tmp/ready20" ] || fail "ctrl-c: the program did not start"
+kill -INT -- -$rec
+wait $rec; st=$?
+[ "$st" = 130 ] || fail "ctrl-c: status $st, want 130 (bash killed by SIGINT): $(cat "$tmp/err20")"
+# bash recorded nothing (--no-sample, no zones): record says so and prints no run directory;
+# the run directory is the one the orphans write into
+grep -qxF "loupe record: bash was killed by signal 2 (Interrupt) before it could write its trace" "$tmp/err20" || fail "ctrl-c: $(cat "$tmp/err20")"
+run=$(sed -n 's/^loupe record: pid [0-9]* is still running: .* writes its trace into \([^ ]*\) and removes .*/\1/p' "$tmp/err20" | sort -u)
+case $run in "$tmp/log20/plugins/profile/"*) ;; *) fail "ctrl-c: run directory '$run': $(cat "$tmp/err20")" ;; esac
+regions=$(sed -n 's|^loupe record: pid [0-9]* is still running: its recording region \(/[^ ]*\)/[0-9.]* stays .*|\1|p' "$tmp/err20" | sort -u)
+[ "$(echo "$regions" | wc -l)" = 1 ] && [ -n "$regions" ] || fail "ctrl-c: regions directory not named once: $(cat "$tmp/err20")"
+pids=$(sed -n 's/^loupe record: pid \([0-9]*\) is still running.*/\1/p' "$tmp/err20" | sort -n | tr '\n' ' ')
+want=""
+for p in $pids; do
+    r=$(ls "$regions" | grep "^$p\.[0-9]*\.0$")
+    want="${want}loupe record: pid $p is still running: its recording region $regions/$r stays until it ends (it then writes its trace into $run and removes the region); if it dies first, \`loupe recover $regions/$r -o LOG_DIR\` reads it and \`rm -r $regions\` removes the rest
+"
+done
+got=$(grep '^loupe record: pid ' "$tmp/err20" | sort -n -k4)
+[ "$(echo $pids | wc -w)" = 2 ] && [ "$got" = "${want%
+}" ] || fail "ctrl-c: stderr:
+$got
+want (2 orphans):
+$want"
+for p in $pids; do
+    while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+done
+sleep 0.2
+[ ! -e "$regions" ] || fail "ctrl-c: $regions is left after the orphans ended: $(ls -la "$regions")"
+for p in $pids; do
+    [ -e "$run/$host.$p.trace.json.gz" ] || fail "ctrl-c: orphan $p wrote no trace: $(ls "$run")"
+done
+echo "record_follow: Ctrl-C with 2 orphans: status 130, both region paths said, both traces written by the orphans, the regions directory gone"
 echo "record_follow: ok"
