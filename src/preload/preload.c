@@ -60,6 +60,54 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The environment through libc's own getenv/setenv/unsetenv, never the program's: bash exports
+ * its own four (lib/sh/getenv.c: they read and write the shell's variable table), which bind
+ * ahead of libc's for every library. Called from this library's constructor, before bash's main
+ * has imported environ, bash's setenv made a table without the inherited variables, and its
+ * getenv then found none of loupe's: the root bash never took the memfd loupe record passed
+ * (it recorded into anonymous memory, was not recoverable, and wrote a crash dump when it
+ * died of a signal) and made a region file it never used. RTLD_NEXT from this library, the
+ * first preloaded, finds libc's (libloupe defines none). */
+typedef char *(*getenv_fn)(const char *);
+typedef int (*setenv_fn)(const char *, const char *, int);
+typedef int (*unsetenv_fn)(const char *);
+static getenv_fn libc_getenv;
+static setenv_fn libc_setenv;
+static unsetenv_fn libc_unsetenv;
+
+static void resolve_env(void) {
+    if (libc_getenv == NULL) {
+        void *g = dlsym(RTLD_NEXT, "getenv"), *s = dlsym(RTLD_NEXT, "setenv");
+        void *u = dlsym(RTLD_NEXT, "unsetenv");
+        if (g != NULL && s != NULL && u != NULL) {
+            /* function pointers through uintptr_t, as resolve_real() does (dlsym(3)) */
+            libc_setenv = (setenv_fn)(uintptr_t)s;
+            libc_unsetenv = (unsetenv_fn)(uintptr_t)u;
+            libc_getenv = (getenv_fn)(uintptr_t)g;
+        }
+    }
+}
+
+static char *env_get(const char *name) {
+    resolve_env();
+    return libc_getenv != NULL ? libc_getenv(name) : getenv(name);
+}
+
+static int env_set(const char *name, const char *value, int overwrite) {
+    resolve_env();
+    return libc_setenv != NULL ? libc_setenv(name, value, overwrite)
+                               : setenv(name, value, overwrite);
+}
+
+static int env_unset(const char *name) {
+    resolve_env();
+    return libc_unsetenv != NULL ? libc_unsetenv(name) : unsetenv(name);
+}
+
+#define getenv(name) env_get(name)
+#define setenv(name, value, overwrite) env_set(name, value, overwrite)
+#define unsetenv(name) env_unset(name)
+
 static char result_path[4096];
 static int started;
 static pid_t started_pid;
