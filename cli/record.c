@@ -1011,10 +1011,18 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             continue;
         }
         int zst = 0, zknown = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (alive_status(pid, &zst, &zknown)) {
+            /* it outlives the program (an orphan: `bash -c 'x &'` ended, or was killed, before
+             * x): said even under -q, since its region stays on disk after loupe record */
+            fprintf(stderr,
+                    "loupe record: pid %ld is still running: its recording region %s stays "
+                    "until it ends (it then writes its trace into %s and removes the region); "
+                    "if it dies first, `loupe recover %s -o LOG_DIR` reads it and `rm -r %s` "
+                    "removes the rest\n",
+                    pid, path, run_dir, path, dir);
             continue;
         }
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             continue;
@@ -1122,6 +1130,33 @@ static int make_regions_dir(char *buf, size_t size) {
  * program is not orphaned; SIGINT and SIGQUIT only when a process sent them to loupe
  * (forward_if_sent: the terminal's reach the program itself, same process group). Returns its
  * wait status. */
+/* loupe record's own ending signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) are blocked from the
+ * moment the regions' directory is made until loupe record returns, except while it waits for
+ * the program (wait_program() passes them on then): one that comes before the program runs or
+ * while the tree is recovered is held, and takes its default action once everything is
+ * written and the directory is removed (loupe_cmd_record()), so that no ending leaves the
+ * regions behind. The program gets the mask loupe record had. */
+static sigset_t ending_mask;
+static int ending_blocked;
+
+static void block_ending_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    (void)sigprocmask(SIG_BLOCK, &set, ending_blocked ? NULL : &ending_mask);
+    ending_blocked = 1;
+}
+
+static void restore_ending_signals(void) {
+    if (ending_blocked) {
+        ending_blocked = 0;
+        (void)sigprocmask(SIG_SETMASK, &ending_mask, NULL);
+    }
+}
+
 static int wait_program(pid_t pid) {
     child_pid = pid;
     struct sigaction sa;
@@ -1135,11 +1170,27 @@ static int wait_program(pid_t pid) {
     si.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &si, NULL);
     sigaction(SIGQUIT, &si, NULL);
+    int blocked = ending_blocked;
+    if (blocked) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGHUP);
+        sigaddset(&set, SIGQUIT);
+        (void)sigprocmask(SIG_UNBLOCK, &set, NULL); /* held ones are passed on now */
+    }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    if (blocked) {
+        block_ending_signals();
+    }
+    child_pid = 0; /* reaped: its pid may be another process's now */
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     return st;
 }
 
@@ -1309,7 +1360,16 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
     return say_run_dir(run_made, print_to) == 0 ? code : REC_EXIT_FAILED;
 }
 
+static int record_main(int argc, char **argv);
+
 int loupe_cmd_record(int argc, char **argv) {
+    int code = record_main(argc, argv);
+    fflush(NULL);
+    restore_ending_signals(); /* a signal held since the program ended takes effect now */
+    return code;
+}
+
+static int record_main(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
     const char *print_to = NULL, *spool = NULL;
@@ -1538,6 +1598,7 @@ int loupe_cmd_record(int argc, char **argv) {
      * one that dies without writing its trace is recovered too. */
     char regions[PATH_MAX] = "";
     if (follow) {
+        block_ending_signals();
         (void)make_regions_dir(regions, sizeof regions);
     }
     /* The exec's errno comes back on this pipe (closed by a successful exec): a program's own
@@ -1557,6 +1618,7 @@ int loupe_cmd_record(int argc, char **argv) {
         return REC_EXIT_FAILED;
     }
     if (pid == 0) {
+        restore_ending_signals();
         if (shm >= 0) {
             char num[32];
             (void)fcntl(shm, F_SETFD, 0); /* inherited by the program, and by it alone */

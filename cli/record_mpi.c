@@ -50,8 +50,30 @@ int loupe_cli_mpi_rank(int *rank, int *size) {
     return 1;
 }
 
+/* pid's parent, from /proc/<pid>/stat's 4th field (proc(5); the 2nd, the command in
+ * parentheses, may itself hold spaces and parentheses: the fields go on after its last ')');
+ * 0 when it cannot be read. */
+static long parent_of(long pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *close = strrchr(buf, ')');
+    long ppid = 0;
+    if (close == NULL || sscanf(close + 1, " %*c %ld", &ppid) != 1) {
+        return 0;
+    }
+    return ppid;
+}
+
 /* The job's id, the same for every rank of one launch: into buf as a path component
- * ([A-Za-z0-9._-], others '_'). */
+ * ([A-Za-z0-9._-], others '_'). Called in the program's process, forked by `loupe record`
+ * (whose own parent is the launcher's). */
 static void job_id(char *buf, size_t size) {
     char raw[256];
     const char *j = env1("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_PORT");
@@ -62,9 +84,11 @@ static void job_id(char *buf, size_t size) {
         const char *st = getenv("SLURM_STEP_ID");
         snprintf(raw, sizeof raw, "slurm%s.%s", sj, st ? st : "0");
     } else {
-        /* No job id: the ranks of one host share their launcher (Hydra's proxy) as parent;
-         * ranks on other hosts get a directory of their own (docs/mpi.md says so). */
-        snprintf(raw, sizeof raw, "ppid%ld", (long)getppid());
+        /* No job id: the ranks of one host share their launcher (Hydra's proxy) as the
+         * parent of their `loupe record`, this process's parent; ranks on other hosts get a
+         * directory of their own (docs/mpi.md says so). */
+        long launcher = parent_of((long)getppid());
+        snprintf(raw, sizeof raw, "ppid%ld", launcher > 0 ? launcher : (long)getppid());
     }
     size_t n = 0;
     for (const char *p = raw; *p && n + 1 < size && n < 90; p++) {
@@ -181,11 +205,33 @@ void loupe_cli_mpi_child_setup(const char *abs_log, const char *preload, const c
     }
     snprintf(lib, sizeof lib, "%s", preload);
     char *slash = strrchr(lib, '/');
-    if (slash == NULL || (size_t)(slash + 1 - lib) + 16 > sizeof lib) {
+    if (slash == NULL || (size_t)(slash + 1 - lib) + 24 > sizeof lib) {
         return;
     }
-    snprintf(slash + 1, sizeof lib - (size_t)(slash + 1 - lib), "libloupe_mpi.so");
-    if (access(lib, R_OK) != 0) {
+    /* The PMPI wrappers must call the program's MPI: another implementation (loupe built with
+     * Open MPI, the program with MPICH) would fail at the first call. libloupe_mpi.so is built
+     * with the MPI CMake found, libloupe_mpi_mpich.so beside it with MPICH where that was
+     * another one: the first whose MPI soname is the program's is preloaded. */
+    static const char *const libs[] = {"libloupe_mpi.so", "libloupe_mpi_mpich.so"};
+    int have = 0, match = 0;
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && !match; i++) {
+        char cand[PATH_MAX], candso[256] = "";
+        snprintf(cand, sizeof cand, "%.*s%s", (int)(slash + 1 - lib), lib, libs[i]);
+        if (access(cand, R_OK) != 0) {
+            continue;
+        }
+        int built_with = needs_mpi(cand, candso, sizeof candso);
+        if (!have) {
+            snprintf(libso, sizeof libso, "%s", built_with ? candso : "");
+            snprintf(path, sizeof path, "%s", cand); /* the first found: the default */
+        }
+        have = 1;
+        if (links && built_with && strcmp(soname, candso) == 0) {
+            snprintf(path, sizeof path, "%s", cand);
+            match = 1;
+        }
+    }
+    if (!have) {
         if (rank == 0) {
             fprintf(stderr,
                     "loupe record: %s links MPI, but this loupe was built without "
@@ -195,9 +241,7 @@ void loupe_cli_mpi_child_setup(const char *abs_log, const char *preload, const c
         }
         return;
     }
-    /* The PMPI wrappers must call the program's MPI: another implementation (loupe built with
-     * Open MPI, the program with MPICH) would fail at the first call. */
-    if (links && needs_mpi(lib, libso, sizeof libso) && strcmp(soname, libso) != 0) {
+    if (links && !match && libso[0] != 0) {
         if (rank == 0) {
             fprintf(stderr,
                     "loupe record: %s links %s, but libloupe_mpi.so was built with %s: MPI "
@@ -206,6 +250,7 @@ void loupe_cli_mpi_child_setup(const char *abs_log, const char *preload, const c
         }
         return;
     }
+    snprintf(lib, sizeof lib, "%s", path);
     const char *old = getenv("LD_PRELOAD");
     char ldp[PATH_MAX * 4];
     snprintf(ldp, sizeof ldp, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", lib);

@@ -277,8 +277,10 @@ echo "record_follow: a bad --spool: 125 before running"
 # 14. system() and posix_spawn(): glibc execs both children inside itself (not through the
 # interposed exec family). The parent's 10 zones are kept, system()'s shell (sh -c, no zones)
 # and its program (7 zones) and the spawned program (7 zones) are traced, each naming its
-# parent; the parent's record.forks has the posix_spawn point (system()'s is inside glibc:
-# not seen, src/preload/preload.c). Under --no-follow neither child is traced.
+# parent; the parent's record.forks has exactly two spawn points, in order: system()'s shell
+# (the preload's system() spawns it through its posix_spawn wrapper, src/preload/preload.c)
+# and the posix_spawn child, each between the parent's start and the child's. Under
+# --no-follow neither child is traced.
 "$build/loupe" record -q --no-sample --print-run-dir "$tmp/run18" -o "$tmp/log18" -- "$probe" spawn 5 7 >/dev/null 2>"$tmp/err18" || fail "spawn: $(cat "$tmp/err18")"
 run=$(cat "$tmp/run18")
 # under -q, system()'s shell (dash ends with _exit(), having recorded nothing) is not reported:
@@ -310,13 +312,62 @@ parents = {p: int(m["loupe_parent_pid"]) for p, m in meta.items()}
 assert parents[spawned[0]] == root and parents[shell[0]] == root, parents
 assert parents[prog[0]] == shell[0], parents
 forks = [tuple(int(x) for x in item.split(":")) for item in meta[root]["record.forks"].split(",")]
-assert [p for p, _ in forks] == spawned, (forks, spawned)
-t = forks[0][1]
-assert int(meta[root]["origin_unix_ns"]) <= t <= int(meta[spawned[0]]["origin_unix_ns"]), forks
+assert [p for p, _ in forks] == shell + spawned, (forks, shell, spawned)
+for (p, t) in forks:
+    assert int(meta[root]["origin_unix_ns"]) <= t <= int(meta[p]["origin_unix_ns"]), (p, forks)
+assert forks[0][1] < forks[1][1], forks
 PY
 "$build/loupe" record -q --no-sample --no-follow --print-run-dir "$tmp/run19" -o "$tmp/log19" -- "$probe" spawn 5 7 >/dev/null 2>"$tmp/err19" || fail "spawn --no-follow: $(cat "$tmp/err19")"
 got=$(procs "$(cat "$tmp/run19")") || fail "spawn --no-follow: summary failed"
 [ "$got" = "10 P spawn 5 7 parent_ok
 zones parent=10" ] || fail "spawn --no-follow: $got"
-echo "record_follow: system() and posix_spawn(): 4 processes (parent 10 zones kept, sh, 7 + 7), the spawn point; --no-follow: 1"
+echo "record_follow: system() and posix_spawn(): 4 processes (parent 10 zones kept, sh, 7 + 7), their 2 spawn points; --no-follow: 1"
+# 15. Ctrl-C on `loupe record -- bash -c 'x & y & wait'`: the terminal's SIGINT reaches the whole
+# process group; bash dies of it, its two background jobs (SIGINT ignored: POSIX, "Shell
+# Execution Environment", asynchronous lists) outlive it. record says each one's region path,
+# exactly (it stays while they run); each writes its own trace into the run directory when it
+# ends, and the last one removes the regions' directory: nothing is left in it.
+# (a job this script starts with & has SIGINT ignored, inherited through exec: python3 gives
+# loupe record the terminal's default back, as a shell's foreground job has)
+rm -f "$tmp/ready20"
+setsid python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$build/loupe" record -q --no-sample -o "$tmp/log20" -- \
+    bash -c "sleep 3 & sleep 3 & sleep 0.7; echo \$! >$tmp/ready20; wait" 2>"$tmp/err20" &
+rec=$!
+for _ in $(seq 100); do [ -s "$tmp/ready20" ] && break; sleep 0.1; done
+[ -s "$tmp/ready20" ] || fail "ctrl-c: the program did not start"
+kill -INT -- -$rec
+wait $rec; st=$?
+[ "$st" = 130 ] || fail "ctrl-c: status $st, want 130 (bash killed by SIGINT): $(cat "$tmp/err20")"
+# bash (no zones, --no-sample) is recovered from the memfd record passed it, and leaves no
+# crash dump (bash's own getenv/setenv once kept it off the memfd: src/preload/preload.c)
+grep -qxF "loupe record: bash killed by signal 2 (Interrupt); 0 events recovered, 0 dropped" "$tmp/err20" || fail "ctrl-c: $(cat "$tmp/err20")"
+run=$(tail -1 "$tmp/err20")
+case $run in "$tmp/log20/plugins/profile/"*) ;; *) fail "ctrl-c: run directory '$run': $(cat "$tmp/err20")" ;; esac
+[ "$(ls "$tmp/log20")" = plugins ] || fail "ctrl-c: the log directory holds $(ls "$tmp/log20")"
+regions=$(sed -n 's|^loupe record: pid [0-9]* is still running: its recording region \(/[^ ]*\)/[0-9.]* stays .*|\1|p' "$tmp/err20" | sort -u)
+[ "$(echo "$regions" | wc -l)" = 1 ] && [ -n "$regions" ] || fail "ctrl-c: regions directory not named once: $(cat "$tmp/err20")"
+pids=$(sed -n 's/^loupe record: pid \([0-9]*\) is still running.*/\1/p' "$tmp/err20" | sort -n | tr '\n' ' ')
+want=""
+for p in $pids; do
+    r=$(ls "$regions" | grep "^$p\.[0-9]*\.0$")
+    want="${want}loupe record: pid $p is still running: its recording region $regions/$r stays until it ends (it then writes its trace into $run and removes the region); if it dies first, \`loupe recover $regions/$r -o LOG_DIR\` reads it and \`rm -r $regions\` removes the rest
+"
+done
+got=$(grep '^loupe record: pid ' "$tmp/err20" | sort -n -k4)
+[ "$(echo $pids | wc -w)" = 2 ] && [ "$got" = "${want%
+}" ] || fail "ctrl-c: stderr:
+$got
+want (2 orphans):
+$want"
+for p in $pids; do
+    while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+done
+sleep 0.2
+[ ! -e "$regions" ] || fail "ctrl-c: $regions is left after the orphans ended: $(ls -la "$regions")"
+for p in $pids; do
+    [ -e "$run/$host.$p.trace.json.gz" ] || fail "ctrl-c: orphan $p wrote no trace: $(ls "$run")"
+done
+echo "record_follow: Ctrl-C with 2 orphans: status 130, both region paths said, both traces written by the orphans, the regions directory gone"
 echo "record_follow: ok"

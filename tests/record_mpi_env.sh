@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # record_mpi_env.sh: `loupe record` under an MPI launcher finds the rank and the job from the
 # environment the launcher gives each rank (cli/record_mpi.c), faked here for each launcher
-# (no MPI needed: MPICH is not installed on the test machines, Open MPI's mpirun is tested by
-# mpi_record.sh): Open MPI, PMIx, MPICH's Hydra (PMI_RANK / PMI_SIZE, with PMI_PORT over the
+# (no MPI needed; the launchers themselves run in mpi_record.sh, Open MPI's mpirun, and
+# mpi_record_mpich.sh, MPICH's mpiexec.mpich): Open MPI, PMIx, MPICH's Hydra (PMI_RANK / PMI_SIZE, with PMI_PORT over the
 # network or PMI_FD on its own host, MPI_LOCALRANKID beside), Slurm's PMI-2 (SLURM_JOB_ID).
 # Each run writes its rank's files rankNNNN.* into plugins/profile/mpi_<job>/, exactly; with
 # none of them set the run directory is the usual timestamp. Args: BUILD_DIR SOURCE_DIR.

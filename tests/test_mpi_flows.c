@@ -7,7 +7,8 @@
  * the other end, or with two ends of one side, give none and are counted (metadata, warnings).
  * The flows survive `loupe convert RUN -o x.pftrace`, `-o x.json` and `-o x.xplane.pb` and
  * reading those back; the .json has them as the Chrome / Perfetto JSON importers read flows.
- * A run of one rank file gets the flows of its messages to itself.
+ * A run of one rank file gets the flows of its messages to itself. A rank's own .xplane.pb
+ * carries its message ends as XProf flow stats too (exact values), the merged one none.
  * Each rank's process gets its rank and label from the file's loupe_mpi_rank / loupe_mpi_host. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -239,6 +240,206 @@ static void test_run_dir_flows(void **state) {
     }
 }
 
+/* ---- a minimal protobuf walk of an .xplane.pb (xplane.proto: XSpace.planes 1; XPlane.lines 3,
+ * event_metadata 4, stat_metadata 5; XLine.events 4; XEvent.metadata_id 1, stats 4; XStat
+ * metadata_id 1, uint64_value 3; the metadata maps' entries key 1, value 2 with id 1, name 2) ----
+ */
+typedef struct pbr {
+    const unsigned char *p, *end;
+} pbr;
+
+static uint64_t pb_varint(pbr *r) {
+    uint64_t v = 0;
+    for (int sh = 0; r->p < r->end && sh < 64; sh += 7) {
+        unsigned char b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << sh;
+        if (!(b & 0x80)) {
+            break;
+        }
+    }
+    return v;
+}
+
+/* The next field: its number, wire type, varint value or bytes (sub). 0 at the end. */
+static int pb_next(pbr *r, unsigned *num, uint64_t *v, pbr *sub) {
+    if (r->p >= r->end) {
+        return 0;
+    }
+    uint64_t key = pb_varint(r);
+    *num = (unsigned)(key >> 3);
+    switch (key & 7) {
+    case 0:
+        *v = pb_varint(r);
+        break;
+    case 1:
+        r->p += 8;
+        break;
+    case 2: {
+        uint64_t n = pb_varint(r);
+        assert_true(n <= (uint64_t)(r->end - r->p));
+        sub->p = r->p;
+        sub->end = r->p + n;
+        r->p += n;
+        break;
+    }
+    case 5:
+        r->p += 4;
+        break;
+    default:
+        fail_msg("wire type %u", (unsigned)(key & 7));
+    }
+    return 1;
+}
+
+/* An XPlane metadata map's entry: its id and name (into name). */
+static uint64_t pb_meta(pbr e, char *name, size_t size) {
+    unsigned num;
+    uint64_t v = 0, id = 0;
+    pbr sub, val;
+    name[0] = 0;
+    while (pb_next(&e, &num, &v, &sub)) {
+        if (num != 2) {
+            continue;
+        }
+        while (pb_next(&sub, &num, &v, &val)) {
+            if (num == 1) {
+                id = v;
+            } else if (num == 2) {
+                snprintf(name, size, "%.*s", (int)(val.end - val.p), (const char *)val.p);
+            }
+        }
+    }
+    return id;
+}
+
+/* Every stat named "flow" in an .xplane.pb: "<event name>=<value in hex>" lines, in file order,
+ * into out. Returns how many. */
+static int xplane_flow_stats(const char *path, char *out, size_t size) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static unsigned char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n < sizeof buf);
+    pbr space = {buf, buf + n}, plane, line, item;
+    unsigned num;
+    uint64_t v;
+    int count = 0;
+    out[0] = 0;
+    while (pb_next(&space, &num, &v, &plane)) {
+        if (num != 1) {
+            continue;
+        }
+        /* the plane's metadata first (a plane may list them after its lines) */
+        uint64_t flow_id = 0;
+        char names[64][64];
+        uint64_t ids[64];
+        size_t nn = 0;
+        pbr pl = plane;
+        while (pb_next(&pl, &num, &v, &item)) {
+            char name[64];
+            if (num == 5 && (v = pb_meta(item, name, sizeof name)) != 0 &&
+                strcmp(name, "flow") == 0) {
+                flow_id = v;
+            } else if (num == 4 && nn < 64) {
+                ids[nn] = pb_meta(item, names[nn], sizeof names[nn]);
+                nn++;
+            }
+        }
+        pl = plane;
+        while (flow_id != 0 && pb_next(&pl, &num, &v, &line)) {
+            if (num != 3) {
+                continue;
+            }
+            pbr ev;
+            while (pb_next(&line, &num, &v, &ev)) {
+                if (num != 4) {
+                    continue;
+                }
+                uint64_t eid = 0;
+                pbr st;
+                while (pb_next(&ev, &num, &v, &st)) {
+                    if (num == 1) {
+                        eid = v;
+                    }
+                    if (num != 4) {
+                        continue;
+                    }
+                    uint64_t smid = 0, sv = 0;
+                    pbr x;
+                    while (pb_next(&st, &num, &v, &x)) {
+                        smid = num == 1 ? v : smid;
+                        sv = num == 3 ? v : sv;
+                    }
+                    if (smid == flow_id) {
+                        const char *en = "?";
+                        for (size_t k = 0; k < nn; k++) {
+                            en = ids[k] == eid ? names[k] : en;
+                        }
+                        size_t l = strlen(out);
+                        snprintf(out + l, size - l, "%s=%llx\n", en, (unsigned long long)sv);
+                        count++;
+                    }
+                }
+            }
+        }
+    }
+    return count;
+}
+
+/* A rank's own .xplane.pb (no flows in its model: the ends are args) writes each message end as
+ * XProf's flow stat too (src/export/xplane.c put_message_flow): tsl's XFlow encoding, the id's
+ * low 56 bits shifted left by 2 and the direction in bits 0-1 (kFlowOut 2 on a send, kFlowIn 1
+ * on a receive), ContextType 0. Read back, the file gives the same args (the reader skips the
+ * stat); the merged run's .xplane.pb (loupe's own flows) has none. */
+static void test_rank_xplane_flow_stats(void **state) {
+    (void)state;
+    char dir[4096], path[4200];
+    run_dir(dir, sizeof dir, "xrun");
+    const zone r0[] = {{1000, 9000, "step", NULL, 0},
+                       {2000, 100, "MPI_Send", "mpi_send_id", ID_A},
+                       {7000, 500, "MPI_Wait", "mpi_recv_id", ID_B}};
+    write_rank(dir, 0, r0, 3, LOUPE_FILE_XPLANE, ".xplane.pb");
+    snprintf(path, sizeof path, "%s/rank0000.xplane.pb", dir);
+    char got[1024], want[256];
+    int n = xplane_flow_stats(path, got, sizeof got);
+    snprintf(want, sizeof want, "MPI_Send=%llx\nMPI_Wait=%llx\n",
+             (unsigned long long)(((ID_A & ((1ull << 56) - 1)) << 2) | 2),
+             (unsigned long long)(((uint64_t)ID_B << 2) | 1));
+    assert_int_equal(n, 2);
+    assert_string_equal(got, want);
+    assert_string_equal(got, "MPI_Send=46\nMPI_Wait=89\n"); /* 0x11 << 2 | 2, 0x22 << 2 | 1 */
+    loupe_model *back = tu_read_back(path);
+    size_t args = 0, flows_args = 0;
+    for (size_t t = 0; t < back->thread_count; t++) {
+        for (size_t i = 0; i < back->threads[t].slice_count; i++) {
+            const loupe_slice *s = &back->threads[t].slices[i];
+            args += s->arg_count;
+            for (uint32_t a = 0; a < s->arg_count; a++) {
+                flows_args += strcmp(s->args[a].key, "flow") == 0;
+            }
+        }
+    }
+    assert_int_equal(args, 4); /* peer and the id, on each of the two */
+    assert_int_equal(flows_args, 0);
+    loupe_model_free(back);
+    /* the run merged (one flow: A's receive is not in it; B's send neither): loupe's flows */
+    write_rank(dir, 1, (const zone[]){{2050, 200, "MPI_Recv", "mpi_recv_id", ID_A}}, 1,
+               LOUPE_FILE_XPLANE, ".xplane.pb");
+    char out[4096], cmd[16384], *o = NULL;
+    snprintf(out, sizeof out, "%s/merged.xplane.pb", tu_dir);
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' -o '%s'", tu_cli(), dir, out);
+    int st = tu_run(cmd, &o);
+    if (st != 0) {
+        fail_msg("%s: status %d: %s", cmd, st, o);
+    }
+    free(o);
+    assert_int_equal(xplane_flow_stats(out, got, sizeof got), 0);
+    loupe_model *merged = tu_read_back(out);
+    assert_int_equal(merged->flow_count, 1);
+    loupe_model_free(merged);
+}
+
 /* A run of one rank file (mpirun -np 1): its messages to itself are flows too (the merge runs
  * for one rank's file), from the send's slice to the receive's on the same track. */
 static void test_one_rank_self(void **state) {
@@ -289,6 +490,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_run_dir_flows, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_one_rank_self, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_run_without_ids, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_rank_xplane_flow_stats, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # xprof_mpi.sh BUILD_DIR SOURCE_DIR: a 4-rank `mpirun ... loupe record` run read by the real
 # XProf (tests/xprof_mpi_check.py): its Hosts selector lists the 4 ranks, its trace viewer shows
-# them together, overview_page converts them, and the run merged into one .xplane.pb shows every
-# MPI message as a flow between two ranks' processes. Uses the xprof venv of tests/xprof_validate.sh
+# them together with every MPI message as a flow between two ranks' processes (one rank's file
+# alone: half-flows), overview_page converts them, and the run merged into one .xplane.pb shows
+# every message as a flow once. Uses the xprof venv of tests/xprof_validate.sh
 # (tests/probes/xprof_venv.sh: skipped, 77, when pip cannot fill it). Skipped (77) when the build
 # has no libloupe_mpi.so or mpirun is missing.
 set -uo pipefail

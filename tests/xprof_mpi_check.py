@@ -6,13 +6,17 @@ read by the real XProf, as its UI reads it (tests/xprof_mpi.sh):
    trace_viewer@, the C++ one XProf's viewer runs, with every host selected) on the N files gives NRANKS * ITER MPI_Allreduce slices, ITER on each of NRANKS
    distinct processes (one per host);
 3. overview_page converts the N files without an error;
-4. MERGED (`loupe convert RUN -o merged.xplane.pb`: one XSpace, the messages as flows): its
-   trace_viewer@ has exactly NRANKS * ITER flows (mpi_app's ring: one message per rank and
-   round), each a flow_out on an MPI_Send and a flow_in on an MPI_Wait with one bind_id, on two
-   ranks' threads (one XSpace: XProf shows its threads as one host's). XProf itself joins flows across files too (the bind_id it writes is a function of
-   the XPlane flow id alone, the same in every file), but a rank's own file holds only its
-   message ends as args (mpi_send_id / mpi_recv_id), not as XPlane flow stats: the flows exist
-   once the run is merged, so the per-rank files show none (printed, not asserted).
+4. the per-rank files' flows: each rank's file writes its message ends (args mpi_send_id /
+   mpi_recv_id) as XProf flow stats too (src/export/xplane.c put_message_flow), and XProf's
+   bind_id is the XPlane flow id alone, so trace_viewer@ on the N files together has exactly
+   NRANKS * ITER flows (mpi_app's ring: one message per rank and round), each a flow_out on an
+   MPI_Send and a flow_in on an MPI_Wait of two ranks' processes; rank0000's file alone has
+   half-flows only: ITER flow_out and ITER flow_in, each the only end of its bind_id (XProf
+   writes them as they are; a viewer has nothing to draw an arrow to);
+5. MERGED (`loupe convert RUN -o merged.xplane.pb`: one XSpace, the messages as loupe's own
+   flows, producer/consumer stats): its trace_viewer@ has exactly NRANKS * ITER flows, each a
+   flow_out on an MPI_Send and a flow_in on an MPI_Wait with one bind_id, on two ranks' threads
+   (one XSpace: XProf shows its threads as one host's), and no second arrow per message.
 Prints what differs and exits 1; exits 0 when all matches."""
 import collections
 import json
@@ -23,6 +27,33 @@ import sys
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
+
+
+def flow_ends(events):
+    """bind_id -> [(direction, name, (pid, tid))] of the complete events that carry one."""
+    ends = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and "bind_id" in e:
+            ends[e["bind_id"]].append(
+                ("out" if e.get("flow_out") else "in", e["name"], (e["pid"], e["tid"])))
+    for v in ends.values():
+        v.sort()
+    return ends
+
+
+def check_flows(ends, want, what, apart):
+    """Exactly want flows, each an MPI_Send flow_out and an MPI_Wait flow_in, the two on other
+    processes (apart == "pid") or other threads (apart == "thread")."""
+    if len(ends) != want:
+        fail("xprof %s: %d flows, want %d" % (what, len(ends), want))
+    for bid, v in ends.items():
+        other = (len(v) == 2 and
+                 (v[0][2][0] != v[1][2][0] if apart == "pid" else v[0][2] != v[1][2]))
+        if len(v) != 2 or v[0][:2] != ("in", "MPI_Wait") or v[1][:2] != ("out", "MPI_Send") \
+                or not other:
+            fail("xprof %s: flow %d has ends %r, want an MPI_Send flow_out and an MPI_Wait "
+                 "flow_in on two ranks' %s" % (what, bid, v, "processes" if apart == "pid"
+                                                else "threads"))
 
 
 def main():
@@ -52,7 +83,15 @@ def main():
     if sorted(per_pid.values()) != [it] * n:
         fail("xprof trace_viewer@: MPI_Allreduce slices per process %r, want %d on each of %d"
              % (dict(per_pid), it, n))
-    rank_flows = sum(1 for e in events if "bind_id" in e)
+    check_flows(flow_ends(events), n * it, "trace_viewer@ of the %d rank files" % n, "pid")
+    one, _ = raw_to_tool_data.xspace_to_tool_data(paths[:1], "trace_viewer@", {"hosts": want[:1]})
+    if isinstance(one, bytes):
+        one = one.decode("utf-8")
+    halves = flow_ends(json.loads(one)["traceEvents"])
+    kinds = collections.Counter(tuple(x[:2] for x in v) for v in halves.values())
+    if kinds != {(("out", "MPI_Send"),): it, (("in", "MPI_Wait"),): it}:
+        fail("xprof trace_viewer@ of rank0000's file alone: flows %r, want %d half-flows of "
+             "each side" % (dict(kinds), it))
     ov, _ = raw_to_tool_data.xspace_to_tool_data(paths, "overview_page", {})
     if not ov:
         fail("xprof overview_page: empty result for the %d hosts" % n)
@@ -61,23 +100,11 @@ def main():
     data, _ = raw_to_tool_data.xspace_to_tool_data([merged], "trace_viewer@", {"hosts": [host]})
     if isinstance(data, bytes):
         data = data.decode("utf-8")
-    ends = collections.defaultdict(list)
-    for e in json.loads(data)["traceEvents"]:
-        if e.get("ph") == "X" and "bind_id" in e:
-            ends[e["bind_id"]].append(
-                ("out" if e.get("flow_out") else "in", e["name"], (e["pid"], e["tid"])))
-    if len(ends) != n * it:
-        fail("xprof trace_viewer@ of the merged run: %d flows, want %d" % (len(ends), n * it))
-    for bid, v in ends.items():
-        v.sort()
-        if (len(v) != 2 or v[0][:2] != ("in", "MPI_Wait") or v[1][:2] != ("out", "MPI_Send")
-                or v[0][2] == v[1][2]):
-            fail("xprof trace_viewer@ of the merged run: flow %d has ends %r, want an MPI_Send "
-                 "flow_out and an MPI_Wait flow_in on two ranks' threads" % (bid, v))
+    ends = flow_ends(json.loads(data)["traceEvents"])
+    check_flows(ends, n * it, "trace_viewer@ of the merged run", "thread")
     print("xprof: hosts %s; trace_viewer@: %d MPI_Allreduce on each of %d processes; "
-          "overview_page: %d bytes; merged run: %d flows, MPI_Send to MPI_Wait across ranks "
-          "(the rank files: %d flow ends)" % (",".join(hosts), it, n, len(ov), len(ends),
-                                               rank_flows))
-
+          "overview_page: %d bytes; the rank files: %d flows, MPI_Send to MPI_Wait across ranks; "
+          "rank0000 alone: %d half-flows; merged run: %d flows" % (
+              ",".join(hosts), it, n, len(ov), n * it, 2 * it, len(ends)))
 
 main()

@@ -39,7 +39,8 @@
  * repeated values are stored once). Per event: loupe_truncated = 1; a step (integer step_num
  * argument) gets XProf's root marker _r = 1 (is_step()); flow ends are XProf's producer and
  * consumer stats _pt/_p and _ct/_c (put_flow_stats(); older loupe files hold loupe_flow_out /
- * loupe_flow_in, which the reader still reads).
+ * loupe_flow_in, which the reader still reads); in a file whose model has no flows, an MPI
+ * message end (arg mpi_send_id / mpi_recv_id) also gets XProf's stat flow (put_message_flow()).
  * Strings are valid UTF-8 (protobuf's string type): invalid bytes become U+FFFD, as in JSON.
  *
  * Two passes: the first assigns metadata ids and sizes every line and plane (protobuf prefixes
@@ -409,6 +410,35 @@ static void put_flow_stats(writer *w, pb *p, const ev *e, int in) {
     }
 }
 
+/* An MPI message end (libloupe_mpi.so's args mpi_send_id / mpi_recv_id, src/mpi/pmpi.c) as
+ * XProf's flow stat, so a rank's own file shows its messages as flows in XProf's trace viewer:
+ * stat "flow" (xplane_schema.h StatType::kFlow) holds class XFlow's encoding, a uint64 with the
+ * direction in bits 0-1 (kFlowIn 1, kFlowOut 2), the flow id in bits 2-57 (56 bits: loupe's
+ * 64-bit message ids are cut to their low 56) and the ContextType in bits 58-63 (0, kGeneric).
+ * XProf keeps one flow per event (xplane_to_trace_events' SpecialArguments::flow, the last flow
+ * stat wins), so an event with several ends (MPI_Sendrecv, MPI_Waitall) gets the first send, or
+ * else the first receive, as its flow; the args keep all of them. The trace viewer's bind_id is
+ * a function of the flow id alone, so the flows join across the rank files of one run opened
+ * together. Written only while the model has no flows of its own: a merged run (src/model/merge.c)
+ * has them as producer/consumer stats, and a second arrow per message would double them. */
+static void put_message_flow(writer *w, pb *p, const ev *e) {
+    static const char *const keys[2] = {"mpi_send_id", "mpi_recv_id"};
+    static const uint64_t dirs[2] = {2u, 1u}; /* XFlow::kFlowOut, XFlow::kFlowIn */
+    if (w->m->flow_count > 0) {
+        return;
+    }
+    for (int side = 0; side < 2; side++) {
+        for (uint32_t i = 0; i < e->nargs; i++) {
+            const loupe_arg *a = &e->args[i];
+            if (a->type == LOUPE_ARG_UINT64 && strcmp(a->key, keys[side]) == 0) {
+                uint64_t v = ((a->v.u & ((1ull << 56) - 1)) << 2) | dirs[side];
+                put_stat(p, 4, sid(w, "flow", 0), (stat_val){3, v, 0});
+                return;
+            }
+        }
+    }
+}
+
 static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
     put_u64f(p, 1, eid(w, e->name, e->category, e->kind));
     put_u64f(p, 2, ps(w, e->start_ns - line_ns)); /* oneof: written even when 0 */
@@ -424,6 +454,7 @@ static void event_body(writer *w, pb *p, const ev *e, uint64_t line_ns) {
     }
     put_flow_stats(w, p, e, 0);
     put_flow_stats(w, p, e, 1);
+    put_message_flow(w, p, e);
     if (e->counter) {
         stat_val v =
             e->cs->is_double ? (stat_val){2, 0, e->cs->d} : (stat_val){4, (uint64_t)e->cs->i, 0};

@@ -820,6 +820,9 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
             cproc = st.u < x->nprocs ? st.u : 0;
             continue;
         }
+        if (x->is_loupe && key_is(pl, st.mid, "flow")) {
+            continue; /* an MPI message end's XProf flow, written from its args (kept) */
+        }
         if (x->is_loupe && key_is(pl, st.mid, "loupe_truncated")) {
             truncated = st.u != 0;
             continue;

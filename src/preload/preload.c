@@ -60,6 +60,54 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The environment through libc's own getenv/setenv/unsetenv, never the program's: bash exports
+ * its own four (lib/sh/getenv.c: they read and write the shell's variable table), which bind
+ * ahead of libc's for every library. Called from this library's constructor, before bash's main
+ * has imported environ, bash's setenv made a table without the inherited variables, and its
+ * getenv then found none of loupe's: the root bash never took the memfd loupe record passed
+ * (it recorded into anonymous memory, was not recoverable, and wrote a crash dump when it
+ * died of a signal) and made a region file it never used. RTLD_NEXT from this library, the
+ * first preloaded, finds libc's (libloupe defines none). */
+typedef char *(*getenv_fn)(const char *);
+typedef int (*setenv_fn)(const char *, const char *, int);
+typedef int (*unsetenv_fn)(const char *);
+static getenv_fn libc_getenv;
+static setenv_fn libc_setenv;
+static unsetenv_fn libc_unsetenv;
+
+static void resolve_env(void) {
+    if (libc_getenv == NULL) {
+        void *g = dlsym(RTLD_NEXT, "getenv"), *s = dlsym(RTLD_NEXT, "setenv");
+        void *u = dlsym(RTLD_NEXT, "unsetenv");
+        if (g != NULL && s != NULL && u != NULL) {
+            /* function pointers through uintptr_t, as resolve_real() does (dlsym(3)) */
+            libc_setenv = (setenv_fn)(uintptr_t)s;
+            libc_unsetenv = (unsetenv_fn)(uintptr_t)u;
+            libc_getenv = (getenv_fn)(uintptr_t)g;
+        }
+    }
+}
+
+static char *env_get(const char *name) {
+    resolve_env();
+    return libc_getenv != NULL ? libc_getenv(name) : getenv(name);
+}
+
+static int env_set(const char *name, const char *value, int overwrite) {
+    resolve_env();
+    return libc_setenv != NULL ? libc_setenv(name, value, overwrite)
+                               : setenv(name, value, overwrite);
+}
+
+static int env_unset(const char *name) {
+    resolve_env();
+    return libc_unsetenv != NULL ? libc_unsetenv(name) : unsetenv(name);
+}
+
+#define getenv(name) env_get(name)
+#define setenv(name, value, overwrite) env_set(name, value, overwrite)
+#define unsetenv(name) env_unset(name)
+
 static char result_path[4096];
 static int started;
 static pid_t started_pid;
@@ -989,8 +1037,8 @@ INTERPOSE pid_t fork(void) {
  * loupe's variables (the caller's environ, under follow). What this wrapper adds: the spawn
  * point in record.forks, as fork()'s, and under --no-follow an environment without loupe, as
  * the exec family gives. system() spawns with glibc's internal __posix_spawn
- * (sysdeps/posix/system.c), which no wrapper sees: its shell is traced (under follow) and names
- * its parent, but its spawn point is not in record.forks. */
+ * (sysdeps/posix/system.c), which no wrapper sees: system() below does what glibc's does
+ * through this wrapper instead, so its shell's spawn point is in record.forks too. */
 static int spawn_common(spawn_fn real, pid_t *pid, const char *path,
                         const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
                         char *const argv[], char *const envp[]) {
@@ -1035,4 +1083,114 @@ INTERPOSE int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
         resolve_real();
     }
     return spawn_common(real_spawnp, pid, file, fa, attr, argv, envp);
+}
+
+/* ---- system(): glibc's, through the posix_spawn wrapper (its spawn point) ----
+ * What glibc 2.36's sysdeps/posix/system.c does (POSIX.1-2017 system()): SIGINT and SIGQUIT
+ * ignored in the caller while any thread's command runs (a count: the first call saves the
+ * dispositions, the last restores them), SIGCHLD blocked in the calling thread, "/bin/sh -c
+ * <command>" spawned with the caller's mask and SIGINT/SIGQUIT back to default in the child
+ * (where the caller had not ignored them), waited for; a shell that could not be spawned reads
+ * as _exit(127); system(NULL) tells whether a shell is there ("exit 0" runs). A cancelled
+ * caller (waitpid is a cancellation point) kills and reaps the child and restores the
+ * signals, as glibc's cancel_handler does. */
+static pthread_mutex_t system_lock = PTHREAD_MUTEX_INITIALIZER;
+static int system_refs;
+static struct sigaction system_intr, system_quit;
+
+typedef struct system_call {
+    pid_t pid;
+    sigset_t omask;
+} system_call;
+
+static void system_leave(const sigset_t *omask) {
+    pthread_mutex_lock(&system_lock);
+    if (--system_refs == 0) {
+        (void)sigaction(SIGINT, &system_intr, NULL);
+        (void)sigaction(SIGQUIT, &system_quit, NULL);
+    }
+    pthread_mutex_unlock(&system_lock);
+    (void)pthread_sigmask(SIG_SETMASK, omask, NULL);
+}
+
+static void system_cancelled(void *arg) {
+    system_call *c = arg;
+    (void)kill(c->pid, SIGKILL);
+    int st;
+    while (real_waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    system_leave(&c->omask);
+}
+
+static int system_run(const char *line) {
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    pthread_mutex_lock(&system_lock);
+    if (system_refs++ == 0) {
+        (void)sigaction(SIGINT, &ign, &system_intr);
+        (void)sigaction(SIGQUIT, &ign, &system_quit);
+    }
+    sigset_t reset;
+    sigemptyset(&reset);
+    if (system_intr.sa_handler != SIG_IGN) {
+        sigaddset(&reset, SIGINT);
+    }
+    if (system_quit.sa_handler != SIG_IGN) {
+        sigaddset(&reset, SIGQUIT);
+    }
+    pthread_mutex_unlock(&system_lock);
+    system_call c = {0};
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    (void)pthread_sigmask(SIG_BLOCK, &chld, &c.omask);
+    posix_spawnattr_t attr;
+    int status = -1;
+    int ret = posix_spawnattr_init(&attr);
+    if (ret == 0) {
+        (void)posix_spawnattr_setsigmask(&attr, &c.omask);
+        (void)posix_spawnattr_setsigdefault(&attr, &reset);
+        (void)posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+        char sh[] = "sh", dash_c[] = "-c";
+        /* posix_spawn's argv is char *const[] but never written (POSIX) */
+        char *argv[] = {sh, dash_c, (char *)(uintptr_t)line, NULL};
+        ret = spawn_common(real_spawn, &c.pid, "/bin/sh", NULL, &attr, argv, environ);
+        (void)posix_spawnattr_destroy(&attr);
+    }
+    if (ret == 0) {
+        pthread_cleanup_push(system_cancelled, &c);
+        pid_t r;
+        while ((r = real_waitpid(c.pid, &status, 0)) < 0 && errno == EINTR) {
+        }
+        if (r != c.pid) {
+            status = -1;
+        } else {
+            note_status(r, status);
+        }
+        pthread_cleanup_pop(0);
+    } else {
+        status = 127 << 8; /* W_EXITCODE(127, 0) */
+    }
+    system_leave(&c.omask);
+    if (ret != 0) {
+        errno = ret;
+    }
+    return status;
+}
+
+INTERPOSE int system(const char *command);
+INTERPOSE int system(const char *command) {
+    if (real_spawn == NULL || real_waitpid == NULL) {
+        resolve_real();
+    }
+    if (real_spawn == NULL || real_waitpid == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (command == NULL) {
+        return system_run("exit 0") == 0;
+    }
+    return system_run(command);
 }
