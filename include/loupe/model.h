@@ -235,6 +235,18 @@ typedef struct loupe_model {
     void *loupe__arena;        /* private: the storage every pointer above points into */
 } loupe_model;
 
+/** The arguments of slice `slice` of track `th` (th->slices[slice]): *count entries, NULL and
+ * *count = 0 when it has none (or `slice` is past th->slice_count). count may not be NULL.
+ * Lifetime: the array and its strings belong to the model, valid until loupe_model_free().
+ * Thread-safety: any thread (the model is read-only). */
+LOUPE_API const loupe_arg *loupe_slice_args(const loupe_model_thread *th, size_t slice,
+                                            size_t *count);
+
+/** The category of slice s of model m: "" when it has none. Never NULL.
+ * Lifetime: the model's string storage, until loupe_model_free().
+ * Thread-safety: any thread (the model is read-only). */
+LOUPE_API const char *loupe_slice_category(const loupe_model *m, const loupe_slice *s);
+
 /** Frees a model and everything it owns. NULL is allowed. */
 LOUPE_API void loupe_model_free(loupe_model *m);
 

@@ -331,7 +331,7 @@ static void ann_str(writer *w, loupe__pb *b, uint32_t field, const char *name, c
     loupe__pb_end(b, mk);
 }
 
-static void put_args(writer *w, const loupe_arg *args, uint32_t n) {
+static void put_args(writer *w, const loupe_arg *args, size_t n) {
     for (uint32_t i = 0; i < n; i++) {
         const loupe_arg *a = &args[i];
         size_t mk = loupe__pb_begin(&w->ev, TE_DEBUG_ANNOTATIONS);
@@ -730,8 +730,10 @@ static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
         c->stack[c->depth++] = i;
         event_begin(w, &c->q, TYPE_SLICE_BEGIN, 0);
         put_name(w, s->name);
-        put_category(w, s->category);
-        put_args(w, s->args, s->arg_count);
+        put_category(w, loupe_slice_category(w->m, s));
+        size_t nargs;
+        const loupe_arg *args = loupe_slice_args(th, i, &nargs);
+        put_args(w, args, nargs);
         while (c->fi < c->fend && w->fe[c->fi].slice == i) {
             const flow_end *f = &w->fe[c->fi++];
             loupe__pb_fixed64(&w->ev, f->role ? TE_FLOW_IDS : TE_TERMINATING_FLOW_IDS, f->id);

@@ -1198,7 +1198,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
         sl->start_ns = ts;
         /* interned already: by the builder (str(): inline or InternedData names), or "" */
         sl->name = name;
-        sl->category = category;
+        loupe__mb_slice_category(r->mb, th, i, category);
         if (nargs > 0 && loupe__mb_slice_args(r->mb, th, i, r->args, nargs) != 0) {
             rc = oom(r);
             goto out;

@@ -553,6 +553,16 @@ int loupe__mb_slice_add_arg(loupe__mb *mb, size_t t, size_t i, const loupe_arg *
     return mb->failed ? mb_oom() : 0;
 }
 
+loupe_arg *loupe__mb_slice_args_at(loupe__mb *mb, size_t t, size_t i, uint32_t *n) {
+    loupe_slice *s = &mb->m.threads[t].slices[i];
+    *n = s->arg_count;
+    return s->arg_count > 0 ? s->args : NULL;
+}
+
+void loupe__mb_slice_category(loupe__mb *mb, size_t t, size_t i, const char *category) {
+    mb->m.threads[t].slices[i].category = loupe__mb_str(mb, category);
+}
+
 int loupe__mb_instant(loupe__mb *mb, size_t t, uint64_t ts, const char *name, const loupe_arg *args,
                       uint32_t n) {
     loupe_model_thread *th = &mb->m.threads[t];
@@ -1238,4 +1248,18 @@ uint64_t loupe_model_events_dropped(const loupe_model *m) {
         n += m->threads[i].events_dropped;
     }
     return n;
+}
+
+const loupe_arg *loupe_slice_args(const loupe_model_thread *th, size_t slice, size_t *count) {
+    *count = 0;
+    if (slice >= th->slice_count || th->slices[slice].arg_count == 0) {
+        return NULL;
+    }
+    *count = th->slices[slice].arg_count;
+    return th->slices[slice].args;
+}
+
+const char *loupe_slice_category(const loupe_model *m, const loupe_slice *s) {
+    (void)m;
+    return s->category != NULL ? s->category : "";
 }

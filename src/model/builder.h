@@ -70,6 +70,13 @@ int loupe__mb_slice_args(loupe__mb *mb, size_t thread, size_t slice, const loupe
 /* Appends an arg to a slice (arrays grow by copying into the arena: fine for a few args). */
 int loupe__mb_slice_add_arg(loupe__mb *mb, size_t thread, size_t slice, const loupe_arg *arg);
 
+/* The args of a slice under construction (*n entries; NULL when none): the caller may change
+ * them in place (a value replaced; keys and string values must be interned). Valid until the
+ * next args call on that slice. */
+loupe_arg *loupe__mb_slice_args_at(loupe__mb *mb, size_t thread, size_t slice, uint32_t *n);
+/* Sets the category of a slice (interned; "" or NULL = none). */
+void loupe__mb_slice_category(loupe__mb *mb, size_t thread, size_t slice, const char *category);
+
 int loupe__mb_instant(loupe__mb *mb, size_t thread, uint64_t ts_ns, const char *name,
                       const loupe_arg *args, uint32_t n);
 int loupe__mb_counter(loupe__mb *mb, const loupe_counter_sample *sample);
