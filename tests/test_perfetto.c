@@ -141,7 +141,7 @@ static size_t add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, c
     s->dur_ns = dur;
     s->name = loupe__mb_str(mb, name);
     loupe__mb_slice_category(mb, t, i, cat);
-    s->flags = flags;
+    s->flags = (uint16_t)flags;
     return i;
 }
 

@@ -220,7 +220,7 @@ static void check_nested(const loupe_model *m) {
         assert_int_equal(th->slices[i].start_ns, want[i].start);
         assert_int_equal(th->slices[i].dur_ns, want[i].dur);
         assert_int_equal(th->slices[i].depth, want[i].depth);
-        assert_int_equal(th->slices[i].flags, 0);
+        assert_int_equal(th->slices[i].flags, i == 3 ? LOUPE_SLICE_HAS_ARGS : 0); /* E's args */
     }
     assert_string_equal(loupe_slice_category(m, &th->slices[0]), "c1");
     assert_string_equal(loupe_slice_category(m, &th->slices[1]), "");

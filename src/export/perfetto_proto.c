@@ -710,8 +710,10 @@ static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
     if (what == 1) {
         const loupe_slice *s = &th->slices[c->stack[--c->depth]];
         event_begin(w, &c->q, TYPE_SLICE_END, 0);
-        if (s->flags != 0) {
-            ann_u64(w, &w->ev, TE_DEBUG_ANNOTATIONS, "loupe_flags", s->flags);
+        /* HAS_ARGS is the model's own mark (the args themselves say it) */
+        uint32_t flags = s->flags & ~(uint32_t)LOUPE_SLICE_HAS_ARGS;
+        if (flags != 0) {
+            ann_u64(w, &w->ev, TE_DEBUG_ANNOTATIONS, "loupe_flags", flags);
         }
         event_end(w, ts);
     } else if (what == 2) {
