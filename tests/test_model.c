@@ -246,6 +246,10 @@ static void test_slice_categories(void **state) {
     assert_int_equal(loupe__mb_category(mb, "one too many"), 0);
     assert_int_equal(loupe__mb_category(mb, "and another"), 0);
     assert_int_equal(loupe__mb_category(mb, "gpu"), 2);
+    /* the interned pointer itself (a reader's): found by address */
+    assert_int_equal(loupe__mb_category(mb, loupe__mb_str(mb, "io")), 1);
+    char io[3] = "io"; /* a buffer of the caller's: by its bytes */
+    assert_int_equal(loupe__mb_category(mb, io), 1);
     loupe_model *m = loupe__mb_finish(mb);
     assert_non_null(m);
     assert_int_equal(m->category_count, 65536);

@@ -4,8 +4,8 @@
  * `loupe summary` walk one. A model is an immutable snapshot once built: a process with threads
  * (tracks); each thread holds its slices in start order (a parent before its children, so depth
  * follows from the order), their arguments beside them (slice_args: loupe_slice_args()), its
- * instants; the process holds counters, flows and metadata; the model, the slices' categories
- * (loupe_slice_category()).
+ * instants; the process holds counters, flows and metadata, and the model the slices'
+ * categories (loupe_slice_category()).
  *
  * Units: every timestamp and duration is in nanoseconds relative to the trace origin
  * (origin_unix_ns, the session start as wall-clock time).

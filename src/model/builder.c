@@ -614,9 +614,21 @@ uint16_t loupe__mb_category(loupe__mb *mb, const char *category) {
     if (category == NULL || category[0] == 0) {
         return 0;
     }
-    /* An interned string is the only one at its address: the same pointer, the same string. */
+    /* An interned string is the only one at its address: the same pointer, the same string. So
+     * a reader that passes the interned pointer is answered without hashing the string. */
     if (category == mb->last_cat) {
         return mb->last_cat_id;
+    }
+    if (mb->cat_slot_cap > 0) {
+        size_t j = mix64((uint64_t)(uintptr_t)category) & (mb->cat_slot_cap - 1);
+        while (mb->cat_slot[j] != 0) {
+            if (mb->m.categories[mb->cat_slot[j]] == category) {
+                mb->last_cat = category;
+                mb->last_cat_id = (uint16_t)mb->cat_slot[j];
+                return mb->last_cat_id;
+            }
+            j = (j + 1) & (mb->cat_slot_cap - 1);
+        }
     }
     const char *k = loupe__mb_str(mb, category);
     if (mb->failed) {
