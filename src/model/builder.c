@@ -1,8 +1,9 @@
 /* builder.c: the trace-model builder (see builder.h) and loupe_model_free().
  *
- * Memory: one bump arena of 64 KiB+ chunks for strings and arg arrays; slices, instants,
- * counters, threads and flows live in growable arrays (realloc doubling) that the model takes
- * over at finish. The intern table is open addressing over FNV-1a hashes.
+ * Memory: one bump arena of 64 KiB+ chunks for strings and arg arrays; slices, the per-track
+ * argument tables, instants, counters, categories, threads and flows live in growable arrays
+ * (realloc doubling) that the model takes over at finish. The intern table is open addressing over
+ * FNV-1a hashes.
  */
 #include "model/builder.h"
 
@@ -1166,7 +1167,7 @@ static int cmp_arglist(const void *pa, const void *pb) {
     if (a->slice != b->slice) {
         return a->slice < b->slice ? -1 : 1;
     }
-    return a->args < b->args ? -1 : (a->args > b->args); /* one entry per slice: never equal */
+    return a->args < b->args ? -1 : (a->args > b->args); /* a deterministic order for duplicates */
 }
 
 /* Moves each thread's argument entries (made while building: slice = the index as appended) to
@@ -1219,7 +1220,7 @@ static int finish_args(loupe__mb *mb, size_t **perms, size_t **ptracks, size_t n
                 continue;
             }
             if (w > 0 && th->slice_args[w - 1].slice == e.slice) {
-                th->slice_args[w - 1] = e; /* a second entry (a stale link): the later wins */
+                th->slice_args[w - 1] = e; /* a second entry (a stale link): one is kept */
                 continue;
             }
             th->slice_args[w++] = e;
