@@ -1622,7 +1622,7 @@ static json_t *meta_event(const char *what, uint64_t pid, uint64_t tid, const ch
 }
 
 /* A slice's args as a JSON object (NULL when none): typed as the model has them. */
-static json_t *merge_args(const loupe_arg *args, uint32_t n, int truncated) {
+static json_t *merge_args(const loupe_arg *args, size_t n, int truncated) {
     if (n == 0 && !truncated) {
         return NULL;
     }
@@ -1716,13 +1716,14 @@ static int merge(target *ts, size_t n, const char *run_dir) {
             }
             for (size_t s = 0; s < th->slice_count; s++) {
                 const loupe_slice *sl = &th->slices[s];
-                json_t *ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:f, s:f}", "ph", "X", "name",
-                                       sl->name, "cat", sl->category ? sl->category : "", "pid",
-                                       (json_int_t)pid, "tid", (json_int_t)th->tid, "ts",
-                                       shift_us + (double)sl->start_ns / 1000.0, "dur",
-                                       (double)sl->dur_ns / 1000.0);
-                json_t *args =
-                    merge_args(sl->args, sl->arg_count, (sl->flags & LOUPE_SLICE_TRUNCATED) != 0);
+                json_t *ev =
+                    json_pack("{s:s, s:s, s:s, s:I, s:I, s:f, s:f}", "ph", "X", "name", sl->name,
+                              "cat", loupe_slice_category(m, sl), "pid", (json_int_t)pid, "tid",
+                              (json_int_t)th->tid, "ts", shift_us + (double)sl->start_ns / 1000.0,
+                              "dur", (double)sl->dur_ns / 1000.0);
+                size_t nargs;
+                const loupe_arg *sargs = loupe_slice_args(th, s, &nargs);
+                json_t *args = merge_args(sargs, nargs, (sl->flags & LOUPE_SLICE_TRUNCATED) != 0);
                 if (ev != NULL && args != NULL) {
                     json_object_set_new(ev, "args", args);
                 } else {

@@ -122,11 +122,13 @@ typedef struct arrival {
     int last_rank, ranks;
 } arrival;
 
-static int64_t arg_i64(const loupe_slice *s, const char *key, int *found) {
-    for (uint32_t i = 0; i < s->arg_count; i++) {
-        if (strcmp(s->args[i].key, key) == 0) {
+static int64_t arg_i64(const loupe_model_thread *th, size_t slice, const char *key, int *found) {
+    size_t n;
+    const loupe_arg *args = loupe_slice_args(th, slice, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(args[i].key, key) == 0) {
             *found = 1;
-            const loupe_arg *a = &s->args[i];
+            const loupe_arg *a = &args[i];
             return a->type == LOUPE_ARG_UINT64   ? (int64_t)a->v.u
                    : a->type == LOUPE_ARG_DOUBLE ? (int64_t)a->v.d
                                                  : a->v.i;
@@ -248,7 +250,7 @@ int loupe_cli_summary_by_rank(const char *path, size_t top) {
                 rows[i].count++;
                 rows[i].per_rank[k] += sl->dur_ns;
                 int has_seq;
-                int64_t seq = arg_i64(sl, "seq", &has_seq);
+                int64_t seq = arg_i64(th, s, "seq", &has_seq);
                 if (!has_seq || strncmp(sl->name, "MPI_", 4) != 0) {
                     continue;
                 }

@@ -44,17 +44,13 @@ static loupe_model *basic_model(void) {
     th->events_dropped = 2;
     th->capacity_needed = 14;
     size_t a = loupe__mb_slice(mb, t0);
-    *loupe__mb_slice_at(mb, t0, a) = (loupe_slice){.start_ns = 1000,
-                                                   .dur_ns = 5000000,
-                                                   .name = loupe__mb_str(mb, "step"),
-                                                   .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t0, a) =
+        (loupe_slice){.start_ns = 1000, .dur_ns = 5000000, .name = loupe__mb_str(mb, "step")};
     loupe_arg sa[] = {{.key = "step_num", .type = LOUPE_ARG_INT64, .v.i = 3}};
     assert_int_equal(loupe__mb_slice_args(mb, t0, a, sa, 1), 0);
     size_t b = loupe__mb_slice(mb, t0); /* equal start, shorter: a child */
-    *loupe__mb_slice_at(mb, t0, b) = (loupe_slice){.start_ns = 1000,
-                                                   .dur_ns = 1234,
-                                                   .name = loupe__mb_str(mb, "load"),
-                                                   .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t0, b) =
+        (loupe_slice){.start_ns = 1000, .dur_ns = 1234, .name = loupe__mb_str(mb, "load")};
     loupe_arg la[] = {
         {.key = "i", .type = LOUPE_ARG_INT64, .v.i = -7},
         {.key = "u", .type = LOUPE_ARG_UINT64, .v.u = 18446744073709551615ull},
@@ -67,14 +63,13 @@ static loupe_model *basic_model(void) {
     *loupe__mb_slice_at(mb, t1, c) = (loupe_slice){.start_ns = 2000001,
                                                    .dur_ns = 7999999,
                                                    .name = loupe__mb_str(mb, "open"),
-                                                   .category = loupe__mb_str(mb, ""),
                                                    .flags = LOUPE_SLICE_TRUNCATED};
     size_t d = loupe__mb_slice(mb, t1);
     *loupe__mb_slice_at(mb, t1, d) = (loupe_slice){.start_ns = 3000000,
                                                    .dur_ns = 10,
                                                    .name = loupe__mb_str(mb, "fn"),
-                                                   .category = loupe__mb_str(mb, "function"),
                                                    .flags = LOUPE_SLICE_FUNCTION};
+    loupe__mb_slice_category(mb, t1, d, "function");
     assert_int_equal(loupe__mb_instant(mb, t0, 4000000, "mark", NULL, 0), 0);
     loupe_counter_sample c1 = {.ts_ns = 100, .name = "queue", .i = 5};
     loupe_counter_sample c2 = {.ts_ns = 200, .name = "loss", .is_double = 1, .d = 2.5};

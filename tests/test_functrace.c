@@ -64,7 +64,7 @@ static void test_function_zones(void **state) {
         assert_true(strncmp(s->name, "0x", 2) != 0);    /* every address resolved */
         if (strcmp(s->name, "mid_fn") == 0) {
             assert_int_equal(s->depth, t->slices[0].depth + 1);
-            assert_string_equal(s->category, "function");
+            assert_string_equal(loupe_slice_category(m, s), "function");
         }
         if (strcmp(s->name, "leaf_fn") == 0) {
             assert_int_equal(s->depth, t->slices[0].depth + 2);

@@ -1,7 +1,7 @@
 /* test_model.c: the model builder's processes, keys, async lanes, samples and off-CPU intervals:
  * (process, tid) keys never merge two pids, processes[0] mirrors the model's own fields, frames
  * and stack nodes are interned, samples come out in time order, off-CPU intervals are sorted and
- * joined, an async track's slices get lanes. */
+ * joined, an async track's slices get lanes; the compact slice's argument table and categories. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 
 #include "model/builder.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -146,12 +147,143 @@ static void test_samples(void **state) {
     loupe_model_free(m);
 }
 
+/* The compact slice (model.h): 32 bytes, the args beside the slices, found again after finish
+ * sorted the slices and moved an overlapping one (with its args) to a sibling track. */
+static void test_slice_args_table(void **state) {
+    (void)state;
+    assert_int_equal(sizeof(loupe_slice), 32);
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    size_t t = loupe__mb_thread(mb, 1);
+    /* appended out of order: late (300..400), outer (0..1000), partial (900..1100: begins inside
+     * outer and ends after it: moved to "(overlap 1)"), inner (100..200) */
+    const uint64_t at[4][2] = {{300, 100}, {0, 1000}, {900, 200}, {100, 100}};
+    const char *names[4] = {"late", "outer", "partial", "inner"};
+    for (size_t i = 0; i < 4; i++) {
+        size_t k = loupe__mb_slice(mb, t);
+        assert_int_equal(k, i);
+        loupe_slice *sl = loupe__mb_slice_at(mb, t, k);
+        sl->start_ns = at[i][0];
+        sl->dur_ns = at[i][1];
+        sl->name = loupe__mb_str(mb, names[i]);
+    }
+    loupe_arg a1[2] = {{.key = "min", .type = LOUPE_ARG_INT64, .v.i = INT64_MIN},
+                       {.key = "max", .type = LOUPE_ARG_UINT64, .v.u = UINT64_MAX}};
+    assert_int_equal(loupe__mb_slice_args(mb, t, 0, a1, 2), 0);
+    loupe_arg a2 = {.key = "s", .type = LOUPE_ARG_STRING, .v.s = "two"};
+    assert_int_equal(loupe__mb_slice_add_arg(mb, t, 2, &a2), 0);
+    assert_int_equal(loupe__mb_slice_add_arg(mb, t, 2, &a1[0]), 0);
+    /* given and taken back: no entry */
+    assert_int_equal(loupe__mb_slice_args(mb, t, 3, a1, 1), 0);
+    assert_int_equal(loupe__mb_slice_args(mb, t, 3, NULL, 0), 0);
+    /* a reader replacing a value in place (chrome_json.c's E args) */
+    uint32_t n = 0;
+    loupe_arg *in_place = loupe__mb_slice_args_at(mb, t, 0, &n);
+    assert_int_equal(n, 2);
+    in_place[0].v.i = INT64_MAX;
+    assert_null(loupe__mb_slice_args_at(mb, t, 1, &n));
+    assert_int_equal(n, 0);
+    /* a caller's HAS_ARGS is not believed */
+    loupe__mb_slice_at(mb, t, 1)->flags = LOUPE_SLICE_HAS_ARGS | LOUPE_SLICE_TRUNCATED;
+    loupe_model *m = loupe__mb_finish(mb);
+    assert_non_null(m);
+    assert_int_equal(m->thread_count, 2);
+    const loupe_model_thread *th = &m->threads[0], *sib = &m->threads[1];
+    assert_int_equal(th->slice_count, 3);
+    assert_string_equal(th->slices[0].name, "outer");
+    assert_string_equal(th->slices[1].name, "inner");
+    assert_string_equal(th->slices[2].name, "late");
+    assert_int_equal(th->slices[0].flags, LOUPE_SLICE_TRUNCATED);
+    assert_int_equal(th->slices[1].flags, 0);
+    assert_int_equal(th->slices[2].flags, LOUPE_SLICE_HAS_ARGS);
+    assert_int_equal(th->slices[1].depth, 1);
+    assert_int_equal(th->slice_arg_count, 1);
+    assert_int_equal(th->slice_args[0].slice, 2);
+    size_t c = 99;
+    assert_null(loupe_slice_args(th, 0, &c));
+    assert_int_equal(c, 0);
+    assert_null(loupe_slice_args(th, 1, &c));
+    assert_int_equal(c, 0);
+    assert_null(loupe_slice_args(th, 3, &c)); /* past the slices */
+    assert_int_equal(c, 0);
+    const loupe_arg *a = loupe_slice_args(th, 2, &c);
+    assert_int_equal(c, 2);
+    assert_string_equal(a[0].key, "min");
+    assert_true(a[0].v.i == INT64_MAX);
+    assert_string_equal(a[1].key, "max");
+    assert_true(a[1].v.u == UINT64_MAX);
+    assert_string_equal(sib->name, "(overlap 1)");
+    assert_int_equal(sib->slice_count, 1);
+    assert_string_equal(sib->slices[0].name, "partial");
+    assert_int_equal(sib->slices[0].flags, LOUPE_SLICE_HAS_ARGS);
+    a = loupe_slice_args(sib, 0, &c);
+    assert_int_equal(c, 2);
+    assert_string_equal(a[0].key, "s");
+    assert_string_equal(a[0].v.s, "two");
+    assert_true(a[1].v.i == INT64_MIN);
+    loupe_model_free(m);
+}
+
+/* Categories: index 0 is none, each distinct one once; the 65536th distinct one is dropped to
+ * none with one warning. */
+static void test_slice_categories(void **state) {
+    (void)state;
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    size_t t = loupe__mb_thread(mb, 1);
+    const char *cats[4] = {"io", "", "gpu", "io"};
+    for (size_t i = 0; i < 4; i++) {
+        size_t k = loupe__mb_slice(mb, t);
+        loupe__mb_slice_at(mb, t, k)->start_ns = i * 10;
+        loupe__mb_slice_category(mb, t, k, cats[i]);
+    }
+    assert_int_equal(loupe__mb_category(mb, NULL), 0);
+    char buf[32];
+    for (unsigned i = 2; i < 65535; i++) { /* "io" and "gpu" are 1 and 2 */
+        snprintf(buf, sizeof buf, "c%u", i);
+        assert_int_equal(loupe__mb_category(mb, buf), i + 1);
+    }
+    assert_int_equal(loupe__mb_category(mb, "one too many"), 0);
+    assert_int_equal(loupe__mb_category(mb, "and another"), 0);
+    assert_int_equal(loupe__mb_category(mb, "gpu"), 2);
+    /* the interned pointer itself (a reader's): found by address */
+    assert_int_equal(loupe__mb_category(mb, loupe__mb_str(mb, "io")), 1);
+    char io[3] = "io"; /* a buffer of the caller's: by its bytes */
+    assert_int_equal(loupe__mb_category(mb, io), 1);
+    loupe_model *m = loupe__mb_finish(mb);
+    assert_non_null(m);
+    assert_int_equal(m->category_count, 65536);
+    assert_string_equal(m->categories[0], "");
+    assert_string_equal(m->categories[65535], "c65534");
+    const loupe_model_thread *th = &m->threads[0];
+    assert_int_equal(th->slices[0].category, 1);
+    assert_int_equal(th->slices[1].category, 0);
+    assert_int_equal(th->slices[2].category, 2);
+    assert_int_equal(th->slices[3].category, 1);
+    assert_string_equal(loupe_slice_category(m, &th->slices[0]), "io");
+    assert_string_equal(loupe_slice_category(m, &th->slices[1]), "");
+    assert_string_equal(loupe_slice_category(m, &th->slices[2]), "gpu");
+    assert_int_equal(m->warning_count, 1);
+    assert_string_equal(m->warnings[0], "more than 65535 distinct slice categories: \"one too "
+                                        "many\" and later new ones are dropped (the slices keep "
+                                        "no category)");
+    loupe_model_free(m);
+    /* a model built by hand: no categories, no argument table */
+    loupe_slice sl = {
+        .start_ns = 0, .dur_ns = 1, .name = "x", .flags = LOUPE_SLICE_HAS_ARGS, .category = 3};
+    loupe_model_thread hand = {.slice_count = 1, .slices = &sl};
+    loupe_model hm = {.thread_count = 1, .threads = &hand};
+    assert_string_equal(loupe_slice_category(&hm, &sl), "");
+    size_t c = 99;
+    assert_null(loupe_slice_args(&hand, 0, &c));
+    assert_int_equal(c, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_processes),
-        cmocka_unit_test(test_default_process),
-        cmocka_unit_test(test_async_lanes),
-        cmocka_unit_test(test_samples),
+        cmocka_unit_test(test_processes),        cmocka_unit_test(test_default_process),
+        cmocka_unit_test(test_async_lanes),      cmocka_unit_test(test_samples),
+        cmocka_unit_test(test_slice_args_table), cmocka_unit_test(test_slice_categories),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

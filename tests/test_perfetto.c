@@ -140,8 +140,8 @@ static size_t add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, c
     s->start_ns = start;
     s->dur_ns = dur;
     s->name = loupe__mb_str(mb, name);
-    s->category = loupe__mb_str(mb, cat);
-    s->flags = flags;
+    loupe__mb_slice_category(mb, t, i, cat);
+    s->flags = (uint16_t)flags;
     return i;
 }
 
@@ -473,7 +473,7 @@ static void test_old_form(void **state) {
     assert_string_equal(m->threads[0].slices[0].name, "outer");
     assert_int_equal(m->threads[0].slices[0].start_ns, 0); /* the earliest event: the origin */
     assert_int_equal(m->threads[0].slices[0].dur_ns, 5000);
-    assert_int_equal(m->threads[0].slices[0].arg_count, 2);
+    assert_int_equal(tu_nargs(&m->threads[0], 0), 2);
     size_t req = SIZE_MAX, worker = SIZE_MAX;
     for (size_t t = 0; t < m->thread_count; t++) {
         if (strcmp(m->threads[t].name, "req") == 0) {

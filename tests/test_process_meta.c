@@ -56,7 +56,6 @@ static loupe_model *three_processes(void) {
         s->start_ns = 1000 * (k + 1);
         s->dur_ns = 500;
         s->name = loupe__mb_str(mb, k == 0 ? "launch" : "compute");
-        s->category = loupe__mb_str(mb, "");
         loupe_counter_sample c = {
             .ts_ns = 1000 * (k + 1), .name = "rss", .i = (int64_t)k, .process = proc[k]};
         assert_int_equal(loupe__mb_counter(mb, &c), 0);

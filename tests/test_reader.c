@@ -121,7 +121,7 @@ static const loupe_model_thread *find_thread(const loupe_model *m, uint64_t tid)
     return NULL;
 }
 
-static const loupe_arg *find_arg(const loupe_arg *args, uint32_t n, const char *key) {
+static const loupe_arg *find_arg(const loupe_arg *args, size_t n, const char *key) {
     for (uint32_t i = 0; i < n; i++) {
         if (strcmp(args[i].key, key) == 0) {
             return &args[i];
@@ -220,14 +220,14 @@ static void check_nested(const loupe_model *m) {
         assert_int_equal(th->slices[i].start_ns, want[i].start);
         assert_int_equal(th->slices[i].dur_ns, want[i].dur);
         assert_int_equal(th->slices[i].depth, want[i].depth);
-        assert_int_equal(th->slices[i].flags, 0);
+        assert_int_equal(th->slices[i].flags, i == 3 ? LOUPE_SLICE_HAS_ARGS : 0); /* E's args */
     }
-    assert_string_equal(th->slices[0].category, "c1");
-    assert_string_equal(th->slices[1].category, "");
+    assert_string_equal(loupe_slice_category(m, &th->slices[0]), "c1");
+    assert_string_equal(loupe_slice_category(m, &th->slices[1]), "");
     /* E's args merge into the slice it closes */
-    assert_int_equal(th->slices[3].arg_count, 1);
-    assert_string_equal(th->slices[3].args[0].key, "result");
-    assert_int_equal(th->slices[3].args[0].v.i, 3);
+    assert_int_equal(tu_nargs(th, 3), 1);
+    assert_string_equal(tu_args(th, 3)[0].key, "result");
+    assert_int_equal(tu_args(th, 3)[0].v.i, 3);
     const loupe_model_thread *t3 = find_thread(m, 3);
     assert_int_equal(t3->slices[0].start_ns, 1000);
     assert_string_equal(t3->name, "");
@@ -288,7 +288,7 @@ static void test_fast_x(void **state) {
         assert_int_equal(th->slices[i].start_ns, want[i].start);
         assert_int_equal(th->slices[i].dur_ns, want[i].dur);
         assert_int_equal(th->slices[i].depth, want[i].depth);
-        assert_string_equal(th->slices[i].category, "");
+        assert_string_equal(loupe_slice_category(m, &th->slices[i]), "");
     }
     /* the interned name is shared */
     assert_ptr_equal(th->slices[0].name, th->slices[1].name);
@@ -527,41 +527,45 @@ static void test_args(void **state) {
         /* a tid above INT64_MAX */
         "{\"ph\":\"X\",\"tid\":18446744073709551615,\"ts\":2,\"dur\":1,\"name\":\"b\"}"
         "]}");
-    const loupe_slice *s = find_slice(m, "a", NULL);
-    assert_int_equal(s->arg_count, 12);
-    const loupe_arg *a = find_arg(s->args, s->arg_count, "i");
+    size_t st = 0;
+    const loupe_slice *s = find_slice(m, "a", &st);
+    size_t s_nargs;
+    const loupe_arg *s_args =
+        loupe_slice_args(&m->threads[st], (size_t)(s - m->threads[st].slices), &s_nargs);
+    assert_int_equal(s_nargs, 12);
+    const loupe_arg *a = find_arg(s_args, s_nargs, "i");
     assert_int_equal(a->type, LOUPE_ARG_INT64);
     assert_int_equal(a->v.i, -42);
-    a = find_arg(s->args, s->arg_count, "big");
+    a = find_arg(s_args, s_nargs, "big");
     assert_int_equal(a->type, LOUPE_ARG_INT64);
     assert_true(a->v.i == INT64_MAX);
-    a = find_arg(s->args, s->arg_count, "u");
+    a = find_arg(s_args, s_nargs, "u");
     assert_int_equal(a->type, LOUPE_ARG_UINT64);
     assert_true(a->v.u == UINT64_MAX);
-    a = find_arg(s->args, s->arg_count, "u2");
+    a = find_arg(s_args, s_nargs, "u2");
     assert_int_equal(a->type, LOUPE_ARG_UINT64);
     assert_true(a->v.u == 9223372036854775808ull);
-    a = find_arg(s->args, s->arg_count, "d");
+    a = find_arg(s_args, s_nargs, "d");
     assert_int_equal(a->type, LOUPE_ARG_DOUBLE);
     assert_true(a->v.d == 1.5);
-    a = find_arg(s->args, s->arg_count, "e");
+    a = find_arg(s_args, s_nargs, "e");
     assert_int_equal(a->type, LOUPE_ARG_DOUBLE);
     assert_true(a->v.d == 1000.0);
-    a = find_arg(s->args, s->arg_count, "t");
+    a = find_arg(s_args, s_nargs, "t");
     assert_int_equal(a->type, LOUPE_ARG_BOOL);
     assert_int_equal(a->v.b, 1);
-    a = find_arg(s->args, s->arg_count, "f");
+    a = find_arg(s_args, s_nargs, "f");
     assert_int_equal(a->type, LOUPE_ARG_BOOL);
     assert_int_equal(a->v.b, 0);
-    a = find_arg(s->args, s->arg_count, "s");
+    a = find_arg(s_args, s_nargs, "s");
     assert_int_equal(a->type, LOUPE_ARG_STRING);
     assert_string_equal(a->v.s, "h\xc3\xa9llo");
-    a = find_arg(s->args, s->arg_count, "o");
+    a = find_arg(s_args, s_nargs, "o");
     assert_int_equal(a->type, LOUPE_ARG_STRING);
     assert_string_equal(a->v.s, "{\"x\":[1,2,{\"y\":null}]}");
-    a = find_arg(s->args, s->arg_count, "arr");
+    a = find_arg(s_args, s_nargs, "arr");
     assert_string_equal(a->v.s, "[1,\"two\"]");
-    a = find_arg(s->args, s->arg_count, "n");
+    a = find_arg(s_args, s_nargs, "n");
     assert_int_equal(a->type, LOUPE_ARG_STRING);
     assert_string_equal(a->v.s, "null");
     size_t t;
@@ -617,7 +621,7 @@ static void test_loupe_metadata(void **state) {
         assert_int_equal(th->slices[0].start_ns, 5000);
         assert_int_equal(th->slices[0].dur_ns, 2500);
         assert_int_equal(th->slices[1].flags, LOUPE_SLICE_TRUNCATED);
-        assert_int_equal(th->slices[1].arg_count, 0);
+        assert_int_equal(tu_nargs(th, 1), 0);
         /* only the keys loupe does not own are metadata */
         assert_int_equal(m->metadata_count, 1);
         assert_string_equal(tu_meta(m, "run", NULL), "nightly");
@@ -687,8 +691,8 @@ static void test_hostile(void **state) {
     /* a string with a NUL is cut there (the model's strings are C strings) */
     loupe_model *mk = read_text("[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"name\":\"a\","
                                 "\"args\":{\"s\":\"\\u0000loupe-u64:5\"}}]");
-    assert_int_equal(mk->threads[0].slices[0].args[0].type, LOUPE_ARG_STRING);
-    assert_string_equal(mk->threads[0].slices[0].args[0].v.s, "");
+    assert_int_equal(tu_args(&mk->threads[0], 0)[0].type, LOUPE_ARG_STRING);
+    assert_string_equal(tu_args(&mk->threads[0], 0)[0].v.s, "");
     loupe_model_free(mk);
     /* unknown phases are skipped, as Perfetto does */
     loupe_model *m = read_text("[{\"ph\":\"O\",\"ts\":\"no\"},{\"ph\":\"Q\"},{\"ph\":\"XX\"}]");

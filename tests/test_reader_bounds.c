@@ -264,11 +264,12 @@ static void test_int64_round_trip(void **state) {
         }
         assert_non_null(th);
         assert_int_equal(th->slice_count, 1);
-        const loupe_slice *sl = &th->slices[0];
-        if (sl->arg_count != 8) {
-            fail_msg("%s: %u args", formats[i].name, sl->arg_count);
+        size_t sl_nargs;
+        const loupe_arg *sl_args = loupe_slice_args(th, 0, &sl_nargs);
+        if (sl_nargs != 8) {
+            fail_msg("%s: %zu args", formats[i].name, sl_nargs);
         }
-        tu_args_equal(sl->args, m->threads[0].slices[0].args, 8);
+        tu_args_equal(sl_args, tu_args(&m->threads[0], 0), 8);
         loupe_model_free(b);
     }
     /* JSON: beyond 2^53 as exact digits in a string, typed by loupe_types */

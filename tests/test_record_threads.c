@@ -168,10 +168,10 @@ static void test_overflow_keep_last(void **state) {
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     assert_int_equal(m->threads[0].slice_count, 22);
     assert_true(m->threads[0].slices[0].flags & LOUPE_SLICE_TRUNCATED);
-    assert_int_equal(m->threads[0].slices[0].arg_count, 0);
+    assert_int_equal(tu_nargs(&m->threads[0], 0), 0);
     for (size_t i = 1; i < 22; i++) {
-        assert_int_equal(m->threads[0].slices[i].arg_count, 1);
-        assert_int_equal(m->threads[0].slices[i].args[0].v.i, (int64_t)(78 + i));
+        assert_int_equal(tu_nargs(&m->threads[0], i), 1);
+        assert_int_equal(tu_args(&m->threads[0], i)[0].v.i, (int64_t)(78 + i));
     }
     loupe_model_free(m);
 
@@ -220,18 +220,19 @@ static void test_argument_slots(void **state) {
     assert_int_equal(r.events_dropped, 0);
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
     assert_int_equal(m->threads[0].slice_count, 1);
-    const loupe_slice *sl = &m->threads[0].slices[0];
-    assert_int_equal(sl->arg_count, 5);
-    assert_string_equal(sl->args[0].key, "i");
-    assert_int_equal(sl->args[0].v.i, -5);
-    assert_string_equal(sl->args[1].key, "u");
-    assert_int_equal(sl->args[1].v.i, 7);
-    assert_string_equal(sl->args[2].key, "f");
-    assert_true(sl->args[2].v.d == 2.5);
-    assert_string_equal(sl->args[3].key, "b");
-    assert_int_equal(sl->args[3].v.b, 1);
-    assert_string_equal(sl->args[4].key, "s");
-    assert_string_equal(sl->args[4].v.s, "sixteen bytes...");
+    size_t sl_nargs;
+    const loupe_arg *sl_args = loupe_slice_args(&m->threads[0], 0, &sl_nargs);
+    assert_int_equal(sl_nargs, 5);
+    assert_string_equal(sl_args[0].key, "i");
+    assert_int_equal(sl_args[0].v.i, -5);
+    assert_string_equal(sl_args[1].key, "u");
+    assert_int_equal(sl_args[1].v.i, 7);
+    assert_string_equal(sl_args[2].key, "f");
+    assert_true(sl_args[2].v.d == 2.5);
+    assert_string_equal(sl_args[3].key, "b");
+    assert_int_equal(sl_args[3].v.b, 1);
+    assert_string_equal(sl_args[4].key, "s");
+    assert_string_equal(sl_args[4].v.s, "sixteen bytes...");
     loupe_model_free(m);
     loupe_trace_result_free(&r);
 
@@ -248,8 +249,8 @@ static void test_argument_slots(void **state) {
     assert_int_equal(r.events_dropped, 8);
     assert_int_equal(r.threads[0].capacity_needed, 72);
     m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
-    assert_int_equal(m->threads[0].slices[0].arg_count, 62);
-    assert_int_equal(m->threads[0].slices[0].args[61].v.i, 61);
+    assert_int_equal(tu_nargs(&m->threads[0], 0), 62);
+    assert_int_equal(tu_args(&m->threads[0], 0)[61].v.i, 61);
     loupe_model_free(m);
     loupe_trace_result_free(&r);
 }
@@ -278,8 +279,8 @@ static void test_overflow_keep_last_lost_begin(void **state) {
     size_t inner = 0;
     for (size_t i = 1; i < t->slice_count; i++) {
         assert_string_equal(t->slices[i].name, "inner");
-        if (t->slices[i].arg_count == 1) {
-            assert_int_equal(t->slices[i].args[0].v.i, (int64_t)(50 - t->slice_count + i));
+        if (tu_nargs(t, i) == 1) {
+            assert_int_equal(tu_args(t, i)[0].v.i, (int64_t)(50 - t->slice_count + i));
             inner++;
         }
     }

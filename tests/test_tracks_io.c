@@ -38,7 +38,7 @@ static void add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, con
     s->start_ns = start;
     s->dur_ns = dur;
     s->name = loupe__mb_str(mb, name);
-    s->category = loupe__mb_str(mb, "io");
+    loupe__mb_slice_category(mb, t, i, "io");
 }
 
 static loupe_model *two_processes(void) {
@@ -143,7 +143,7 @@ static void check_two_processes(const loupe_model *m) {
     assert_int_equal(q->slices[0].start_ns, 2000);
     assert_int_equal(q->slices[0].dur_ns, 3000);
     assert_int_equal(q->slices[0].depth, 0);
-    assert_string_equal(q->slices[0].category, "io");
+    assert_string_equal(loupe_slice_category(m, &q->slices[0]), "io");
     assert_string_equal(q->slices[1].name, "req 2");
     assert_int_equal(q->slices[1].start_ns, 2500);
     assert_int_equal(q->slices[1].dur_ns, 1000);

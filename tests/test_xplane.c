@@ -56,17 +56,13 @@ static loupe_model *full_model(void) {
     th->capacity_needed = 14;
     loupe__mb_thread_at(mb, t1)->events_recorded = 9;
     size_t a = loupe__mb_slice(mb, t0);
-    *loupe__mb_slice_at(mb, t0, a) = (loupe_slice){.start_ns = 1000,
-                                                   .dur_ns = 5000000,
-                                                   .name = loupe__mb_str(mb, "train"),
-                                                   .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t0, a) =
+        (loupe_slice){.start_ns = 1000, .dur_ns = 5000000, .name = loupe__mb_str(mb, "train")};
     loupe_arg sa[] = {{.key = "step_num", .type = LOUPE_ARG_INT64, .v.i = 3}};
     assert_int_equal(loupe__mb_slice_args(mb, t0, a, sa, 1), 0);
     size_t b = loupe__mb_slice(mb, t0); /* equal start, shorter: a child */
-    *loupe__mb_slice_at(mb, t0, b) = (loupe_slice){.start_ns = 1000,
-                                                   .dur_ns = 1234,
-                                                   .name = loupe__mb_str(mb, HOSTILE),
-                                                   .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t0, b) =
+        (loupe_slice){.start_ns = 1000, .dur_ns = 1234, .name = loupe__mb_str(mb, HOSTILE)};
     loupe_arg la[] = {
         {.key = "i", .type = LOUPE_ARG_INT64, .v.i = -7},
         {.key = "u", .type = LOUPE_ARG_UINT64, .v.u = 18446744073709551615ull},
@@ -78,22 +74,19 @@ static loupe_model *full_model(void) {
     };
     assert_int_equal(loupe__mb_slice_args(mb, t0, b, la, 7), 0);
     size_t z = loupe__mb_slice(mb, t0); /* zero length: still a slice, not an instant */
-    *loupe__mb_slice_at(mb, t0, z) = (loupe_slice){.start_ns = 6000000,
-                                                   .dur_ns = 0,
-                                                   .name = loupe__mb_str(mb, ""),
-                                                   .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t0, z) =
+        (loupe_slice){.start_ns = 6000000, .dur_ns = 0, .name = loupe__mb_str(mb, "")};
     size_t c = loupe__mb_slice(mb, t1);
     *loupe__mb_slice_at(mb, t1, c) = (loupe_slice){.start_ns = 2000001,
                                                    .dur_ns = 7999999,
                                                    .name = loupe__mb_str(mb, "train"),
-                                                   .category = loupe__mb_str(mb, ""),
                                                    .flags = LOUPE_SLICE_TRUNCATED};
     size_t d = loupe__mb_slice(mb, t1);
     *loupe__mb_slice_at(mb, t1, d) = (loupe_slice){.start_ns = 3000000,
                                                    .dur_ns = 10,
                                                    .name = loupe__mb_str(mb, "fn"),
-                                                   .category = loupe__mb_str(mb, "function"),
                                                    .flags = LOUPE_SLICE_FUNCTION};
+    loupe__mb_slice_category(mb, t1, d, "function");
     loupe_arg ia[] = {{.key = "why", .type = LOUPE_ARG_STRING, .v.s = "checkpoint"}};
     assert_int_equal(loupe__mb_instant(mb, t0, 4000000, "mark", ia, 1), 0);
     assert_int_equal(loupe__mb_instant(mb, t1, 3000000, "fn", NULL, 0), 0); /* = a slice name */
@@ -109,10 +102,8 @@ static loupe_model *full_model(void) {
     gt->events_recorded = 2;
     loupe__mb_thread_name(mb, g1, "stream 7");
     size_t k1 = loupe__mb_slice(mb, g1);
-    *loupe__mb_slice_at(mb, g1, k1) = (loupe_slice){.start_ns = 2500000,
-                                                    .dur_ns = 2000,
-                                                    .name = loupe__mb_str(mb, "gemm"),
-                                                    .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, g1, k1) =
+        (loupe_slice){.start_ns = 2500000, .dur_ns = 2000, .name = loupe__mb_str(mb, "gemm")};
     /* the builder keys threads by tid: make a GPU track with tid 100 by renaming one */
     size_t g0 = loupe__mb_thread(mb, 999);
     gt = loupe__mb_thread_at(mb, g0);
@@ -120,10 +111,8 @@ static loupe_model *full_model(void) {
     gt->kind = LOUPE_TRACK_GPU;
     gt->device = 0;
     size_t k0 = loupe__mb_slice(mb, g0);
-    *loupe__mb_slice_at(mb, g0, k0) = (loupe_slice){.start_ns = 2600000,
-                                                    .dur_ns = 1000,
-                                                    .name = loupe__mb_str(mb, "gemm"),
-                                                    .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, g0, k0) =
+        (loupe_slice){.start_ns = 2600000, .dur_ns = 1000, .name = loupe__mb_str(mb, "gemm")};
     assert_int_equal(loupe__mb_flow(mb, 9, t0, b, t1, c), 0);
     assert_int_equal(loupe__mb_flow(mb, 10, t0, b, t1, d), 0);
     assert_int_equal(loupe__mb_flow(mb, 18446744073709551615ull, t1, d, g1, k1), 0);
@@ -162,10 +151,8 @@ static void gpu_track(loupe__mb *mb, size_t process, uint32_t device, uint64_t t
     th->events_recorded = 2;
     loupe__mb_thread_name(mb, t, "stream 1");
     size_t k = loupe__mb_slice(mb, t);
-    *loupe__mb_slice_at(mb, t, k) = (loupe_slice){.start_ns = start,
-                                                  .dur_ns = 100,
-                                                  .name = loupe__mb_str(mb, name),
-                                                  .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t, k) =
+        (loupe_slice){.start_ns = start, .dur_ns = 100, .name = loupe__mb_str(mb, name)};
 }
 
 static int mem_has(const char *p, size_t n, const char *str) {
@@ -196,10 +183,8 @@ static loupe_model *gpu_model(void) {
     size_t h = loupe__mb_thread_in(mb, 1, 7);
     loupe__mb_thread_name(mb, h, "worker");
     size_t k = loupe__mb_slice(mb, h);
-    *loupe__mb_slice_at(mb, h, k) = (loupe_slice){.start_ns = 10,
-                                                  .dur_ns = 5,
-                                                  .name = loupe__mb_str(mb, "launch"),
-                                                  .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, h, k) =
+        (loupe_slice){.start_ns = 10, .dur_ns = 5, .name = loupe__mb_str(mb, "launch")};
     gpu_track(mb, 0, 0, LOUPE__GPU_TID(0, 1), "k00", 1000);
     gpu_track(mb, 1, 0, LOUPE__GPU_TID(0, 1), "k10", 2000);
     gpu_track(mb, 1, 1, LOUPE__GPU_TID(1, 1), "k11", 3000);
@@ -271,15 +256,11 @@ static loupe_model *split_model(uint64_t pid) {
     loupe__mb_thread_name(mb, b, "worker");
     for (uint64_t i = 0; i < 3000; i++) {
         size_t k = loupe__mb_slice(mb, a);
-        *loupe__mb_slice_at(mb, a, k) = (loupe_slice){.start_ns = 1000000 * i,
-                                                      .dur_ns = 500000,
-                                                      .name = loupe__mb_str(mb, "step"),
-                                                      .category = loupe__mb_str(mb, "")};
+        *loupe__mb_slice_at(mb, a, k) = (loupe_slice){
+            .start_ns = 1000000 * i, .dur_ns = 500000, .name = loupe__mb_str(mb, "step")};
         k = loupe__mb_slice(mb, b);
-        *loupe__mb_slice_at(mb, b, k) = (loupe_slice){.start_ns = 1000000 * i + 10,
-                                                      .dur_ns = 100,
-                                                      .name = loupe__mb_str(mb, "work"),
-                                                      .category = loupe__mb_str(mb, "")};
+        *loupe__mb_slice_at(mb, b, k) = (loupe_slice){
+            .start_ns = 1000000 * i + 10, .dur_ns = 100, .name = loupe__mb_str(mb, "work")};
         loupe_counter_sample c = {.ts_ns = 1000000 * i + 5, .name = "q", .i = (int64_t)i};
         assert_int_equal(loupe__mb_counter(mb, &c), 0);
     }
@@ -558,7 +539,7 @@ static void test_flow_conventions(void **state) {
     assert_int_equal(m->flows[0].id, 7);
     assert_int_equal(m->threads[m->flows[0].from_thread].tid, 5);
     assert_int_equal(m->threads[m->flows[0].to_thread].tid, 6);
-    assert_int_equal(m->threads[0].slices[0].arg_count, 0);
+    assert_int_equal(tu_nargs(&m->threads[0], 0), 0);
     loupe_model_free(m);
     m = read_text_xspace(
         dir, "xprof",
@@ -592,14 +573,14 @@ static void test_flow_conventions(void **state) {
     assert_int_equal(p->slice_count, 3);
     /* the step: step_num only */
     assert_string_equal(p->slices[0].name, "train");
-    assert_int_equal(p->slices[0].arg_count, 1);
-    assert_string_equal(p->slices[0].args[0].key, "step_num");
-    assert_int_equal(p->slices[0].args[0].v.i, 4);
+    assert_int_equal(tu_nargs(p, 0), 1);
+    assert_string_equal(tu_args(p, 0)[0].key, "step_num");
+    assert_int_equal(tu_args(p, 0)[0].v.i, 4);
     /* _r without step_num, and _r = 2 beside it: arguments */
-    assert_int_equal(p->slices[1].arg_count, 1);
-    assert_string_equal(p->slices[1].args[0].key, "_r");
-    assert_int_equal(p->slices[2].arg_count, 2);
-    assert_int_equal(p->slices[2].args[0].v.i, 2);
+    assert_int_equal(tu_nargs(p, 1), 1);
+    assert_string_equal(tu_args(p, 1)[0].key, "_r");
+    assert_int_equal(tu_nargs(p, 2), 2);
+    assert_int_equal(tu_args(p, 2)[0].v.i, 2);
     /* one producer (type 0, id 42), consumers of type 0 twice and of type 15 once: two flows
      * from the step; the type-15 consumer has no producer */
     assert_int_equal(m->flow_count, 2);
@@ -763,10 +744,8 @@ static void test_invalid_utf8(void **state) {
                           "b\xc0\xaf"
                           "c\xed\xa0\x80");
     size_t s = loupe__mb_slice(mb, t);
-    *loupe__mb_slice_at(mb, t, s) = (loupe_slice){.start_ns = 5,
-                                                  .dur_ns = 1,
-                                                  .name = loupe__mb_str(mb, "x\xe2\x82"),
-                                                  .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t, s) =
+        (loupe_slice){.start_ns = 5, .dur_ns = 1, .name = loupe__mb_str(mb, "x\xe2\x82")};
     m = loupe__mb_finish(mb);
     size_t n;
     char *bytes = to_mem(m, &n);
@@ -809,8 +788,8 @@ static void test_session_run_dir(void **state) {
         assert_int_equal(a->threads[0].slices[i].start_ns, b->threads[0].slices[i].start_ns);
         assert_int_equal(a->threads[0].slices[i].dur_ns, b->threads[0].slices[i].dur_ns);
     }
-    assert_string_equal(b->threads[0].slices[0].args[0].key, "step_num");
-    assert_int_equal(b->threads[0].slices[2].args[0].v.i, 1);
+    assert_string_equal(tu_args(&b->threads[0], 0)[0].key, "step_num");
+    assert_int_equal(tu_args(&b->threads[0], 2)[0].v.i, 1);
     assert_true(a->origin_unix_ns == b->origin_unix_ns);
     assert_int_equal(a->duration_ns, b->duration_ns);
     loupe_model_free(a);
@@ -840,15 +819,17 @@ static void test_jax_file(void **state) {
         slices += m->threads[t].slice_count;
         for (size_t i = 0; i < m->threads[t].slice_count; i++) {
             const loupe_slice *s = &m->threads[t].slices[i];
+            size_t s_nargs;
+            const loupe_arg *s_args = loupe_slice_args(&m->threads[t], i, &s_nargs);
             if (strcmp(s->name, "train") != 0) {
                 continue;
             }
             trains++;
             /* a step: its step_num, without jax's root marker _r (the writer adds it back) */
-            assert_int_equal(s->arg_count, 1);
-            for (uint32_t a = 0; a < s->arg_count; a++) {
-                if (strcmp(s->args[a].key, "step_num") == 0) {
-                    steps += s->args[a].v.i + 1;
+            assert_int_equal(s_nargs, 1);
+            for (uint32_t a = 0; a < s_nargs; a++) {
+                if (strcmp(s_args[a].key, "step_num") == 0) {
+                    steps += s_args[a].v.i + 1;
                 }
             }
         }
@@ -879,9 +860,10 @@ static void test_jax_file(void **state) {
                      18127);
     for (size_t t = 0; t < m->thread_count; t++) {
         for (size_t i = 0; i < m->threads[t].slice_count; i++) {
-            const loupe_slice *s = &m->threads[t].slices[i];
-            for (uint32_t a = 0; a < s->arg_count; a++) {
-                assert_true(strcmp(s->args[a].key, "_p") != 0 && strcmp(s->args[a].key, "_c") != 0);
+            size_t s_nargs;
+            const loupe_arg *s_args = loupe_slice_args(&m->threads[t], i, &s_nargs);
+            for (uint32_t a = 0; a < s_nargs; a++) {
+                assert_true(strcmp(s_args[a].key, "_p") != 0 && strcmp(s_args[a].key, "_c") != 0);
             }
         }
     }
@@ -895,8 +877,10 @@ static void test_jax_file(void **state) {
     for (size_t t = 0; t < r->thread_count; t++) {
         for (size_t i = 0; i < r->threads[t].slice_count; i++) {
             const loupe_slice *s = &r->threads[t].slices[i];
-            steps2 += strcmp(s->name, "train") == 0 && s->arg_count == 1 &&
-                      strcmp(s->args[0].key, "step_num") == 0;
+            size_t s_nargs;
+            const loupe_arg *s_args = loupe_slice_args(&r->threads[t], i, &s_nargs);
+            steps2 += strcmp(s->name, "train") == 0 && s_nargs == 1 &&
+                      strcmp(s_args[0].key, "step_num") == 0;
         }
     }
     assert_int_equal(steps2, 3);
@@ -935,23 +919,18 @@ static loupe_model *steps_model(void) {
     for (int i = 0; i < 3; i++) {
         uint64_t dur = (uint64_t)(i + 1) * UINT64_C(10000000);
         size_t st = loupe__mb_slice(mb, t0);
-        *loupe__mb_slice_at(mb, t0, st) = (loupe_slice){.start_ns = start,
-                                                        .dur_ns = dur,
-                                                        .name = loupe__mb_str(mb, "train"),
-                                                        .category = loupe__mb_str(mb, "")};
+        *loupe__mb_slice_at(mb, t0, st) =
+            (loupe_slice){.start_ns = start, .dur_ns = dur, .name = loupe__mb_str(mb, "train")};
         loupe_arg sa[] = {{.key = "step_num", .type = LOUPE_ARG_INT64, .v.i = i}};
         assert_int_equal(loupe__mb_slice_args(mb, t0, st, sa, 1), 0);
         size_t pr = loupe__mb_slice(mb, t0);
         *loupe__mb_slice_at(mb, t0, pr) = (loupe_slice){.start_ns = start + 1000,
                                                         .dur_ns = 2000000,
                                                         .name = loupe__mb_str(mb, "produce"),
-                                                        .category = loupe__mb_str(mb, ""),
                                                         .depth = 1};
         size_t co = loupe__mb_slice(mb, t1);
-        *loupe__mb_slice_at(mb, t1, co) = (loupe_slice){.start_ns = start + 3000000,
-                                                        .dur_ns = 4000000,
-                                                        .name = loupe__mb_str(mb, "consume"),
-                                                        .category = loupe__mb_str(mb, "")};
+        *loupe__mb_slice_at(mb, t1, co) = (loupe_slice){
+            .start_ns = start + 3000000, .dur_ns = 4000000, .name = loupe__mb_str(mb, "consume")};
         assert_int_equal(loupe__mb_flow(mb, (uint64_t)i + 1, t0, pr, t1, co), 0);
         start += dur;
     }
@@ -1061,11 +1040,11 @@ static loupe_model *samples_model(void) {
     size_t t0 = loupe__mb_thread(mb, 90), t1 = loupe__mb_thread(mb, 93);
     loupe__mb_thread_name(mb, t0, "main");
     size_t z = loupe__mb_slice(mb, t0);
-    *loupe__mb_slice_at(mb, t0, z) = (loupe_slice){
-        .start_ns = 500000, .dur_ns = 8000000, .name = loupe__mb_str(mb, "run"), .category = ""};
+    *loupe__mb_slice_at(mb, t0, z) =
+        (loupe_slice){.start_ns = 500000, .dur_ns = 8000000, .name = loupe__mb_str(mb, "run")};
     z = loupe__mb_slice(mb, t1);
-    *loupe__mb_slice_at(mb, t1, z) = (loupe_slice){
-        .start_ns = 1500000, .dur_ns = 3000000, .name = loupe__mb_str(mb, "job"), .category = ""};
+    *loupe__mb_slice_at(mb, t1, z) =
+        (loupe_slice){.start_ns = 1500000, .dur_ns = 3000000, .name = loupe__mb_str(mb, "job")};
     loupe_frame fm = {"main", "app.c", 10, 0, "/usr/bin/app", 0x1000};
     loupe_frame fw = {"work", "app.c", 20, 0, "/usr/bin/app", 0x1100};
     loupe_frame fh = {"helper", "util.h", 3, 1, "/usr/bin/app", 0x1108};
@@ -1178,10 +1157,12 @@ static void dump_case(const char *dir, const char *name, const loupe_model *m) {
                                                 shown, "slices", sl, "instants", in));
         for (size_t i = 0; i < th->slice_count && th->kind != LOUPE_TRACK_GPU; i++) {
             const loupe_slice *s = &th->slices[i];
-            for (uint32_t a = 0; a < s->arg_count; a++) {
-                if (strcmp(s->args[a].key, "step_num") == 0 && s->args[a].type == LOUPE_ARG_INT64) {
+            size_t s_nargs;
+            const loupe_arg *s_args = loupe_slice_args(th, i, &s_nargs);
+            for (uint32_t a = 0; a < s_nargs; a++) {
+                if (strcmp(s_args[a].key, "step_num") == 0 && s_args[a].type == LOUPE_ARG_INT64) {
                     json_array_append_new(
-                        steps, json_pack("[sIII]", s->name, (json_int_t)s->args[a].v.i,
+                        steps, json_pack("[sIII]", s->name, (json_int_t)s_args[a].v.i,
                                          (json_int_t)s->start_ns, (json_int_t)s->dur_ns));
                 }
             }
@@ -1215,10 +1196,8 @@ static void dump_case(const char *dir, const char *name, const loupe_model *m) {
 static void add_slice(loupe__mb *mb, size_t t, uint64_t start, uint64_t dur, const char *name) {
     size_t i = loupe__mb_slice(mb, t);
     assert_true(i != SIZE_MAX);
-    *loupe__mb_slice_at(mb, t, i) = (loupe_slice){.start_ns = start,
-                                                  .dur_ns = dur,
-                                                  .name = loupe__mb_str(mb, name),
-                                                  .category = loupe__mb_str(mb, "")};
+    *loupe__mb_slice_at(mb, t, i) =
+        (loupe_slice){.start_ns = start, .dur_ns = dur, .name = loupe__mb_str(mb, name)};
 }
 
 /* Two processes (pid 100 "app", pid 200 "helper") with a thread tid 7 each, an async track with

@@ -30,7 +30,10 @@ const char *tu_cli(void);
 /* Reads a trace file with loupe_trace_read(); fails the test (with the detail) on error. */
 loupe_model *tu_read_back(const char *path);
 /* Asserts two typed argument arrays are equal (doubles bit for bit). */
-void tu_args_equal(const loupe_arg *a, const loupe_arg *b, uint32_t n);
+void tu_args_equal(const loupe_arg *a, const loupe_arg *b, size_t n);
+/* Slice `slice` of track th: its argument count / its arguments (loupe_slice_args()). */
+size_t tu_nargs(const loupe_model_thread *th, size_t slice);
+const loupe_arg *tu_args(const loupe_model_thread *th, size_t slice);
 /* Asserts two models are equal: scalars, every track (matched by tid, kind and device), slices,
  * instants, counters, and flows (by id and endpoints). */
 void tu_models_equal(const loupe_model *a, const loupe_model *b);

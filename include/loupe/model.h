@@ -3,7 +3,9 @@
  * The collector builds a model at loupe_stop_trace(); readers build one from a file; writers and
  * `loupe summary` walk one. A model is an immutable snapshot once built: a process with threads
  * (tracks); each thread holds its slices in start order (a parent before its children, so depth
- * follows from the order), its instants; the process holds counters, flows and metadata.
+ * follows from the order), their arguments beside them (slice_args: loupe_slice_args()), its
+ * instants; the process holds counters, flows and metadata, and the model the slices'
+ * categories (loupe_slice_category()).
  *
  * Units: every timestamp and duration is in nanoseconds relative to the trace origin
  * (origin_unix_ns, the session start as wall-clock time).
@@ -45,20 +47,31 @@ typedef struct loupe_arg {
 
 enum {
     LOUPE_SLICE_TRUNCATED = 1 << 0, /* still open at the stop (or its end was lost); ended there */
-    LOUPE_SLICE_FUNCTION = 1 << 1   /* from -finstrument-functions */
+    LOUPE_SLICE_FUNCTION = 1 << 1,  /* from -finstrument-functions */
+    /* The slice has arguments (loupe_slice_args()). Set by the model when it is built; the
+     * builder ignores it where a reader or the collector sets it, and writers do not write it. */
+    LOUPE_SLICE_HAS_ARGS = 1 << 2
 };
 
-/** A zone, once recorded: a slice on its thread's track. */
+/** A zone, once recorded: a slice on its thread's track. 32 bytes (since 0.4.0; 56 before): a
+ * trace holds one per zone, so this is the model's memory per event x 2. The arguments live
+ * beside the slices, in the track's slice_args (loupe_slice_args()), and the category is an
+ * index into the model's categories (loupe_slice_category()). */
 typedef struct loupe_slice {
     uint64_t start_ns;
     uint64_t dur_ns;
     const char *name;
-    const char *category; /* "" when none */
-    uint32_t depth;       /* 0 = top level on its track */
-    uint32_t flags;       /* LOUPE_SLICE_* */
-    uint32_t arg_count;
-    loupe_arg *args; /* arg_count entries, owned by the model */
+    uint32_t depth;    /* 0 = top level on its track */
+    uint16_t flags;    /* LOUPE_SLICE_* */
+    uint16_t category; /* index into loupe_model.categories; 0 = none ("") */
 } loupe_slice;
+
+/** The arguments of one slice of a track (loupe_model_thread.slice_args). */
+typedef struct loupe_slice_arglist {
+    size_t slice;    /* index into the track's slices */
+    size_t count;    /* >= 1 */
+    loupe_arg *args; /* count entries, owned by the model */
+} loupe_slice_arglist;
 
 typedef struct loupe_instant {
     uint64_t ts_ns;
@@ -134,6 +147,10 @@ typedef struct loupe_model_thread {
      * top-level slices (loupe summary). */
     uint32_t sibling;
     size_t sibling_of;
+    /* The arguments of the slices that have any (those with LOUPE_SLICE_HAS_ARGS), by slice
+     * ascending, one entry per slice: read them with loupe_slice_args(). 0 / NULL when none. */
+    size_t slice_arg_count;
+    loupe_slice_arglist *slice_args;
 } loupe_model_thread;
 
 /** A sample of a process-scoped counter track. */
@@ -232,8 +249,28 @@ typedef struct loupe_model {
     loupe_stack_node *stack_nodes;
     uint64_t sample_period_ns; /* the sampling period; 0 when unknown or no samples */
     uint64_t samples_lost;     /* samples the kernel or loupe lost (counted, not in samples) */
-    void *loupe__arena;        /* private: the storage every pointer above points into */
+    /* The distinct slice categories (loupe_slice.category indexes them; read them with
+     * loupe_slice_category()): categories[0] = "" (none), then each once, at most 65535 more
+     * (a reader's 65536th distinct category is dropped to none, with a warning). */
+    size_t category_count;
+    const char **categories;
+    void *loupe__arena; /* private: the storage every pointer above points into */
 } loupe_model;
+
+/** The arguments of slice `slice` of track `th` (th->slices[slice]): *count entries, NULL and
+ * *count = 0 when it has none (or `slice` is past th->slice_count). count may not be NULL.
+ * O(1) for a slice without arguments (its LOUPE_SLICE_HAS_ARGS flag is clear), O(log n) over the
+ * track's slice_args otherwise (a binary search).
+ * Lifetime: the array and its strings belong to the model, valid until loupe_model_free().
+ * Thread-safety: any thread (the model is read-only). */
+LOUPE_API const loupe_arg *loupe_slice_args(const loupe_model_thread *th, size_t slice,
+                                            size_t *count);
+
+/** The category of slice s of model m (m->categories[s->category]): "" when it has none or
+ * when the index is past m->category_count (a model built by hand). Never NULL. O(1).
+ * Lifetime: the model's string storage, until loupe_model_free().
+ * Thread-safety: any thread (the model is read-only). */
+LOUPE_API const char *loupe_slice_category(const loupe_model *m, const loupe_slice *s);
 
 /** Frees a model and everything it owns. NULL is allowed. */
 LOUPE_API void loupe_model_free(loupe_model *m);

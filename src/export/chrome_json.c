@@ -56,7 +56,7 @@ static int big_int(const loupe_arg *a) {
            (a->type == LOUPE_ARG_UINT64 && a->v.u > JS_SAFE);
 }
 
-static void put_args(loupe__sink *s, const loupe_arg *args, uint32_t n, uint32_t flags) {
+static void put_args(loupe__sink *s, const loupe_arg *args, size_t n, uint32_t flags) {
     loupe__puts(s, ",\"args\":{");
     int first = 1, big = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -165,19 +165,19 @@ static void acct_key(const loupe_model *m, const loupe_model_thread *th, const c
 
 /* The cat of an async track's b / e / n events: the reader keys async tracks by (pid, cat, id),
  * so one track's events share one (its first slice's category). */
-static const char *async_cat(const loupe_model_thread *th) {
-    return th->slice_count > 0 ? th->slices[0].category : "";
+static const char *async_cat(const loupe_model *m, const loupe_model_thread *th) {
+    return th->slice_count > 0 ? loupe_slice_category(m, &th->slices[0]) : "";
 }
 
 /* An async event's id: the track's tid as a hex string (exact for any uint64; Perfetto's and
  * loupe's readers take "0x..." ids as hex). */
-static void put_async_id(loupe__sink *s, const loupe_model_thread *th) {
+static void put_async_id(loupe__sink *s, const loupe_model *m, const loupe_model_thread *th) {
     char id[32];
     snprintf(id, sizeof id, "0x%llx", (unsigned long long)th->tid);
     loupe__puts(s, ",\"id\":");
     loupe__put_jstr(s, id);
     loupe__puts(s, ",\"cat\":");
-    loupe__put_jstr(s, async_cat(th));
+    loupe__put_jstr(s, async_cat(m, th));
 }
 
 /* What a process has beyond its name: "process_labels" (the Trace Event Format's M event,
@@ -372,7 +372,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             loupe__put_us(s, sl->start_ns);
             if (async) {
                 /* b right before its e: any reader pairs them, whatever the overlaps */
-                put_async_id(s, th);
+                put_async_id(s, m, th);
                 loupe__puts(s, ",\"loupe_track\":");
                 loupe__put_jstr(s, th->name);
             } else {
@@ -383,9 +383,9 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             loupe__put_jstr(s, sl->name);
             if (async) {
                 /* the category is the track's (async_cat) */
-            } else if (sl->category[0]) {
+            } else if (loupe_slice_category(m, sl)[0]) {
                 loupe__puts(s, ",\"cat\":");
-                loupe__put_jstr(s, sl->category);
+                loupe__put_jstr(s, loupe_slice_category(m, sl));
             }
             if (mark != NULL && mark[i] != 0) {
                 const loupe_flow *fl = &m->flows[mark[i] - 1];
@@ -394,15 +394,17 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
                 loupe__puts(s, fl->to_thread == t && fl->to_slice == i ? ",\"flow_in\":true"
                                                                        : ",\"flow_out\":true");
             }
-            if (sl->arg_count > 0 || (sl->flags & LOUPE_SLICE_TRUNCATED)) {
-                put_args(s, sl->args, sl->arg_count, sl->flags);
+            size_t nargs;
+            const loupe_arg *args = loupe_slice_args(th, i, &nargs);
+            if (nargs > 0 || (sl->flags & LOUPE_SLICE_TRUNCATED)) {
+                put_args(s, args, nargs, sl->flags);
             }
             loupe__put(s, "}", 1);
             if (async) {
                 put_head(s, "e", tpid, tid);
                 loupe__puts(s, ",\"ts\":");
                 loupe__put_us(s, sl->start_ns + sl->dur_ns);
-                put_async_id(s, th);
+                put_async_id(s, m, th);
                 loupe__puts(s, ",\"name\":");
                 loupe__put_jstr(s, sl->name);
                 loupe__put(s, "}", 1);
@@ -415,7 +417,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             }
             put_head(s, async ? "n" : "i", tpid, tid);
             if (async) {
-                put_async_id(s, th);
+                put_async_id(s, m, th);
                 loupe__puts(s, ",\"loupe_track\":");
                 loupe__put_jstr(s, th->name);
             } else {

@@ -331,7 +331,7 @@ static void ann_str(writer *w, loupe__pb *b, uint32_t field, const char *name, c
     loupe__pb_end(b, mk);
 }
 
-static void put_args(writer *w, const loupe_arg *args, uint32_t n) {
+static void put_args(writer *w, const loupe_arg *args, size_t n) {
     for (uint32_t i = 0; i < n; i++) {
         const loupe_arg *a = &args[i];
         size_t mk = loupe__pb_begin(&w->ev, TE_DEBUG_ANNOTATIONS);
@@ -710,8 +710,10 @@ static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
     if (what == 1) {
         const loupe_slice *s = &th->slices[c->stack[--c->depth]];
         event_begin(w, &c->q, TYPE_SLICE_END, 0);
-        if (s->flags != 0) {
-            ann_u64(w, &w->ev, TE_DEBUG_ANNOTATIONS, "loupe_flags", s->flags);
+        /* HAS_ARGS is the model's own mark (the args themselves say it) */
+        uint32_t flags = s->flags & ~(uint32_t)LOUPE_SLICE_HAS_ARGS;
+        if (flags != 0) {
+            ann_u64(w, &w->ev, TE_DEBUG_ANNOTATIONS, "loupe_flags", flags);
         }
         event_end(w, ts);
     } else if (what == 2) {
@@ -730,8 +732,10 @@ static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
         c->stack[c->depth++] = i;
         event_begin(w, &c->q, TYPE_SLICE_BEGIN, 0);
         put_name(w, s->name);
-        put_category(w, s->category);
-        put_args(w, s->args, s->arg_count);
+        put_category(w, loupe_slice_category(w->m, s));
+        size_t nargs;
+        const loupe_arg *args = loupe_slice_args(th, i, &nargs);
+        put_args(w, args, nargs);
         while (c->fi < c->fend && w->fe[c->fi].slice == i) {
             const flow_end *f = &w->fe[c->fi++];
             loupe__pb_fixed64(&w->ev, f->role ? TE_FLOW_IDS : TE_TERMINATING_FLOW_IDS, f->id);

@@ -339,8 +339,8 @@ static stat_val arg_val(writer *w, const loupe_arg *a) {
     }
 }
 
-static void put_args(writer *w, pb *p, unsigned field, const loupe_arg *args, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) {
+static void put_args(writer *w, pb *p, unsigned field, const loupe_arg *args, size_t n) {
+    for (size_t i = 0; i < n; i++) {
         size_t key = sid(w, args[i].key, args[i].type == LOUPE_ARG_BOOL);
         put_stat(p, field, key, arg_val(w, &args[i]));
     }
@@ -353,7 +353,7 @@ typedef struct ev {
     unsigned kind;
     uint32_t flags;
     const loupe_arg *args;
-    uint32_t nargs;
+    size_t nargs;
     const flow_end *flows; /* this slice's flow ends */
     size_t nflows;
     int counter; /* counter sample: stat "value" */
@@ -380,7 +380,7 @@ static int is_step(const ev *e) {
         return 0;
     }
     int step = 0;
-    for (uint32_t i = 0; i < e->nargs; i++) {
+    for (size_t i = 0; i < e->nargs; i++) {
         const loupe_arg *a = &e->args[i];
         if (strcmp(a->key, "_r") == 0) {
             return 0;
@@ -630,11 +630,10 @@ static void line_body(writer *w, pb *p, size_t t, uint32_t lane) {
             e.start_ns = s->start_ns;
             e.dur_ns = s->dur_ns;
             e.name = s->name;
-            e.category = s->category;
+            e.category = loupe_slice_category(w->m, s);
             e.kind = (s->flags & LOUPE_SLICE_FUNCTION) ? EM_FUNCTION : 0;
             e.flags = s->flags;
-            e.args = s->args;
-            e.nargs = s->arg_count;
+            e.args = loupe_slice_args(th, i, &e.nargs);
             while (fe < w->nflows && w->flows[fe].thread == t && w->flows[fe].slice < i) {
                 fe++;
             }

@@ -395,9 +395,10 @@ int loupe__cupti_collect(loupe__mb *mb, uint64_t origin, uint64_t stop_ns) {
         s->name = loupe__mb_str(mb, r->what == REC_KERNEL   ? r->name
                                     : r->what == REC_MEMCPY ? copy_kind(r->copy_kind)
                                                             : "Memset");
-        s->category = loupe__mb_str(mb, r->what == REC_KERNEL   ? "kernel"
-                                        : r->what == REC_MEMCPY ? "memcpy"
-                                                                : "memset");
+        loupe__mb_slice_category(mb, ti, si,
+                                 r->what == REC_KERNEL   ? "kernel"
+                                 : r->what == REC_MEMCPY ? "memcpy"
+                                                         : "memset");
         loupe_arg args[3];
         uint32_t na = 0;
         args[na++] = (loupe_arg){.key = "correlation_id", .type = LOUPE_ARG_UINT64, .v.u = r->corr};

@@ -202,7 +202,7 @@ static int add_trace(loupe__mb *mb, size_t ti, const loupe_gpu_decoded *d,
             loupe_slice *s = loupe__mb_slice_at(mb, ti, si);
             s->start_ns = ts;
             s->name = loupe__mb_str(mb, e->name);
-            s->category = loupe__mb_str(mb, "gpu");
+            loupe__mb_slice_category(mb, ti, si, "gpu");
             if (depth < sizeof stack / sizeof stack[0]) {
                 stack[depth] = si;
             }

@@ -826,7 +826,7 @@ static int do_slice(reader *r, const evf *ev, size_t idx, char ph, int64_t ts, i
     sl->start_ns = (uint64_t)ts; /* absolute until finish_model */
     sl->dur_ns = (uint64_t)dur;
     sl->name = loupe__mb_str(r->mb, name);
-    sl->category = loupe__mb_str(r->mb, cat);
+    loupe__mb_slice_category(r->mb, t, s, cat);
     /* loupe's writer marks a zone still open at the stop with the arg loupe_truncated: true */
     for (uint32_t k = 0; k < nargs; k++) {
         if (r->args[k].type == LOUPE_ARG_BOOL && strcmp(r->args[k].key, "loupe_truncated") == 0) {
@@ -887,19 +887,20 @@ static int do_end(reader *r, const evf *ev, size_t idx, char ph, int64_t ts) {
         return rc;
     }
     for (uint32_t i = 0; i < nargs; i++) {
-        loupe_slice *sl = loupe__mb_slice_at(r->mb, t, b.slice);
+        uint32_t have;
+        loupe_arg *sargs = loupe__mb_slice_args_at(r->mb, t, b.slice, &have);
         const char *key = loupe__mb_str(r->mb, r->args[i].key);
         uint32_t k = 0;
-        while (k < sl->arg_count && sl->args[k].key != key) {
+        while (k < have && sargs[k].key != key) {
             k++;
         }
-        if (k < sl->arg_count) {
+        if (k < have) {
             loupe_arg a = r->args[i];
             a.key = key;
             if (a.type == LOUPE_ARG_STRING) {
                 a.v.s = loupe__mb_str(r->mb, a.v.s);
             }
-            sl->args[k] = a;
+            sargs[k] = a;
         } else if (loupe__mb_slice_add_arg(r->mb, t, b.slice, &r->args[i]) != 0) {
             return oom(r);
         }
@@ -1763,8 +1764,7 @@ static int fast_x(reader *r) {
     loupe_slice *sl = loupe__mb_slice_at(r->mb, t, si);
     sl->start_ns = (uint64_t)ts; /* absolute until finish_model */
     sl->dur_ns = (uint64_t)dur;
-    sl->name = r->fx_name;
-    sl->category = r->fx_empty;
+    sl->name = r->fx_name; /* the category stays none: loupe__mb_slice() zeroed it */
     p->i = (size_t)(q - p->t);
     return 1;
 }

@@ -1198,7 +1198,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
         sl->start_ns = ts;
         /* interned already: by the builder (str(): inline or InternedData names), or "" */
         sl->name = name;
-        sl->category = category;
+        loupe__mb_slice_category(r->mb, th, i, category);
         if (nargs > 0 && loupe__mb_slice_args(r->mb, th, i, r->args, nargs) != 0) {
             rc = oom(r);
             goto out;
@@ -1225,7 +1225,7 @@ static int do_track_event(reader *r, const loupe__pbf *ef, uint64_t ts, size_t s
         for (uint32_t j = 0; j < nargs && rc == 0; j++) {
             const loupe_arg *a = &r->args[j];
             if (strcmp(a->key, "loupe_flags") == 0 && a->type == LOUPE_ARG_UINT64) {
-                loupe__mb_slice_at(r->mb, th, i)->flags = (uint32_t)a->v.u;
+                loupe__mb_slice_at(r->mb, th, i)->flags = (uint16_t)a->v.u;
             } else if (loupe__mb_slice_add_arg(r->mb, th, i, a) != 0) {
                 rc = oom(r);
             }

@@ -886,7 +886,7 @@ static int read_event(reader *x, plane *pl, span s, size_t t, int64_t line_ns, i
     p->start_ns = ts;
     p->dur_ns = (uint64_t)dur;
     p->name = em->iname;
-    p->category = em->category;
+    loupe__mb_slice_category(x->mb, t, sl, em->category);
     p->flags =
         (truncated ? LOUPE_SLICE_TRUNCATED : 0u) | ((em->kind & 2) ? LOUPE_SLICE_FUNCTION : 0u);
     if (n > 0 && loupe__mb_slice_args(x->mb, t, sl, x->args, n) != 0) {

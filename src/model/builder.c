@@ -1,8 +1,9 @@
 /* builder.c: the trace-model builder (see builder.h) and loupe_model_free().
  *
- * Memory: one bump arena of 64 KiB+ chunks for strings and arg arrays; slices, instants,
- * counters, threads and flows live in growable arrays (realloc doubling) that the model takes
- * over at finish. The intern table is open addressing over FNV-1a hashes.
+ * Memory: one bump arena of 64 KiB+ chunks for strings and arg arrays; slices, the per-track
+ * argument tables, instants, counters, categories, threads and flows live in growable arrays
+ * (realloc doubling) that the model takes over at finish. The intern table is open addressing over
+ * FNV-1a hashes.
  */
 #include "model/builder.h"
 
@@ -30,7 +31,7 @@ typedef struct arena {
 } arena;
 
 typedef struct tcap {
-    size_t slice_cap, instant_cap, off_cpu_cap;
+    size_t slice_cap, instant_cap, off_cpu_cap, arg_cap;
 } tcap;
 
 /* An open-addressed table of uint32 indices + 1 (0 = empty) over a caller's hash. */
@@ -69,6 +70,13 @@ struct loupe__mb {
     /* warnings: the first LOUPE__MB_MAX_WARNINGS kept, the rest counted */
     size_t warn_cap;
     uint64_t warn_more;
+    /* categories: m.categories grows; interned pointer -> index, open addressing; the last one
+     * looked up (consecutive slices mostly share one) */
+    size_t cat_cap, cat_slot_cap;
+    size_t *cat_slot;
+    const char *last_cat;
+    uint16_t last_cat_id;
+    int cat_warned;
 };
 
 static void *arena_alloc(arena *a, size_t n) {
@@ -131,6 +139,11 @@ loupe__mb *loupe__mb_new(void) {
     mb->m.process_name = mb->empty;
     mb->m.host = mb->empty;
     mb->m.clock = mb->empty;
+    if (loupe__grow((void **)&mb->m.categories, &mb->cat_cap, 1, sizeof(const char *)) != 0) {
+        mb->failed = 1;
+    } else {
+        mb->m.categories[mb->m.category_count++] = mb->empty; /* index 0: none */
+    }
     if (mb->failed) {
         loupe__mb_abort(mb);
         return NULL;
@@ -497,7 +510,6 @@ size_t loupe__mb_slice(loupe__mb *mb, size_t t) {
     loupe_slice *s = &th->slices[th->slice_count];
     memset(s, 0, sizeof(*s));
     s->name = mb->empty;
-    s->category = mb->empty;
     return th->slice_count++;
 }
 
@@ -523,34 +535,159 @@ static loupe_arg *copy_args(loupe__mb *mb, const loupe_arg *args, uint32_t n) {
     return a;
 }
 
+/* While a model is built, a thread's slice_args holds one entry per slice given args, in the
+ * order they were given (entry.slice = the slice's index as appended), and the slice's depth,
+ * which finish computes anyway, links to it: entry index + 1 (0 = none). The link is checked
+ * against the entry (a caller may have overwritten the slice whole), so a stale one only costs a
+ * new entry. finish (finish_args) maps the entries to the sorted slices and sorts them. */
+static loupe_slice_arglist *find_args(loupe__mb *mb, size_t t, size_t i) {
+    loupe_model_thread *th = &mb->m.threads[t];
+    uint32_t link = th->slices[i].depth;
+    if (link == 0 || link > th->slice_arg_count || th->slice_args[link - 1].slice != i) {
+        return NULL;
+    }
+    return &th->slice_args[link - 1];
+}
+
+/* The entry of slice i, added (empty) when missing; NULL on out-of-memory. */
+static loupe_slice_arglist *need_args(loupe__mb *mb, size_t t, size_t i) {
+    loupe_slice_arglist *e = find_args(mb, t, i);
+    if (e != NULL) {
+        return e;
+    }
+    loupe_model_thread *th = &mb->m.threads[t];
+    if (th->slice_arg_count >= UINT32_MAX - 1 ||
+        loupe__grow((void **)&th->slice_args, &mb->tcaps[t].arg_cap, th->slice_arg_count + 1,
+                    sizeof(loupe_slice_arglist)) != 0) {
+        mb->failed = 1;
+        return NULL;
+    }
+    e = &th->slice_args[th->slice_arg_count++];
+    *e = (loupe_slice_arglist){i, 0, NULL};
+    th->slices[i].depth = (uint32_t)th->slice_arg_count;
+    return e;
+}
+
 int loupe__mb_slice_args(loupe__mb *mb, size_t t, size_t i, const loupe_arg *args, uint32_t n) {
+    if (n == 0) {
+        loupe_slice_arglist *e = find_args(mb, t, i);
+        if (e != NULL) {
+            e->count = 0; /* finish drops it */
+        }
+        return 0;
+    }
     loupe_arg *a = copy_args(mb, args, n);
-    if (n > 0 && a == NULL) {
+    loupe_slice_arglist *e = a != NULL ? need_args(mb, t, i) : NULL;
+    if (e == NULL) {
         return mb_oom();
     }
-    loupe_slice *s = &mb->m.threads[t].slices[i];
-    s->args = a;
-    s->arg_count = n;
+    e->args = a;
+    e->count = n;
     return 0;
 }
 
 int loupe__mb_slice_add_arg(loupe__mb *mb, size_t t, size_t i, const loupe_arg *arg) {
-    loupe_slice *s = &mb->m.threads[t].slices[i];
-    loupe_arg *a = loupe__mb_alloc(mb, (s->arg_count + 1) * sizeof(loupe_arg));
+    loupe_slice_arglist *e = need_args(mb, t, i);
+    loupe_arg *a = e != NULL ? loupe__mb_alloc(mb, (e->count + 1) * sizeof(loupe_arg)) : NULL;
     if (a == NULL) {
         return mb_oom();
     }
-    if (s->arg_count > 0) {
-        memcpy(a, s->args, s->arg_count * sizeof(loupe_arg));
+    if (e->count > 0) {
+        memcpy(a, e->args, e->count * sizeof(loupe_arg));
     }
-    a[s->arg_count] = *arg;
-    a[s->arg_count].key = loupe__mb_str(mb, arg->key);
+    a[e->count] = *arg;
+    a[e->count].key = loupe__mb_str(mb, arg->key);
     if (arg->type == LOUPE_ARG_STRING) {
-        a[s->arg_count].v.s = loupe__mb_str(mb, arg->v.s);
+        a[e->count].v.s = loupe__mb_str(mb, arg->v.s);
     }
-    s->args = a;
-    s->arg_count++;
+    e->args = a;
+    e->count++;
     return mb->failed ? mb_oom() : 0;
+}
+
+loupe_arg *loupe__mb_slice_args_at(loupe__mb *mb, size_t t, size_t i, uint32_t *n) {
+    loupe_slice_arglist *e = find_args(mb, t, i);
+    *n = e != NULL ? (uint32_t)e->count : 0;
+    return *n > 0 ? e->args : NULL;
+}
+
+uint16_t loupe__mb_category(loupe__mb *mb, const char *category) {
+    if (category == NULL || category[0] == 0) {
+        return 0;
+    }
+    /* An interned string is the only one at its address: the same pointer, the same string. So
+     * a reader that passes the interned pointer is answered without hashing the string. */
+    if (category == mb->last_cat) {
+        return mb->last_cat_id;
+    }
+    if (mb->cat_slot_cap > 0) {
+        size_t j = mix64((uint64_t)(uintptr_t)category) & (mb->cat_slot_cap - 1);
+        while (mb->cat_slot[j] != 0) {
+            if (mb->m.categories[mb->cat_slot[j]] == category) {
+                mb->last_cat = category;
+                mb->last_cat_id = (uint16_t)mb->cat_slot[j];
+                return mb->last_cat_id;
+            }
+            j = (j + 1) & (mb->cat_slot_cap - 1);
+        }
+    }
+    const char *k = loupe__mb_str(mb, category);
+    if (mb->failed) {
+        return 0;
+    }
+    if (k == mb->last_cat) {
+        return mb->last_cat_id;
+    }
+    if ((mb->m.category_count + 1) * 2 > mb->cat_slot_cap) {
+        size_t nc = mb->cat_slot_cap ? mb->cat_slot_cap * 2 : 64;
+        size_t *nt = calloc(nc, sizeof(*nt));
+        if (nt == NULL) {
+            mb->failed = 1;
+            return 0;
+        }
+        for (size_t c = 1; c < mb->m.category_count; c++) {
+            size_t j = mix64((uint64_t)(uintptr_t)mb->m.categories[c]) & (nc - 1);
+            while (nt[j] != 0) {
+                j = (j + 1) & (nc - 1);
+            }
+            nt[j] = c;
+        }
+        free(mb->cat_slot);
+        mb->cat_slot = nt;
+        mb->cat_slot_cap = nc;
+    }
+    size_t j = mix64((uint64_t)(uintptr_t)k) & (mb->cat_slot_cap - 1);
+    while (mb->cat_slot[j] != 0 && mb->m.categories[mb->cat_slot[j]] != k) {
+        j = (j + 1) & (mb->cat_slot_cap - 1);
+    }
+    if (mb->cat_slot[j] == 0) {
+        if (mb->m.category_count > UINT16_MAX) {
+            /* loupe_slice.category is 16 bits (the slice's 32 bytes): a reader's 65536th
+             * distinct category is dropped, said once */
+            if (!mb->cat_warned) {
+                mb->cat_warned = 1;
+                loupe__mb_warn(mb,
+                               "more than 65535 distinct slice categories: \"%.200s\" and "
+                               "later new ones are dropped (the slices keep no category)",
+                               k);
+            }
+            return 0;
+        }
+        if (loupe__grow((void **)&mb->m.categories, &mb->cat_cap, mb->m.category_count + 1,
+                        sizeof(const char *)) != 0) {
+            mb->failed = 1;
+            return 0;
+        }
+        mb->cat_slot[j] = mb->m.category_count;
+        mb->m.categories[mb->m.category_count++] = k;
+    }
+    mb->last_cat = k;
+    mb->last_cat_id = (uint16_t)mb->cat_slot[j];
+    return mb->last_cat_id;
+}
+
+void loupe__mb_slice_category(loupe__mb *mb, size_t t, size_t i, const char *category) {
+    mb->m.threads[t].slices[i].category = loupe__mb_category(mb, category);
 }
 
 int loupe__mb_instant(loupe__mb *mb, size_t t, uint64_t ts, const char *name, const loupe_arg *args,
@@ -774,6 +911,7 @@ static int depth_pass(loupe_model_thread *th, uint64_t **ends, size_t *cap, int 
             }
         }
         trunc += (s->flags & LOUPE_SLICE_TRUNCATED) != 0;
+        s->flags &= (uint16_t)~LOUPE_SLICE_HAS_ARGS; /* finish_args sets it from the entries */
         uint64_t end = s->start_ns + s->dur_ns;
         size_t l;
         if (async) {
@@ -952,7 +1090,7 @@ static int split_thread(loupe__mb *mb, size_t t, size_t *perm, size_t **ptrack,
         if (sib->slices == NULL || mb->failed) {
             goto out;
         }
-        mb->tcaps[k] = (tcap){ln[l].count, 0, 0};
+        mb->tcaps[k] = (tcap){ln[l].count, 0, 0, 0};
     }
     for (size_t i = 0; i < n; i++) {
         loupe_model_thread *d = which[i] == 0 ? th : &mb->m.threads[first + which[i] - 1];
@@ -1024,6 +1162,79 @@ static void mark_siblings(loupe_model *m) {
     }
 }
 
+static int cmp_arglist(const void *pa, const void *pb) {
+    const loupe_slice_arglist *a = pa, *b = pb;
+    if (a->slice != b->slice) {
+        return a->slice < b->slice ? -1 : 1;
+    }
+    return a->args < b->args ? -1 : (a->args > b->args); /* a deterministic order for duplicates */
+}
+
+/* Moves each thread's argument entries (made while building: slice = the index as appended) to
+ * the track and index its slice has now (perms, ptracks: finish's maps, NULL for a thread whose
+ * slices did not move), sorts every track's entries by slice and marks the slices
+ * LOUPE_SLICE_HAS_ARGS. Entries without args are dropped. 0 or -1 (OOM). */
+static int finish_args(loupe__mb *mb, size_t **perms, size_t **ptracks, size_t nthreads) {
+    for (size_t t = 0; t < nthreads; t++) {
+        loupe_model_thread *th = &mb->m.threads[t];
+        int moved = perms != NULL && perms[t] != NULL;
+        int split = ptracks != NULL && ptracks[t] != NULL;
+        if (th->slice_arg_count == 0 || (!moved && !split)) {
+            continue;
+        }
+        loupe_slice_arglist *old = th->slice_args;
+        size_t n = th->slice_arg_count;
+        th->slice_args = NULL;
+        th->slice_arg_count = 0;
+        mb->tcaps[t].arg_cap = 0;
+        for (size_t k = 0; k < n; k++) {
+            loupe_slice_arglist e = old[k];
+            size_t d = split ? ptracks[t][e.slice] : t;
+            e.slice = moved ? perms[t][e.slice] : e.slice;
+            loupe_model_thread *dt = &mb->m.threads[d];
+            if (e.count > 0 &&
+                loupe__grow((void **)&dt->slice_args, &mb->tcaps[d].arg_cap,
+                            dt->slice_arg_count + 1, sizeof(loupe_slice_arglist)) != 0) {
+                free(old);
+                return -1;
+            }
+            if (e.count > 0) {
+                dt->slice_args[dt->slice_arg_count++] = e;
+            }
+        }
+        free(old);
+    }
+    for (size_t t = 0; t < mb->m.thread_count; t++) {
+        loupe_model_thread *th = &mb->m.threads[t];
+        size_t n = th->slice_arg_count, w = 0;
+        int sorted = 1;
+        for (size_t k = 1; k < n && sorted; k++) {
+            sorted = th->slice_args[k - 1].slice < th->slice_args[k].slice;
+        }
+        if (!sorted) {
+            qsort(th->slice_args, n, sizeof(loupe_slice_arglist), cmp_arglist);
+        }
+        for (size_t k = 0; k < n; k++) {
+            loupe_slice_arglist e = th->slice_args[k];
+            if (e.count == 0) {
+                continue;
+            }
+            if (w > 0 && th->slice_args[w - 1].slice == e.slice) {
+                th->slice_args[w - 1] = e; /* a second entry (a stale link): one is kept */
+                continue;
+            }
+            th->slice_args[w++] = e;
+            th->slices[e.slice].flags |= LOUPE_SLICE_HAS_ARGS;
+        }
+        th->slice_arg_count = w;
+        if (w == 0) {
+            free(th->slice_args);
+            th->slice_args = NULL;
+        }
+    }
+    return 0;
+}
+
 /* The builder's lookup tables (not the model's arrays). */
 static void free_tables(loupe__mb *mb) {
     free(mb->tkey);
@@ -1032,6 +1243,7 @@ static void free_tables(loupe__mb *mb) {
     free(mb->mslot);
     free(mb->frame_tab.slot);
     free(mb->node_tab.slot);
+    free(mb->cat_slot);
 }
 
 /* The per-thread index arrays of finish (perms, ptracks) over its first n threads. */
@@ -1052,8 +1264,14 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     if (mb->failed) {
         goto fail;
     }
-    if (mb->flow_count > 0) {
-        perms = calloc(mb->m.thread_count, sizeof(*perms));
+    int any_args = 0;
+    for (size_t t = 0; t < mb->m.thread_count && !any_args; t++) {
+        any_args = mb->m.threads[t].slice_arg_count > 0;
+    }
+    /* perms: slice index as appended -> sorted, for the flows (every thread) and the argument
+     * entries (the threads that have some) */
+    if (mb->flow_count > 0 || any_args) {
+        perms = calloc(mb->m.thread_count ? mb->m.thread_count : 1, sizeof(*perms));
         if (perms == NULL) {
             goto fail;
         }
@@ -1075,13 +1293,15 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     for (size_t t = 0; t < nthreads; t++) {
         loupe_model_thread *th = &mb->m.threads[t];
         finish_off_cpu(th);
-        if (perms != NULL && th->slice_count > 0) {
+        if (perms != NULL && th->slice_count > 0 &&
+            (mb->flow_count > 0 || th->slice_arg_count > 0)) {
             perms[t] = malloc(th->slice_count * sizeof(size_t));
             if (perms[t] == NULL) {
                 goto fail;
             }
         }
-        int fr = finish_thread(th, perms ? perms[t] : NULL, &mb->m.truncated_zones);
+        size_t *perm = perms ? perms[t] : NULL;
+        int fr = finish_thread(th, perm, &mb->m.truncated_zones);
         if (fr < 0) {
             goto fail;
         }
@@ -1092,8 +1312,7 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
                     next_tid = v >= next_tid ? v + 1 : next_tid;
                 }
             }
-            if (split_thread(mb, t, perms ? perms[t] : NULL, perms ? &ptracks[t] : NULL,
-                             &next_tid) != 0) {
+            if (split_thread(mb, t, perm, perm ? &ptracks[t] : NULL, &next_tid) != 0) {
                 goto fail;
             }
             th = &mb->m.threads[t];
@@ -1103,6 +1322,9 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
         }
     }
     /* truncated_zones was counted by finish_thread(): split_thread() moves slices, never adds */
+    if (finish_args(mb, perms, ptracks, nthreads) != 0) {
+        goto fail;
+    }
     mark_siblings(&mb->m);
     if (mb->m.counter_count > 1) {
         /* qsort is not stable; counters are appended in time order per thread, and equal
@@ -1133,7 +1355,7 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
     }
     m = malloc(sizeof(*m));
     arena *a = mb->ar;
-    size_t need = a->owned_count + 9 + 3 * mb->m.thread_count;
+    size_t need = a->owned_count + 10 + 4 * mb->m.thread_count;
     if (m == NULL || loupe__grow((void **)&a->owned, &a->owned_cap, need, sizeof(void *)) != 0) {
         free(m);
         m = NULL;
@@ -1144,10 +1366,10 @@ loupe_model *loupe__mb_finish(loupe__mb *mb) {
               arena_own(a, mb->m.flows) | arena_own(a, mb->m.metadata) |
               arena_own(a, (void *)mb->m.warnings) | arena_own(a, mb->m.processes) |
               arena_own(a, mb->m.samples) | arena_own(a, mb->m.frames) |
-              arena_own(a, mb->m.stack_nodes);
+              arena_own(a, mb->m.stack_nodes) | arena_own(a, (void *)mb->m.categories);
     for (size_t t = 0; t < mb->m.thread_count; t++) {
         own |= arena_own(a, mb->m.threads[t].slices) | arena_own(a, mb->m.threads[t].instants) |
-               arena_own(a, mb->m.threads[t].off_cpu);
+               arena_own(a, mb->m.threads[t].off_cpu) | arena_own(a, mb->m.threads[t].slice_args);
     }
     (void)own;
     *m = mb->m;
@@ -1176,8 +1398,10 @@ void loupe__mb_abort(loupe__mb *mb) {
         free(mb->m.threads[t].slices);
         free(mb->m.threads[t].instants);
         free(mb->m.threads[t].off_cpu);
+        free(mb->m.threads[t].slice_args);
     }
     free(mb->m.threads);
+    free((void *)mb->m.categories);
     free(mb->m.counters);
     free(mb->m.flows);
     free(mb->m.metadata);
@@ -1238,4 +1462,29 @@ uint64_t loupe_model_events_dropped(const loupe_model *m) {
         n += m->threads[i].events_dropped;
     }
     return n;
+}
+
+const loupe_arg *loupe_slice_args(const loupe_model_thread *th, size_t slice, size_t *count) {
+    *count = 0;
+    if (slice >= th->slice_count || !(th->slices[slice].flags & LOUPE_SLICE_HAS_ARGS)) {
+        return NULL;
+    }
+    size_t lo = 0, hi = th->slice_arg_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (th->slice_args[mid].slice < slice) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo == th->slice_arg_count || th->slice_args[lo].slice != slice) {
+        return NULL; /* a track built by hand, or a view whose slices were copied without them */
+    }
+    *count = th->slice_args[lo].count;
+    return th->slice_args[lo].args;
+}
+
+const char *loupe_slice_category(const loupe_model *m, const loupe_slice *s) {
+    return s->category < m->category_count ? m->categories[s->category] : "";
 }

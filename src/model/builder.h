@@ -60,8 +60,8 @@ size_t loupe__mb_thread_add(loupe__mb *mb, uint64_t tid);
 void loupe__mb_thread_name(loupe__mb *mb, size_t thread, const char *name);
 loupe_model_thread *loupe__mb_thread_at(loupe__mb *mb, size_t thread);
 
-/* Appends a zeroed slice (name "", category "") to a thread; returns its index, SIZE_MAX on OOM.
- * Pointers into a thread's slices are valid only until the next append to that thread. */
+/* Appends a zeroed slice (name "", category 0 = none) to a thread; returns its index, SIZE_MAX on
+ * OOM. Pointers into a thread's slices are valid only until the next append to that thread. */
 size_t loupe__mb_slice(loupe__mb *mb, size_t thread);
 loupe_slice *loupe__mb_slice_at(loupe__mb *mb, size_t thread, size_t slice);
 /* Sets the args of a slice (copied into the arena; keys and string values interned). */
@@ -69,6 +69,17 @@ int loupe__mb_slice_args(loupe__mb *mb, size_t thread, size_t slice, const loupe
                          uint32_t n);
 /* Appends an arg to a slice (arrays grow by copying into the arena: fine for a few args). */
 int loupe__mb_slice_add_arg(loupe__mb *mb, size_t thread, size_t slice, const loupe_arg *arg);
+
+/* The args of a slice under construction (*n entries; NULL when none): the caller may change
+ * them in place (a value replaced; keys and string values must be interned). Valid until the
+ * next args call on that slice. */
+loupe_arg *loupe__mb_slice_args_at(loupe__mb *mb, size_t thread, size_t slice, uint32_t *n);
+/* The index of a slice category in the model's categories (interned; "" or NULL: 0, none).
+ * 0 as well past 65535 distinct categories (a warning says so once) or on OOM (the builder is
+ * then failed). O(1): a hash on the interned pointer, and the last one is remembered. */
+uint16_t loupe__mb_category(loupe__mb *mb, const char *category);
+/* Sets the category of a slice (loupe__mb_category()). */
+void loupe__mb_slice_category(loupe__mb *mb, size_t thread, size_t slice, const char *category);
 
 int loupe__mb_instant(loupe__mb *mb, size_t thread, uint64_t ts_ns, const char *name,
                       const loupe_arg *args, uint32_t n);

@@ -116,25 +116,6 @@ static uint64_t move(const part_time *pt, uint64_t ts) {
     return v < 0 ? 0 : (uint64_t)v;
 }
 
-/* Args with their strings interned in the merged builder. */
-static loupe_arg *copy_args(loupe__mb *mb, const loupe_arg *a, uint32_t n) {
-    if (n == 0) {
-        return NULL;
-    }
-    loupe_arg *out = loupe__mb_alloc(mb, sizeof *out * n);
-    if (out == NULL) {
-        return NULL;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        out[i] = a[i];
-        out[i].key = loupe__mb_str(mb, a[i].key);
-        if (a[i].type == LOUPE_ARG_STRING) {
-            out[i].v.s = loupe__mb_str(mb, a[i].v.s != NULL ? a[i].v.s : "");
-        }
-    }
-    return out;
-}
-
 /* The merged stack node of part node i (memo: UINT32_MAX - 1 = not yet mapped). Parents are
  * mapped first, iteratively (a deep stack must not recurse deeply). */
 static uint32_t map_stack(loupe__mb *mb, const loupe_model *p, const uint32_t *frame_map,
@@ -216,9 +197,10 @@ static const char *const msg_keys[2] = {"mpi_send_id", "mpi_recv_id"};
 
 /* Notes slice (thread, slice)'s message ids, if it has any. A reader may give the id back as
  * INT64 (a format without unsigned integers): the same 64 bits. Returns 0 or LOUPE_ENOMEM. */
-static int note_ends(msg_ends *e, const loupe_slice *s, size_t thread, size_t slice) {
-    for (uint32_t i = 0; i < s->arg_count; i++) {
-        const loupe_arg *a = &s->args[i];
+static int note_ends(msg_ends *e, const loupe_arg *args, size_t nargs, size_t thread,
+                     size_t slice) {
+    for (size_t i = 0; i < nargs; i++) {
+        const loupe_arg *a = &args[i];
         if (a->type != LOUPE_ARG_UINT64 && a->type != LOUPE_ARG_INT64) {
             continue;
         }
@@ -369,9 +351,10 @@ static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, cons
         dt->process = st->process < np ? proc_map[st->process] : proc_map[0];
         for (size_t s = 0; s < st->slice_count && r == 0; s++) {
             const loupe_slice *ss = &st->slices[s];
-            size_t k = loupe__mb_slice(mb, nt);
-            loupe_arg *args = copy_args(mb, ss->args, ss->arg_count);
-            if (k == SIZE_MAX || (ss->arg_count != 0 && args == NULL)) {
+            size_t k = loupe__mb_slice(mb, nt), nargs;
+            const loupe_arg *args = loupe_slice_args(st, s, &nargs);
+            if (k == SIZE_MAX ||
+                (nargs != 0 && loupe__mb_slice_args(mb, nt, k, args, (uint32_t)nargs) != 0)) {
                 r = LOUPE_ENOMEM;
                 break;
             }
@@ -380,12 +363,9 @@ static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, cons
             ds->start_ns = a;
             ds->dur_ns = b > a ? b - a : 0;
             ds->name = loupe__mb_str(mb, ss->name ? ss->name : "");
-            ds->category = loupe__mb_str(mb, ss->category ? ss->category : "");
+            loupe__mb_slice_category(mb, nt, k, loupe_slice_category(p, ss));
             ds->flags = ss->flags;
-            ds->depth = ss->depth;
-            ds->arg_count = ss->arg_count;
-            ds->args = args;
-            r = note_ends(ends, ss, nt, k);
+            r = note_ends(ends, args, nargs, nt, k);
         }
         for (size_t s = 0; s < st->instant_count && r == 0; s++) {
             const loupe_instant *in = &st->instants[s];

@@ -512,7 +512,7 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             } else {
                 key = b >> 4;
                 s->name = intern_func(c, key);
-                s->category = loupe__mb_str(mb, "function");
+                loupe__mb_slice_category(mb, ti, si, "function");
                 s->flags |= LOUPE_SLICE_FUNCTION;
                 zk = Z_FUNC;
             }

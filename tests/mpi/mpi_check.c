@@ -52,17 +52,20 @@ static int64_t meta_i64(const loupe_model *m, const char *key, int rank) {
     return strtoll(v, NULL, 10);
 }
 
-static const loupe_arg *arg(const loupe_slice *s, const char *key) {
-    for (uint32_t i = 0; i < s->arg_count; i++) {
-        if (strcmp(s->args[i].key, key) == 0) {
-            return &s->args[i];
+/* s: one of th's slices. */
+static const loupe_arg *arg(const loupe_model_thread *th, const loupe_slice *s, const char *key) {
+    size_t n;
+    const loupe_arg *args = loupe_slice_args(th, (size_t)(s - th->slices), &n);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(args[i].key, key) == 0) {
+            return &args[i];
         }
     }
     return NULL;
 }
 
-static int64_t arg_int(const loupe_slice *s, const char *key) {
-    const loupe_arg *a = arg(s, key);
+static int64_t arg_int(const loupe_model_thread *th, const loupe_slice *s, const char *key) {
+    const loupe_arg *a = arg(th, s, key);
     if (a == NULL) {
         return INT64_MIN;
     }
@@ -93,20 +96,23 @@ static void check_flows(const char *run, size_t want, size_t want_self) {
         /* the flow's id is the message's, to 63 bits (src/model/merge.c); a zone may carry
          * several ids of one side (an MPI_Startall's sends, an MPI_Waitall's receives) */
         int sent = 0, same = 0;
-        for (uint32_t k = 0; k < s->arg_count; k++) {
-            sent |= strcmp(s->args[k].key, "mpi_send_id") == 0 &&
-                    (s->args[k].v.u & (UINT64_MAX >> 1)) == f->id;
+        size_t sn, dn;
+        const loupe_arg *sa = loupe_slice_args(a, f->from_slice, &sn);
+        const loupe_arg *da = loupe_slice_args(b, f->to_slice, &dn);
+        for (size_t k = 0; k < sn; k++) {
+            sent |=
+                strcmp(sa[k].key, "mpi_send_id") == 0 && (sa[k].v.u & (UINT64_MAX >> 1)) == f->id;
         }
-        for (uint32_t k = 0; k < d->arg_count; k++) {
-            same |= strcmp(d->args[k].key, "mpi_recv_id") == 0 &&
-                    (d->args[k].v.u & (UINT64_MAX >> 1)) == f->id;
+        for (size_t k = 0; k < dn; k++) {
+            same |=
+                strcmp(da[k].key, "mpi_recv_id") == 0 && (da[k].v.u & (UINT64_MAX >> 1)) == f->id;
         }
         if (!sent || strncmp(s->name, "MPI_", 4) != 0) {
             FAIL("flow %zu starts at %s, which has not its id as mpi_send_id", i, s->name);
         }
         /* the peer arg, where the zone has one (MPI_Startall's has not), names the receiver's
          * rank: another rank's, or its own for a message to itself */
-        int64_t peer = arg(s, "peer") != NULL ? arg_int(s, "peer") : pb->rank;
+        int64_t peer = arg(a, s, "peer") != NULL ? arg_int(a, s, "peer") : pb->rank;
         if (!same || pa->rank < 0 || pb->rank < 0 || peer != pb->rank) {
             FAIL("flow %zu: %s on rank %" PRId64 " (peer %" PRId64 ") to %s on rank %" PRId64 "%s",
                  i, s->name, pa->rank, peer, d->name, pb->rank,
@@ -176,6 +182,7 @@ static void check_completions(const char *run, int n) {
         for (size_t t = 0; t < m->thread_count; t++) {
             for (size_t i = 0; i < m->threads[t].slice_count; i++) {
                 const loupe_slice *s = &m->threads[t].slices[i];
+                const loupe_model_thread *st = &m->threads[t];
                 int k = 0;
                 while (k < N_COMPLETION_ZONES && strcmp(s->name, completion_zones[k].name) != 0) {
                     k++;
@@ -184,11 +191,13 @@ static void check_completions(const char *run, int n) {
                     continue;
                 }
                 count[k]++;
-                int64_t c = arg_int(s, "completed");
+                int64_t c = arg_int(st, s, "completed");
                 completed[k] += c == INT64_MIN ? 0 : c;
-                for (uint32_t a = 0; a < s->arg_count; a++) {
-                    recv_ids[k] += strcmp(s->args[a].key, "mpi_recv_id") == 0;
-                    send_ids[k] += strcmp(s->args[a].key, "mpi_send_id") == 0;
+                size_t na;
+                const loupe_arg *sa = loupe_slice_args(st, i, &na);
+                for (size_t a = 0; a < na; a++) {
+                    recv_ids[k] += strcmp(sa[a].key, "mpi_recv_id") == 0;
+                    send_ids[k] += strcmp(sa[a].key, "mpi_send_id") == 0;
                 }
                 if (strcmp(s->name, "MPI_Testall") == 0) {
                     if (c != 0 && c != 2) {
@@ -199,27 +208,28 @@ static void check_completions(const char *run, int n) {
                 if (strncmp(s->name, "MPI_I", 5) == 0 && strcmp(s->name, "MPI_Irecv") != 0 &&
                     strcmp(s->name, "MPI_Isend") != 0) {
                     int64_t want = strcmp(s->name, "MPI_Iallreduce") == 0 ? ++iallreduce_seq : 1;
-                    if (arg_int(s, "seq") != want || arg_int(s, "comm_size") != n) {
+                    if (arg_int(st, s, "seq") != want || arg_int(st, s, "comm_size") != n) {
                         FAIL("rank %d: %s seq %" PRId64 " comm_size %" PRId64 ", want %" PRId64
                              " and %d",
-                             r, s->name, arg_int(s, "seq"), arg_int(s, "comm_size"), want, n);
+                             r, s->name, arg_int(st, s, "seq"), arg_int(st, s, "comm_size"), want,
+                             n);
                     }
                 }
                 /* one MPI_Waitall completed the 8 collectives (the others persistent requests) */
-                if (strcmp(s->name, "MPI_Waitall") == 0 && arg_int(s, "completed") == 8) {
+                if (strcmp(s->name, "MPI_Waitall") == 0 && arg_int(st, s, "completed") == 8) {
                     waitall_colls++;
                     for (size_t j = 0; j < sizeof icolls / sizeof icolls[0]; j++) {
-                        if (arg_int(s, icolls[j]) != 1) {
+                        if (arg_int(st, s, icolls[j]) != 1) {
                             FAIL("rank %d: MPI_Waitall says it completed %s #%" PRId64 ", want #1",
-                                 r, icolls[j], arg_int(s, icolls[j]));
+                                 r, icolls[j], arg_int(st, s, icolls[j]));
                         }
                     }
                 }
-                if (strcmp(s->name, "MPI_Wait") == 0 && arg(s, "MPI_Iallreduce") != NULL) {
+                if (strcmp(s->name, "MPI_Wait") == 0 && arg(st, s, "MPI_Iallreduce") != NULL) {
                     wait_iallreduce++;
-                    if (arg_int(s, "MPI_Iallreduce") != 2) {
+                    if (arg_int(st, s, "MPI_Iallreduce") != 2) {
                         FAIL("rank %d: MPI_Wait completed MPI_Iallreduce #%" PRId64 ", want #2", r,
-                             arg_int(s, "MPI_Iallreduce"));
+                             arg_int(st, s, "MPI_Iallreduce"));
                     }
                 }
             }
@@ -300,17 +310,18 @@ int main(int argc, char **argv) {
         for (size_t t = 0; t < m->thread_count; t++) {
             for (size_t i = 0; i < m->threads[t].slice_count; i++) {
                 const loupe_slice *s = &m->threads[t].slices[i];
+                const loupe_model_thread *st = &m->threads[t];
                 for (int k = 0; k < 9; k++) {
                     got[k] += strcmp(s->name, names[k]) == 0;
                 }
-                if (strcmp(s->name, "MPI_Allreduce") == 0 && arg_int(s, "seq") != next_seq++) {
+                if (strcmp(s->name, "MPI_Allreduce") == 0 && arg_int(st, s, "seq") != next_seq++) {
                     FAIL("rank %d: MPI_Allreduce #%" PRId64 " has seq %" PRId64, r, next_seq - 1,
-                         arg_int(s, "seq"));
+                         arg_int(st, s, "seq"));
                 }
                 if (strcmp(s->name, "MPI_Barrier") == 0) {
-                    if (arg_int(s, "seq") != 1 || arg_int(s, "comm_size") != n) {
+                    if (arg_int(st, s, "seq") != 1 || arg_int(st, s, "comm_size") != n) {
                         FAIL("rank %d: MPI_Barrier seq %" PRId64 " comm_size %" PRId64, r,
-                             arg_int(s, "seq"), arg_int(s, "comm_size"));
+                             arg_int(st, s, "seq"), arg_int(st, s, "comm_size"));
                     }
                     int64_t in = (int64_t)m->origin_unix_ns + (int64_t)s->start_ns;
                     int64_t out = in + (int64_t)s->dur_ns;
@@ -321,12 +332,12 @@ int main(int argc, char **argv) {
                     bar_last_in = in > bar_last_in ? in : bar_last_in;
                     bar_first_out = out < bar_first_out ? out : bar_first_out;
                 }
-                const loupe_arg *sid = arg(s, "mpi_send_id"), *rid = arg(s, "mpi_recv_id");
+                const loupe_arg *sid = arg(st, s, "mpi_send_id"), *rid = arg(st, s, "mpi_recv_id");
                 if (sid != NULL && nsend < (size_t)n * (size_t)iter) {
-                    sends[nsend++] = (msg){sid->v.u, r, (int)arg_int(s, "peer")};
+                    sends[nsend++] = (msg){sid->v.u, r, (int)arg_int(st, s, "peer")};
                 }
                 if (rid != NULL && nrecv < (size_t)n * (size_t)iter) {
-                    recvs[nrecv++] = (msg){rid->v.u, r, (int)arg_int(s, "source")};
+                    recvs[nrecv++] = (msg){rid->v.u, r, (int)arg_int(st, s, "source")};
                 }
             }
         }
