@@ -413,10 +413,11 @@ static void test_rank_xplane_flow_stats(void **state) {
     size_t args = 0, flows_args = 0;
     for (size_t t = 0; t < back->thread_count; t++) {
         for (size_t i = 0; i < back->threads[t].slice_count; i++) {
-            const loupe_slice *s = &back->threads[t].slices[i];
-            args += s->arg_count;
-            for (uint32_t a = 0; a < s->arg_count; a++) {
-                flows_args += strcmp(s->args[a].key, "flow") == 0;
+            size_t na = 0;
+            const loupe_arg *sa = loupe_slice_args(&back->threads[t], i, &na);
+            args += na;
+            for (size_t a = 0; a < na; a++) {
+                flows_args += strcmp(sa[a].key, "flow") == 0;
             }
         }
     }
