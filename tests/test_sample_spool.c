@@ -34,6 +34,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef LOUPE_HAVE_LIBDW
+#define LOUPE_TEST_WITH_LIBDW 1
+#else
+#define LOUPE_TEST_WITH_LIBDW 0
+#endif
+
 static char *spool_file(const char *name) {
     static char path[4200];
     snprintf(path, sizeof path, "%s/%s", tu_dir, name);
@@ -113,6 +119,28 @@ static void test_round_trip(void **state) {
                  (uint64_t)(uintptr_t)&test_round_trip - r.maps[i].start < r.maps[i].len;
     }
     assert_int_equal(found, 1);
+    /* the files on disk are the ones mapped: none is dropped */
+    size_t nmaps = r.nmaps;
+    assert_int_equal(loupe__sspool_keep_same_files(&r), 0);
+    assert_int_equal(r.nmaps, nmaps);
+    loupe__sspool_read_free(&r);
+    loupe__sample_discard();
+    /* this program's build-id changed by one byte: as if it were rebuilt since, it goes */
+    size_t mod = LOUPE__SSPOOL_HEADER;
+    for (int k = 0;; k++) {
+        mod = record_at(b, n, LOUPE__SSPOOL_MODULE, k);
+        uint32_t nbid, np;
+        memcpy(&nbid, b + mod + 8 + 24, 4);
+        memcpy(&np, b + mod + 8 + 28, 4);
+        if (np == (uint32_t)el && memcmp(b + mod + 8 + 32 + nbid, exe, np) == 0) {
+            assert_true(nbid > 0);
+            break;
+        }
+    }
+    b[mod + 8 + 32] ^= 1;
+    assert_int_equal(loupe__sspool_parse(b, n, &r), 0);
+    assert_int_equal(loupe__sspool_keep_same_files(&r), LOUPE_TEST_WITH_LIBDW ? 1 : 0);
+    assert_int_equal(r.nmaps, LOUPE_TEST_WITH_LIBDW ? nmaps - 1 : nmaps);
     loupe__sspool_read_free(&r);
     loupe__sample_discard();
     /* not a spool: nothing read */

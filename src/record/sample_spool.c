@@ -9,6 +9,9 @@
 #include "record/sample.h"
 
 #include <elf.h>
+#ifdef LOUPE_HAVE_LIBDW
+#include <gelf.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -368,7 +371,7 @@ void loupe__sspool_forget(void) {
 
 /* ---- reading ---- */
 static int add_map(loupe__sspool_read *r, uint64_t start, uint64_t len, uint64_t pgoff,
-                   const char *path, size_t plen) {
+                   const char *path, size_t plen, const unsigned char *bid, uint32_t nbid) {
     for (size_t i = 0; i < r->nmaps; i++) {
         if (r->maps[i].start == start && strlen(r->maps[i].file) == plen &&
             memcmp(r->maps[i].file, path, plen) == 0) {
@@ -388,7 +391,10 @@ static int add_map(loupe__sspool_read *r, uint64_t start, uint64_t len, uint64_t
     }
     memcpy(f, path, plen);
     f[plen] = 0;
-    r->maps[r->nmaps++] = (loupe__map){start, len, pgoff, f};
+    loupe__map *m = &r->maps[r->nmaps++];
+    memset(m, 0, sizeof *m);
+    *m = (loupe__map){.start = start, .len = len, .pgoff = pgoff, .file = f, .build_id_len = nbid};
+    memcpy(m->build_id, bid, nbid);
     return 0;
 }
 
@@ -498,7 +504,7 @@ static int take(loupe__sspool_read *r, const ss_head *h, const unsigned char *b)
         if (path[0] != '/' || memchr(path, 0, np) != NULL) {
             return 0;
         }
-        return add_map(r, v[0], v[1], v[2], path, np) == 0 ? 1 : -1;
+        return add_map(r, v[0], v[1], v[2], path, np, b + 32, nbid) == 0 ? 1 : -1;
     }
     default:
         return 0;
@@ -576,4 +582,61 @@ void loupe__sspool_read_free(loupe__sspool_read *r) {
     free(r->maps);
     r->maps = NULL;
     r->nmaps = 0;
+}
+
+#ifdef LOUPE_HAVE_LIBDW
+/* 1 when the file's GNU build-id note (in its SHT_NOTE sections) is not id; 0 when it is, or
+ * when the file cannot tell (gone, not ELF, no such note). */
+static int build_id_differs(const char *path, const unsigned char *id, uint32_t n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    (void)elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    int differs = 0;
+    for (Elf_Scn *scn = e != NULL ? elf_nextscn(e, NULL) : NULL; scn != NULL;
+         scn = elf_nextscn(e, scn)) {
+        GElf_Shdr sh;
+        if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_NOTE) {
+            continue;
+        }
+        Elf_Data *d = elf_getdata(scn, NULL);
+        size_t off = 0, name_off, desc_off;
+        GElf_Nhdr nh;
+        while (d != NULL && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+                memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0) {
+                differs = nh.n_descsz != n || memcmp((const char *)d->d_buf + desc_off, id, n) != 0;
+                goto done;
+            }
+        }
+    }
+done:
+    if (e != NULL) {
+        elf_end(e);
+    }
+    close(fd);
+    return differs;
+}
+#endif
+
+size_t loupe__sspool_keep_same_files(loupe__sspool_read *r) {
+    size_t dropped = 0;
+#ifdef LOUPE_HAVE_LIBDW
+    size_t w = 0;
+    for (size_t i = 0; i < r->nmaps; i++) {
+        loupe__map *m = &r->maps[i];
+        if (m->build_id_len != 0 && build_id_differs(m->file, m->build_id, m->build_id_len)) {
+            free(m->file);
+            dropped++;
+        } else {
+            r->maps[w++] = *m;
+        }
+    }
+    r->nmaps = w;
+#else
+    (void)r;
+#endif
+    return dropped;
 }

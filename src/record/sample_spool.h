@@ -57,6 +57,8 @@ typedef struct loupe__sspool_hdr {
 typedef struct loupe__map {
     uint64_t start, len, pgoff;
     char *file;
+    uint32_t build_id_len; /* 0: unknown (outside.c's MMAP2 records carry none) */
+    unsigned char build_id[64];
 } loupe__map;
 
 /* ---- writing (sample.c) ---- */
@@ -113,5 +115,10 @@ typedef struct loupe__sspool_read {
  * loupe__sspool_read_free(). Not thread-safe (sample.c's store). */
 int loupe__sspool_parse(const unsigned char *buf, size_t size, loupe__sspool_read *r);
 void loupe__sspool_read_free(loupe__sspool_read *r);
+/* Drops from r->maps every file whose GNU build-id note on disk is not the one the program had
+ * mapped (rebuilt or replaced since): its samples keep raw addresses rather than another
+ * build's names. A file that is gone, unreadable, or has no build-id is kept (libdwfl then
+ * reports what it can). Returns the files dropped; 0 without libdw. */
+size_t loupe__sspool_keep_same_files(loupe__sspool_read *r);
 
 #endif

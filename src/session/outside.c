@@ -218,7 +218,7 @@ static void on_mmap2(loupe_outside *s, const unsigned char *p, const unsigned ch
     }
     memcpy(f, name, len);
     f[len] = 0;
-    s->maps[s->nmaps++] = (omap){v[0], v[1], v[2], f};
+    s->maps[s->nmaps++] = (omap){.start = v[0], .len = v[1], .pgoff = v[2], .file = f};
 }
 
 static void on_record(loupe_outside *s, const unsigned char *rec, size_t size) {

@@ -158,6 +158,13 @@ static int recover_samples(loupe__mb *mb, const loupe__region_hdr *h, uint64_t s
         n += snprintf(note + n, sizeof note - (size_t)n, "; %llu off-CPU intervals dropped",
                       (unsigned long long)r.dropped_offs);
     }
+    size_t changed = loupe__sspool_keep_same_files(&r);
+    if (changed != 0) {
+        n += snprintf(note + n, sizeof note - (size_t)n,
+                      "; %zu files rebuilt since they were mapped (their samples keep raw "
+                      "addresses)",
+                      changed);
+    }
     if (r.reason[0] != 0) {
         snprintf(note + n, sizeof note - (size_t)n, "; stopped: %.600s", r.reason);
     }
