@@ -7,7 +7,8 @@
 # clean stop's metadata names, and no spool file left behind; a program with no zones at all,
 # stopped by a SIGINT sent to loupe record (which passes it on), keeps its samples too. A spool
 # that hit a full file system (simulated: LOUPE_TEST_SAMPLE_SPOOL_ENOSPC) says why in the
-# trace's metadata and counts what it dropped. Skipped (77) in a sanitizer build (the program
+# trace's metadata and counts what it dropped. Python's multiprocessing.Pool workers, which end
+# with os._exit(), have their samples (>= 50 each). Skipped (77) in a sanitizer build (the program
 # dies on purpose) and where perf events are refused. Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 build=$1
@@ -170,7 +171,38 @@ check "$f" 0
 grep -qE '^loupe record: [0-9,]+ samples$' "$tmp/err-nz" || fail "no zones: counts: $(cat "$tmp/err-nz")"
 echo "record_death_samples: no zones, SIGINT: samples recovered with hot_spin named"
 
-# 4. a full file system stops the spool: the reason is in the trace, the drop counted
+# 4. Python's multiprocessing.Pool: its workers end with os._exit() (multiprocessing's
+# popen_fork.py); each one's samples are recovered from its spool
+if python3 -c 'import multiprocessing' 2>/dev/null; then
+  cat >"$tmp/pool.py" <<'EOF'
+import multiprocessing as mp, time
+def work(n):
+    t = time.process_time()
+    x = 0
+    while time.process_time() - t < 0.4:
+        x += 1
+    return x
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    p = mp.Pool(2)
+    print(len(p.map(work, range(2))))
+    p.close()  # no terminate(): the workers leave their loop and os._exit()
+    p.join()
+EOF
+  "$loupe" record -o "$tmp/log-py" --print-run-dir "$tmp/run-py" -- python3 "$tmp/pool.py" \
+    >"$tmp/out-py" 2>"$tmp/err-py"; st=$?
+  [ "$st" = 0 ] && [ "$(cat "$tmp/out-py")" = 2 ] || fail "pool: exit $st: $(cat "$tmp/err-py")"
+  run=$(cat "$tmp/run-py")
+  pids=$(sed -n 's/^loupe record: pid \([0-9]*\) exited without writing its trace: recovered [0-9,]* events$/\1/p' "$tmp/err-py")
+  [ "$(echo "$pids" | grep -c .)" -ge 2 ] || fail "pool: workers recovered: $(cat "$tmp/err-py")"
+  for w in $pids; do
+    n=$("$loupe" summary "$run/$host.$w.xplane.pb" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["samples"])')
+    [ "$n" -ge 50 ] || fail "pool: worker $w has $n samples"
+  done
+  echo "record_death_samples: Pool workers (os._exit): their samples recovered"
+fi
+
+# 5. a full file system stops the spool: the reason is in the trace, the drop counted
 LOUPE_TEST_SAMPLE_SPOOL_ENOSPC=20000 "$loupe" record -o "$tmp/log-ns" --print-run-dir \
   "$tmp/run-ns" -- "$tmp/hot" kill >/dev/null 2>"$tmp/err-ns"; st=$?
 [ "$st" = 137 ] || fail "enospc: exit $st: $(cat "$tmp/err-ns")"

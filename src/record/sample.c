@@ -852,9 +852,9 @@ static void free_raw(void) {
 }
 
 /* The spool's file: beside the region file (`<region>.samples`) when the region is one (a
- * process of the tree under `loupe record`: /dev/shm/loupe-regions-* /<pid>.<ppid>.<n>), else
- * (the tree's root, whose region is loupe record's memfd) dir/loupe-samples-<pid>.bin. 0, or
- * -1 when there is nowhere to put it. */
+ * process of the tree under `loupe record`: /dev/shm/loupe-regions-XXXXXX/<pid>.<ppid>.<n>),
+ * else (the tree's root, whose region is loupe record's memfd) dir/loupe-samples-<pid>.bin.
+ * 0, or -1 when there is nowhere to put it. */
 static int spool_path(const char *dir, char *out, size_t size) {
     FILE *f = fopen("/proc/self/maps", "re");
     char line[4400];
