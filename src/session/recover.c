@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,8 +96,8 @@ static unsigned char *read_file(const char *path, size_t *size) {
  * "loupe_samples_spool" saying what was read and "loupe_samples_spool_dropped" what the spool
  * did not hold. *spool is set to the file (to be removed once the trace is written). 0, or -1
  * when memory ran out. */
-static int recover_samples(loupe__mb *mb, const loupe__region_hdr *h, uint64_t stop_ns,
-                           const char **spool) {
+static int recover_samples_locked(loupe__mb *mb, const loupe__region_hdr *h, uint64_t stop_ns,
+                                  const char **spool) {
     *spool = NULL;
     if (h->samples_path[0] == 0 || memchr(h->samples_path, 0, sizeof h->samples_path) == NULL) {
         return 0; /* the program did not sample, or it was not under loupe record */
@@ -185,6 +186,18 @@ static int recover_samples(loupe__mb *mb, const loupe__region_hdr *h, uint64_t s
         return -1;
     }
     return 0;
+}
+
+/* sample.c's store holds one recovery's samples from the restore to the collect: two threads
+ * recovering at once take turns. */
+static pthread_mutex_t samples_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int recover_samples(loupe__mb *mb, const loupe__region_hdr *h, uint64_t stop_ns,
+                           const char **spool) {
+    pthread_mutex_lock(&samples_lock);
+    int rc = recover_samples_locked(mb, h, stop_ns, spool);
+    pthread_mutex_unlock(&samples_lock);
+    return rc;
 }
 
 int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_result *res) {
