@@ -1092,6 +1092,9 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         }
         loupe_trace_result_free(&rr);
         (void)unlink(path);
+        /* its samples' spool (<region>.samples): read into the trace, or not readable */
+        snprintf(cpath, sizeof cpath, "%s.samples", path);
+        (void)unlink(cpath);
     }
     closedir(d);
     /* the wait statuses go; the directory too when no live process still records into it */
@@ -1099,7 +1102,8 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
     while (d != NULL && (e = readdir(d)) != NULL) {
         size_t l = strlen(e->d_name);
         if ((l > 7 && strcmp(e->d_name + l - 7, ".status") == 0) ||
-            (l > 4 && strcmp(e->d_name + l - 4, ".cmd") == 0 && !alive(atol(e->d_name)))) {
+            (l > 4 && strcmp(e->d_name + l - 4, ".cmd") == 0 && !alive(atol(e->d_name))) ||
+            (l > 8 && strcmp(e->d_name + l - 8, ".samples") == 0 && !alive(atol(e->d_name)))) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             (void)unlink(path);
         }
@@ -1769,6 +1773,12 @@ static int record_main(int argc, char **argv) {
         loupe_trace_result rr = {.size = sizeof rr};
         int rc = loupe_recover_trace(shm, &rr_o, &rr);
         close(shm);
+        /* its samples' spool, when the recovery could not read it into the trace (the
+         * recovery removes one it read) */
+        char samples_file[PATH_MAX + 64];
+        snprintf(samples_file, sizeof samples_file, "%s/loupe-samples-%ld.bin", run_made,
+                 (long)pid);
+        (void)unlink(samples_file);
         if (rc == 0) {
             root_recovered = 1;
             char n1[32], n2[32];

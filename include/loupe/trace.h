@@ -335,13 +335,21 @@ typedef struct loupe_recover_options {
  * (LOUPE_RECORD_SHM_FD, docs/record.md), which holds every event written up to the death.
  * Zones still open end at their thread's last event and are marked truncated; names come from
  * the region's name table (a zone first recorded in the program's last millisecond may read
- * "(name lost 0x...)"). The region is read as untrusted input. result (may be NULL) is filled
+ * "(name lost 0x...)"). The program's CPU samples and off-CPU intervals come from the spool
+ * its sampler thread wrote beside the region (the region's header names it; docs/record.md,
+ * "Recovered at a death"), symbolised from the files on disk, and the file is removed once the
+ * trace is written; the metadata "loupe_samples_spool" says what was read or skipped, and
+ * "loupe_samples_spool_dropped" what the spool did not hold. A spool that cannot be read costs
+ * the samples only (said on stderr and in that metadata), never the trace. The region and the
+ * spool are read as untrusted input. result (may be NULL) is filled
  * as by loupe_stop_trace() and must be freed with loupe_trace_result_free().
  * Errors: LOUPE_EINVALID (NULL options or log_dir, a bad fd or result size), LOUPE_ENO_TRACE
  * (the program never started a session, or stopped it and wrote its trace itself: the detail
  * says which), LOUPE_EFORMAT (not a loupe region, too short, cut short, or its header is
  * damaged: the detail says which), LOUPE_EIO,
- * LOUPE_ENOMEM. Thread-safety: any thread; does not touch this process's own session. */
+ * LOUPE_ENOMEM. Thread-safety: any thread (two recoveries at once take turns for the samples);
+ * does not touch this process's own session, but reads no samples while this process samples
+ * itself (the metadata says so). */
 LOUPE_API int loupe_recover_trace(int fd, const loupe_recover_options *options,
                                   loupe_trace_result *result);
 

@@ -139,7 +139,10 @@ typedef struct loupe__region_hdr {
     /* A crash dump holds the region up to its last used chunk only: this is that chunk count + 1
      * (0: the file is the whole region). Written by the fatal-signal handler before the dump. */
     uint32_t dumped;
-    char log_dir[1024];
+    /* The samples' spool (sample_spool.h), written by the session's start: the file the sampler
+     * thread appends what it drains to ("" = none); a recovery reads the samples from there.
+     * (The field was an unused log_dir of the same size: the layout is unchanged.) */
+    char samples_path[1024];
     /* The spool (spool.c), written by the keeper: chunks written to spool_path ("" = none) and
      * no longer in the region; a recovery reads them back from there (spool_each_in). */
     uint64_t spool_chunks;

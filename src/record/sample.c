@@ -38,6 +38,8 @@
 
 #include "record/sample.h"
 #include "record/record.h"
+#include "record/region.h"
+#include "record/sample_spool.h"
 
 #include "base/array.h"
 #include "model/builder.h"
@@ -138,6 +140,9 @@ static named *s_names;
 static size_t s_nnames, s_capnames;
 static uint64_t s_lost;
 static int s_oom; /* a copy failed for memory: counted as lost */
+/* What the sampler thread has handed to the spool (sample_spool.h) so far: indexes into
+ * s_samples, s_offs and s_names. */
+static size_t s_sp_samples, s_sp_offs, s_sp_names;
 
 static long sys_perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
                                 unsigned long flags) {
@@ -738,6 +743,29 @@ static void scan_locked(void) {
     pthread_mutex_unlock(&s_table_lock);
 }
 
+/* The samples, intervals and thread names drained since the last call, and the module map when
+ * it changed, to the spool: one batch per wake of the sampler thread, so that a program that
+ * dies loses at most what its rings held and one poll's worth. The sampler thread only. */
+static void spool_new(void) {
+    if (!loupe__sspool_on()) {
+        return;
+    }
+    loupe__sspool_modules();
+    for (; s_sp_names < s_nnames; s_sp_names++) {
+        loupe__sspool_name(s_names[s_sp_names].tid, s_names[s_sp_names].comm);
+    }
+    for (; s_sp_samples < s_nsamples; s_sp_samples++) {
+        const raw_sample *rs = &s_samples[s_sp_samples];
+        loupe__sspool_sample(rs->ts, rs->tid, rs->cpu, s_pcs + rs->first, rs->n);
+    }
+    for (; s_sp_offs < s_noffs; s_sp_offs++) {
+        const raw_off *o = &s_offs[s_sp_offs];
+        loupe__sspool_off(o->tid, o->start, o->end, o->kind);
+    }
+    loupe__sspool_lost(s_lost + (s_oom ? 1 : 0));
+    loupe__sspool_flush();
+}
+
 static void *sampler_main(void *arg) {
     (void)arg;
     sigset_t all;
@@ -788,6 +816,7 @@ static void *sampler_main(void *arg) {
             }
         }
         pthread_mutex_unlock(&s_table_lock);
+        spool_new();
     }
     free(pf);
     end_open_offs();
@@ -819,6 +848,69 @@ static void free_raw(void) {
     s_nnames = s_capnames = 0;
     s_lost = s_skipped = 0;
     s_oom = 0;
+    s_sp_samples = s_sp_offs = s_sp_names = 0;
+}
+
+/* The spool's file: beside the region file (`<region>.samples`) when the region is one (a
+ * process of the tree under `loupe record`: /dev/shm/loupe-regions-XXXXXX/<pid>.<ppid>.<n>),
+ * else (the tree's root, whose region is loupe record's memfd) dir/loupe-samples-<pid>.bin.
+ * 0, or -1 when there is nowhere to put it. */
+static int spool_path(const char *dir, char *out, size_t size) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[4400];
+    int found = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        unsigned long long lo;
+        int at = 0;
+        if (sscanf(line, "%llx-%*x %*s %*x %*s %*u %n", &lo, &at) >= 1 && at > 0 &&
+            lo == (unsigned long long)(uintptr_t)loupe__region) {
+            char *path = line + at;
+            path[strcspn(path, "\n")] = 0;
+            found = path[0] == '/' && strncmp(path, "/memfd:", 7) != 0 &&
+                    strstr(path, " (deleted)") == NULL &&
+                    (size_t)snprintf(out, size, "%s.samples", path) < size;
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    if (found) {
+        return 0;
+    }
+    if (dir == NULL || dir[0] == 0) {
+        return -1;
+    }
+    return (size_t)snprintf(out, size, "%s/loupe-samples-%ld.bin", dir, (long)getpid()) < size ? 0
+                                                                                               : -1;
+}
+
+/* Opens the session's spool when a recorder can recover the region after a death (it is
+ * shared with `loupe record`) and notes its path in the region's header (recover.c reads it). */
+static void spool_open(const char *dir) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    char path[sizeof h->samples_path];
+    if (h == NULL || !loupe__region_shared() || spool_path(dir, path, sizeof path) != 0) {
+        return;
+    }
+    if (loupe__sspool_open(path, (uint64_t)getpid(), s_origin, s_hz, s_stacks, s_note) != 0) {
+        fprintf(stderr,
+                "loupe: cannot spool CPU samples to %s: %s; samples are kept until the stop, "
+                "and a death loses them\n",
+                path, strerror(errno));
+        return;
+    }
+    memcpy(h->samples_path, path, sizeof path);
+}
+
+/* A clean stop (or a discard): the samples are in memory, the spool has nothing to add. */
+static void spool_remove(void) {
+    if (loupe__sspool_on()) {
+        if (LOUPE__HDR != NULL) {
+            memset(LOUPE__HDR->samples_path, 0, sizeof LOUPE__HDR->samples_path);
+        }
+        loupe__sspool_remove();
+    }
 }
 
 static const char *stacks_name(int stacks) {
@@ -830,8 +922,9 @@ static const char *stacks_name(int stacks) {
     return stacks == LOUPE__STACKS_NONE ? "no stacks" : "frame-pointer stacks";
 }
 
-int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
+int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const char *spool_dir) {
     pthread_mutex_lock(&s_lock);
+    spool_remove(); /* a session that never stopped (a fork child's): not this one's */
     free_raw();
     if (hz == 0) {
         snprintf(s_note, sizeof s_note, "off");
@@ -884,12 +977,15 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
         (void)r;
     }
     __atomic_store_n(&s_quit, 0, __ATOMIC_RELEASE);
+    snprintf(s_note, sizeof s_note, "%u Hz task-clock, %s", hz, stacks_name(stacks));
+    spool_open(spool_dir);
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, 1024 * 1024); /* libdw's unwinder recurses a little */
     int rc = pthread_create(&s_thread, &at, sampler_main, NULL);
     pthread_attr_destroy(&at);
     if (rc != 0) {
+        spool_remove();
         snprintf(s_note, sizeof s_note, "unavailable: no sampler thread (%s)", strerror(rc));
         fprintf(stderr, "loupe: CPU sampling is unavailable: no sampler thread (%s)\n",
                 strerror(rc));
@@ -898,7 +994,6 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns) {
     }
     s_running = 1;
     __atomic_store_n(&s_born_on, 1, __ATOMIC_RELEASE);
-    snprintf(s_note, sizeof s_note, "%u Hz task-clock, %s", hz, stacks_name(stacks));
     pthread_mutex_unlock(&s_lock);
     return 0;
 }
@@ -955,6 +1050,7 @@ void loupe__sample_forget_in_child(void) {
     }
     pthread_mutex_unlock(&s_table_lock); /* taken by this thread in the prepare handler */
     pthread_mutex_init(&s_lock, NULL);
+    loupe__sspool_forget(); /* the parent's file (the region's header is the parent's too) */
     s_running = 0;
     s_ntasks = 0;
     s_samples = NULL;
@@ -967,6 +1063,7 @@ void loupe__sample_forget_in_child(void) {
 
 void loupe__sample_discard(void) {
     pthread_mutex_lock(&s_lock);
+    spool_remove();
     free_raw();
     pthread_mutex_unlock(&s_lock);
 }
@@ -986,6 +1083,43 @@ int loupe__sample_inject(uint64_t origin_mono_ns, uint64_t tid, uint64_t ts, uin
     }
     pthread_mutex_unlock(&s_lock);
     return rc;
+}
+
+void loupe__sample_restore(uint32_t hz, uint64_t origin_mono_ns, const char *note) {
+    pthread_mutex_lock(&s_lock);
+    free_raw();
+    s_hz = hz;
+    s_origin = origin_mono_ns;
+    snprintf(s_note, sizeof s_note, "%s", note);
+    pthread_mutex_unlock(&s_lock);
+}
+
+int loupe__sample_inject_off(uint64_t tid, uint64_t start, uint64_t end, unsigned kind) {
+    pthread_mutex_lock(&s_lock);
+    size_t before = s_noffs;
+    add_off(tid, start, end, kind);
+    int rc = s_noffs > before ? 0 : -1;
+    pthread_mutex_unlock(&s_lock);
+    return rc;
+}
+
+int loupe__sample_inject_name(uint64_t tid, const char comm[16]) {
+    pthread_mutex_lock(&s_lock);
+    int rc = grow_fail((void **)&s_names, &s_capnames, s_nnames + 1, sizeof *s_names);
+    if (rc == 0) {
+        s_names[s_nnames].tid = tid;
+        memcpy(s_names[s_nnames].comm, comm, 16);
+        s_names[s_nnames].comm[15] = 0;
+        s_nnames++;
+    }
+    pthread_mutex_unlock(&s_lock);
+    return rc;
+}
+
+void loupe__sample_inject_lost(uint64_t lost) {
+    pthread_mutex_lock(&s_lock);
+    s_lost += lost;
+    pthread_mutex_unlock(&s_lock);
 }
 
 const char *loupe__sample_note(void) {
@@ -1643,6 +1777,7 @@ out:
 #endif
     free(map);
     free_raw();
+    spool_remove();
     pthread_mutex_unlock(&s_lock);
     return rc;
 }

@@ -18,10 +18,14 @@ enum {
 };
 
 /* Starts sampling every thread of the process at hz (task-clock), or says why it cannot: it
- * never fails the session. origin_mono_ns is the session's ts 0 (CLOCK_MONOTONIC). Returns 0
- * when sampling runs, -1 when it is unavailable (loupe__sample_note() says why; one line was
- * printed on stderr). Called by the session under its lock, before the gate opens. */
-int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns);
+ * never fails the session. origin_mono_ns is the session's ts 0 (CLOCK_MONOTONIC). When the
+ * region is shared with `loupe record` (loupe__region_shared()), the sampler thread also spools
+ * what it drains (sample_spool.h) to <region file>.samples, or for loupe record's memfd to
+ * spool_dir/loupe-samples-<pid>.bin (spool_dir NULL: no spool then), and notes the path in the
+ * region's header for a recovery. Returns 0 when sampling runs, -1 when it is unavailable
+ * (loupe__sample_note() says why; one line was printed on stderr). Called by the session under
+ * its lock, before the gate opens. */
+int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const char *spool_dir);
 /* Stops the sampler thread after a last drain and closes the events; the samples stay for
  * loupe__sample_collect(). A no-op when sampling did not run. */
 void loupe__sample_stop(void);
@@ -68,6 +72,15 @@ void loupe__sample_discard(void);
  * 0, or -1 when memory ran out. */
 int loupe__sample_inject(uint64_t origin_mono_ns, uint64_t tid, uint64_t ts, uint32_t cpu,
                          const uint64_t *pcs, uint32_t n);
+/* A recovery (recover.c through sample_spool.c): empties the store and sets what the next
+ * loupe__sample_collect_with() reads from a session gone with its process: its rate, ts 0 and
+ * note. Then the spool's records are added: samples with loupe__sample_inject(), intervals
+ * (CLOCK_MONOTONIC ns, a loupe_off_cpu_kind), thread names (the kernel's comm, 16 bytes with
+ * its NUL) and the lost count (added). 0, or -1 when memory ran out. Not while sampling runs. */
+void loupe__sample_restore(uint32_t hz, uint64_t origin_mono_ns, const char *note);
+int loupe__sample_inject_off(uint64_t tid, uint64_t start, uint64_t end, unsigned kind);
+int loupe__sample_inject_name(uint64_t tid, const char comm[16]);
+void loupe__sample_inject_lost(uint64_t lost);
 /* "off", "999 Hz task-clock, dwarf stacks", "unavailable: ...": the last session's state. */
 const char *loupe__sample_note(void);
 

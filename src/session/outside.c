@@ -29,6 +29,7 @@
 #include "model/builder.h"
 #include "model/merge.h"
 #include "record/sample.h"
+#include "record/sample_spool.h"
 #include "session/session.h"
 
 #include <loupe/outside.h>
@@ -62,10 +63,7 @@ typedef struct ring {
     void *base;
 } ring;
 
-typedef struct omap {
-    uint64_t start, len, pgoff;
-    char *file;
-} omap;
+typedef loupe__map omap; /* record/sample_spool.h: the spool's recovery reads the same maps */
 
 typedef struct ocomm {
     uint64_t tid;
@@ -220,7 +218,7 @@ static void on_mmap2(loupe_outside *s, const unsigned char *p, const unsigned ch
     }
     memcpy(f, name, len);
     f[len] = 0;
-    s->maps[s->nmaps++] = (omap){v[0], v[1], v[2], f};
+    s->maps[s->nmaps++] = (omap){.start = v[0], .len = v[1], .pgoff = v[2], .file = f};
 }
 
 static void on_record(loupe_outside *s, const unsigned char *rec, size_t size) {
@@ -470,24 +468,24 @@ static const Dwfl_Callbacks o_callbacks = {
  * the base given), an ET_DYN's are biased by where its file offset 0 was mapped (start - pgoff
  * of its lowest mapping: the linkers lay PT_LOAD segments out with p_vaddr - p_offset the same
  * for the first one, 0). */
-static Dwfl *maps_dwfl(const loupe_outside *s) {
+void *loupe__maps_dwfl(const loupe__map *maps, size_t nmaps) {
     Dwfl *d = dwfl_begin(&o_callbacks);
     if (d == NULL) {
         return NULL;
     }
     dwfl_report_begin(d);
-    for (size_t i = 0; i < s->nmaps; i++) {
+    for (size_t i = 0; i < nmaps; i++) {
         int seen = 0;
-        uint64_t bias = s->maps[i].start - s->maps[i].pgoff;
-        for (size_t j = 0; j < s->nmaps; j++) {
-            if (strcmp(s->maps[j].file, s->maps[i].file) == 0) {
+        uint64_t bias = maps[i].start - maps[i].pgoff;
+        for (size_t j = 0; j < nmaps; j++) {
+            if (strcmp(maps[j].file, maps[i].file) == 0) {
                 seen |= j < i;
-                uint64_t b = s->maps[j].start - s->maps[j].pgoff;
+                uint64_t b = maps[j].start - maps[j].pgoff;
                 bias = b < bias ? b : bias;
             }
         }
         if (!seen) {
-            (void)dwfl_report_elf(d, s->maps[i].file, s->maps[i].file, -1, bias, true);
+            (void)dwfl_report_elf(d, maps[i].file, maps[i].file, -1, bias, true);
         }
     }
     if (dwfl_report_end(d, NULL, NULL) != 0) {
@@ -495,6 +493,12 @@ static Dwfl *maps_dwfl(const loupe_outside *s) {
         return NULL;
     }
     return d;
+}
+#else
+void *loupe__maps_dwfl(const loupe__map *maps, size_t nmaps) {
+    (void)maps;
+    (void)nmaps;
+    return NULL;
 }
 #endif
 
@@ -561,7 +565,7 @@ int loupe_outside_finish(loupe_outside *s, const loupe_outside_options *o,
                                                    o->cmdline != NULL ? o->cmdline : "") != 0;
     void *dwfl = NULL;
 #ifdef LOUPE_HAVE_LIBDW
-    dwfl = failed ? NULL : maps_dwfl(s);
+    dwfl = failed ? NULL : loupe__maps_dwfl(s->maps, s->nmaps);
 #endif
     if (failed) {
         loupe__sample_discard();

@@ -17,11 +17,15 @@
 #include "record/collect.h"
 #include "record/region.h"
 #include "record/record.h"
+#include "record/sample.h"
+#include "record/sample_spool.h"
 #include "session/session.h"
 
 #include <loupe/trace.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +59,145 @@ static uint64_t file_needs(const loupe__region_hdr *h) {
         return h->chunk_off + (uint64_t)(h->dumped - 1) * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
     }
     return h->total_size;
+}
+
+/* The whole of a spool file, or NULL (errno set; EFBIG for one above the largest cap). */
+static unsigned char *read_file(const char *path, size_t *size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > ((uint64_t)1 << 36)) {
+        close(fd);
+        errno = EFBIG;
+        return NULL;
+    }
+    unsigned char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf != NULL && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break; /* cut meanwhile: what was read is parsed */
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    *size = got;
+    return buf;
+}
+
+/* The CPU samples of the dead program: its sampler thread's spool (sample_spool.h) read back,
+ * symbolised against the files it had mapped (outside.c's Dwfl of them, the files on disk) and
+ * added as a stop adds them (sample.c's collector, the same metadata names), with
+ * "loupe_samples_spool" saying what was read and "loupe_samples_spool_dropped" what the spool
+ * did not hold. *spool is set to the file (to be removed once the trace is written). 0, or -1
+ * when memory ran out. */
+static int recover_samples_locked(loupe__mb *mb, const loupe__region_hdr *h, uint64_t stop_ns,
+                                  const char **spool) {
+    *spool = NULL;
+    if (h->samples_path[0] == 0 || memchr(h->samples_path, 0, sizeof h->samples_path) == NULL) {
+        return 0; /* the program did not sample, or it was not under loupe record */
+    }
+    const char *path = h->samples_path;
+    char note[1200];
+    if (loupe__sample_tid() != 0) {
+        /* this process samples itself now: the sampler's store is its own session's */
+        snprintf(note, sizeof note, "not read: %.900s: this process is sampling", path);
+        return loupe__mb_metadata(mb, "loupe_samples_spool", note) != 0 ? -1 : 0;
+    }
+    size_t size = 0;
+    unsigned char *buf = read_file(path, &size);
+    if (buf == NULL) {
+        int e = errno;
+        snprintf(note, sizeof note, "not read: %.900s: %s (errno %d)", path, strerror(e), e);
+        fprintf(stderr, "loupe: pid %llu's CPU samples are lost: %s\n", (unsigned long long)h->pid,
+                note + 10);
+        return loupe__mb_metadata(mb, "loupe_samples_spool", note) != 0 ? -1 : 0;
+    }
+    loupe__sspool_read r;
+    int prc = loupe__sspool_parse(buf, size, &r);
+    free(buf);
+    if (prc != 0 && r.hz == 0) {
+        loupe__sample_discard();
+        snprintf(note, sizeof note, "not read: %.900s: not a sample spool (%zu bytes)", path, size);
+        fprintf(stderr, "loupe: pid %llu's CPU samples are lost: %s\n", (unsigned long long)h->pid,
+                note + 10);
+        *spool = path;
+        return loupe__mb_metadata(mb, "loupe_samples_spool", note) != 0 ? -1 : 0;
+    }
+    if (prc != 0) {
+        loupe__sample_discard();
+        loupe__sspool_read_free(&r);
+        return -1;
+    }
+    if (r.origin_mono != h->start_mono || r.pid != h->pid) {
+        loupe__sample_discard();
+        loupe__sspool_read_free(&r);
+        snprintf(note, sizeof note, "not read: %.900s: another session's (pid %llu)", path,
+                 (unsigned long long)r.pid);
+        return loupe__mb_metadata(mb, "loupe_samples_spool", note) != 0 ? -1 : 0;
+    }
+    if (r.skipped != 0) {
+        fprintf(stderr,
+                "loupe: pid %llu's sample spool %s: skipped %llu records that were not valid "
+                "(%llu bytes); kept %llu samples\n",
+                (unsigned long long)h->pid, path, (unsigned long long)r.skipped,
+                (unsigned long long)r.skipped_bytes, (unsigned long long)r.samples);
+    }
+    int n = snprintf(note, sizeof note, "%llu samples, %llu off-CPU intervals",
+                     (unsigned long long)r.samples, (unsigned long long)r.offs);
+    if (r.skipped != 0) {
+        n += snprintf(note + n, sizeof note - (size_t)n,
+                      "; skipped %llu records that were not valid (%llu bytes)",
+                      (unsigned long long)r.skipped, (unsigned long long)r.skipped_bytes);
+    }
+    if (r.dropped_offs != 0) {
+        n += snprintf(note + n, sizeof note - (size_t)n, "; %llu off-CPU intervals dropped",
+                      (unsigned long long)r.dropped_offs);
+    }
+    size_t changed = loupe__sspool_keep_same_files(&r);
+    if (changed != 0) {
+        n += snprintf(note + n, sizeof note - (size_t)n,
+                      "; %zu files rebuilt since they were mapped (their samples keep raw "
+                      "addresses)",
+                      changed);
+    }
+    if (r.reason[0] != 0) {
+        snprintf(note + n, sizeof note - (size_t)n, "; stopped: %.600s", r.reason);
+    }
+    char dropped[24];
+    snprintf(dropped, sizeof dropped, "%llu", (unsigned long long)r.dropped_samples);
+    void *dwfl = loupe__maps_dwfl(r.maps, r.nmaps);
+    loupe__sspool_read_free(&r);
+    /* the trace lasts until its last sample, when that is after its last event: a program that
+     * sampled without zones has no other end */
+    loupe_model *m = loupe__mb_model(mb);
+    if (r.last_mono > h->start_mono && r.last_mono - h->start_mono > m->duration_ns) {
+        m->duration_ns = r.last_mono - h->start_mono;
+    }
+    *spool = path;
+    if (loupe__sample_collect_with(mb, stop_ns, dwfl) != 0 ||
+        loupe__mb_metadata(mb, "loupe_samples_spool", note) != 0 ||
+        loupe__mb_metadata(mb, "loupe_samples_spool_dropped", dropped) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* sample.c's store holds one recovery's samples from the restore to the collect: two threads
+ * recovering at once take turns. */
+static pthread_mutex_t samples_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int recover_samples(loupe__mb *mb, const loupe__region_hdr *h, uint64_t stop_ns,
+                           const char **spool) {
+    pthread_mutex_lock(&samples_lock);
+    int rc = recover_samples_locked(mb, h, stop_ns, spool);
+    pthread_mutex_unlock(&samples_lock);
+    return rc;
 }
 
 int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_result *res) {
@@ -185,9 +328,10 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
                           o->function_depth != 0 || o->function_min_duration_ns != 0,
     };
     loupe__mb *mb = loupe__mb_new();
+    const char *sample_spool = NULL;
     if (mb == NULL ||
         loupe__session_process_meta(mb, o->parent_pid, o->cmdline != NULL ? o->cmdline : "") != 0 ||
-        loupe__collect(mb, &p) != 0) {
+        loupe__collect(mb, &p) != 0 || recover_samples(mb, h, p.stop_ns, &sample_spool) != 0) {
         loupe__mb_abort(mb);
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory while collecting");
         goto out;
@@ -204,6 +348,9 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
              : loupe__write_run(m, o->log_dir, o->run_name, loupe__formats(o->formats, 0), res);
     if (rc == 0 && h->spool_path[0] != 0 && memchr(h->spool_path, 0, sizeof h->spool_path)) {
         (void)unlink(h->spool_path); /* its chunks were read back into the trace just written */
+    }
+    if (rc == 0 && sample_spool != NULL) {
+        (void)unlink(sample_spool); /* its samples too */
     }
     if (rc == 0 && loupe__result_fill(res, m) != 0) {
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory (the trace was "

@@ -232,7 +232,8 @@ static void open_session(int level, int function_tracing) {
     loupe__gpu_session_open();
     /* Sampling starts before the gate opens: its probe prints why it is unavailable before any
      * event of the session, and the kernel's clock for it is the session's (CLOCK_MONOTONIC). */
-    (void)loupe__sample_start(opt_sampling_hz, opt_sampling_stacks, start_mono_ns);
+    (void)loupe__sample_start(opt_sampling_hz, opt_sampling_stacks, start_mono_ns,
+                              opt_run_dir != NULL && opt_run_dir[0] ? opt_run_dir : opt_log_dir);
     session_state = loupe__gate_open(level, function_tracing);
     __atomic_store_n(&active, 1, __ATOMIC_RELEASE); /* after start_*: loupe__trace_unix_ns */
     loupe__keeper_kick();

@@ -42,4 +42,11 @@ const char *loupe__process_name(char *buf, size_t size);
 void loupe__crash_arm(const char *log_dir, int on);
 void loupe__crash_disarm(void);
 
+/* A Dwfl (returned as void *, for loupe__sample_collect_with(), which ends it) of the files a
+ * gone process had mapped (outside.c): one module per file at its load bias, symbols from the
+ * files on disk. NULL when libdw is not built in, or no module could be reported. The maps are
+ * struct loupe__map (record/sample_spool.h). */
+struct loupe__map;
+void *loupe__maps_dwfl(const struct loupe__map *maps, size_t nmaps);
+
 #endif
