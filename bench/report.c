@@ -181,15 +181,15 @@ void bench_evaluate_targets(void) {
               "%.2f M events/s, %.2f B/event", k->pf_evps->med, k->pf_bytes->med);
     }
     /* issue 11's read targets; events are begin/end events (2 per zone) */
-    t = add_target("Chrome JSON (gzipped) read", ">= 3 M events/s, one core");
+    t = add_target("Chrome JSON (gzipped) read", ">= 3 M events/s, fresh process");
     if (usable(k->rd_json)) {
         check(t, k->rd_json->med >= 3.0, "%.2f M events/s", k->rd_json->med);
     }
-    t = add_target("XPlane read", ">= 10 M events/s, one core");
+    t = add_target("XPlane read", ">= 10 M events/s, fresh process");
     if (usable(k->rd_xplane)) {
         check(t, k->rd_xplane->med >= 10.0, "%.2f M events/s", k->rd_xplane->med);
     }
-    t = add_target("Perfetto protobuf read", ">= 10 M events/s, one core");
+    t = add_target("Perfetto protobuf read", ">= 10 M events/s, fresh process");
     if (usable(k->rd_pf)) {
         check(t, k->rd_pf->med >= 10.0, "%.2f M events/s", k->rd_pf->med);
     }
