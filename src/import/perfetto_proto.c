@@ -1565,7 +1565,6 @@ static int zerr(reader *r, const loupe__pbf *cf, const char *what) {
  * never nests them). Errors name the chunk's offset in the file; errors inside it also name
  * the offset in the inflated bytes. */
 static int inflate_chunk(reader *r, const loupe__pbf *cf, int partial, size_t *inflated);
-static size_t whole_prefix(const uint8_t *b, size_t n, size_t *count);
 
 static int do_compressed(reader *r, const loupe__pbf *cf) {
     size_t out = 0;
@@ -1680,91 +1679,6 @@ static int inflate_chunk(reader *r, const loupe__pbf *cf, int partial, size_t *i
  * packets), the packets that its bytes inflate to in full are read too. The model says what was
  * lost and where (a warning; loupe summary prints it on stderr and in --json). */
 
-/* Reads a varint at b[*i, n); 0 when it runs past n or over 10 bytes. */
-static int cut_varint(const uint8_t *b, size_t n, size_t *i, uint64_t *v) {
-    *v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (*i >= n) {
-            return 0;
-        }
-        uint8_t c = b[(*i)++];
-        *v |= (uint64_t)(c & 0x7F) << shift;
-        if (c < 0x80) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The field of b[at, n) as far as its header: 1 when it is whole (*end: where it ends), 0 when
- * it runs past n (*data: where its bytes start, n when the header itself is cut; *len: the
- * length it announces), -1 when it is malformed (the reader's own error then says so). */
-static int cut_field(const uint8_t *b, size_t n, size_t at, size_t *end, uint32_t *field,
-                     size_t *data, uint64_t *len) {
-    size_t i = at;
-    uint64_t tag, v;
-    *data = n;
-    *len = 0;
-    *field = 0;
-    if (!cut_varint(b, n, &i, &tag)) {
-        return n - at < 10 ? 0 : -1;
-    }
-    *field = (uint32_t)(tag >> 3);
-    size_t start = i; /* a varint cut by the end has fewer than its 10 bytes at most */
-    switch (tag & 7) {
-    case PB_VARINT:
-        if (!cut_varint(b, n, &i, &v)) {
-            return n - start < 10 ? 0 : -1;
-        }
-        break;
-    case 1: /* fixed64 */
-        i += 8;
-        break;
-    case 5: /* fixed32 */
-        i += 4;
-        break;
-    case PB_LEN:
-        if (!cut_varint(b, n, &i, len)) {
-            return n - start < 10 ? 0 : -1;
-        }
-        *data = i;
-        if (*len > n - i) {
-            return 0;
-        }
-        i += (size_t)*len;
-        break;
-    default:
-        return -1;
-    }
-    if (i > n) {
-        *data = n;
-        return 0;
-    }
-    *end = i;
-    return 1;
-}
-
-/* The length of the longest prefix of b[0, n) made of whole top-level fields (n when nothing
- * is cut, or when a field is malformed: read_trace reports it); *count: how many. */
-static size_t whole_prefix(const uint8_t *b, size_t n, size_t *count) {
-    size_t at = 0, end, data;
-    uint32_t field;
-    uint64_t len;
-    *count = 0;
-    while (at < n) {
-        int k = cut_field(b, n, at, &end, &field, &data, &len);
-        if (k == 0) {
-            return at;
-        }
-        if (k < 0) {
-            return n;
-        }
-        at = end;
-        ++*count;
-    }
-    return n;
-}
-
 /* The file buf[0, n) is cut inside the top-level field at `at` (whole_prefix), after `before`
  * whole packets: reads what the cut packet's compressed_packets inflate to in whole packets,
  * then sets warn to what was lost. Returns 0 or a LOUPE_E* code (nothing at all to read
@@ -1774,14 +1688,14 @@ static int read_cut(reader *r, const uint8_t *buf, size_t n, size_t at, size_t b
     size_t end, data;
     uint32_t field;
     uint64_t len;
-    (void)cut_field(buf, n, at, &end, &field, &data, &len);
+    (void)loupe__pb_cut_field(buf, n, at, &end, &field, &data, &len);
     /* the cut field of the cut packet: a compressed_packets chunk is worth inflating */
     size_t zat = 0, zdata = n, inner = data;
     uint64_t zlen = 0;
     int chunk = 0;
     while (field == 1 && data < n && inner < n) {
         uint32_t f2;
-        int k = cut_field(buf, n, inner, &end, &f2, &zdata, &zlen);
+        int k = loupe__pb_cut_field(buf, n, inner, &end, &f2, &zdata, &zlen);
         if (k == 1) {
             inner = end;
             continue;
@@ -1800,7 +1714,7 @@ static int read_cut(reader *r, const uint8_t *buf, size_t n, size_t at, size_t b
         if (rc != 0) {
             return rc;
         }
-        size_t whole = whole_prefix(r->zbuf, inflated, &got);
+        size_t whole = loupe__pb_whole_prefix(r->zbuf, inflated, &got);
         char name[512];
         snprintf(name, sizeof name, "%s (compressed_packets at offset %zu, inflated)", r->name,
                  zat);
@@ -1874,7 +1788,7 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
     r.m = loupe__mb_model(r.mb);
     zlimits(&r);
     size_t before;
-    size_t whole = whole_prefix(buf, n, &before);
+    size_t whole = loupe__pb_whole_prefix(buf, n, &before);
     char warn[1024] = "";
     int rc = read_trace(&r, buf, whole);
     if (rc == 0 && whole < n) {
