@@ -65,17 +65,7 @@ struct loupe__pgz {
 static void deflate_slot(slot *s) {
     s->zerr = 0;
     s->out_n = 0;
-    if (!s->ready) {
-        memset(&s->z, 0, sizeof s->z);
-        /* level 1 as before (sink.h), raw deflate (-15): the gzip framing is pgz's own */
-        if (deflateInit2(&s->z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-            s->zerr = Z_MEM_ERROR;
-            return;
-        }
-        s->ready = 1;
-    } else {
-        deflateReset(&s->z);
-    }
+    deflateReset(&s->z);
     s->crc = crc32(0L, s->in, (uInt)s->in_n);
     s->z.next_in = s->in;
     s->z.avail_in = (uInt)s->in_n;
@@ -220,10 +210,14 @@ int loupe__pgz_open(loupe__pgz **out, FILE *f) {
         s->out_cap = BLOCK + BLOCK / 1000 + 64;
         s->in = malloc(BLOCK);
         s->out = malloc(s->out_cap);
-        if (s->in == NULL || s->out == NULL) {
+        /* every allocation here, on the writing thread: a helper that called malloc would get
+         * an arena of its own from glibc (64 MiB of address space each, kept after it ends) */
+        if (s->in == NULL || s->out == NULL ||
+            deflateInit2(&s->z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
             free_all(g);
             return LOUPE_ENOMEM;
         }
+        s->ready = 1; /* level 1 as before (sink.h), raw deflate (-15): the framing is pgz's */
     }
     g->crc = crc32(0L, Z_NULL, 0);
     /* RFC 1952 2.3: ID1 ID2, CM 8 (deflate), FLG 0, MTIME 0 (none), XFL 4 (fastest), OS 3 */
@@ -233,10 +227,19 @@ int loupe__pgz_open(loupe__pgz **out, FILE *f) {
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &old);
+        /* deflate needs little stack (its state is on the heap): 256 KiB, not 8 MiB */
+        pthread_attr_t at;
+        int attr = pthread_attr_init(&at) == 0;
+        if (attr) {
+            (void)pthread_attr_setstacksize(&at, (size_t)256 << 10);
+        }
         for (; g->nth < helpers; g->nth++) {
-            if (pthread_create(&g->th[g->nth], NULL, helper, g) != 0) {
+            if (pthread_create(&g->th[g->nth], attr ? &at : NULL, helper, g) != 0) {
                 break; /* fewer helpers, or none: retire() deflates what they do not */
             }
+        }
+        if (attr) {
+            pthread_attr_destroy(&at);
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
