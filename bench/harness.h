@@ -79,6 +79,7 @@ typedef struct bench_keys {
         *pf_evps, *pf_bytes;
     bench_case *rd_json, *rd_xplane, *rd_pf; /* case_read.c */
     bench_case *args_cpu, *args_fused_cpu;   /* case_zones.c: CPU-time rows */
+    bench_case *wr_json, *wr_xplane, *wr_pf; /* case_export.c: the write, its thread's CPU time */
     bench_case *rec_first, *rec_create, *rec_churn, *rec_churn_rss,
         *rec_churn_vm; /* case_record.c */
     double stop_extra_per_event, model_per_event;

@@ -196,16 +196,26 @@ void bench_evaluate_targets(void) {
         check(t, k->pf_evps->med >= 15.0 && k->pf_bytes->med <= 8.0,
               "%.2f M events/s, %.2f B/event", k->pf_evps->med, k->pf_bytes->med);
     }
+    /* issue 11's write target: every format's write of the kept model, the writing thread's
+     * CPU time (the gzip sink's helpers deflate beside it) */
+    t = add_target("every format's write", ">= 15 M events/s, writer's CPU");
+    if (usable(k->wr_json) && usable(k->wr_xplane) && usable(k->wr_pf)) {
+        double lo = k->wr_json->med;
+        lo = k->wr_xplane->med < lo ? k->wr_xplane->med : lo;
+        lo = k->wr_pf->med < lo ? k->wr_pf->med : lo;
+        check(t, lo >= 15.0, "JSON gz %.2f, XPlane %.2f, Perfetto %.2f M events/s", k->wr_json->med,
+              k->wr_xplane->med, k->wr_pf->med);
+    }
     /* issue 11's read targets; events are begin/end events (2 per zone) */
-    t = add_target("Chrome JSON (gzipped) read", ">= 3 M events/s, one core");
+    t = add_target("Chrome JSON (gzipped) read", ">= 3 M events/s, fresh process");
     if (usable(k->rd_json)) {
         check(t, k->rd_json->med >= 3.0, "%.2f M events/s", k->rd_json->med);
     }
-    t = add_target("XPlane read", ">= 10 M events/s, one core");
+    t = add_target("XPlane read", ">= 10 M events/s, fresh process");
     if (usable(k->rd_xplane)) {
         check(t, k->rd_xplane->med >= 10.0, "%.2f M events/s", k->rd_xplane->med);
     }
-    t = add_target("Perfetto protobuf read", ">= 10 M events/s, one core");
+    t = add_target("Perfetto protobuf read", ">= 10 M events/s, fresh process");
     if (usable(k->rd_pf)) {
         check(t, k->rd_pf->med >= 10.0, "%.2f M events/s", k->rd_pf->med);
     }

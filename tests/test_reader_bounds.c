@@ -346,13 +346,14 @@ static void test_long_first_plane(void **state) {
 static void test_truncated_protobuf(void **state) {
     (void)state;
     loupe_model *m = int_model();
+    /* Both are read as far as valid, with a warning. The .pftrace's one compressed_packets chunk
+     * loses the last 3 bytes of its Adler-32 (the deflate data is whole), so every packet of it
+     * reads. */
     static const struct {
         loupe_file_format f;
-        const char *name, *want;
-    } formats[] = {{LOUPE_FILE_XPLANE, "cut.xplane.pb", "cut.xplane.pb: XPlane: offset "},
-                   {LOUPE_FILE_PERFETTO_PROTO, "cut.pftrace",
-                    "cut.pftrace: Perfetto protobuf: "
-                    "offset "}};
+        const char *name;
+    } formats[] = {{LOUPE_FILE_XPLANE, "cut.xplane.pb"},
+                   {LOUPE_FILE_PERFETTO_PROTO, "cut.pftrace"}};
     for (size_t i = 0; i < 2; i++) {
         const char *p = path_in(formats[i].name);
         assert_int_equal(loupe_trace_write(m, p, formats[i].f), 0);
@@ -362,7 +363,43 @@ static void test_truncated_protobuf(void **state) {
         assert_int_equal(fwrite(whole, 1, len - 3, f), len - 3);
         fclose(f);
         free(whole);
-        expect_fail(p, LOUPE_EFORMAT, formats[i].want);
+        if (formats[i].f == LOUPE_FILE_XPLANE) {
+            /* the last 3 bytes are those of an XSpace field after the planes: every plane
+             * reads */
+            loupe_model *r = NULL;
+            if (loupe_trace_read(p, &r) != 0) {
+                fail_msg("%s: %s", p, loupe_last_error());
+            }
+            assert_int_equal(slices(r), slices(m));
+            assert_int_equal(r->warning_count, 1);
+            char want[4400];
+            snprintf(want, sizeof want,
+                     "%s: XPlane: the file is cut short: it ends at byte %zu, inside an XSpace "
+                     "field at offset ",
+                     p, len - 3);
+            if (strncmp(r->warnings[0], want, strlen(want)) != 0) {
+                fail_msg("warning \"%s\"", r->warnings[0]);
+            }
+            loupe_model_free(r);
+            continue;
+        }
+        loupe_model *r = NULL;
+        if (loupe_trace_read(p, &r) != 0) {
+            fail_msg("%s: %s", p, loupe_last_error());
+        }
+        assert_int_equal(slices(r), slices(m));
+        assert_int_equal(r->warning_count, 1);
+        char want[4400];
+        snprintf(want, sizeof want,
+                 "%s: Perfetto protobuf: the file is cut short: it ends at byte %zu, inside the "
+                 "compressed_packets at offset ",
+                 p, len - 3);
+        if (strncmp(r->warnings[0], want, strlen(want)) != 0 ||
+            strstr(r->warnings[0], "there): read the file before offset 0 (top-level packets: "
+                                   "0) and the chunk's first ") == NULL) {
+            fail_msg("warning \"%s\"", r->warnings[0]);
+        }
+        loupe_model_free(r);
     }
     loupe_model_free(m);
 }

@@ -16,6 +16,7 @@
 
 #include "testutil.h"
 
+#include "base/pb.h"
 #include "export/writers.h"
 #include "import/readers.h"
 #include "model/builder.h"
@@ -651,14 +652,81 @@ static void expect_format(const void *p, size_t n, const char *detail) {
     }
 }
 
+/* A file cut inside its last plane: the planes before it are read (the same model as the file
+ * cut just before that plane), with a warning naming the cut; nothing of the cut plane is (its
+ * names come after its lines). */
+static void test_cut_planes(void **state) {
+    (void)state;
+    loupe_model *m = full_model();
+    size_t n;
+    char *bytes = to_mem(m, &n);
+    loupe__pbr p = {(const uint8_t *)bytes, (const uint8_t *)bytes + n, (const uint8_t *)bytes};
+    loupe__pbf f = {0};
+    size_t off, planes = 0, last = 0, last_len = 0, last_head = 0, before = 0;
+    const char *what;
+    while (loupe__pbr_next(&p, &f, &off, &what) == 1) {
+        if (f.field == 1) {
+            before = planes++;
+            last = f.offset;
+            last_len = f.len;
+            last_head = (size_t)(f.data - (const uint8_t *)bytes) - f.offset;
+        }
+    }
+    assert_true(planes >= 2); /* the host plane and the GPU devices' */
+    const size_t cut = last + last_head + last_len / 2;
+    loupe_model *whole = NULL, *r = NULL;
+    assert_int_equal(read_bytes(bytes, last, &whole), 0);
+    assert_int_equal(whole->warning_count, 0);
+    if (read_bytes(bytes, cut, &r) != 0) {
+        fail_msg("%s", loupe_last_error());
+    }
+    char want[600];
+    snprintf(want, sizeof want,
+             "t.xplane.pb: XPlane: the file is cut short: it ends at byte %zu, inside the XPlane "
+             "at offset %zu (%zu bytes announced, %zu there): read the file before offset %zu "
+             "(whole planes: %zu); the rest of the file is lost (an XPlane's event and stat names "
+             "come after its lines, so nothing of a cut plane is read)",
+             cut, last, last_len, last_len / 2, last, before);
+    assert_int_equal(r->warning_count, 1);
+    assert_string_equal(r->warnings[0], want);
+    tu_models_equal(whole, r);
+    loupe_model_free(whole);
+    loupe_model_free(r);
+    free(bytes);
+    loupe_model_free(m);
+    /* the fuzz seed: a plane {name "/host:CPU"}, then 6 bytes of a second plane's 18 */
+    FILE *sf = fopen(LOUPE_SOURCE_DIR "/fuzz/corpus/xplane/cut_plane", "rb");
+    assert_non_null(sf);
+    char seed[64];
+    size_t sn = fread(seed, 1, sizeof seed, sf);
+    fclose(sf);
+    assert_int_equal(sn, 19);
+    r = NULL;
+    if (read_bytes(seed, sn, &r) != 0) {
+        fail_msg("%s", loupe_last_error());
+    }
+    assert_int_equal(r->warning_count, 1);
+    assert_string_equal(r->warnings[0],
+                        "t.xplane.pb: XPlane: the file is cut short: it ends at byte 19, inside "
+                        "the XPlane at offset 13 (16 bytes announced, 4 there): read the file "
+                        "before offset 13 (whole planes: 1); the rest of the file is lost (an "
+                        "XPlane's event and stat names come after its lines, so nothing of a cut "
+                        "plane is read)");
+    loupe_model_free(r);
+}
+
 static void test_hostile_input(void **state) {
     (void)state;
     static const unsigned char varint11[] = {0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                                              0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
     expect_format(varint11, sizeof varint11, "offset 1: varint longer than 64 bits");
     static const unsigned char huge[] = {0x0A, 0x80, 0x80, 0x80, 0x80, 0x04, 0x08, 0x01};
+    /* a 1 GiB plane claim with 2 bytes there: a file cut inside its first plane */
     expect_format(huge, sizeof huge,
-                  "offset 0: length 1073741824 runs past the end of its message (2 bytes left)");
+                  "t.xplane.pb: XPlane: the file is cut short: it ends at byte 8, inside the "
+                  "XPlane at offset 0 (1073741824 bytes announced, 2 there), before any whole "
+                  "plane: nothing to read (an XPlane's event and stat names come after its "
+                  "lines)");
     static const unsigned char group[] = {0x0B, 0x0C};
     expect_format(group, sizeof group, "offset 0: wire type 3 (field 1) is not supported");
     static const unsigned char cut[] = {0x0A, 0x02, 0x08, 0x80};
@@ -1311,12 +1379,12 @@ int main(void) {
         return cmocka_run_group_tests(d, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_protoc_decode),
-        cmocka_unit_test(test_size_limit),       cmocka_unit_test(test_hostile_input),
-        cmocka_unit_test(test_detect),           cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_session_run_dir),  cmocka_unit_test(test_jax_file),
-        cmocka_unit_test(test_flow_conventions), cmocka_unit_test(test_gpu_processes),
-        cmocka_unit_test(test_split_parts),
+        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_protoc_decode),
+        cmocka_unit_test(test_size_limit),    cmocka_unit_test(test_hostile_input),
+        cmocka_unit_test(test_cut_planes),    cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_invalid_utf8),  cmocka_unit_test(test_session_run_dir),
+        cmocka_unit_test(test_jax_file),      cmocka_unit_test(test_flow_conventions),
+        cmocka_unit_test(test_gpu_processes), cmocka_unit_test(test_split_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

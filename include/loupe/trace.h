@@ -273,7 +273,12 @@ LOUPE_API int loupe_start_trace(const loupe_trace_options *options);
  * nor at least sizeof(loupe_trace_result): the result is not touched, the session is stopped and
  * written all the same), LOUPE_ENOT_STARTED; LOUPE_EIO when a file cannot be written (the detail
  * names the path and errno; the trace is kept: call loupe_write_last_trace() with another
- * directory); LOUPE_ENOMEM. Thread-safety: any thread. */
+ * directory); LOUPE_ENOMEM. Threads: the stop runs on the calling thread and, while it writes,
+ * on helper threads that it joins before returning (their signals blocked): one per file up to
+ * the CPUs (at most 4; LOUPE_STOP_THREADS=1..4) and, for each gzipped file, up to one less than
+ * the CPUs deflating its blocks (at most 3; LOUPE_GZIP_THREADS=1..4, 1: none). On 2 CPUs the
+ * default set (JSON gz + XPlane) uses 2 extra threads during the stop; when a thread cannot be
+ * made, the work is done on the threads there are. Thread-safety: any thread. */
 LOUPE_API int loupe_stop_trace(loupe_trace_result *result);
 
 /** Like loupe_stop_trace(), but returns 0 without doing anything when no trace is active (a

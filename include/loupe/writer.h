@@ -114,7 +114,10 @@ LOUPE_API loupe_file_format loupe_file_format_parse(const char *name);
  * kept). Errors: LOUPE_EINVALID (NULL, unknown format), LOUPE_EIO (cannot create or write:
  * the detail names the path and errno), LOUPE_EUNSUPPORTED (a format limit, e.g. an XSpace over
  * 2 GiB: the detail says which), LOUPE_ENOMEM. Memory: the writers stream; XPLANE, FOLDED and SVG
- * keep their name tables (distinct names / stacks), not the events.
+ * keep their name tables (distinct names / stacks), not the events. A gzipped file is deflated
+ * in 1 MiB blocks on up to 3 helper threads (one less than the CPUs; LOUPE_GZIP_THREADS=1..4
+ * sets the threads in all, 1 = this thread alone), joined before the call returns; the file is
+ * one gzip member whose bytes do not depend on the number of threads.
  * Thread-safety: any thread; m is only read. */
 LOUPE_API int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format format);
 

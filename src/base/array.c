@@ -2,6 +2,7 @@
 #include "base/array.h"
 
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,4 +26,22 @@ int loupe__grow(void **ptr, size_t *cap, size_t need, size_t elem) {
     *ptr = n;
     *cap = nc;
     return 0;
+}
+
+void loupe__advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t page = 4096, huge = (uintptr_t)2 << 20;
+    if (p == NULL || bytes < 2 * huge) {
+        return;
+    }
+    /* The whole pages around the block, not only its 2 MiB-aligned inside: a large block is
+     * glibc's own mapping, and advice on part of it would split it in two, which mremap cannot
+     * grow (realloc would then copy). The kernel uses huge pages where 2 MiB fit aligned. */
+    uintptr_t lo = (uintptr_t)p & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
+    (void)madvise((void *)lo, (size_t)(hi - lo), MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }

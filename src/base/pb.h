@@ -355,4 +355,93 @@ static inline int loupe__pbr_next(loupe__pbr *r, loupe__pbf *f, size_t *err_offs
     return -1;
 }
 
+/* A file cut short ends inside its last top-level field: its tag, its length or its bytes run
+ * past the end. These find the longest prefix of whole fields, so that a reader can read as far
+ * as the file is valid and say where it was cut (perfetto_proto.c, xplane.c). */
+
+/* Reads a varint at b[*i, n); 0 when it runs past n or over 10 bytes. */
+static inline int loupe__pb_cut_varint(const uint8_t *b, size_t n, size_t *i, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*i >= n) {
+            return 0;
+        }
+        uint8_t c = b[(*i)++];
+        *v |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The field of b[at, n) as far as its header: 1 when it is whole (*end: where it ends), 0 when
+ * it runs past n (*data: where its bytes start, n when the header itself is cut; *len: the
+ * length it announces), -1 when it is malformed (the reader's own error then says so). */
+static inline int loupe__pb_cut_field(const uint8_t *b, size_t n, size_t at, size_t *end,
+                                      uint32_t *field, size_t *data, uint64_t *len) {
+    size_t i = at;
+    uint64_t tag, v;
+    *data = n;
+    *len = 0;
+    *field = 0;
+    if (!loupe__pb_cut_varint(b, n, &i, &tag)) {
+        return n - at < 10 ? 0 : -1;
+    }
+    *field = (uint32_t)(tag >> 3);
+    size_t start = i; /* a varint cut by the end has fewer than its 10 bytes at most */
+    switch (tag & 7) {
+    case PB_VARINT:
+        if (!loupe__pb_cut_varint(b, n, &i, &v)) {
+            return n - start < 10 ? 0 : -1;
+        }
+        break;
+    case PB_I64:
+        i += 8;
+        break;
+    case PB_I32:
+        i += 4;
+        break;
+    case PB_LEN:
+        if (!loupe__pb_cut_varint(b, n, &i, len)) {
+            return n - start < 10 ? 0 : -1;
+        }
+        *data = i;
+        if (*len > n - i) {
+            return 0;
+        }
+        i += (size_t)*len;
+        break;
+    default:
+        return -1;
+    }
+    if (i > n) {
+        *data = n;
+        return 0;
+    }
+    *end = i;
+    return 1;
+}
+
+/* The length of the longest prefix of b[0, n) made of whole top-level fields (n when nothing
+ * is cut, or when a field is malformed: read_trace reports it); *count: how many. */
+static inline size_t loupe__pb_whole_prefix(const uint8_t *b, size_t n, size_t *count) {
+    size_t at = 0, end, data;
+    uint32_t field;
+    uint64_t len;
+    *count = 0;
+    while (at < n) {
+        int k = loupe__pb_cut_field(b, n, at, &end, &field, &data, &len);
+        if (k == 0) {
+            return at;
+        }
+        if (k < 0) {
+            return n;
+        }
+        at = end;
+        ++*count;
+    }
+    return n;
+}
+
 #endif

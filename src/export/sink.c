@@ -10,17 +10,10 @@
 #include <string.h>
 
 static int write_gz(loupe__sink *s, const void *p, size_t n) {
-    while (n > 0) {
-        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
-        int w = gzwrite(s->gz, p, chunk);
-        if (w <= 0) {
-            int e;
-            gzerror(s->gz, &e);
-            s->err_no = e == Z_ERRNO && errno != 0 ? errno : EIO;
-            return LOUPE_EIO;
-        }
-        p = (const char *)p + w;
-        n -= (size_t)w;
+    int e = loupe__pgz_write(s->pgz, p, n);
+    if (e != 0) {
+        s->err_no = e;
+        return e == ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO;
     }
     return 0;
 }
@@ -56,24 +49,21 @@ static int write_mem(loupe__sink *s, const void *p, size_t n) {
 int loupe__sink_open_file(loupe__sink *s, const char *path, int gz) {
     memset(s, 0, offsetof(loupe__sink, buf));
     s->path = path;
+    s->f = fopen(path, "wb");
+    if (s->f == NULL) {
+        int e = errno;
+        return loupe__err(e == ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO, "cannot create %s: %s (errno %d)",
+                          path, strerror(e), e);
+    }
     if (gz) {
-        errno = 0;
-        s->gz = gzopen(path, "wb1");
-        if (s->gz == NULL) {
-            /* zlib: a NULL without errno is its own allocation failing (gzopen's documentation) */
-            int e = errno ? errno : ENOMEM;
-            return loupe__err(errno ? LOUPE_EIO : LOUPE_ENOMEM, "cannot create %s: %s (errno %d)",
-                              path, strerror(e), e);
+        if (loupe__pgz_open(&s->pgz, s->f) != 0) {
+            fclose(s->f);
+            s->f = NULL;
+            return loupe__err(LOUPE_ENOMEM, "cannot create %s: %s (errno %d)", path,
+                              strerror(ENOMEM), ENOMEM);
         }
-        gzbuffer(s->gz, 1u << 17);
         s->write = write_gz;
     } else {
-        s->f = fopen(path, "wb");
-        if (s->f == NULL) {
-            int e = errno;
-            return loupe__err(e == ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO,
-                              "cannot create %s: %s (errno %d)", path, strerror(e), e);
-        }
         s->write = write_file;
     }
     return 0;
@@ -95,14 +85,14 @@ void loupe__sink_flush(loupe__sink *s) {
 
 int loupe__sink_close(loupe__sink *s) {
     loupe__sink_flush(s);
-    if (s->gz != NULL) {
+    if (s->pgz != NULL) {
         errno = 0;
-        int r = gzclose(s->gz);
-        if (r != Z_OK && s->err == 0) {
-            s->err = LOUPE_EIO;
-            s->err_no = errno ? errno : EIO;
+        int e = loupe__pgz_close(s->pgz); /* the last block and the gzip trailer */
+        if (e != 0 && s->err == 0) {
+            s->err = e == ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO;
+            s->err_no = e;
         }
-        s->gz = NULL;
+        s->pgz = NULL;
     }
     if (s->f != NULL) {
         if (fflush(s->f) != 0 && s->err == 0) {
@@ -127,9 +117,9 @@ int loupe__sink_close(loupe__sink *s) {
 
 void loupe__sink_discard(loupe__sink *s) {
     s->n = 0;
-    if (s->gz != NULL) {
-        gzclose(s->gz);
-        s->gz = NULL;
+    if (s->pgz != NULL) {
+        loupe__pgz_discard(s->pgz);
+        s->pgz = NULL;
     }
     if (s->f != NULL) {
         fclose(s->f);

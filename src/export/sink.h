@@ -13,7 +13,7 @@
 typedef struct loupe__sink {
     /* 0, or LOUPE_EIO / LOUPE_ENOMEM with s->err_no set to the errno (0 when none applies) */
     int (*write)(struct loupe__sink *s, const void *p, size_t n);
-    gzFile gz;
+    struct loupe__pgz *pgz; /* a gzip file: pgz.c deflates it in blocks */
     FILE *f;
     char *mem; /* memory sink: malloc'd, grows */
     size_t mem_len, mem_cap;
@@ -25,7 +25,20 @@ typedef struct loupe__sink {
     char buf[65536];
 } loupe__sink;
 
-/* Opens a sink: gzip (level 1: fast, JSON still shrinks ~10x) when gz, plain otherwise.
+/* A gzip file written in blocks deflated on helper threads (pgz.c): one gzip member, any gzip
+ * reader reads it. open writes the header into f (which stays the caller's to close, after
+ * close or discard); write and close return 0 or the errno of the first failure (ENOMEM when
+ * zlib or a block could not get memory; open returns LOUPE_ENOMEM). Uses up to 3 helper
+ * threads (one less than the CPUs; LOUPE_GZIP_THREADS=1..4 sets the threads in all) between
+ * open and close. Thread-safety: one thread at a time per loupe__pgz. */
+typedef struct loupe__pgz loupe__pgz;
+int loupe__pgz_open(loupe__pgz **out, FILE *f);
+int loupe__pgz_write(loupe__pgz *g, const void *p, size_t n);
+int loupe__pgz_close(loupe__pgz *g);
+void loupe__pgz_discard(loupe__pgz *g);
+
+/* Opens a sink: gzip (level 1: fast, JSON still shrinks ~10x; deflated on helper threads,
+ * pgz) when gz, plain otherwise.
  * path must stay valid until loupe__sink_close(). Returns 0, or LOUPE_EIO / LOUPE_ENOMEM with the
  * detail "cannot create <path>: <strerror> (errno N)". */
 int loupe__sink_open_file(loupe__sink *s, const char *path, int gz);

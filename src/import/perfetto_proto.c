@@ -1564,7 +1564,30 @@ static int zerr(reader *r, const loupe__pbf *cf, const char *what) {
  * r->zbuf under the limits above and read as the file's own packets; one level only (traced
  * never nests them). Errors name the chunk's offset in the file; errors inside it also name
  * the offset in the inflated bytes. */
+static int inflate_chunk(reader *r, const loupe__pbf *cf, int partial, size_t *inflated);
+
 static int do_compressed(reader *r, const loupe__pbf *cf) {
+    size_t out = 0;
+    int rc = inflate_chunk(r, cf, 0, &out);
+    if (rc != 0) {
+        return rc;
+    }
+    char name[512];
+    snprintf(name, sizeof name, "%s (compressed_packets at offset %zu, inflated)", r->name,
+             cf->offset);
+    const char *saved = r->name;
+    r->name = name;
+    r->depth = 1;
+    rc = read_trace(r, r->zbuf, out);
+    r->depth = 0;
+    r->name = saved;
+    return rc;
+}
+
+/* Inflates the chunk cf into r->zbuf[0, *inflated). partial: the file ends inside the chunk
+ * (read_cut), so a zlib stream that stops early is what is expected, not an error. */
+static int inflate_chunk(reader *r, const loupe__pbf *cf, int partial, size_t *inflated) {
+    *inflated = 0;
     if (r->depth > 0) {
         return zerr(r, cf, "nested inside another compressed_packets (one level only)");
     }
@@ -1628,6 +1651,8 @@ static int do_compressed(reader *r, const loupe__pbf *cf) {
             char what[160];
             snprintf(what, sizeof what, "zlib: %s", z.msg != NULL ? z.msg : "invalid data");
             rc = zerr(r, cf, what);
+        } else if (z.avail_in == 0 && z.avail_out != 0 && partial) {
+            break; /* all the bytes the file holds */
         } else if (z.avail_in == 0 && z.avail_out != 0) {
             char what[120];
             snprintf(what, sizeof what, "the zlib stream is cut short (after %zu bytes inflated)",
@@ -1640,16 +1665,103 @@ static int do_compressed(reader *r, const loupe__pbf *cf) {
         return rc;
     }
     r->ztotal += out;
-    char name[512];
-    snprintf(name, sizeof name, "%s (compressed_packets at offset %zu, inflated)", r->name,
-             cf->offset);
-    const char *saved = r->name;
-    r->name = name;
-    r->depth = 1;
-    rc = read_trace(r, r->zbuf, out);
-    r->depth = 0;
-    r->name = saved;
-    return rc;
+    *inflated = out;
+    return 0;
+}
+
+/* ---- a file cut short ----
+ *
+ * A .pftrace cut short (a copy stopped, a disk filled, a program killed while a tracer wrote)
+ * ends inside its last top-level field: the tag, the length or the bytes of a TracePacket run
+ * past the end. Protobuf has no resynchronisation point, but the top level is a plain sequence
+ * of length-delimited packets, so every packet before the cut is whole and is read; and when the
+ * cut packet is a compressed_packets chunk (traced and loupe write them: a zlib stream of whole
+ * packets), the packets that its bytes inflate to in full are read too. The model says what was
+ * lost and where (a warning; loupe summary prints it on stderr and in --json). */
+
+/* The file buf[0, n) is cut inside the top-level field at `at` (whole_prefix), after `before`
+ * whole packets: reads what the cut packet's compressed_packets inflate to in whole packets,
+ * then sets warn to what was lost. Returns 0 or a LOUPE_E* code (nothing at all to read
+ * included). */
+static int read_cut(reader *r, const uint8_t *buf, size_t n, size_t at, size_t before, char *warn,
+                    size_t warn_cap) {
+    size_t end, data;
+    uint32_t field;
+    uint64_t len;
+    (void)loupe__pb_cut_field(buf, n, at, &end, &field, &data, &len);
+    /* the cut field of the cut packet: a compressed_packets chunk is worth inflating */
+    size_t zat = 0, zdata = n, inner = data;
+    uint64_t zlen = 0;
+    int chunk = 0;
+    while (field == 1 && data < n && inner < n) {
+        uint32_t f2;
+        int k = loupe__pb_cut_field(buf, n, inner, &end, &f2, &zdata, &zlen);
+        if (k == 1) {
+            inner = end;
+            continue;
+        }
+        chunk = k == 0 && f2 == 50 && zdata < n; /* TracePacket.compressed_packets */
+        zat = inner;
+        break;
+    }
+    size_t inflated = 0, got = 0;
+    if (chunk) {
+        loupe__pbf cf = {0};
+        cf.offset = zat;
+        cf.data = buf + zdata;
+        cf.len = n - zdata;
+        int rc = inflate_chunk(r, &cf, 1, &inflated);
+        if (rc != 0) {
+            return rc;
+        }
+        size_t whole = loupe__pb_whole_prefix(r->zbuf, inflated, &got);
+        char name[512];
+        snprintf(name, sizeof name, "%s (compressed_packets at offset %zu, inflated)", r->name,
+                 zat);
+        const char *saved = r->name;
+        r->name = name;
+        r->depth = 1;
+        rc = read_trace(r, r->zbuf, whole);
+        r->depth = 0;
+        r->name = saved;
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    char where[160];
+    if (chunk) {
+        snprintf(where, sizeof where,
+                 "inside the compressed_packets at offset %zu (%llu bytes "
+                 "announced, %zu there)",
+                 zat, (unsigned long long)zlen, n - zdata);
+    } else if (data < n) {
+        snprintf(where, sizeof where,
+                 "inside the TracePacket at offset %zu (%llu bytes "
+                 "announced, %zu there)",
+                 at, (unsigned long long)len, n - data);
+    } else {
+        snprintf(where, sizeof where, "inside the header of the field at offset %zu", at);
+    }
+    if (before == 0 && got == 0) {
+        return loupe__err(LOUPE_EFORMAT,
+                          "%s: Perfetto protobuf: the file is cut short: it ends at byte %zu, %s, "
+                          "before any whole packet: nothing to read",
+                          r->name, n, where);
+    }
+    if (chunk) {
+        snprintf(warn, warn_cap,
+                 "%s: Perfetto protobuf: the file is cut short: it ends at byte %zu, %s: read "
+                 "the file before offset %zu (top-level packets: %zu) and the chunk's first %zu "
+                 "inflated bytes (whole packets: %zu); the rest of the file is lost",
+                 r->name, n, where, at, before, inflated, got);
+    } else {
+        snprintf(warn, warn_cap,
+                 "%s: Perfetto protobuf: the file is cut short: it ends at byte %zu, %s: read "
+                 "the file before offset %zu (top-level packets: %zu); the rest of the file is "
+                 "lost",
+                 r->name, n, where, at, before);
+    }
+    return 0;
 }
 
 static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_model **out) {
@@ -1675,7 +1787,13 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
     }
     r.m = loupe__mb_model(r.mb);
     zlimits(&r);
-    int rc = read_trace(&r, buf, n);
+    size_t before;
+    size_t whole = loupe__pb_whole_prefix(buf, n, &before);
+    char warn[1024] = "";
+    int rc = read_trace(&r, buf, whole);
+    if (rc == 0 && whole < n) {
+        rc = read_cut(&r, buf, n, whole, before, warn, sizeof warn);
+    }
     if (rc == 0) {
         rc = finish(&r);
     }
@@ -1687,6 +1805,11 @@ static int read_bytes(const char *name, const uint8_t *buf, size_t n, loupe_mode
     *out = loupe__mb_finish(r.mb);
     if (*out == NULL) {
         return loupe__err(LOUPE_ENOMEM, "%s: out of memory reading the Perfetto trace", name);
+    }
+    if (warn[0] != 0 && (rc = loupe__model_warn(*out, "%s", warn)) != 0) {
+        loupe_model_free(*out);
+        *out = NULL;
+        return rc;
     }
     return 0;
 }

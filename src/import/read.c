@@ -15,6 +15,7 @@
  *    of a few MiB, so memory holds the model, not the text. The binary formats are read whole.
  * 4. A gzip stream cut short is read up to the cut, and the model says so (a warning).
  */
+#include "base/array.h"
 #include "base/error.h"
 #include "import/readers.h"
 #include "model/builder.h"
@@ -254,6 +255,7 @@ static int read_one(const char *path, loupe_model **out) {
         } else {
             buf = nb;
             cap = want > cap ? want : cap;
+            loupe__advise_huge(buf, cap); /* the faults of a fresh process's read: array.h */
         }
     }
     while (rc == 0 && !eof) {

@@ -1472,6 +1472,58 @@ static int parts_list(const char *path, char *buf, size_t n, part **out, size_t 
     return rc;
 }
 
+/* An XSpace cut short (a copy that stopped, a full disk) ends inside its last top-level field
+ * (base/pb.h's loupe__pb_whole_prefix): the planes before it are whole and are read, with a
+ * warning (*warn, malloc'd) naming the cut. Nothing of the cut plane is: an XPlane's lines come
+ * before its event and stat metadata (the order of xplane.proto's fields, which TensorFlow's
+ * and loupe's writers follow), so its events would have neither names nor stats. A cut that
+ * leaves no whole plane is an error (x->r.rc). */
+static void cut_part(reader *x, part *p, char **warn) {
+    const uint8_t *b = (const uint8_t *)p->buf;
+    size_t fields;
+    size_t whole = loupe__pb_whole_prefix(b, p->n, &fields);
+    if (whole == p->n) {
+        return;
+    }
+    size_t planes = 0, at = 0, end, data;
+    uint32_t fnum;
+    uint64_t len;
+    while (at < whole && loupe__pb_cut_field(b, whole, at, &end, &fnum, &data, &len) == 1) {
+        planes += fnum == 1;
+        at = end;
+    }
+    (void)loupe__pb_cut_field(b, p->n, whole, &end, &fnum, &data, &len);
+    char where[200];
+    if (data >= p->n) {
+        snprintf(where, sizeof where, "inside the header of the field at offset %zu", whole);
+    } else {
+        snprintf(where, sizeof where, "inside %s at offset %zu (%llu bytes announced, %zu there)",
+                 fnum == 1 ? "the XPlane" : "an XSpace field", whole, (unsigned long long)len,
+                 p->n - data);
+    }
+    if (planes == 0) {
+        x->r.rc = loupe__err(LOUPE_EFORMAT,
+                             "%s: XPlane: the file is cut short: it ends at byte %zu, %s, before "
+                             "any whole plane: nothing to read (an XPlane's event and stat names "
+                             "come after its lines)",
+                             p->path, p->n, where);
+        return;
+    }
+    char msg[700];
+    snprintf(msg, sizeof msg,
+             "%s: XPlane: the file is cut short: it ends at byte %zu, %s: read the file before "
+             "offset %zu (whole planes: %zu); the rest of the file is lost (an XPlane's event "
+             "and stat names come after its lines, so nothing of a cut plane is read)",
+             p->path, p->n, where, whole, planes);
+    *warn = malloc(strlen(msg) + 1);
+    if (*warn == NULL) {
+        oom(x);
+        return;
+    }
+    memcpy(*warn, msg, strlen(msg) + 1);
+    p->n = whole;
+}
+
 int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **out) {
     *out = NULL;
     reader x;
@@ -1490,6 +1542,13 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     x.m = loupe__mb_model(x.mb);
     x.m->clock = loupe__mb_str(x.mb, "");
     int host_seen = 0;
+    char **warns = nparts > 0 ? calloc(nparts, sizeof *warns) : NULL;
+    if (nparts > 0 && warns == NULL) {
+        oom(&x);
+    }
+    for (size_t q = 0; q < nparts && x.r.rc == 0; q++) {
+        cut_part(&x, &parts[q], &warns[q]); /* a part cut short: read as far as it is valid */
+    }
     for (int pass = 0; pass < 2 && x.r.rc == 0; pass++) {
         if (pass == 1 && processes_setup(&x) != 0) {
             break;
@@ -1579,12 +1638,21 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     samples_free(&x);
     parts_free(parts, nparts);
     free(buf);
-    if (x.r.rc != 0) {
+    int rc = x.r.rc;
+    if (rc != 0) {
         loupe__mb_abort(x.mb);
-        return x.r.rc;
+    } else if ((*out = loupe__mb_finish(x.mb)) == NULL) {
+        rc = loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
     }
-    *out = loupe__mb_finish(x.mb);
-    return *out != NULL ? 0 : loupe__err(LOUPE_ENOMEM, "%s: out of memory", path);
+    for (size_t q = 0; q < nparts && warns != NULL; q++) {
+        if (rc == 0 && warns[q] != NULL && (rc = loupe__model_warn(*out, "%s", warns[q])) != 0) {
+            loupe_model_free(*out);
+            *out = NULL;
+        }
+        free(warns[q]);
+    }
+    free(warns);
+    return rc;
 }
 
 /* Does this look like an XSpace? Its first field is planes (1), errors (2), warnings (3) or

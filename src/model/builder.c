@@ -504,6 +504,7 @@ size_t loupe__mb_slice(loupe__mb *mb, size_t t) {
             mb->failed = 1;
             return SIZE_MAX;
         }
+        loupe__advise_huge(n, nc * sizeof(loupe_slice)); /* 4 KiB faults: array.h */
         th->slices = n;
         *cap = nc;
     }
