@@ -49,12 +49,12 @@ CM
 cmake -S "$tmp/consumer" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/cb" >/dev/null
 out=$(LD_LIBRARY_PATH="$prefix/lib" rt "$tmp/cb/consumer" "$tmp/log1")
-[ "$out" = "2 0.3.0" ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
+[ "$out" = "2 0.4.0" ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
 libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -n 1)
 flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs loupe)
 cc -std=c11 "$tmp/consumer/main.c" -o "$tmp/pc_consumer" $flags -Wl,-rpath,"$(dirname "$libdir")"
 out=$(rt "$tmp/pc_consumer" "$tmp/log2")
-[ "$out" = "2 0.3.0" ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
+[ "$out" = "2 0.4.0" ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
 ls "$tmp"/log2/plugins/profile/*/*.trace.json.gz >/dev/null
 # the installed command runs from its prefix (RUNPATH $ORIGIN/../lib), no LD_LIBRARY_PATH
 rt "$prefix/bin/loupe" --version | grep -q '^loupe ' || { echo "FAIL: installed loupe does not run"; exit 1; }

@@ -11,9 +11,9 @@ extern "C" {
 #endif
 
 #define LOUPE_VERSION_MAJOR 0
-#define LOUPE_VERSION_MINOR 3
+#define LOUPE_VERSION_MINOR 4
 #define LOUPE_VERSION_PATCH 0
-#define LOUPE_VERSION_STRING "0.3.0"
+#define LOUPE_VERSION_STRING "0.4.0"
 /* major * 10000 + minor * 100 + patch, as loupe_version_number() returns it */
 #define LOUPE_VERSION_NUMBER                                                                       \
     (LOUPE_VERSION_MAJOR * 10000 + LOUPE_VERSION_MINOR * 100 + LOUPE_VERSION_PATCH)
