@@ -1306,10 +1306,20 @@ static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
         Dwarf_Addr start = 0, end = 0;
         if (cfi != NULL && dwarf_cfi_addrframe(cfi, a - cbias, &fr) == 0 &&
             dwarf_frame_info(fr, &start, &end, NULL) >= 0 && start + cbias >= low) {
+            /* dwarf_frame_info() gives the CFI row's range (where one rule set holds: it
+             * changes at every push and pop), not the FDE's; the FDE's start comes from the
+             * .eh_frame_hdr table, and lies at or before the row's. */
+            uint64_t mstart = start + cbias, fde = 0;
+            GElf_Addr ebias = 0;
+            Elf *elf = dwfl_module_getelf(mod, &ebias);
+            if (elf != NULL && loupe__eh_frame_start(elf, a - ebias, &fde) == 0 &&
+                fde + ebias <= mstart && fde + ebias >= low) {
+                mstart = fde + ebias;
+            }
             const char *path = mainfile ? mainfile : (mname ? mname : "?");
             const char *base = strrchr(path, '/');
             snprintf(unnamed, sizeof unnamed, "%.256s+0x%llx", base ? base + 1 : path,
-                     (unsigned long long)(start + cbias - low));
+                     (unsigned long long)(mstart - low));
             fn = unnamed;
         }
         free(fr);
