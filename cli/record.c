@@ -1170,8 +1170,8 @@ static int say_run_dir(const char *run_dir, const char *print_to) {
  * the exit status of `loupe record`. */
 static int record_outside(char **prog, const char *run_made, const char *abs_log, size_t existed,
                           const char *host, uint32_t hz, unsigned formats, rec_kind kind,
-                          const char *why, int quiet, const char *print_to,
-                          const rec_filters *filt) {
+                          const char *why, int quiet, const char *print_to, const rec_filters *filt,
+                          unsigned oflags) {
     const char *what = kind == REC_STATIC   ? "static binary"
                        : kind == REC_SETUID ? "set-user-ID program"
                                             : "set-group-ID program";
@@ -1227,7 +1227,7 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
         stopped = WIFSTOPPED(st);
     }
     if ((!now || stopped) &&
-        loupe_outside_open((int)pid, hz, now ? LOUPE_OUTSIDE_NOW : 0, &smp) != 0) {
+        loupe_outside_open((int)pid, hz, (now ? LOUPE_OUTSIDE_NOW : 0) | oflags, &smp) != 0) {
         char detail[512];
         snprintf(detail, sizeof detail, "%s", loupe_last_error());
         close(gate[1]);
@@ -1277,7 +1277,10 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
         snprintf(cmdline + l, sizeof cmdline - l, "%s%s", k > 0 ? " " : "", prog[k]);
     }
     const char *slash = strrchr(prog[0], '/');
+    char child_prefix[300];
+    snprintf(child_prefix, sizeof child_prefix, "%s.", host);
     loupe_outside_options oo = {
+        .child_prefix = child_prefix,
         .run_dir = run_made,
         .file_prefix = prefix,
         .formats = formats,
@@ -1446,6 +1449,16 @@ int loupe_cmd_record(int argc, char **argv) {
                 argv[i], why);
         return REC_EXIT_NO_TRACE;
     }
+    if (outside && sample_stacks != NULL && strcmp(sample_stacks, "dwarf") == 0) {
+        /* the DWARF unwinding needs the process's memory maps when its stacks are unwound,
+         * which a process sampled from outside may no longer have (loupe/outside.h) */
+        fprintf(stderr,
+                "loupe record: --sample-stacks dwarf: %s is %s, sampled from outside, where only "
+                "frame-pointer stacks are taken; give --sample-stacks fp or none; nothing was "
+                "run\n",
+                argv[i], kind == REC_STATIC ? "a static binary" : "a set-ID program");
+        return REC_EXIT_FAILED;
+    }
     if ((kind == REC_SCRIPT || (kind >= REC_STATIC && no_check && !outside)) && !quiet) {
         fprintf(stderr, "loupe record: note: %s is %s\n", argv[i], why);
     }
@@ -1502,9 +1515,12 @@ int loupe_cmd_record(int argc, char **argv) {
     char host[256] = "";
     (void)gethostname(host, sizeof host - 1);
     if (outside) {
-        return record_outside(argv + i, run_made, abs_log, existed, host, (uint32_t)hz_v,
-                              bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0), kind, why, quiet,
-                              print_to, &filt);
+        return record_outside(
+            argv + i, run_made, abs_log, existed, host, (uint32_t)hz_v,
+            bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0), kind, why, quiet, print_to, &filt,
+            (sample_stacks != NULL && strcmp(sample_stacks, "none") == 0 ? LOUPE_OUTSIDE_NO_STACKS
+                                                                         : 0) |
+                (follow ? 0 : LOUPE_OUTSIDE_NO_CHILDREN));
     }
     const char *tmpdir = getenv("TMPDIR");
     char result[PATH_MAX];
