@@ -1585,6 +1585,11 @@ int loupe_cmd_record(int argc, char **argv) {
         setenv("LOUPE_RECORD_DIR", abs_log, 1);
         setenv("LOUPE_RECORD_RUN_DIR", run_made, 1);
         setenv("LOUPE_RECORD_FOLLOW", follow ? "1" : "0", 1);
+        if (quiet) {
+            setenv("LOUPE_RECORD_QUIET", "1", 1); /* the preload's notes (an untraced exec) */
+        } else {
+            unsetenv("LOUPE_RECORD_QUIET");
+        }
         setenv("LOUPE_RECORD_RESULT", result, 1);
         char rootpid[32];
         snprintf(rootpid, sizeof rootpid, "%ld", (long)getpid());

@@ -7,7 +7,8 @@
 # (__libc_start_call_main, never "[unknown];register_tm_clones" read past it). A forked child is a
 # process of its own (<host>.<child pid>.*, its hot function, its parent's pid); --no-follow
 # leaves it out and counts it; --sample-stacks none gives one-frame stacks and dwarf is refused
-# with an exact message. A kernel that refuses perf events: exit 124, the
+# with an exact message. A static program exec'd inside a traced tree (bash -c) is said once on
+# stderr and in metadata. A kernel that refuses perf events: exit 124, the
 # exact message, nothing run. As root, a set-user-ID program (owned by nobody) is sampled the
 # same way. Skipped (77) without a static libc or where perf events are not allowed at all.
 # Args: BUILD_DIR SOURCE_DIR.
@@ -188,6 +189,30 @@ set -e
 [ -s "$tmp/out" ] && fail "dwarf: the program ran"
 [ -e "$tmp/logw" ] && fail "dwarf: left $(find "$tmp/logw")"
 echo "record_outside: --sample-stacks dwarf: refused, exit 125"
+
+# 1e. a static program exec'd inside a traced tree: not traced, said once, in the exec'ing
+# process's metadata (a shell's fork child that recorded nothing keeps its trace for it)
+set +e
+"$loupe" record -o "$tmp/logt" --print-run-dir "$tmp/runt" -- bash -c "$tmp/hot 1000; true" \
+  >"$tmp/out" 2>"$tmp/err"; st=$?
+set -e
+[ "$st" = 0 ] || fail "in a tree: exit $st ($(cat "$tmp/err"))"
+want_re="^loupe record: note: pid [0-9]+ execs $tmp/hot: a static binary, which is not traced \(the preload cannot enter it; \`loupe record $tmp/hot\` samples it from outside\)$"
+[ "$(grep -c "execs $tmp/hot" "$tmp/err")" = 1 ] && sed -n 1p "$tmp/err" | grep -qE "$want_re" ||
+  fail "in a tree: note: $(cat "$tmp/err")"
+epid=$(sed -n 1p "$tmp/err" | sed 's/^loupe record: note: pid \([0-9]*\) .*/\1/')
+if command -v python3 >/dev/null; then
+  python3 - "$(cat "$tmp/runt")/$host.$epid.trace.json.gz" "$tmp/hot" <<'EOF' || fail "in a tree: metadata"
+import gzip, json, sys
+m = json.load(gzip.open(sys.argv[1]))["metadata"]
+assert m["record.untraced_exec"] == sys.argv[2] + ": a static binary", m
+EOF
+fi
+set +e
+"$loupe" record -q -o "$tmp/logt" -- bash -c "$tmp/hot 1000; true" >/dev/null 2>"$tmp/err"; st=$?
+set -e
+[ "$st" = 0 ] && [ "$(wc -l <"$tmp/err")" = 1 ] || fail "in a tree, -q: stderr: $(cat "$tmp/err")"
+echo "record_outside: in a tree: exec of a static binary noted once, in metadata"
 
 # 2. -q: the run directory alone
 set +e
