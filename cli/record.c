@@ -46,7 +46,8 @@ static void usage(FILE *f) {
             "\n"
             "options:\n"
             "  -o, --log-dir DIR      log directory (default: ./loupe-log)\n"
-            "  --level N              host tracer level: 0 records nothing, 1 critical,\n"
+            "  --level N              host tracer level: 0 records nothing (no CPU samples\n"
+            "                         either, unless --sample-hz is given), 1 critical,\n"
             "                         2 info (default), 3 verbose\n"
             "  --session-events N     the session's capacity in events, 16 bytes each, shared\n"
             "                         by every thread (default %llu: 1 GiB of address space,\n"
@@ -1436,7 +1437,11 @@ int loupe_cmd_record(int argc, char **argv) {
     /* Sampling from outside where the kernel allows it: any static program; a set-user-ID or
      * set-group-ID one when loupe runs as root (perf_event_open(2) on a process of another
      * user needs CAP_PERFMON or CAP_SYS_ADMIN). */
-    unsigned long hz_v = LOUPE_SAMPLING_RECORD_HZ;
+    /* --level 0 is jax.profiler's host_tracer_level 0: the host tracer records nothing, and CPU
+     * samples are the host's too (a gRPC capture at level 0 does not sample either); an explicit
+     * --sample-hz still samples: a samples-only trace */
+    unsigned long hz_v =
+        level != NULL && strtoul(level, NULL, 10) == 0 ? 0 : LOUPE_SAMPLING_RECORD_HZ;
     if (sample_hz != NULL) {
         (void)parse_u(sample_hz, 100000, &hz_v);
     }
@@ -1618,7 +1623,7 @@ int loupe_cmd_record(int argc, char **argv) {
             setenv("LOUPE_RECORD_OVERFLOW", "last", 1);
         }
         char hz[32];
-        snprintf(hz, sizeof hz, "%u", LOUPE_SAMPLING_RECORD_HZ);
+        snprintf(hz, sizeof hz, "%lu", hz_v);
         setenv("LOUPE_RECORD_SAMPLE_HZ", sample_hz ? sample_hz : hz, 1);
         if (sample_stacks) {
             setenv("LOUPE_RECORD_SAMPLE_STACKS", sample_stacks, 1);

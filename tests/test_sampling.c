@@ -716,6 +716,10 @@ static void test_record_cli(void **state) {
     record_note("", "999 Hz task-clock, dwarf stacks");
     record_note("--sample-hz 50 --sample-stacks fp", "50 Hz task-clock, frame-pointer stacks");
     record_note("--no-sample", "off");
+    /* --level 0: jax.profiler's host_tracer_level 0 records nothing from the host, samples
+     * included; an explicit rate still samples */
+    record_note("--level 0", "off");
+    record_note("--level 0 --sample-hz 50", "50 Hz task-clock, dwarf stacks");
 }
 
 int main(void) {
