@@ -191,9 +191,18 @@ set -e
 echo "record_outside: --sample-stacks dwarf: refused, exit 125"
 
 # 1e. a static program exec'd inside a traced tree: not traced, said once, in the exec'ing
-# process's metadata (a shell's fork child that recorded nothing keeps its trace for it)
+# process's metadata (a shell's fork child that recorded nothing keeps its trace for it). Not in
+# a sanitizer build (as record_follow.sh: the tree would need the runtime preloaded in every
+# process; under ASan bash did not finish).
+sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
+in_tree=1
+[ -n "$sanitize" ] && in_tree=0
+tree_loupe() { "$loupe" "$@"; }
+if [ "$in_tree" = 0 ]; then
+  echo "record_outside: in a tree: not checked (sanitizer build: $sanitize)"
+else
 set +e
-"$loupe" record -o "$tmp/logt" --print-run-dir "$tmp/runt" -- bash -c "$tmp/hot 1000; true" \
+tree_loupe record -o "$tmp/logt" --print-run-dir "$tmp/runt" -- bash -c "$tmp/hot 1000; true" \
   >"$tmp/out" 2>"$tmp/err"; st=$?
 set -e
 [ "$st" = 0 ] || fail "in a tree: exit $st ($(cat "$tmp/err"))"
@@ -209,10 +218,12 @@ assert m["record.untraced_exec"] == sys.argv[2] + ": a static binary", m
 EOF
 fi
 set +e
-"$loupe" record -q -o "$tmp/logt" -- bash -c "$tmp/hot 1000; true" >/dev/null 2>"$tmp/err"; st=$?
+tree_loupe record -q -o "$tmp/logt" -- bash -c "$tmp/hot 1000; true" >/dev/null 2>"$tmp/err"
+st=$?
 set -e
 [ "$st" = 0 ] && [ "$(wc -l <"$tmp/err")" = 1 ] || fail "in a tree, -q: stderr: $(cat "$tmp/err")"
 echo "record_outside: in a tree: exec of a static binary noted once, in metadata"
+fi
 
 # 2. -q: the run directory alone
 set +e

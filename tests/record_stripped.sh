@@ -7,7 +7,8 @@
 # allowed. Args: BUILD_DIR SOURCE_DIR.
 set -euo pipefail
 build=$1
-loupe=$build/loupe
+name=record_stripped
+. "$2/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }

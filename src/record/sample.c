@@ -1575,13 +1575,17 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t e
         }
     }
     qsort(seen, nseen, sizeof *seen, cmp_tid);
-    qsort(s_own, s_nown, sizeof *s_own, cmp_tid);
+    if (s_nown > 1) {
+        qsort(s_own, s_nown, sizeof *s_own, cmp_tid);
+    }
     for (size_t i = 0; i < nmap; i++) {
         const loupe_model_thread *t = &m->threads[map[i].index];
         int mine = map[i].tid == s_sampler_tid || strncmp(t->name, "loupe-", 6) == 0;
         missed += !mine && !has_tid(opened, s_nnames, map[i].tid);
     }
-    qsort(s_born, s_nborn, sizeof *s_born, cmp_tid);
+    if (s_nborn > 1) { /* qsort's base may not be NULL (C11 7.1.4), even for 0 elements */
+        qsort(s_born, s_nborn, sizeof *s_born, cmp_tid);
+    }
     for (size_t i = 0; i < s_nborn; i++) {
         uint64_t tid = s_born[i];
         tid_map key = {tid, 0};
