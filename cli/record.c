@@ -46,7 +46,8 @@ static void usage(FILE *f) {
             "\n"
             "options:\n"
             "  -o, --log-dir DIR      log directory (default: ./loupe-log)\n"
-            "  --level N              host tracer level: 0 records nothing, 1 critical,\n"
+            "  --level N              host tracer level: 0 records nothing (no CPU samples\n"
+            "                         either, unless --sample-hz is given), 1 critical,\n"
             "                         2 info (default), 3 verbose\n"
             "  --session-events N     the session's capacity in events, 16 bytes each, shared\n"
             "                         by every thread (default %llu: 1 GiB of address space,\n"
@@ -125,7 +126,10 @@ static void usage(FILE *f) {
             "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
             "says which; call loupe_start_trace() in the program instead). A static program,\n"
             "and as root a set-ID one, is sampled from outside instead (perf events on it:\n"
-            "CPU samples with frame-pointer stacks, no zones; a note says so). A program that\n"
+            "CPU samples with frame-pointer stacks, or none with --sample-stacks none; each\n"
+            "process it forks in files of its own, or none of them with --no-follow; no\n"
+            "zones; a note says so). One exec'd inside the traced tree is not traced, and a\n"
+            "note says so. A program that\n"
             "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
             "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
             "\n"
@@ -1225,8 +1229,8 @@ static int say_run_dir(const char *run_dir, const char *print_to) {
  * the exit status of `loupe record`. */
 static int record_outside(char **prog, const char *run_made, const char *abs_log, size_t existed,
                           const char *host, uint32_t hz, unsigned formats, rec_kind kind,
-                          const char *why, int quiet, const char *print_to,
-                          const rec_filters *filt) {
+                          const char *why, int quiet, const char *print_to, const rec_filters *filt,
+                          unsigned oflags) {
     const char *what = kind == REC_STATIC   ? "static binary"
                        : kind == REC_SETUID ? "set-user-ID program"
                                             : "set-group-ID program";
@@ -1282,7 +1286,7 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
         stopped = WIFSTOPPED(st);
     }
     if ((!now || stopped) &&
-        loupe_outside_open((int)pid, hz, now ? LOUPE_OUTSIDE_NOW : 0, &smp) != 0) {
+        loupe_outside_open((int)pid, hz, (now ? LOUPE_OUTSIDE_NOW : 0) | oflags, &smp) != 0) {
         char detail[512];
         snprintf(detail, sizeof detail, "%s", loupe_last_error());
         close(gate[1]);
@@ -1332,7 +1336,10 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
         snprintf(cmdline + l, sizeof cmdline - l, "%s%s", k > 0 ? " " : "", prog[k]);
     }
     const char *slash = strrchr(prog[0], '/');
+    char child_prefix[300];
+    snprintf(child_prefix, sizeof child_prefix, "%s.", host);
     loupe_outside_options oo = {
+        .child_prefix = child_prefix,
         .run_dir = run_made,
         .file_prefix = prefix,
         .formats = formats,
@@ -1497,7 +1504,11 @@ static int record_main(int argc, char **argv) {
     /* Sampling from outside where the kernel allows it: any static program; a set-user-ID or
      * set-group-ID one when loupe runs as root (perf_event_open(2) on a process of another
      * user needs CAP_PERFMON or CAP_SYS_ADMIN). */
-    unsigned long hz_v = LOUPE_SAMPLING_RECORD_HZ;
+    /* --level 0 is jax.profiler's host_tracer_level 0: the host tracer records nothing, and CPU
+     * samples are the host's too (a gRPC capture at level 0 does not sample either); an explicit
+     * --sample-hz still samples: a samples-only trace */
+    unsigned long hz_v =
+        level != NULL && strtoul(level, NULL, 10) == 0 ? 0 : LOUPE_SAMPLING_RECORD_HZ;
     if (sample_hz != NULL) {
         (void)parse_u(sample_hz, 100000, &hz_v);
     }
@@ -1509,6 +1520,16 @@ static int record_main(int argc, char **argv) {
                 "anyway)\n",
                 argv[i], why);
         return REC_EXIT_NO_TRACE;
+    }
+    if (outside && sample_stacks != NULL && strcmp(sample_stacks, "dwarf") == 0) {
+        /* the DWARF unwinding needs the process's memory maps when its stacks are unwound,
+         * which a process sampled from outside may no longer have (loupe/outside.h) */
+        fprintf(stderr,
+                "loupe record: --sample-stacks dwarf: %s is %s, sampled from outside, where only "
+                "frame-pointer stacks are taken; give --sample-stacks fp or none; nothing was "
+                "run\n",
+                argv[i], kind == REC_STATIC ? "a static binary" : "a set-ID program");
+        return REC_EXIT_FAILED;
     }
     if ((kind == REC_SCRIPT || (kind >= REC_STATIC && no_check && !outside)) && !quiet) {
         fprintf(stderr, "loupe record: note: %s is %s\n", argv[i], why);
@@ -1566,9 +1587,12 @@ static int record_main(int argc, char **argv) {
     char host[256] = "";
     (void)gethostname(host, sizeof host - 1);
     if (outside) {
-        return record_outside(argv + i, run_made, abs_log, existed, host, (uint32_t)hz_v,
-                              bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0), kind, why, quiet,
-                              print_to, &filt);
+        return record_outside(
+            argv + i, run_made, abs_log, existed, host, (uint32_t)hz_v,
+            bits | (perfetto ? LOUPE_FORMAT_PERFETTO_JSON : 0), kind, why, quiet, print_to, &filt,
+            (sample_stacks != NULL && strcmp(sample_stacks, "none") == 0 ? LOUPE_OUTSIDE_NO_STACKS
+                                                                         : 0) |
+                (follow ? 0 : LOUPE_OUTSIDE_NO_CHILDREN));
     }
     const char *tmpdir = getenv("TMPDIR");
     char result[PATH_MAX];
@@ -1635,6 +1659,11 @@ static int record_main(int argc, char **argv) {
         setenv("LOUPE_RECORD_DIR", abs_log, 1);
         setenv("LOUPE_RECORD_RUN_DIR", run_made, 1);
         setenv("LOUPE_RECORD_FOLLOW", follow ? "1" : "0", 1);
+        if (quiet) {
+            setenv("LOUPE_RECORD_QUIET", "1", 1); /* the preload's notes (an untraced exec) */
+        } else {
+            unsetenv("LOUPE_RECORD_QUIET");
+        }
         setenv("LOUPE_RECORD_RESULT", result, 1);
         char rootpid[32];
         snprintf(rootpid, sizeof rootpid, "%ld", (long)getpid());
@@ -1663,7 +1692,7 @@ static int record_main(int argc, char **argv) {
             setenv("LOUPE_RECORD_OVERFLOW", "last", 1);
         }
         char hz[32];
-        snprintf(hz, sizeof hz, "%u", LOUPE_SAMPLING_RECORD_HZ);
+        snprintf(hz, sizeof hz, "%lu", hz_v);
         setenv("LOUPE_RECORD_SAMPLE_HZ", sample_hz ? sample_hz : hz, 1);
         if (sample_stacks) {
             setenv("LOUPE_RECORD_SAMPLE_STACKS", sample_stacks, 1);

@@ -25,7 +25,15 @@ enum {
      * and /proc/<pid>/comm. For a set-user-ID or set-group-ID program: the kernel detaches a
      * process's perf events when it execs one (fs/exec.c, begin_new_exec(): a process that is
      * not dumpable after the exec loses them), so events opened before that exec never count. */
-    LOUPE_OUTSIDE_NOW = 1
+    LOUPE_OUTSIDE_NOW = 1,
+    /** Samples without call stacks: the sampled address only (no PERF_SAMPLE_CALLCHAIN), what
+     * `loupe record --sample-stacks none` asks for. */
+    LOUPE_OUTSIDE_NO_STACKS = 2,
+    /** Only pid's own threads are written: the processes it forks still run under the inherited
+     * events (a perf event's inherit cannot tell a thread from a process), but their samples are
+     * left out, and the trace's metadata "loupe_outside_children_not_followed" counts them
+     * (`loupe record --no-follow`). */
+    LOUPE_OUTSIDE_NO_CHILDREN = 4
 };
 
 /** Opens the perf events of process pid and its descendants: one task-clock event per CPU
@@ -34,11 +42,13 @@ enum {
  * stacks (PERF_SAMPLE_CALLCHAIN: a program built without frame pointers gives one-frame stacks)
  * and the MMAP2 / COMM / FORK / EXIT records that symbolise and name them, on CLOCK_MONOTONIC.
  * hz: samples per second of each thread's CPU time, 1 to 100000 (0: LOUPE_SAMPLING_RECORD_HZ).
- * flags: 0 or LOUPE_OUTSIDE_NOW. Without it, pid should be a child of the caller waiting before
+ * flags: LOUPE_OUTSIDE_NOW, LOUPE_OUTSIDE_NO_STACKS, LOUPE_OUTSIDE_NO_CHILDREN, or'ed (0: none).
+ * Without LOUPE_OUTSIDE_NOW, pid should be a child of the caller waiting before
  * its execve (`loupe record` holds it on a pipe): what ran before the exec is not sampled.
  * Opening events on a process of another user needs CAP_PERFMON (or CAP_SYS_ADMIN). A thread of the
  * caller drains the rings until loupe_outside_finish(). *out is set on success (NULL on failure).
- * Errors: LOUPE_EINVALID (pid <= 0, hz > 100000, out NULL), LOUPE_EUNSUPPORTED (the kernel
+ * Errors: LOUPE_EINVALID (pid <= 0, hz > 100000, out NULL, an unknown flag), LOUPE_EUNSUPPORTED
+ * (the kernel
  * refused every event: the detail names the errno and kernel.perf_event_paranoid), LOUPE_ENOMEM.
  * Thread-safety: any thread; one sampler at a time per process (the samples go through the
  * sampling collector this process's own session uses: not while a session of it samples). */
@@ -57,15 +67,25 @@ typedef struct loupe_outside_options {
     const char *process_name;
     const char *cmdline;
     uint64_t parent_pid;
+    /** Optional: the name prefix of each forked child's files, followed by its pid (NULL:
+     * "<host>."): <child_prefix><pid><suffix>. Copied. */
+    const char *child_prefix;
 } loupe_outside_options;
 
 /** Stops draining (a last drain first: call it after the process ended, once waitpid(2) saw it),
  * closes the events, symbolises every sample against the executable mappings the kernel
  * reported (MMAP2 records: the files on disk, build-id aware through debuginfo lookup), names
  * threads from their last COMM record, and writes the trace into options->run_dir as
- * <file_prefix><suffix> through the run directory's writers. The trace's metadata
- * "loupe_sampling" says "<hz> Hz task-clock, fp stacks, from outside the process". result (may
- * be NULL) is filled as by loupe_stop_trace() and must be freed with loupe_trace_result_free().
+ * <file_prefix><suffix> through the run directory's writers. Each process the program forked
+ * (PERF_RECORD_FORK, or the pid of its samples) gets a trace of its own, with its samples and
+ * threads, as <child_prefix><pid><suffix> (not with LOUPE_OUTSIDE_NO_CHILDREN); a child that did
+ * not exec is symbolised against the mappings it inherited. A frame-pointer stack is cut at its
+ * first return address that lies in no mapping or does not follow a call instruction: what the
+ * kernel's walk read past the outermost frame of code without frame pointers. The trace's
+ * metadata "loupe_sampling" says "<hz> Hz task-clock, fp stacks, from outside the process"
+ * ("no stacks" with LOUPE_OUTSIDE_NO_STACKS). result (may be NULL) is filled as by
+ * loupe_stop_trace() for the root process's trace and must be freed with
+ * loupe_trace_result_free().
  * s is freed in every case; options NULL frees it without writing (returns 0).
  * A process too short to be sampled gives a trace with its process and no samples.
  * Errors: LOUPE_EINVALID (s NULL, no run_dir, a bad result size), LOUPE_EIO (writing: the

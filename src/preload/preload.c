@@ -45,6 +45,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -231,6 +232,7 @@ static void set_prefix(void) {
 static char regions_dir[4096], region_path[4200];
 static pid_t root_pid;     /* LOUPE_RECORD_ROOT_PID: the process loupe record started */
 static int no_follow_seen; /* under loupe record --no-follow: exec'd programs get no loupe */
+static int untraced_noted; /* this image execs a program the preload cannot enter (below) */
 
 /* The memfd loupe record passed, when it is this process's and still open. */
 static int shm_fd_ours(void) {
@@ -527,7 +529,7 @@ static void stop_and_write(int for_exec) {
     if (r == 0) {
         drop_region_file();
     }
-    if (r == 0 && for_exec && res.events_recorded == 0 && getpid() != root_pid) {
+    if (r == 0 && for_exec && res.events_recorded == 0 && getpid() != root_pid && !untraced_noted) {
         /* a child that only execs (a shell's fork for a command): its files would be empty.
          * The root's are kept (the program loupe record ran, its process in the tree). */
         for (size_t i = 0; i < res.file_count; i++) {
@@ -673,6 +675,81 @@ static char **no_follow_env(char *const envp[]) {
     return out;
 }
 
+/* ---- an exec of a program the preload cannot enter ----
+ * A statically linked program (no PT_INTERP: no dynamic loader reads LD_PRELOAD) or a set-ID one
+ * of another owner (the loader's secure-execution mode, ld.so(8), ignores LD_PRELOAD) would run
+ * untraced and unnoticed; `loupe record` of it samples it from outside, but inside a tree only
+ * the exec'ing process sees it. So before the exec it says so once on stderr (not under
+ * LOUPE_RECORD_QUIET, record -q), and its own trace keeps the metadata record.untraced_exec,
+ * which keeps the trace of a process that recorded nothing else (a shell's fork child). */
+
+static const char *untraceable(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return NULL;
+    }
+    if ((st.st_mode & S_ISUID) && st.st_uid != geteuid()) {
+        return "a set-user-ID program";
+    }
+    if ((st.st_mode & S_ISGID) && st.st_gid != getegid()) {
+        return "a set-group-ID program";
+    }
+    Elf64_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr)) {
+        return NULL; /* a script (its interpreter is what runs), or not 64-bit ELF */
+    }
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
+            return NULL;
+        }
+        if (ph.p_type == PT_INTERP) {
+            return NULL;
+        }
+    }
+    return "a static binary";
+}
+
+/* path (searched in PATH when search and it has no slash), or fd >= 0 for fexecve. */
+static void note_untraced(const char *path, int fd, int search) {
+    if (no_follow_seen || getenv("LOUPE_RECORD_RUN_DIR") == NULL) {
+        return; /* --no-follow: exec'd programs are not to be traced anyway */
+    }
+    char buf[4096];
+    int own = fd < 0;
+    if (own && path != NULL && search && strchr(path, '/') == NULL) {
+        const char *dirs = getenv("PATH");
+        for (const char *d = dirs ? dirs : "/bin:/usr/bin"; fd < 0 && *d;) {
+            size_t len = strcspn(d, ":");
+            snprintf(buf, sizeof buf, "%.*s%s%s", (int)len, d, len ? "/" : "", path);
+            fd = access(buf, X_OK) == 0 ? open(buf, O_RDONLY | O_CLOEXEC) : -1;
+            d += len + (d[len] == ':');
+        }
+    } else if (own && path != NULL) {
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    const char *what = fd >= 0 ? untraceable(fd) : NULL;
+    if (own && fd >= 0) {
+        close(fd);
+    }
+    if (what == NULL) {
+        return;
+    }
+    char v[4200];
+    snprintf(v, sizeof v, "%s: %s", path != NULL ? path : "(fexecve)", what);
+    (void)loupe_set_metadata("record.untraced_exec", v);
+    untraced_noted = 1;
+    if (getenv("LOUPE_RECORD_QUIET") == NULL) {
+        char line[4400];
+        int n = snprintf(line, sizeof line,
+                         "loupe record: note: pid %ld execs %s, which is not traced (the preload "
+                         "cannot enter it; `loupe record %s` samples it from outside)\n",
+                         (long)getpid(), v, path != NULL ? path : "PROG");
+        (void)!write(2, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+    }
+}
+
 /* Before an exec: 1 when this process's session was stopped (to be restarted if the exec
  * fails). *env becomes the environment to pass (a no_follow_env() copy under --no-follow). */
 static int before_exec(char *const **env, char ***copy) {
@@ -713,6 +790,7 @@ INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]) {
         return -1;
     }
     char **copy;
+    note_untraced(path, -1, 0);
     int stopped = before_exec(&envp, &copy);
     int r = real(path, argv, envp);
     after_failed_exec(stopped, copy);
@@ -735,6 +813,7 @@ INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[]) 
         return -1;
     }
     char **copy;
+    note_untraced(file, -1, 1);
     int stopped = before_exec(&envp, &copy);
     int r = real(file, argv, envp);
     after_failed_exec(stopped, copy);
@@ -757,6 +836,7 @@ INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[]) {
         return -1;
     }
     char **copy;
+    note_untraced(NULL, fd, 0);
     int stopped = before_exec(&envp, &copy);
     int r = real(fd, argv, envp);
     after_failed_exec(stopped, copy);

@@ -240,6 +240,13 @@ void loupe__symbols_reset(void);
 /* A C++ symbol demangled (malloc'd: free it), or NULL when it is not mangled or cannot be
  * demangled (no C++ runtime). Allocates and may dlopen libstdc++: not on the hot path. */
 char *loupe__demangle(const char *name);
+/* The start of the .eh_frame FDE (the function, for compiler-made unwind tables) that holds
+ * addr, from the binary-search table of elf's .eh_frame_hdr (PT_GNU_EH_FRAME): elf is an Elf *
+ * (libelf), addr an address of the ELF file's own (its load bias taken off). 0 with *start set,
+ * or -1 when elf has no such table (or one this does not read) or addr lies before its first
+ * function. The caller checks that some FDE covers addr (the table says only where each
+ * starts). Any thread, for distinct elf handles (libelf's own rule). */
+int loupe__eh_frame_start(void *elf, uint64_t addr, uint64_t *start);
 /* Calls fn for every function symbol of the objects loaded now (its address, its name as
  * loupe__symbolize gives it) and range for each object's address range. Not on the hot path
  * (libelf, malloc, a lock): the session's start. */

@@ -71,9 +71,10 @@ static int take_shm_fd(void) {
     }
     char *end;
     long fd = strtol(v, &end, 10);
+    int junk = *end != 0; /* read before the unsetenv: bash's own unsetenv frees the string */
     const char *pid = getenv("LOUPE_RECORD_SHM_PID");
     unsetenv("LOUPE_RECORD_SHM_FD");
-    if (*end != 0 || fd < 0 || fd > 65535 || (pid != NULL && atol(pid) != (long)getpid())) {
+    if (junk || fd < 0 || fd > 65535 || (pid != NULL && atol(pid) != (long)getpid())) {
         return -1;
     }
     struct stat st;

@@ -143,6 +143,11 @@ static int s_oom; /* a copy failed for memory: counted as lost */
 /* What the sampler thread has handed to the spool (sample_spool.h) so far: indexes into
  * s_samples, s_offs and s_names. */
 static size_t s_sp_samples, s_sp_offs, s_sp_names;
+/* Threads of this process born while sampling (PERF_RECORD_FORK in their creator's ring) and
+ * loupe's own threads the scan skipped: what loupe_sampling_threads_missed is counted from. */
+static uint64_t *s_born, *s_own;
+static size_t s_nborn, s_capborn, s_nown, s_capown;
+static uint64_t s_pid;
 
 static long sys_perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
                                 unsigned long flags) {
@@ -182,6 +187,13 @@ static void fill_attr(struct perf_event_attr *a) {
     a->exclude_hv = 1;
     a->exclude_callchain_kernel = 1;
     a->context_switch = 1;
+    /* PERF_RECORD_FORK/EXIT (perf_event_open(2), "task"): the kernel writes a thread's FORK
+     * record into the events of the thread that cloned it (perf_event_fork() runs in the
+     * parent's context), so a thread that lives and dies between two scans, never recording,
+     * is still known to have existed and is counted as missed. The alternative, one inherited
+     * event, cannot be mmap'd per task (perf_mmap refuses inherit with cpu = -1), and one per
+     * CPU would sample only the threads cloned after it by the thread it was opened on. */
+    a->task = 1;
     a->sample_id_all = 1; /* switch and lost records carry tid and time */
     a->use_clockid = 1;
     a->clockid = CLOCK_MONOTONIC;
@@ -567,6 +579,18 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
             s_lost += lost;
         }
         break;
+    case PERF_RECORD_FORK:
+        /* pid, ppid, tid, ptid (u32 each), time: a new process (pid != ours) is not a thread of
+         * this one, and a thread's creation is known from its tid (pid is our tgid) */
+        if (size >= sizeof h + 24) {
+            uint32_t ids[4];
+            memcpy(ids, body, sizeof ids);
+            if (ids[0] == s_pid && ids[2] != ids[0] &&
+                grow_fail((void **)&s_born, &s_capborn, s_nborn + 1, 8) == 0) {
+                s_born[s_nborn++] = ids[2];
+            }
+        }
+        break;
 #ifdef PERF_RECORD_LOST_SAMPLES
     case PERF_RECORD_LOST_SAMPLES:
         if (size >= sizeof h + 8) {
@@ -654,7 +678,11 @@ static void open_task(uint64_t tid) {
     char comm[16];
     read_comm(tid, comm);
     if (strncmp(comm, "loupe-", 6) == 0) {
-        return; /* loupe's own threads (the keeper): nothing of the program's */
+        /* loupe's own threads (the keeper): nothing of the program's, never missed */
+        if (grow_fail((void **)&s_own, &s_capown, s_nown + 1, 8) == 0) {
+            s_own[s_nown++] = tid;
+        }
+        return;
     }
     if (s_ntasks == MAX_TASKS) {
         s_skipped++;
@@ -840,12 +868,16 @@ static void free_raw(void) {
     free(s_pcs);
     free(s_offs);
     free(s_names);
+    free(s_born);
+    free(s_own);
     s_samples = NULL;
     s_pcs = NULL;
     s_offs = NULL;
     s_names = NULL;
+    s_born = s_own = NULL;
     s_nsamples = s_capsamples = s_npcs = s_cappcs = s_noffs = s_capoffs = 0;
     s_nnames = s_capnames = 0;
+    s_nborn = s_capborn = s_nown = s_capown = 0;
     s_lost = s_skipped = 0;
     s_oom = 0;
     s_sp_samples = s_sp_offs = s_sp_names = 0;
@@ -945,6 +977,7 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const 
     s_hz = hz;
     s_stacks = stacks;
     s_origin = origin_mono_ns;
+    s_pid = (uint64_t)getpid();
     s_preempt_bit = kernel_marks_preempt();
     s_pages = s_stacks == LOUPE__STACKS_DWARF ? 128 : 32;
     const char *pg = getenv("LOUPE_SAMPLE_RING_PAGES"); /* tests: a tiny ring loses samples */
@@ -1057,6 +1090,7 @@ void loupe__sample_forget_in_child(void) {
     s_pcs = NULL;
     s_offs = NULL;
     s_names = NULL;
+    s_born = s_own = NULL;
     free_raw();
     snprintf(s_note, sizeof s_note, "off");
 }
@@ -1406,10 +1440,20 @@ static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
         Dwarf_Addr start = 0, end = 0;
         if (cfi != NULL && dwarf_cfi_addrframe(cfi, a - cbias, &fr) == 0 &&
             dwarf_frame_info(fr, &start, &end, NULL) >= 0 && start + cbias >= low) {
+            /* dwarf_frame_info() gives the CFI row's range (where one rule set holds: it
+             * changes at every push and pop), not the FDE's; the FDE's start comes from the
+             * .eh_frame_hdr table, and lies at or before the row's. */
+            uint64_t mstart = start + cbias, fde = 0;
+            GElf_Addr ebias = 0;
+            Elf *elf = dwfl_module_getelf(mod, &ebias);
+            if (elf != NULL && loupe__eh_frame_start(elf, a - ebias, &fde) == 0 &&
+                fde + ebias <= mstart && fde + ebias >= low) {
+                mstart = fde + ebias;
+            }
             const char *path = mainfile ? mainfile : (mname ? mname : "?");
             const char *base = strrchr(path, '/');
             snprintf(unnamed, sizeof unnamed, "%.256s+0x%llx", base ? base + 1 : path,
-                     (unsigned long long)(start + cbias - low));
+                     (unsigned long long)(mstart - low));
             fn = unnamed;
         }
         free(fr);
@@ -1627,27 +1671,67 @@ static size_t thread_of(loupe__mb *mb, tid_map **map, size_t *n, size_t *cap, ui
     return t;
 }
 
-/* The metadata "loupe_sampling_threads_missed": the threads that recorded in the session (the
- * collector's host threads of process 0, map) but never had a perf event (they ended before the
- * sampler found them, or MAX_TASKS was reached): their CPU time has no samples, and the file
- * says how many. loupe's own threads (never sampled) are not counted. */
-static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap) {
+/* Whether tid is in the sorted list v[0 .. n). */
+static int has_tid(const uint64_t *v, size_t n, uint64_t tid) {
+    return n > 0 && bsearch(&tid, v, n, sizeof *v, cmp_tid) != NULL;
+}
+
+/* The metadata "loupe_sampling_threads_missed": the threads whose CPU time in the session has no
+ * samples and that the trace cannot show otherwise. Two kinds: a thread that recorded (the
+ * collector's host threads of process 0, map) but never had a perf event (it ended before the
+ * sampler found it, or MAX_TASKS was reached); and a thread born while sampling (its
+ * PERF_RECORD_FORK) that recorded nothing and is in the trace neither by a sample nor by an
+ * off-CPU interval (it lived and died between two scans, or its event came too late for one
+ * sample). A thread cloned by a thread that itself had no event is not known to loupe at all.
+ * loupe's own threads (never sampled) are not counted. */
+static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t end_mono) {
     const loupe_model *m = loupe__mb_model(mb);
+    size_t nseen = 0;
     uint64_t missed = 0, *opened = malloc((s_nnames + 1) * sizeof *opened);
-    if (opened == NULL) {
+    uint64_t *seen = malloc((s_nsamples + s_noffs + 1) * sizeof *seen);
+    if (opened == NULL || seen == NULL) {
+        free(opened);
+        free(seen);
         return -1;
     }
     for (size_t k = 0; k < s_nnames; k++) {
         opened[k] = s_names[k].tid; /* every tid that had an event */
     }
     qsort(opened, s_nnames, sizeof *opened, cmp_tid);
+    for (size_t k = 0; k < s_nsamples; k++) {
+        if (s_samples[k].ts >= s_origin && s_samples[k].ts <= end_mono) {
+            seen[nseen++] = s_samples[k].tid;
+        }
+    }
+    for (size_t k = 0; k < s_noffs; k++) {
+        if (s_offs[k].end > s_origin && s_offs[k].start < end_mono) {
+            seen[nseen++] = s_offs[k].tid;
+        }
+    }
+    qsort(seen, nseen, sizeof *seen, cmp_tid);
+    if (s_nown > 1) {
+        qsort(s_own, s_nown, sizeof *s_own, cmp_tid);
+    }
     for (size_t i = 0; i < nmap; i++) {
         const loupe_model_thread *t = &m->threads[map[i].index];
         int mine = map[i].tid == s_sampler_tid || strncmp(t->name, "loupe-", 6) == 0;
-        missed += !mine && (s_nnames == 0 || bsearch(&map[i].tid, opened, s_nnames, sizeof *opened,
-                                                     cmp_tid) == NULL);
+        missed += !mine && !has_tid(opened, s_nnames, map[i].tid);
+    }
+    if (s_nborn > 1) { /* qsort's base may not be NULL (C11 7.1.4), even for 0 elements */
+        qsort(s_born, s_nborn, sizeof *s_born, cmp_tid);
+    }
+    for (size_t i = 0; i < s_nborn; i++) {
+        uint64_t tid = s_born[i];
+        tid_map key = {tid, 0};
+        if ((i > 0 && s_born[i - 1] == tid) || tid == s_sampler_tid || tid == loupe__keeper_tid() ||
+            has_tid(s_own, s_nown, tid) ||
+            (nmap > 0 && bsearch(&key, map, nmap, sizeof key, cmp_tid) != NULL)) {
+            continue; /* counted once; loupe's own; one that recorded is judged above */
+        }
+        missed += !has_tid(seen, nseen, tid);
     }
     free(opened);
+    free(seen);
     char v[24];
     snprintf(v, sizeof v, "%llu", (unsigned long long)missed);
     return loupe__mb_metadata(mb, "loupe_sampling_threads_missed", v);
@@ -1714,7 +1798,7 @@ int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
     }
     nmap = w;
     if (s_hz != 0 && strncmp(s_note, "unavailable", 11) != 0 && strcmp(s_note, "off") != 0 &&
-        put_missed(mb, map, nmap) != 0) {
+        put_missed(mb, map, nmap, s_origin + stop_ns) != 0) {
         rc = -1;
         goto out;
     }

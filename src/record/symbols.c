@@ -4,6 +4,8 @@
  * function whose [st_value, st_value + st_size) holds the address names it. Results are cached
  * per object for the life of the process (loupe__symbols_reset() empties the cache: tests).
  * Unknown addresses read "0x<hex>". C++ names are demangled when the process has a C++ runtime.
+ * loupe__eh_frame_start() finds the function around an address of a stripped object from its
+ * unwind tables (the sampler's names for code without symbols).
  */
 #include "record/record.h"
 
@@ -230,4 +232,75 @@ void loupe__symbols_each(void (*fn)(uintptr_t addr, const char *name, void *arg)
         }
     }
     pthread_mutex_unlock(&sym_lock);
+}
+
+/* A DW_EH_PE_* encoded value of .eh_frame_hdr (LSB Core Specification, "DWARF Exception Header
+ * Encoding"): the value formats only (the low nibble) and, for the table, datarel; 0, or -1
+ * for a format this does not read. */
+static int eh_read(const unsigned char **p, const unsigned char *end, unsigned enc, int64_t *v) {
+    unsigned fmt = enc & 0x0fu;
+    size_t n = fmt == 0x00 || fmt == 0x04 || fmt == 0x0c ? 8
+                                                         : (fmt == 0x03 || fmt == 0x0b     ? 4
+                                                            : (fmt == 0x02 || fmt == 0x0a) ? 2
+                                                                                           : 0);
+    if (n == 0 || enc == 0xffu || (size_t)(end - *p) < n) {
+        return -1;
+    }
+    uint64_t u = 0;
+    memcpy(&u, *p, n); /* x86-64 is little-endian, like the file */
+    if (n < 8 && (fmt & 0x08u) && (u >> (8 * n - 1))) {
+        u |= ~0ull << (8 * n); /* sdata2 / sdata4: sign-extended */
+    }
+    *p += n;
+    *v = (int64_t)u;
+    return 0;
+}
+
+int loupe__eh_frame_start(void *elf, uint64_t addr, uint64_t *start) {
+    Elf *e = elf;
+    size_t nph = 0;
+    if (e == NULL || elf_getphdrnum(e, &nph) != 0) {
+        return -1;
+    }
+    /* PT_GNU_EH_FRAME, not the .eh_frame_hdr section: a binary stripped of its section headers
+     * (sstrip) keeps the segment, which is what the unwinder of libgcc reads too. */
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, (int)i, &ph) == NULL || ph.p_type != PT_GNU_EH_FRAME) {
+            continue;
+        }
+        Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+        if (d == NULL || d->d_size < 4) {
+            return -1;
+        }
+        const unsigned char *b = d->d_buf, *p = b + 4, *end = b + d->d_size;
+        int64_t ptr, count;
+        /* version 1; the table: (initial location, FDE address) pairs sorted by location, in
+         * DW_EH_PE_datarel | sdata4 (0x3b) relative to the header's start, which GNU ld, gold
+         * and lld all write; another table encoding is not searched */
+        if (b[0] != 1 || b[3] != 0x3bu || eh_read(&p, end, b[1], &ptr) != 0 ||
+            eh_read(&p, end, b[2], &count) != 0 || count <= 0 ||
+            (uint64_t)count > (uint64_t)(end - p) / 8) {
+            return -1;
+        }
+        size_t lo = 0, hi = (size_t)count; /* the last entry starting at or before addr */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            int32_t loc;
+            memcpy(&loc, p + mid * 8, 4);
+            if (ph.p_vaddr + (uint64_t)(int64_t)loc <= addr) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo == 0) {
+            return -1;
+        }
+        int32_t loc;
+        memcpy(&loc, p + (lo - 1) * 8, 4);
+        *start = ph.p_vaddr + (uint64_t)(int64_t)loc;
+        return 0;
+    }
+    return -1;
 }
