@@ -1112,7 +1112,9 @@ int loupe__sample_inject(uint64_t origin_mono_ns, uint64_t tid, uint64_t ts, uin
         rc = -1;
     } else {
         s_samples[s_nsamples++] = (raw_sample){ts, (uint32_t)tid, cpu, (uint32_t)s_npcs, n};
-        memcpy(s_pcs + s_npcs, pcs, n * 8);
+        if (n != 0) { /* a sample without frames: s_pcs may still be NULL (C11 7.24.1p2) */
+            memcpy(s_pcs + s_npcs, pcs, n * 8);
+        }
         s_npcs += n;
     }
     pthread_mutex_unlock(&s_lock);
