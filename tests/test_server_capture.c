@@ -530,6 +530,12 @@ static void test_clock_offsets_grpc(void **state) {
     if (!LOUPE_TEST_WITH_GRPC) {
         skip(); /* a build without the gRPC service or client */
     }
+#if defined(__SANITIZE_THREAD__)
+    /* Debian's libgrpc is not built with TSan: its event engine's epoll_create1 on one thread
+     * and epoll_wait on its poller thread are ordered by gRPC's own (uninstrumented) locks, which
+     * TSan cannot see, so it reports a race inside libgrpc (Epoll1Poller::DoEpollWait) */
+    skip();
+#endif
     clock_offsets(1);
 }
 
