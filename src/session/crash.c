@@ -8,8 +8,8 @@
  * Under `loupe record` (the region is shared with the recorder, which recovers every death of
  * the tree from it) no handler is installed at all: the traced program sees exactly the
  * dispositions it would have had. That matters beyond a query: CPython installs its SIGINT
- * handler (KeyboardInterrupt) only when SIGINT's action is SIG_DFL at its start
- * (Modules/signalmodule.c, signal_install_handlers), so a handler of ours there turned Ctrl-C
+ * handler (KeyboardInterrupt) only when SIGINT's action is SIG_DFL at its start, and reads a
+ * foreign handler as None (Modules/signalmodule.c), so a handler of ours there turned Ctrl-C
  * into a death without the program's cleanup. The names the last events point at are copied by
  * the keeper every millisecond, and by loupe__crash_exit_names() at an _exit().
  *
