@@ -726,6 +726,7 @@ typedef struct rec_proc {
     uint64_t pid, events, dropped, samples, lost, filtered, need, total;
     size_t threads;
     char name[128];
+    char spool_error[512]; /* metadata loupe_spool_error: why --spool stopped writing */
 } rec_proc;
 
 /* The preference of a file for the report (the merged view's order: XPlane, Perfetto protobuf,
@@ -814,6 +815,8 @@ static int read_procs(const char *run_dir, rec_proc **out) {
         for (size_t i = 0; i < m->metadata_count; i++) {
             if (strcmp(m->metadata[i].key, "loupe_functions_filtered") == 0) {
                 p->filtered += strtoull(m->metadata[i].value, NULL, 10);
+            } else if (strcmp(m->metadata[i].key, "loupe_spool_error") == 0) {
+                snprintf(p->spool_error, sizeof p->spool_error, "%s", m->metadata[i].value);
             }
         }
         for (size_t i = 0; i < m->thread_count; i++) {
@@ -889,13 +892,25 @@ static int report_counts(const char *run_dir, const rec_filters *f) {
             fprintf(stderr, " (%s)", f->said);
         }
     }
-    if (dr != 0) {
+    const char *spool_error = NULL;
+    for (int k = 0; k < n && spool_error == NULL; k++) {
+        spool_error = ps[k].spool_error[0] ? ps[k].spool_error : NULL;
+    }
+    if (dr != 0 && spool_error == NULL) {
         fprintf(stderr,
                 " (to keep them all: the busiest thread needed %llu events, the session %llu: "
                 "rerun with --buffer-events and --session-events at least that)",
                 (unsigned long long)need, (unsigned long long)total);
     }
     fprintf(stderr, "\n");
+    /* A spool that could not be written drops what it could not take: the capacities are not
+     * the cause, and more of them would not help. */
+    for (int k = 0; k < n; k++) {
+        if (ps[k].spool_error[0]) {
+            fprintf(stderr, "loupe record: pid %llu: the spool failed: %s\n",
+                    (unsigned long long)ps[k].pid, ps[k].spool_error);
+        }
+    }
     /* Up to 8 processes, a line each; beyond, the ones that recorded nothing (a shell's
      * subshells, say) share one line. */
     int empty = 0;
@@ -1855,9 +1870,12 @@ static int record_main(int argc, char **argv) {
             return code;
         }
         if (status != 0) {
+            /* The process is gone and its recording with it: nothing is kept to write again. */
             fprintf(stderr,
-                    "loupe record: %s exited with status %d, but writing the trace failed: %s\n",
-                    argv[i], code, field(lines, "error", lines_err, sizeof lines_err));
+                    "loupe record: %s exited with status %d, but writing the trace failed: %s; "
+                    "the recording is lost: free space in %s, or rerun with -o DIR on a file "
+                    "system with room\n",
+                    argv[i], code, field(lines, "error", lines_err, sizeof lines_err), abs_log);
             return REC_EXIT_FAILED;
         }
     }

@@ -541,6 +541,14 @@ static uint64_t reentered_drops(const loupe_model *m) {
 
 /* The warnings that come first: the events each thread dropped, and their effect. */
 static void print_warnings(const loupe_model *m) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        /* a spool that could not be written: the drops below are its, not a capacity's */
+        if (strcmp(m->metadata[i].key, "loupe_spool_error") == 0 && m->metadata[i].value[0]) {
+            printf("warning: the spool failed, events that did not fit in memory after that were "
+                   "dropped: %s\n",
+                   m->metadata[i].value);
+        }
+    }
     uint64_t reentered = reentered_drops(m), total = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         total += m->threads[t].events_dropped;

@@ -121,7 +121,14 @@ typedef struct loupe_trace_options {
      * and SIGTERM while their action is the default, write what was recorded to
      * <log_dir>/loupe-crash-<pid>.region with async-signal-safe calls, then take their default
      * action (`loupe recover FILE` writes the run directory); handlers the program installed
-     * itself are left alone. LOUPE_CRASH_DUMP_OFF (-1): no handlers. */
+     * itself are left alone. While they are installed (from loupe_start_trace() to the stop,
+     * which puts SIG_DFL back where the handler is still loupe's), sigaction(sig, NULL, &old)
+     * reports loupe's handler, not SIG_DFL: a program (or an embedded runtime: CPython installs
+     * its KeyboardInterrupt handler only over SIG_DFL) that decides by the disposition it finds
+     * should start its trace after setting its own handlers, or pass LOUPE_CRASH_DUMP_OFF. A
+     * handler the program installs later replaces loupe's (and its dump). Under `loupe record`
+     * nothing is installed whatever this field says: the recorder recovers every death from
+     * outside. LOUPE_CRASH_DUMP_OFF (-1): no handlers. */
     int crash_dump;
     /** Function tracing filters (with function_tracing; uftrace's -F, -N, -D and -t). Globs are
      * fnmatch(3) patterns matched against the name loupe shows for the function ("main";

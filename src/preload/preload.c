@@ -57,6 +57,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -537,15 +538,26 @@ static void stop_and_write(int for_exec) {
         }
     }
     FILE *f = result_path[0] ? fopen(result_path, "w") : NULL;
+    char detail[1024] = "";
     if (r != 0) {
-        fprintf(stderr, "loupe: could not write the trace: %s: %s\n", loupe_strerror(r),
-                loupe_last_error());
+        /* The stop's advice ("the trace is kept: call loupe_write_last_trace() ...") is for a
+         * program holding the session; here the process ends now and `loupe record` says what to
+         * do. */
+        snprintf(detail, sizeof detail, "%s", loupe_last_error());
+        char *kept = strstr(detail, "; the trace is kept: call loupe_write_last_trace()");
+        if (kept != NULL) {
+            *kept = 0;
+        }
+        if (f == NULL) { /* else `loupe record` says it, from the result file */
+            fprintf(stderr, "loupe: could not write the trace: %s: %s\n", loupe_strerror(r),
+                    detail);
+        }
     }
     if (f == NULL) {
         loupe_trace_result_free(&res);
         return;
     }
-    fprintf(f, "status=%d\nerror=%s\nrun_dir=%s\n", r, r ? loupe_last_error() : "", run_dir);
+    fprintf(f, "status=%d\nerror=%s\nrun_dir=%s\n", r, detail, run_dir);
     for (size_t i = 0; i < res.file_count; i++) { /* file.<format name>=<path> */
         const loupe_format_desc *d = loupe_format_by_bit(res.files[i].format);
         fprintf(f, "file.%s=%s\n", d != NULL ? d->name : "?", res.files[i].path);
@@ -604,6 +616,8 @@ static waitpid_fn real_waitpid;
 static wait4_fn real_wait4;
 static fork_fn real_fork;
 static spawn_fn real_spawn, real_spawnp;
+typedef void (*exit_fn)(int);
+static exit_fn real_exit_, real_Exit;
 
 static void resolve_real(void) {
     if (real_execve != NULL) {
@@ -619,6 +633,8 @@ static void resolve_real(void) {
     real_fork = (fork_fn)(uintptr_t)dlsym(RTLD_NEXT, "fork");
     real_spawn = (spawn_fn)(uintptr_t)dlsym(RTLD_NEXT, "posix_spawn");
     real_spawnp = (spawn_fn)(uintptr_t)dlsym(RTLD_NEXT, "posix_spawnp");
+    real_exit_ = (exit_fn)(uintptr_t)dlsym(RTLD_NEXT, "_exit");
+    real_Exit = (exit_fn)(uintptr_t)dlsym(RTLD_NEXT, "_Exit");
 }
 
 /* Whether a loupe variable (or LD_PRELOAD) is one --no-follow keeps from exec'd programs. */
@@ -1273,4 +1289,31 @@ INTERPOSE int system(const char *command) {
         return system_run("exit 0") == 0;
     }
     return system_run(command);
+}
+
+/* ---- _exit(), _Exit(): no atexit stop, so the names go into the region first ----
+ * A process that ends with _exit() (a fork()ed child's usual end: no atexit handler of the
+ * parent's, no stdio buffer flushed twice, the Linux man page exit(3) NOTES) runs no atexit stop:
+ * `loupe record` recovers its region, whose name table the keeper fills every millisecond; names
+ * first used in the last one would read "(name lost 0x...)". */
+void loupe__crash_exit_names(void); /* libloupe (src/session/crash.c) */
+
+static _Noreturn void exit_now(exit_fn real, int status) {
+    loupe__crash_exit_names();
+    if (real != NULL) {
+        real(status);
+    }
+    for (;;) {
+        (void)syscall(SYS_exit_group, status); /* glibc sysdeps/unix/sysv/linux/_exit.c */
+    }
+}
+
+INTERPOSE _Noreturn void _exit(int status);
+INTERPOSE _Noreturn void _exit(int status) {
+    exit_now(real_exit_, status);
+}
+
+INTERPOSE _Noreturn void _Exit(int status);
+INTERPOSE _Noreturn void _Exit(int status) {
+    exit_now(real_Exit, status);
 }

@@ -236,6 +236,10 @@ void loupe__keeper_pause(void) {
     pthread_mutex_lock(&keeper_lock);
 }
 
+int loupe__keeper_trypause(void) {
+    return pthread_mutex_trylock(&keeper_lock) == 0;
+}
+
 void loupe__keeper_resume(void) {
     pthread_mutex_unlock(&keeper_lock);
 }

@@ -277,6 +277,8 @@ void loupe__keeper_kick(void);
 uint64_t loupe__keeper_tid(void);
 /* Holds it between two passes (while a stop collects and recycles) and lets it go again. */
 void loupe__keeper_pause(void);
+/* keeper_pause() without waiting: 1 when the lock was taken (then call keeper_resume()). */
+int loupe__keeper_trypause(void);
 void loupe__keeper_resume(void);
 /* A fork child (the keeper lock held): the child has no keeper; its condition variable is made
  * anew (a waiter of the parent's would block a broadcast in the child). */

@@ -3,9 +3,15 @@
  * SIGINT, SIGTERM while their action is the default) write the recording region to
  * <log_dir>/loupe-crash-<pid>.region with async-signal-safe calls only (open, pwrite, ftruncate,
  * write), then let the signal take its default action. `loupe recover FILE` (or
- * loupe_recover_trace() on the file) turns it into a run directory. Under `loupe record` the
- * recorder reads the shared region itself: the handlers only copy the names the events point
- * at into the region's name table (the keeper may not have yet) before the default action.
+ * loupe_recover_trace() on the file) turns it into a run directory.
+ *
+ * Under `loupe record` (the region is shared with the recorder, which recovers every death of
+ * the tree from it) no handler is installed at all: the traced program sees exactly the
+ * dispositions it would have had. That matters beyond a query: CPython installs its SIGINT
+ * handler (KeyboardInterrupt) only when SIGINT's action is SIG_DFL at its start, and reads a
+ * foreign handler as None (Modules/signalmodule.c), so a handler of ours there turned Ctrl-C
+ * into a death without the program's cleanup. The names the last events point at are copied by
+ * the keeper every millisecond, and by loupe__crash_exit_names() at an _exit().
  *
  * The dump is sparse: the header, the chunk table, the descriptors and the name table in use,
  * and the chunks handed out so far (everything recorded), at their offsets in the region.
@@ -21,6 +27,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGINT, SIGTERM};
@@ -53,14 +60,10 @@ static void dump_range(int fd, uint64_t off, uint64_t len) {
     }
 }
 
-static int names_only; /* under `loupe record`: the recorder reads the region; copy the names */
-
 static void on_fatal(int sig) {
     int saved_errno = errno;
     loupe__region_hdr *h = LOUPE__HDR;
-    if (h != NULL && names_only && __atomic_load_n(&h->active, __ATOMIC_ACQUIRE)) {
-        loupe__names_scan_signal_safe(); /* the names the events point at, while they exist */
-    } else if (h != NULL && __atomic_load_n(&h->active, __ATOMIC_ACQUIRE) && dump_path[0] != 0) {
+    if (h != NULL && __atomic_load_n(&h->active, __ATOMIC_ACQUIRE) && dump_path[0] != 0) {
         loupe__names_scan_signal_safe(); /* the names the events point at, while they exist */
         int fd = open(dump_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd >= 0) {
@@ -103,14 +106,14 @@ void loupe__crash_arm(const char *log_dir, int on) {
     if (!on || loupe__region == NULL) {
         return;
     }
-    names_only = loupe__region_shared();
-    if (!names_only) {
-        int n = snprintf(dump_path, sizeof dump_path, "%s/loupe-crash-%ld.region", log_dir,
-                         (long)getpid());
-        if (n < 0 || (size_t)n >= sizeof dump_path) {
-            dump_path[0] = 0;
-            return;
-        }
+    if (loupe__region_shared()) {
+        return; /* `loupe record` recovers the region: the program's dispositions stay its own */
+    }
+    int n =
+        snprintf(dump_path, sizeof dump_path, "%s/loupe-crash-%ld.region", log_dir, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof dump_path) {
+        dump_path[0] = 0;
+        return;
     }
     for (size_t i = 0; i < NFATAL; i++) {
         if (installed[i]) {
@@ -147,5 +150,23 @@ void loupe__crash_disarm(void) {
             }
             installed[i] = 0;
         }
+    }
+}
+
+void loupe__crash_exit_names(void) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    if (h == NULL || !loupe__region_shared() || !__atomic_load_n(&h->active, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    /* The table has one writer: wait for the keeper's pass to end, but never for long (an _exit
+     * from a signal handler that interrupted a thread holding the lock must still exit). */
+    for (int i = 0; i < 200; i++) {
+        if (loupe__keeper_trypause()) {
+            loupe__names_scan_signal_safe();
+            loupe__keeper_resume();
+            return;
+        }
+        struct timespec ts = {0, 100000}; /* 0.1 ms: a keeper pass is shorter */
+        (void)nanosleep(&ts, NULL);
     }
 }

@@ -38,9 +38,17 @@ const char *loupe__process_name(char *buf, size_t size);
 
 /* Fatal-signal handlers that dump the recording region to <log_dir>/loupe-crash-<pid>.region
  * (crash.c): armed by a start when on is non-zero and the region is not shared with
- * `loupe record`, disarmed by the stop. Only default actions are taken over. */
+ * `loupe record` (then nothing is installed), disarmed by the stop. Only default actions are
+ * taken over. */
 void loupe__crash_arm(const char *log_dir, int on);
 void loupe__crash_disarm(void);
+/* Under `loupe record`: copies the names the events recorded so far point at into the shared
+ * region, for a process about to _exit() (no atexit stop, and the keeper may not have copied the
+ * last ones). Waits at most 20 ms for the keeper's lock (a trylock, then nanosleep), then skips
+ * the copy; callable from a signal handler that calls _exit() (no allocation: names are read with
+ * process_vm_readv; glibc's pthread_mutex_trylock is one compare-and-swap, though POSIX does not
+ * list it as async-signal-safe). A no-op without a shared region or a session. */
+LOUPE_API void loupe__crash_exit_names(void);
 
 /* A Dwfl (returned as void *, for loupe__sample_collect_with(), which ends it) of the files a
  * gone process had mapped (outside.c): one module per file at its load bias, symbols from the

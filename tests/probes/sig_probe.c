@@ -1,0 +1,65 @@
+/* sig_probe.c: for tests/record_signals.sh. "dispositions": prints, at main, what sigaction()
+ * reports for SIGINT, SIGTERM, SIGHUP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE and SIGILL ("DFL", "IGN"
+ * or "handler"): under `loupe record` every one must be what the program would have had
+ * untraced. "forks N": N fork()ed children each record one zone "child_work" and end with
+ * _exit(0) right after it (no atexit stop: `loupe record` recovers each child's region), the
+ * parent waits for them and returns 0. */
+#include <loupe/loupe.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *what(int sig) {
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) != 0) {
+        return "error";
+    }
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
+        return "DFL";
+    }
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) {
+        return "IGN";
+    }
+    return "handler";
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "dispositions") == 0) {
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGSEGV,
+                                   SIGBUS, SIGABRT, SIGFPE, SIGILL};
+        static const char *const names[] = {"INT", "TERM", "HUP", "SEGV",
+                                            "BUS", "ABRT", "FPE", "ILL"};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+            printf("%s=%s\n", names[i], what(sigs[i]));
+        }
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "forks") == 0) {
+        int n = atoi(argv[2]);
+        for (int i = 0; i < n; i++) {
+            pid_t p = fork();
+            if (p == 0) {
+                {
+                    LOUPE_ZONE("child_work");
+                    volatile unsigned x = 0;
+                    for (unsigned k = 0; k < 100000; k++) {
+                        x += k;
+                    }
+                }
+                _exit(0);
+            }
+            if (p < 0) {
+                return 2;
+            }
+        }
+        int st, bad = 0;
+        while (wait(&st) > 0) {
+            bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        }
+        return bad;
+    }
+    return 2;
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# record_signals.sh: signals and exits under `loupe record`. The traced program sees exactly the
+# signal dispositions it would have had (no handler of loupe's: CPython installs its
+# KeyboardInterrupt handler only over SIG_DFL, Modules/signalmodule.c), fork()ed children that
+# end with _exit() keep their zone names, and a full disk at the end (the trace, or --spool) is
+# said as it is. Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+build=$1
+tmp=$(mktemp -d)
+small=$tmp/small
+cleanup() { rm -rf "$tmp"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+loupe=$build/loupe
+probe=$build/tests/sig_probe
+sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
+[ -n "$sanitize" ] && { echo "record_signals: skipped: sanitizer build (a preloaded sanitizer runtime installs its own SIGSEGV/SIGBUS handlers)"; exit 77; }
+
+# 1. dispositions at main: what they are untraced, under record
+want=$("$probe" dispositions) || fail "probe alone failed"
+[ "$want" = "$(printf 'INT=DFL\nTERM=DFL\nHUP=DFL\nSEGV=DFL\nBUS=DFL\nABRT=DFL\nFPE=DFL\nILL=DFL')" ] ||
+  fail "untraced dispositions: $want"
+got=$("$loupe" record -q -o "$tmp/log1" -- "$probe" dispositions 2>"$tmp/err1") ||
+  fail "record dispositions: $(cat "$tmp/err1")"
+[ "$got" = "$want" ] || fail "dispositions under record: $got"
+echo "record_signals: 8 dispositions at main are SIG_DFL under record"
+
+# 2. Python's KeyboardInterrupt: its handler, the cleanup, its exit code
+cat >"$tmp/ki3.py" <<'PY'
+import os, signal, sys, time
+h = signal.getsignal(signal.SIGINT)
+print(getattr(h, "__name__", h))
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)
+except KeyboardInterrupt:
+    print("caught")
+    sys.exit(3)
+PY
+if ! command -v python3 >/dev/null; then
+  echo "record_signals: skipped the python case: no python3"
+else
+  out=$("$loupe" record -q -o "$tmp/log2" -- python3 "$tmp/ki3.py" 2>"$tmp/err2"); st=$?
+  [ "$out" = "$(printf 'default_int_handler\ncaught')" ] || fail "python: output: $out; $(cat "$tmp/err2")"
+  [ "$st" = 3 ] || fail "python: exit status $st, want 3: $(cat "$tmp/err2")"
+  echo "record_signals: python under record: KeyboardInterrupt caught, exit 3"
+fi
+
+# 3. 20 children that _exit() right after their zone: 20 "child_work", no name lost
+"$loupe" record -q -o "$tmp/log3" --print-run-dir "$tmp/run3" -- "$probe" forks 20 \
+  >/dev/null 2>"$tmp/err3" || fail "record forks: $(cat "$tmp/err3")"
+"$loupe" summary "$(cat "$tmp/run3")" --json >"$tmp/sum3.json" 2>"$tmp/sumerr3" ||
+  fail "summary: $(cat "$tmp/sumerr3")"
+got=$(python3 - "$tmp/sum3.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+z = {}
+for r in d["zones"]:
+    z[r["name"]] = z.get(r["name"], 0) + r["count"]
+lost = sum(c for n, c in z.items() if n.startswith("(name lost"))
+print(z.get("child_work", 0), lost)
+PY
+)
+[ "$got" = "20 0" ] || fail "forks: child_work count, names lost: $got"
+echo "record_signals: 20 children that _exit(): 20 child_work, 0 names lost"
+
+# 4. a full disk: 20,000 zones (a trace of some 100 KiB) into a 64 KiB tmpfs in a mount namespace of our own (root only; else skipped)
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+  echo "record_signals: skipped the full-disk cases: mounting a tmpfs needs root"
+  exit 0
+fi
+mkdir -p "$small"
+unshare -m bash -c '
+  mount -t tmpfs -o size=64k none "$1" || exit 99
+  "$2" record -q -o "$1/log" -- "$6" 20000 20000 0 >/dev/null 2>"$4/err4"; echo $? >"$4/st4"
+  "$2" record -o "$5/log5" --spool="$1/sp" --session-events 65536 --print-run-dir "$4/run5" \
+    -- "$6" 163840 512 2000 >/dev/null 2>"$4/err5"; echo $? >"$4/st5"
+' _ "$small" "$loupe" "$probe" "$tmp" "$tmp" "$build/tests/spool_probe"
+[ $? = 99 ] && { echo "record_signals: skipped the full-disk cases: mount refused"; exit 0; }
+err4=$(cat "$tmp/err4")
+grep -q "writing the trace failed: .*No space left on device (errno 28); the recording is lost: free space in $small/log, or rerun with -o DIR on a file system with room\$" <<<"$err4" ||
+  fail "full disk: message: $err4"
+grep -qF "loupe_write_last_trace" <<<"$err4" && fail "full disk: the API's advice under record: $err4"
+[ "$(cat "$tmp/st4")" = 125 ] || fail "full disk: exit status $(cat "$tmp/st4")"
+echo "record_signals: a full disk at the end: said, with what to do"
+err5=$(cat "$tmp/err5")
+grep -q "^loupe record: pid [0-9]*: the spool failed: write to $small/sp/loupe-spool-[0-9]*\.bin failed after 0 chunks: No space left on device (errno 28)\$" <<<"$err5" ||
+  fail "full spool: message: $err5"
+grep -qF -- "--buffer-events" <<<"$err5" && fail "full spool: capacity advice: $err5"
+n=$("$loupe" summary "$(cat "$tmp/run5")" 2>&1 | grep -c "^warning: the spool failed, events that did not fit in memory after that were dropped: write to $small/sp/loupe-spool-[0-9]*\.bin failed after 0 chunks: No space left on device (errno 28)\$")
+[ "$n" = 1 ] || fail "full spool: summary warnings: $n: $("$loupe" summary "$(cat "$tmp/run5")" 2>&1 | head -3)"
+echo "record_signals: a full spool: its error said by record and by summary, no capacity advice"
+exit 0
