@@ -65,8 +65,10 @@ static void usage(FILE *f) {
         "Zones with fewer than N slices in either trace are not judged (listed as skipped),\n"
         "nor are zones found in one trace only, nor zones whose BASE p50 is 0. A zone\n"
         "whose p50 grew by more than PCT but less than DUR, or not significantly, is\n"
-        "\"noise\"; one whose p50 grew by PCT or less is \"slower\". Names are never cut:\n"
-        "the name is the last column.\n"
+        "\"noise\"; one whose p50 grew by PCT or less, but by DUR and significantly, is\n"
+        "\"slower\"; one whose p50 fell by DUR and significantly (the same test, NEW's\n"
+        "durations smaller) is \"faster\"; any other change is \"same\". Names are\n"
+        "never cut: the name is the last column.\n"
         "\n"
         "options:\n"
         "  --threshold PCT  the p50 slowdown that fails, in percent (default %.0f)\n"
@@ -611,10 +613,14 @@ int loupe_cmd_diff(int argc, char **argv) {
             double p = change(r->a->p50, r->b->p50);
             r->p_value = mwu_greater(r->a->ns, r->a->count, r->b->ns, r->b->count);
             int real = r->b->p50 >= r->a->p50 + jg.min_delta && r->p_value < jg.alpha;
-            r->status = p > jg.threshold ? (real ? ST_REGRESSION : ST_NOISE)
-                        : p > 0          ? ST_SLOWER
-                        : p < 0          ? ST_FASTER
-                                         : ST_SAME;
+            /* a speedup passes the same two tests the other way (NEW's durations smaller);
+             * a change that fails either is within the noise: "same" */
+            int real_faster = r->a->p50 >= r->b->p50 + jg.min_delta &&
+                              mwu_greater(r->b->ns, r->b->count, r->a->ns, r->a->count) < jg.alpha;
+            r->status = p > jg.threshold       ? (real ? ST_REGRESSION : ST_NOISE)
+                        : p > 0 && real        ? ST_SLOWER
+                        : p < 0 && real_faster ? ST_FASTER
+                                               : ST_SAME;
             regressions += r->status == ST_REGRESSION;
         }
     }

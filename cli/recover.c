@@ -28,6 +28,9 @@ static void help(FILE *f) {
             "their default action): DUMP is the <log_dir>/loupe-crash-<pid>.region it wrote.\n"
             "Zones still open at the death end there, marked truncated. Under `loupe record`\n"
             "this happens by itself. Prints the run directory; removes DUMP unless --keep.\n"
+            "A DUMP cut short (a copy that stopped early) is recovered as far as it goes: the\n"
+            "chunks of events wholly in the file; a warning says how many chunks and events\n"
+            "were past the cut (counted as dropped) and DUMP is kept.\n"
             "\n"
             "  -o LOG_DIR      where the run directory goes (default: DUMP's directory)\n"
             "  --format LIST   the files to write, a comma list of: %s\n"
@@ -35,6 +38,30 @@ static void help(FILE *f) {
             "\n"
             "Exit status: 0 written, 1 the dump could not be read or holds no trace, 2 usage.\n",
             names);
+}
+
+/* A dump cut short is recovered as far as it goes (loupe_recover_trace): the trace's
+ * loupe_recover_cut metadata says what was lost. Read back only when events were dropped (the
+ * lost ones are counted there); says it on stderr and returns 1 when so, and the dump is kept
+ * (the whole file may still be found). */
+static int cut_note(const loupe_trace_result *r) {
+    if (r->file_count == 0) {
+        return 0;
+    }
+    loupe_model *m = NULL;
+    if (loupe_trace_read(r->files[0].path, &m) != 0) {
+        return 0;
+    }
+    int cut = 0;
+    for (size_t i = 0; i < m->metadata_count && !cut; i++) {
+        if (strcmp(m->metadata[i].key, "loupe_recover_cut") == 0) {
+            fprintf(stderr, "loupe recover: warning: %s (the dump is kept)\n",
+                    m->metadata[i].value);
+            cut = 1;
+        }
+    }
+    loupe_model_free(m);
+    return cut;
 }
 
 int loupe_cmd_recover(int argc, char **argv) {
@@ -92,12 +119,13 @@ int loupe_cmd_recover(int argc, char **argv) {
         return 1;
     }
     char n1[32], n2[32];
+    int cut = r.events_dropped > 0 && cut_note(&r);
     fprintf(stderr, "loupe recover: %s events recovered, %s dropped\n",
             loupe_cli_group(r.events_recorded, n1, sizeof n1),
             loupe_cli_group(r.events_dropped, n2, sizeof n2));
     printf("%s\n", r.run_dir);
     loupe_trace_result_free(&r);
-    if (!keep) {
+    if (!keep && !cut) {
         unlink(dump);
     }
     return 0;

@@ -52,7 +52,8 @@ static void usage(FILE *f) {
         "of an async track), overlapping ones counted once. Slices that overlapped partly on\n"
         "one track (a foreign trace's X events, CUDA kernels on one stream) are on overlap\n"
         "sibling tracks, \"<track> (overlap N)\": a track's row counts its siblings with it,\n"
-        "and so do the thread counts and --by-thread rows above.\n"
+        "and so do the thread counts and --by-thread rows above. --top N keeps the N\n"
+        "busiest tracks (in track order), then says how many more there are.\n"
         "\n"
         "PATH is a trace file (Chrome JSON, gzipped or not: *.trace.json.gz, *.json,\n"
         "*.json.gz, from loupe or another tool; XPlane *.xplane.pb, from loupe or\n"
@@ -72,29 +73,37 @@ static void usage(FILE *f) {
         "                \"mean_ns\", \"p50_ns\", \"p99_ns\", \"max_ns\", \"percent\",\n"
         "                \"threads_ran_on\"}], \"events_dropped\", \"capacity_needed\",\n"
         "                \"dropped\": [{\"thread\", \"thread_name\", \"events_dropped\",\n"
-        "                \"self_inflated\": [names]}], \"unmatched_ends\",\n"
+        "                \"self_inflated\": [names], \"overflow\" (keep-first or\n"
+        "                keep-last), \"missing\" (after or before), \"missing_ns\"}],\n"
+        "                \"unmatched_ends\",\n"
         "                \"truncated_zones\", \"samples\", \"samples_lost\",\n"
         "                \"sample_period_ns\", \"hot_functions\": [{\"function\", \"thread\",\n"
         "                \"thread_name\" (with --by-thread), \"self_samples\",\n"
         "                \"total_samples\", \"self_percent\", \"total_percent\"}],\n"
         "                \"tracks\": [{\"thread\", \"thread_name\",\n"
         "                \"kind\", \"slices\", \"busy_ns\", \"percent\",\n"
-        "                \"overlap_siblings\"}]}\n"
-        "  -h, --help    show this help\n"
-        "\n"
-        "The output starts with the events dropped when buffers were full, per thread, and\n"
-        "their effect: the zones that were open when that thread's last recorded zone began\n"
-        "(the drops began after it) lost their later children, so their self time is too\n"
-        "high; zones after that are missing. Then the per-thread capacity that would have\n"
-        "held them all (loupe record --buffer-events).\n"
-        "\n"
-        "A trace with CPU samples (from loupe record's sampling) also gets a hot-functions\n"
-        "table: per function, its self samples (the function itself was running), its\n"
-        "total samples (it was on the stack) and both as a %% of the samples, that is of\n"
-        "the CPU time sampled; per thread with --by-thread; --top N functions per table.\n"
-        "\n"
-        "exit status: 0 success, 1 the trace cannot be read, 2 bad usage\n",
+        "                \"overlap_siblings\"}] (the --top busiest), \"tracks_not_shown\"}\n"
+        "  -h, --help    show this help\n",
         DEFAULT_TOP);
+    fputs(/* two strings: C11 compilers need only take 4095 bytes in one */
+          "\n"
+          "The output starts with the events dropped when buffers were full, per thread, and\n"
+          "their effect. Keep-first (the default): the drops began after that thread's last\n"
+          "recorded zone began, so its zones after that are missing, and the zones open then\n"
+          "that have children (its enclosing zones; itself if zones of its name have any) lost\n"
+          "their later children: their self time is too high. Keep-last (loupe record\n"
+          "--keep-last, the trace's loupe_overflow metadata): the oldest events gave way, so\n"
+          "the zones before the first kept one are missing, and those open there begin there,\n"
+          "cut short. Then the per-thread capacity that would have held them all (loupe\n"
+          "record --buffer-events).\n"
+          "\n"
+          "A trace with CPU samples (from loupe record's sampling) also gets a hot-functions\n"
+          "table: per function, its self samples (the function itself was running), its\n"
+          "total samples (it was on the stack) and both as a % of the samples, that is of\n"
+          "the CPU time sampled; per thread with --by-thread; --top N functions per table.\n"
+          "\n"
+          "exit status: 0 success, 1 the trace cannot be read, 2 bad usage\n",
+          f);
 }
 
 __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...) {
@@ -370,6 +379,17 @@ static const char *kind_name(loupe_track_kind k) {
 
 /* ---- text output ---- */
 
+/* What follows a track's name: " (tid)" for a thread or GPU track; nothing for a named async
+ * track, whose id is no thread id (the collector numbers them above any Linux tid) and whose
+ * name is unique in its process; the id alone for a track without a name. */
+static void tid_suffix(const loupe_model_thread *th, char *buf, size_t size) {
+    if (th->name[0] && th->kind == LOUPE_TRACK_ASYNC) {
+        buf[0] = 0;
+    } else {
+        snprintf(buf, size, th->name[0] ? " (%llu)" : "%llu", (unsigned long long)th->tid);
+    }
+}
+
 /* Display columns of UTF-8 text (one per code point). */
 static size_t cols(const char *s) {
     size_t n = 0;
@@ -444,7 +464,7 @@ static void print_table(const loupe_model *m, const row *rows, size_t nrows, int
     for (size_t i = 0; by_thread && i < nrows; i++) {
         const loupe_model_thread *th = &m->threads[rows[i].thread];
         char tid[32];
-        snprintf(tid, sizeof tid, th->name[0] ? " (%llu)" : "%llu", (unsigned long long)th->tid);
+        tid_suffix(th, tid, sizeof tid);
         size_t n = cols(th->name) + strlen(tid);
         thread_w = n > thread_w ? n : thread_w;
     }
@@ -467,9 +487,10 @@ static void print_table(const loupe_model *m, const row *rows, size_t nrows, int
         if (by_thread) {
             /* the thread is its name and (tid), whole, padded to the widest */
             const loupe_model_thread *th = w ? &m->threads[w->thread] : NULL;
-            char tid[32];
-            snprintf(tid, sizeof tid, th && th->name[0] ? " (%llu)" : "%llu",
-                     th ? (unsigned long long)th->tid : 0ull);
+            char tid[32] = "";
+            if (th != NULL) {
+                tid_suffix(th, tid, sizeof tid);
+            }
             fputs("  ", stdout);
             if (th == NULL) {
                 fputs(g_head[1], stdout);
@@ -506,22 +527,61 @@ static size_t slice_total(const loupe_model *m) {
     return n;
 }
 
-/* The zones open when thread th's drops began: its last slice and that slice's ancestors (the
- * drops began after the last recorded zone began), innermost first, into out (up to max);
- * returns how many. */
+/* Whether slice i of th has a child: the next slice in the model's order (start order, parents
+ * first) is one level deeper. */
+static int has_child(const loupe_model_thread *th, size_t i) {
+    return i + 1 < th->slice_count && th->slices[i + 1].depth == th->slices[i].depth + 1;
+}
+
+/* Whether some slice named name on th has a child: a zone that has children anywhere may have
+ * lost some to the drops; one that never has any (a flat zone) lost none. */
+static int name_has_children(const loupe_model_thread *th, const char *name) {
+    for (size_t i = 0; i < th->slice_count; i++) {
+        if (has_child(th, i) && strcmp(th->slices[i].name, name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Keep-first: the zones whose self time the drops inflate. The drops began after the thread's
+ * last recorded zone began, and room was kept for the ends of the zones open then, so those
+ * zones (the last slice and its ancestors) are whole but lost the children they had after it.
+ * The ancestors have a child (the last slice's branch) and so may have had more; the last slice
+ * only when zones of its name have children at all. Innermost first, into out (up to max);
+ * returns how many. Keep-last (ring): none, the missing zones are the earlier ones and the zones
+ * open when the kept events begin are cut short at that point, not inflated. */
+static int g_keep_last; /* the trace's overflow policy is keep-last ("loupe_overflow") */
+
 static size_t self_inflated(const loupe_model_thread *th, const char **out, size_t max) {
     size_t n = 0;
-    if (th->slice_count == 0) {
+    if (th->slice_count == 0 || g_keep_last) {
         return 0;
     }
     size_t i = th->slice_count - 1;
     uint32_t d = th->slices[i].depth;
-    out[n++] = th->slices[i].name;
+    if (name_has_children(th, th->slices[i].name)) {
+        out[n++] = th->slices[i].name;
+    }
     for (size_t j = i; j-- > 0 && d > 0 && n < max;) {
         if (th->slices[j].depth == d - 1) {
             d--;
             out[n++] = th->slices[j].name;
         }
+    }
+    return n;
+}
+
+/* Keep-last: the zones cut short where the kept events begin (their begins were overwritten:
+ * truncated slices starting at the thread's first kept time), outermost first. */
+static size_t cut_short(const loupe_model_thread *th, const char **out, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < th->slice_count && n < max; i++) {
+        const loupe_slice *s = &th->slices[i];
+        if (s->start_ns != th->slices[0].start_ns || !(s->flags & LOUPE_SLICE_TRUNCATED)) {
+            break;
+        }
+        out[n++] = s->name;
     }
     return n;
 }
@@ -537,6 +597,25 @@ static uint64_t reentered_drops(const loupe_model *m) {
         }
     }
     return 0;
+}
+
+/* The trace's overflow policy: "loupe_overflow" is "keep-last" in a trace recorded with
+ * LOUPE_OVERFLOW_KEEP_LAST (loupe record --keep-last); absent, keep-first. */
+static int keep_last(const loupe_model *m) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, "loupe_overflow") == 0) {
+            return strcmp(m->metadata[i].value, "keep-last") == 0;
+        }
+    }
+    return 0;
+}
+
+/* "a", "a and b", "a, b and c" */
+static void put_names(const char *const *z, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        fputs(k == 0 ? "" : k + 1 == n ? " and " : ", ", stdout);
+        put_name(z[k]);
+    }
 }
 
 /* The warnings that come first: the events each thread dropped, and their effect. */
@@ -567,7 +646,8 @@ static void print_warnings(const loupe_model *m) {
             continue;
         }
         const char *z[MAX_INFLATED];
-        size_t n = self_inflated(th, z, MAX_INFLATED);
+        size_t n =
+            g_keep_last ? cut_short(th, z, MAX_INFLATED) : self_inflated(th, z, MAX_INFLATED);
         printf("warning: thread %llu", (unsigned long long)th->tid);
         if (th->name[0]) {
             fputs(" (", stdout);
@@ -575,18 +655,38 @@ static void print_warnings(const loupe_model *m) {
             putchar(')');
         }
         printf(" dropped %llu events", (unsigned long long)th->events_dropped);
+        if (th->slice_count == 0) {
+            fputs(": none of its zones were recorded\n", stdout);
+            continue;
+        }
+        char at[64];
+        if (g_keep_last) {
+            /* the ring kept the newest events: the missing zones are the earlier ones */
+            loupe_cli_fmt_dur(at, sizeof at, th->slices[0].start_ns);
+            printf(" (keep-last: the oldest gave way to the newest): its zones before %s are "
+                   "missing",
+                   at);
+            if (n > 0) {
+                fputs("; ", stdout);
+                put_names(z, n);
+                printf(" %s open then: %s begin%s there, cut short", n == 1 ? "was" : "were",
+                       n == 1 ? "it" : "they", n == 1 ? "s" : "");
+            }
+            putchar('\n');
+            continue;
+        }
+        loupe_cli_fmt_dur(at, sizeof at, th->slices[th->slice_count - 1].start_ns);
         if (n > 0) {
             fputs(": the self time of ", stdout);
-            for (size_t k = 0; k < n; k++) {
-                fputs(k == 0 ? "" : k + 1 == n ? " and " : ", ", stdout);
-                put_name(z[k]);
-            }
+            put_names(z, n);
             printf(" %s inflated (%s open when the drops began: %s children after that were "
-                   "dropped); its later zones are missing\n",
-                   n == 1 ? "is" : "are", n == 1 ? "it was" : "they were",
-                   n == 1 ? "its" : "their");
+                   "dropped); its zones after %s are missing\n",
+                   n == 1 ? "is" : "are", n == 1 ? "it was" : "they were", n == 1 ? "its" : "their",
+                   at);
         } else {
-            fputs(": none of its zones were recorded\n", stdout);
+            printf(": its zones after the one that began at %s (", at);
+            put_name(th->slices[th->slice_count - 1].name);
+            fputs(", whole) are missing\n", stdout);
         }
     }
 }
@@ -856,8 +956,33 @@ static int put_hot_json(json_t *root, const loupe_model *m, int by_thread, size_
     return bad ? -1 : 0;
 }
 
-/* Busy time per track: the time, % of the traced time, then the track, whole. */
-static void print_busy(const loupe_model *m, const busy *b, size_t nb) {
+static int cmp_busiest(const void *pa, const void *pb) {
+    const busy *a = pa, *b = pb;
+    if (a->busy != b->busy) {
+        return a->busy > b->busy ? -1 : 1;
+    }
+    return a->thread < b->thread ? -1 : (a->thread > b->thread);
+}
+
+static int cmp_track_order(const void *pa, const void *pb) {
+    const busy *a = pa, *b = pb;
+    return a->thread < b->thread ? -1 : (a->thread > b->thread);
+}
+
+/* --top N for the busy table: the N busiest tracks (ties: track order), kept in track order;
+ * returns how many are kept. */
+static size_t keep_busiest(busy *b, size_t nb, size_t top) {
+    if (top == 0 || nb <= top) {
+        return nb;
+    }
+    qsort(b, nb, sizeof(*b), cmp_busiest);
+    qsort(b, top, sizeof(*b), cmp_track_order);
+    return top;
+}
+
+/* Busy time per track: the time, % of the traced time, then the track, whole; nb of all rows
+ * (the rest were cut by --top). */
+static void print_busy(const loupe_model *m, const busy *b, size_t nb, size_t all) {
     char dur[64], pct[32];
     size_t dw = strlen("busy"), pw = strlen("% time");
     for (size_t i = 0; i < nb; i++) {
@@ -880,17 +1005,18 @@ static void print_busy(const loupe_model *m, const busy *b, size_t nb) {
         printf("%s  ", dur);
         pad(pw - strlen(pct));
         printf("%s  %s ", pct, kind_name(th->kind));
-        if (th->name[0]) {
-            put_name(th->name);
-            printf(" (%llu)", (unsigned long long)th->tid);
-        } else {
-            printf("%llu", (unsigned long long)th->tid);
-        }
+        char tid[32];
+        tid_suffix(th, tid, sizeof tid);
+        put_name(th->name);
+        fputs(tid, stdout);
         if (b[i].siblings > 0) {
             printf(" and %llu overlap sibling%s", (unsigned long long)b[i].siblings,
                    b[i].siblings == 1 ? "" : "s");
         }
         putchar('\n');
+    }
+    if (nb < all) {
+        printf("... %zu more track%s (--top 0 shows all)\n", all - nb, all - nb == 1 ? "" : "s");
     }
 }
 
@@ -899,7 +1025,7 @@ static void print_cpu_split(const loupe_model *m);
 static void print_processes(const loupe_model *m);
 
 static void print_text(const char *file, const loupe_model *m, const row *rows, size_t nrows,
-                       size_t shown, int by_thread, const busy *b, size_t nb) {
+                       size_t shown, int by_thread, const busy *b, size_t nb, size_t nb_all) {
     char dur[64];
     print_warnings(m);
     loupe_cli_fmt_dur(dur, sizeof dur, m->duration_ns);
@@ -937,7 +1063,7 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
         printf("(%zu more row%s; --top 0 shows all)\n", nrows - shown,
                nrows - shown == 1 ? "" : "s");
     }
-    print_busy(m, b, nb);
+    print_busy(m, b, nb, nb_all);
     print_cpu_split(m);
 }
 
@@ -1330,7 +1456,7 @@ static int json_processes(json_t *root, const loupe_model *m) {
 /* ---- JSON output ---- */
 
 static int print_json(const char *file, const loupe_model *m, const row *rows, size_t shown,
-                      int by_thread, const busy *b, size_t nb) {
+                      int by_thread, const busy *b, size_t nb, size_t nb_all) {
     json_t *root = json_object();
     json_t *zones = json_array();
     int bad = root == NULL || zones == NULL;
@@ -1380,10 +1506,17 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
         for (size_t k = 0; k < n && names != NULL; k++) {
             bad |= json_array_append_new(names, loupe_cli_jstr(zn[k]));
         }
-        json_t *d = json_pack("{sIsosIso}", "thread", loupe_cli_jint(th->tid), "thread_name",
+        /* the zones missing: those after the last kept zone's start (keep-first) or before the
+         * first one's (keep-last) */
+        uint64_t at = th->slice_count == 0 ? 0
+                      : g_keep_last        ? th->slices[0].start_ns
+                                           : th->slices[th->slice_count - 1].start_ns;
+        json_t *d = json_pack("{sIsosIsosssssI}", "thread", loupe_cli_jint(th->tid), "thread_name",
                               loupe_cli_jstr(th->name), "events_dropped",
                               loupe_cli_jint(th->events_dropped), "self_inflated",
-                              names != NULL ? names : json_null());
+                              names != NULL ? names : json_null(), "overflow",
+                              g_keep_last ? "keep-last" : "keep-first", "missing",
+                              g_keep_last ? "before" : "after", "missing_ns", loupe_cli_jint(at));
         bad |= d == NULL || json_array_append_new(dropped, d);
     }
     bad |= json_object_set_new(root, "unmatched_ends",
@@ -1392,6 +1525,7 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
                                json_integer(loupe_cli_jint(m->truncated_zones)));
     json_t *tracks = json_array();
     bad |= tracks == NULL || json_object_set_new(root, "tracks", tracks);
+    bad |= json_object_set_new(root, "tracks_not_shown", json_integer(loupe_cli_jint(nb_all - nb)));
     for (size_t i = 0; i < nb && !bad; i++) {
         const loupe_model_thread *th = &m->threads[b[i].thread];
         json_t *d =
@@ -1527,10 +1661,13 @@ int loupe_cmd_summary(int argc, char **argv) {
     size_t shown = top == 0 || top > nrows ? nrows : top;
     int status = 0;
     g_hot_top = top;
+    g_keep_last = keep_last(m);
+    size_t nb_all = nb;
+    nb = keep_busiest(b, nb, top);
     if (as_json) {
-        status = print_json(file, m, rows, shown, by_thread, b, nb);
+        status = print_json(file, m, rows, shown, by_thread, b, nb, nb_all);
     } else {
-        print_text(file, m, rows, nrows, shown, by_thread, b, nb);
+        print_text(file, m, rows, nrows, shown, by_thread, b, nb, nb_all);
         if (print_hot_text(m, by_thread, top) != 0) {
             fprintf(stderr, "loupe summary: out of memory\n");
             status = 1;

@@ -69,11 +69,32 @@ printf '\003\000\000\000' | dd of="$tmp/v3.region" bs=1 seek=8 conv=notrunc stat
 [ "$st" = 1 ] || fail "v3: exit $st"
 grep -qF "the region's layout is version 3, this loupe reads version 4 only (recover it with the loupe that recorded it)" "$tmp/err-v3" ||
   fail "v3: $(cat "$tmp/err-v3")"
-# a dump cut short (a copy that stopped early) is named as such
-head -c 1000000 "$dump" >"$tmp/cut.region"
-"$build/loupe" recover "$tmp/cut.region" 2>"$tmp/err-cut"; st=$?
-[ "$st" = 1 ] || fail "cut: exit $st"
-grep -qF "the region is cut short: its header says" "$tmp/err-cut" || fail "cut: $(cat "$tmp/err-cut")"
+# a dump cut short (a copy that stopped early) is recovered as far as it goes, what was lost
+# said and counted as dropped, the dump kept. The worker (joined first) filled chunks 0..3 (15,000
+# events), main chunks 4..8 (20,001: its last chunk 20,001 - 4 x 4,096 = 3,617 events).
+size=$(stat -c %s "$dump")
+chunk_off=$(od -An -t u8 -j 56 -N 8 "$dump" | tr -d ' ') # loupe__region_hdr.chunk_off
+head -c 1000000 "$dump" >"$tmp/cut.region" # before the chunks: every event lost
+"$build/loupe" recover "$tmp/cut.region" -o "$tmp/cut" 2>"$tmp/err-cut" >/dev/null; st=$?
+[ "$st" = 0 ] || fail "cut: exit $st: $(cat "$tmp/err-cut")"
+grep -qxF "loupe recover: warning: the region was cut short: its header says $size bytes, the file held 1000000; 9 chunks in use (35001 events) were past the cut, lost (the dump is kept)" "$tmp/err-cut" ||
+  fail "cut: $(cat "$tmp/err-cut")"
+grep -qxF "loupe recover: 0 events recovered, 35,001 dropped" "$tmp/err-cut" || fail "cut: $(cat "$tmp/err-cut")"
+[ -e "$tmp/cut.region" ] || fail "cut: the dump was removed"
+cut=$((chunk_off + 8 * 65536 + 100)) # main's last chunk only partly in the file: lost
+head -c "$cut" "$dump" >"$tmp/cut8.region"
+run=$("$build/loupe" recover "$tmp/cut8.region" -o "$tmp/cut8" 2>"$tmp/err-cut8") || fail "cut8: $(cat "$tmp/err-cut8")"
+grep -qxF "loupe recover: warning: the region was cut short: its header says $size bytes, the file held $cut; 1 chunk in use (3617 events) was past the cut, lost (the dump is kept)" "$tmp/err-cut8" ||
+  fail "cut8: $(cat "$tmp/err-cut8")"
+grep -qxF "loupe recover: 31,384 events recovered, 3,617 dropped" "$tmp/err-cut8" || fail "cut8: $(cat "$tmp/err-cut8")"
+# main's 4 whole chunks: 16,384 events, 8,192 zones; the open zone was in the lost chunk
+got=$("$build/loupe" summary "$run" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+z = {r["name"]: r["count"] for r in d["zones"]}
+print(z.get("worker_zone"), z.get("main_zone"), z.get("open_at_death"), d["events_dropped"])')
+[ "$got" = "5000 8192 None 3617" ] || fail "cut8: zones/dropped: $got"
+echo "record_death: cut dumps: 35,001 and 3,617 events lost, said and counted"
 run=$("$build/loupe" recover "$dump" 2>"$tmp/err-recover") || fail "recover: $(cat "$tmp/err-recover")"
 grep -qF "loupe recover: 35,001 events recovered, 0 dropped" "$tmp/err-recover" || fail "recover message: $(cat "$tmp/err-recover")"
 [ ! -e "$dump" ] || fail "recover left the dump"

@@ -16,6 +16,7 @@
 #include "session/session.h"
 
 #include <loupe/loupe.h>
+#include <loupe/writer.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,77 @@ static void test_thousand_overlapping(void **state) {
     loupe_trace_result_free(&r);
 }
 
+/* Overlapping slices of one track in Chrome JSON: op 1 and op 3 on lane 0, op 2 (overlapping
+ * both) on lane 1 under its own id, so that a viewer pairing b / e per id, last in first out,
+ * pairs each with its own; the reader puts the lanes back into the one track, exactly. */
+static void test_lanes_in_chrome_json(void **state) {
+    (void)state;
+    start();
+    LOUPE_ASYNC_BEGIN("op", 1);
+    sleep_us(100);
+    LOUPE_ASYNC_BEGIN("op", 2);
+    sleep_us(100);
+    LOUPE_ASYNC_END(1);
+    sleep_us(100);
+    LOUPE_ASYNC_BEGIN("op", 3);
+    sleep_us(100);
+    LOUPE_ASYNC_END(2);
+    sleep_us(100);
+    LOUPE_ASYNC_END(3);
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    const loupe_model *m = loupe__kept_model();
+    const loupe_model_thread *op = async_track(m, "op");
+    assert_int_equal(op->slice_count, 3);
+    assert_int_equal(op->slices[0].depth, 0);
+    assert_int_equal(op->slices[1].depth, 1);
+    assert_int_equal(op->slices[2].depth, 0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/lanes.json", tu_dir);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_CHROME_JSON), 0);
+
+    /* the ids: lane 0 the track's, lane 1 the track's with 1 in bits 48..63 */
+    char id0[32], id1[32];
+    snprintf(id0, sizeof id0, "0x%llx", (unsigned long long)op->tid);
+    snprintf(id1, sizeof id1, "0x%llx", (unsigned long long)(op->tid | (uint64_t)1 << 48));
+    json_t *j = tu_load_json(path);
+    const json_t *evs = json_object_get(j, "traceEvents");
+    size_t nb = 0, nlane1 = 0;
+    for (size_t i = 0; i < json_array_size(evs); i++) {
+        const json_t *e = json_array_get(evs, i);
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        if (ph == NULL || (strcmp(ph, "b") != 0 && strcmp(ph, "e") != 0)) {
+            continue;
+        }
+        size_t k = nb++ / 2; /* the slice: b and e in slice order */
+        const char *id = json_string_value(json_object_get(e, "id"));
+        const char *tid = json_string_value(json_object_get(e, "loupe_track_id"));
+        assert_string_equal(id, k == 1 ? id1 : id0);
+        if (k == 1) {
+            assert_string_equal(tid, id0);
+            nlane1++;
+        } else {
+            assert_null(tid);
+        }
+    }
+    assert_int_equal(nb, 6);
+    assert_int_equal(nlane1, 2);
+    json_decref(j);
+
+    loupe_model *back = tu_read_back(path);
+    assert_int_equal(async_tracks(back), 1);
+    const loupe_model_thread *bop = async_track(back, "op");
+    assert_int_equal(bop->slice_count, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(bop->slices[i].start_ns, op->slices[i].start_ns);
+        assert_int_equal(bop->slices[i].dur_ns, op->slices[i].dur_ns);
+        assert_int_equal(bop->slices[i].depth, op->slices[i].depth);
+        assert_string_equal(bop->slices[i].name, "op");
+    }
+    loupe_model_free(back);
+    loupe_trace_result_free(&r);
+}
+
 /* An end without a begin, an end of an id already ended, and a begin never ended. */
 static void test_unmatched(void **state) {
     (void)state;
@@ -210,6 +282,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cross_thread, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_thousand_overlapping, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_unmatched, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_lanes_in_chrome_json, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_not_tracing, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -266,8 +266,67 @@ static void test_usage(void **state) {
     free(out);
 }
 
+/* Changes that fail the floor or the test are "same", either way: produce +468 ns (+0.2%, below
+ * the 1 µs floor, though significant) and short -1 µs (p = 0.6477), never "slower"/"faster". */
+static void test_insignificant_is_same(void **state) {
+    (void)state;
+    static const char *const names[] = {"produce", "short"};
+    char base[4096] = "{\"traceEvents\":[", neu[4096] = "{\"traceEvents\":[";
+    static const char *const short_base[] = {"10", "11", "12", "13", "14",
+                                             "15", "16", "17", "18", "19"};
+    static const char *const short_new[] = {"8",  "10", "11", "12", "13",
+                                            "15", "16", "17", "18", "19"};
+    for (int side = 0; side < 2; side++) {
+        char *t = side ? neu : base;
+        long ts = 0;
+        for (int z = 0; z < 2; z++) {
+            for (int i = 0; i < 10; i++) {
+                const char *dur =
+                    z == 0 ? (side ? "200.468" : "200") : (side ? short_new[i] : short_base[i]);
+                size_t o = strlen(t);
+                snprintf(t + o, 4096 - o,
+                         "%s{\"ph\":\"X\",\"tid\":1,\"pid\":1,\"ts\":%ld,\"dur\":%s,"
+                         "\"name\":\"%s\"}",
+                         ts == 0 ? "" : ",", ts, dur, names[z]);
+                ts += 300;
+            }
+        }
+        strcat(t, "]}");
+    }
+    char p[4200];
+    snprintf(p, sizeof p, "%s/same_base.json", g_dir);
+    tu_write_file(p, base);
+    snprintf(p, sizeof p, "%s/same_new.json", g_dir);
+    tu_write_file(p, neu);
+    char *out;
+    assert_int_equal(diff("same_base.json same_new.json", &out), 0);
+    assert_non_null(
+        strstr(out, "\nsame               10 -> 10   145.000 \xc2\xb5s   139.000 \xc2\xb5s     "
+                    "-4.1%    14.000 \xc2\xb5s    13.000 \xc2\xb5s     -7.1%     -1.000 "
+                    "\xc2\xb5s    0.6477    19.000 \xc2\xb5s     +0.0%     -4.1%  short\n"));
+    assert_non_null(strstr(out, "\nsame               10 -> 10      2.000 ms      2.005 ms     "
+                                "+0.2%   200.000 \xc2\xb5s   200.468 \xc2\xb5s     +0.2%        "
+                                "+468 ns   <0.0001   200.468 \xc2\xb5s     +0.2%     +0.2%  "
+                                "produce\n"));
+    assert_null(strstr(out, "slower"));
+    assert_null(strstr(out, "faster"));
+    free(out);
+    assert_int_equal(diff("--json same_base.json same_new.json", &out), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    assert_non_null(j);
+    const json_t *zs = json_object_get(j, "zones");
+    assert_int_equal(json_array_size(zs), 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_string_equal(json_string_value(json_object_get(json_array_get(zs, i), "status")),
+                            "same");
+    }
+    json_decref(j);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_insignificant_is_same),
         cmocka_unit_test(test_regression_exit),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_no_zones),

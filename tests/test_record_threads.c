@@ -89,6 +89,16 @@ static void test_four_threads_exact_counts(void **state) {
 /* Keep-first: 100 flat zones into 64 slots. A dynamic zone named "zN" takes 3 events (begin,
  * one 15-byte name slot, end): the first 21 are kept whole (63 events), 79 are dropped
  * (237 events), and the capacity that would have held them all is 300. */
+/* The value of metadata key k in m, NULL when absent. */
+static const char *meta(const loupe_model *m, const char *k) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, k) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return NULL;
+}
+
 static void test_overflow_keep_first(void **state) {
     (void)state;
     loupe_trace_options o = {.log_dir = tu_dir, .buffer_events = 64};
@@ -105,6 +115,7 @@ static void test_overflow_keep_first(void **state) {
     assert_int_equal(r.events_dropped, 237);
     assert_int_equal(r.threads[0].capacity_needed, 300);
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_null(meta(m, "loupe_overflow")); /* keep-first: the default, not written */
     assert_int_equal(m->threads[0].slice_count, 21);
     for (size_t i = 0; i < 21; i++) {
         char name[16];
@@ -166,6 +177,17 @@ static void test_overflow_keep_last(void **state) {
     assert_int_equal(r.events_dropped, 236);
     assert_int_equal(r.threads[0].capacity_needed, 300);
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    /* the policy reaches the file: loupe summary says the earlier zones are the missing ones */
+    assert_string_equal(meta(m, "loupe_overflow"), "keep-last");
+    /* the main thread, never named by the program, has its comm as the other threads do */
+    char comm[64] = "";
+    FILE *f = fopen("/proc/self/comm", "r");
+    assert_non_null(f);
+    assert_non_null(fgets(comm, sizeof comm, f));
+    fclose(f);
+    comm[strcspn(comm, "\n")] = 0;
+    assert_string_equal(comm, "test_record_thr"); /* TASK_COMM_LEN: 15 bytes */
+    assert_string_equal(m->threads[0].name, comm);
     assert_int_equal(m->threads[0].slice_count, 22);
     assert_true(m->threads[0].slices[0].flags & LOUPE_SLICE_TRUNCATED);
     assert_int_equal(tu_nargs(&m->threads[0], 0), 0);

@@ -266,11 +266,10 @@ static void test_loss_and_log_dir(void **state) {
     snprintf(cmd, sizeof cmd, "%s: 1 thread, 1 slice, 1.000 ms traced\n", p);
     assert_non_null(strstr(out, cmd));
     /* first, the drop and its effect: z was open when the drops began */
-    assert_true(strncmp(out,
-                        "warning: thread 5 dropped 7 events: the self time of z is inflated "
-                        "(it was open when the drops began: its children after that were "
-                        "dropped); its later zones are missing\n",
-                        150) == 0);
+    /* z has no children: its self time is whole, only the zones after it are missing */
+    static const char want_drop[] = "warning: thread 5 dropped 7 events: its zones after the one "
+                                    "that began at 1.000 µs (z, whole) are missing\n";
+    assert_true(strncmp(out, want_drop, strlen(want_drop)) == 0);
     assert_non_null(
         strstr(out, "\nevents dropped: 7 (capacity that would have held them: 4096 events per "
                     "thread)\n"));
@@ -609,6 +608,93 @@ static void test_off_cpu_no_zones(void **state) {
     free(out);
 }
 
+/* The drop warning follows the policy and the zones: keep-first inflates only zones that have
+ * children (a, open around the last b; b never has any), keep-last (the trace's loupe_overflow)
+ * loses the earlier zones and cuts short the one open where the kept events begin. */
+static void test_drops_by_policy(void **state) {
+    (void)state;
+    char p[4300], args[4400], *out;
+    snprintf(p, sizeof p, "%s/keep_first.json", g_dir);
+    tu_write_file(p, "{\"metadata\":{\"loupe_version\":\"0.4.0\",\"clock\":\"monotonic\","
+                     "\"duration_ns\":\"1000000\",\"loupe_thread_5_recorded\":\"10\","
+                     "\"loupe_thread_5_dropped\":\"7\",\"loupe_thread_5_capacity_needed\":\"17\"},"
+                     "\"traceEvents\":[{\"ph\":\"X\",\"pid\":5,\"tid\":5,\"ts\":1,\"dur\":99,"
+                     "\"name\":\"a\"},{\"ph\":\"X\",\"pid\":5,\"tid\":5,\"ts\":10,\"dur\":10,"
+                     "\"name\":\"b\"},{\"ph\":\"X\",\"pid\":5,\"tid\":5,\"ts\":50,\"dur\":10,"
+                     "\"name\":\"b\"}]}");
+    snprintf(args, sizeof args, "'%s'", p);
+    assert_int_equal(summary(args, &out), 0);
+    static const char want_first[] =
+        "warning: thread 5 dropped 7 events: the self time of a is inflated (it was open when the "
+        "drops began: its children after that were dropped); its zones after 50.000 µs are "
+        "missing\n";
+    assert_true(strncmp(out, want_first, strlen(want_first)) == 0);
+    free(out);
+
+    snprintf(p, sizeof p, "%s/keep_last.json", g_dir);
+    tu_write_file(p, "{\"metadata\":{\"loupe_version\":\"0.4.0\",\"clock\":\"monotonic\","
+                     "\"duration_ns\":\"1000000\",\"loupe_overflow\":\"keep-last\","
+                     "\"loupe_thread_5_recorded\":\"10\",\"loupe_thread_5_dropped\":\"7\","
+                     "\"loupe_thread_5_capacity_needed\":\"17\"},"
+                     "\"traceEvents\":[{\"ph\":\"X\",\"pid\":5,\"tid\":5,\"ts\":40,\"dur\":5,"
+                     "\"name\":\"z\",\"args\":{\"loupe_truncated\":true}},{\"ph\":\"X\",\"pid\":5,"
+                     "\"tid\":5,\"ts\":50,\"dur\":10,\"name\":\"z\"}]}");
+    snprintf(args, sizeof args, "'%s'", p);
+    assert_int_equal(summary(args, &out), 0);
+    static const char want_last[] =
+        "warning: thread 5 dropped 7 events (keep-last: the oldest gave way to the newest): its "
+        "zones before 40.000 µs are missing; z was open then: it begins there, cut short\n";
+    assert_true(strncmp(out, want_last, strlen(want_last)) == 0);
+    assert_null(strstr(out, "inflated"));
+    free(out);
+    snprintf(args, sizeof args, "'%s' --json", p);
+    json_t *j = summary_json(args);
+    const json_t *d = json_array_get(json_object_get(j, "dropped"), 0);
+    assert_string_equal(json_string_value(json_object_get(d, "overflow")), "keep-last");
+    assert_string_equal(json_string_value(json_object_get(d, "missing")), "before");
+    assert_int_equal(json_integer_value(json_object_get(d, "missing_ns")), 40000);
+    assert_int_equal(json_array_size(json_object_get(d, "self_inflated")), 0);
+    json_decref(j);
+}
+
+/* The busy table keeps the --top busiest tracks (in track order) and counts the rest; an async
+ * track is shown by its name, not as a thread id. */
+static void test_busy_top_async(void **state) {
+    (void)state;
+    char p[4300], args[4400], *out;
+    snprintf(p, sizeof p, "%s/busy_top.json", g_dir);
+    tu_write_file(p, "{\"traceEvents\":["
+                     "{\"ph\":\"X\",\"pid\":1,\"tid\":11,\"ts\":0,\"dur\":100,\"name\":\"w\"},"
+                     "{\"ph\":\"X\",\"pid\":1,\"tid\":12,\"ts\":0,\"dur\":300,\"name\":\"w\"},"
+                     "{\"ph\":\"X\",\"pid\":1,\"tid\":13,\"ts\":0,\"dur\":200,\"name\":\"w\"},"
+                     "{\"ph\":\"X\",\"pid\":1,\"tid\":14,\"ts\":0,\"dur\":50,\"name\":\"w\"},"
+                     "{\"ph\":\"b\",\"cat\":\"c\",\"id\":\"0x7\",\"pid\":1,\"ts\":10,"
+                     "\"name\":\"request\"},{\"ph\":\"e\",\"cat\":\"c\",\"id\":\"0x7\",\"pid\":1,"
+                     "\"ts\":410,\"name\":\"request\"}]}");
+    snprintf(args, sizeof args, "'%s' --by-thread --top 3", p);
+    assert_int_equal(summary(args, &out), 0);
+    static const char want[] = "      busy  % time  track\n"
+                               "300.000 µs   73.17  thread 12\n"
+                               "200.000 µs   48.78  thread 13\n"
+                               "400.000 µs   97.56  async request\n"
+                               "... 2 more tracks (--top 0 shows all)\n";
+    const char *at = strstr(out, "      busy  % time  track\n");
+    assert_non_null(at);
+    assert_true(strncmp(at, want, strlen(want)) == 0);
+    assert_non_null(strstr(out, "97.56  request  request\n"));
+    free(out);
+    snprintf(args, sizeof args, "'%s' --top 0", p);
+    assert_int_equal(summary(args, &out), 0);
+    assert_non_null(strstr(out, "   12.20  thread 14\n"));
+    assert_null(strstr(out, "more tracks"));
+    free(out);
+    snprintf(args, sizeof args, "'%s' --top 1 --json", p);
+    json_t *j = summary_json(args);
+    assert_int_equal(json_array_size(json_object_get(j, "tracks")), 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "tracks_not_shown")), 4);
+    json_decref(j);
+}
+
 static void test_help(void **state) {
     (void)state;
     char *out;
@@ -634,6 +720,8 @@ int main(void) {
         cmocka_unit_test(test_off_cpu),
         cmocka_unit_test(test_off_cpu_span_recursion),
         cmocka_unit_test(test_off_cpu_no_zones),
+        cmocka_unit_test(test_drops_by_policy),
+        cmocka_unit_test(test_busy_top_async),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

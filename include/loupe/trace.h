@@ -353,12 +353,16 @@ typedef struct loupe_recover_options {
  * trace is written; the metadata "loupe_samples_spool" says what was read or skipped, and
  * "loupe_samples_spool_dropped" what the spool did not hold. A spool that cannot be read costs
  * the samples only (said on stderr and in that metadata), never the trace. The region and the
- * spool are read as untrusted input. result (may be NULL) is filled
+ * spool are read as untrusted input. A region file cut short (a copy that stopped early) is
+ * read as far as it goes: the chunks of events wholly in the file (and the parts of the region
+ * before them); the events of the chunks in use past the cut count as their threads'
+ * events_dropped, and the metadata "loupe_recover_cut" says how many chunks and events were
+ * lost. result (may be NULL) is filled
  * as by loupe_stop_trace() and must be freed with loupe_trace_result_free().
  * Errors: LOUPE_EINVALID (NULL options or log_dir, a bad fd or result size), LOUPE_ENO_TRACE
  * (the program never started a session, or stopped it and wrote its trace itself: the detail
- * says which), LOUPE_EFORMAT (not a loupe region, too short, cut short, or its header is
- * damaged: the detail says which), LOUPE_EIO,
+ * says which), LOUPE_EFORMAT (not a loupe region, too short, or its header is damaged: the
+ * detail says which), LOUPE_EIO,
  * LOUPE_ENOMEM. Thread-safety: any thread (two recoveries at once take turns for the samples);
  * does not touch this process's own session, but reads no samples while this process samples
  * itself (the metadata says so). */

@@ -8,9 +8,10 @@
  *     X slices per thread in start order (parents first), i instants, C counters]}
  * - Each track and counter under its process's pid (processes[0]: the model's pid, 1 when 0);
  *   GPU tracks under a pid per device (model/tracks.h). An async track: b and e per slice (the e
- *   right after its b, so every reader pairs them whatever the overlaps) and n per instant, id =
- *   the track's tid as a hex string, cat = its first slice's category (readers key async tracks
- *   by (pid, cat, id)), "loupe_track" = its name on b and n.
+ *   right after its b) and n per instant, id = the track's tid as a hex string for lane 0 (the
+ *   slice's depth) and one id per other lane, with "loupe_track_id" = the track's (put_async_id:
+ *   no two overlapping slices share an id), cat = its first slice's category (readers key async
+ *   tracks by (pid, cat, id)), "loupe_track" = its name on b and n.
  * - ts/dur in µs from the trace origin, printed with exactly 3 decimals: ns exact (Perfetto's
  *   json_trace_tokenizer.cc parses them as doubles: ts×1000 < 2^53 keeps ns exact for 104 days).
  * - Slices are X events (no B/E pairing problems); equal starts are ordered longer first.
@@ -170,12 +171,31 @@ static const char *async_cat(const loupe_model *m, const loupe_model_thread *th)
 }
 
 /* An async event's id: the track's tid as a hex string (exact for any uint64; Perfetto's and
- * loupe's readers take "0x..." ids as hex). */
-static void put_async_id(loupe__sink *s, const loupe_model *m, const loupe_model_thread *th) {
+ * loupe's readers take "0x..." ids as hex) for the track's lane 0, and for lane k > 0 (the
+ * slice's depth: the model puts overlapping async slices on separate lanes) the tid with k in
+ * bits 48..63, named back to the track by "loupe_track_id". Viewers pair b and e per id, last
+ * in first out (Perfetto's json_trace_parser.cc, chrome://tracing's trace_event_importer.js):
+ * two overlapping slices under one id would be paired crosswise, while the slices of one lane
+ * never overlap. A tid at or above 2^48 (none of loupe's: tracks.h) keeps one id. */
+static uint64_t lane_id(const loupe_model_thread *th, uint32_t lane) {
+    if (lane == 0 || th->tid >> 48 != 0 || lane >= 1u << 16) {
+        return th->tid;
+    }
+    return th->tid | (uint64_t)lane << 48;
+}
+
+static void put_async_id(loupe__sink *s, const loupe_model *m, const loupe_model_thread *th,
+                         uint32_t lane) {
     char id[32];
-    snprintf(id, sizeof id, "0x%llx", (unsigned long long)th->tid);
+    uint64_t v = lane_id(th, lane);
+    snprintf(id, sizeof id, "0x%llx", (unsigned long long)v);
     loupe__puts(s, ",\"id\":");
     loupe__put_jstr(s, id);
+    if (v != th->tid) {
+        snprintf(id, sizeof id, "0x%llx", (unsigned long long)th->tid);
+        loupe__puts(s, ",\"loupe_track_id\":");
+        loupe__put_jstr(s, id);
+    }
     loupe__puts(s, ",\"cat\":");
     loupe__put_jstr(s, async_cat(m, th));
 }
@@ -371,8 +391,8 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, sl->start_ns);
             if (async) {
-                /* b right before its e: any reader pairs them, whatever the overlaps */
-                put_async_id(s, m, th);
+                /* b right before its e, under its lane's id: any reader pairs them */
+                put_async_id(s, m, th, sl->depth);
                 loupe__puts(s, ",\"loupe_track\":");
                 loupe__put_jstr(s, th->name);
             } else {
@@ -404,7 +424,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
                 put_head(s, "e", tpid, tid);
                 loupe__puts(s, ",\"ts\":");
                 loupe__put_us(s, sl->start_ns + sl->dur_ns);
-                put_async_id(s, m, th);
+                put_async_id(s, m, th, sl->depth);
                 loupe__puts(s, ",\"name\":");
                 loupe__put_jstr(s, sl->name);
                 loupe__put(s, "}", 1);
@@ -417,7 +437,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             }
             put_head(s, async ? "n" : "i", tpid, tid);
             if (async) {
-                put_async_id(s, m, th);
+                put_async_id(s, m, th, 0);
                 loupe__puts(s, ",\"loupe_track\":");
                 loupe__put_jstr(s, th->name);
             } else {

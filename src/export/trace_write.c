@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int ends_with(const char *s, const char *suffix) {
@@ -45,6 +46,39 @@ int loupe_trace_write(const loupe_model *m, const char *path, loupe_file_format 
 int loupe__write_file(const loupe_model *m, const char *path, int gz,
                       int (*write)(const loupe_model *, loupe__sink *)) {
     size_t n = strlen(path);
+    /* The user's directory, checked before the temporary's name can stand in for the path in
+     * the detail ("cannot create x/t.json.tmp" when x is missing). */
+    size_t d = n;
+    while (d > 0 && path[d - 1] != '/') {
+        d--;
+    }
+    while (d > 1 && path[d - 1] == '/') {
+        d--; /* "a//t.json": the directory is "a"; "/t.json": "/" */
+    }
+    if (d > 0) {
+        char *dir = malloc(d + 1);
+        if (dir == NULL) {
+            return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", path);
+        }
+        memcpy(dir, path, d);
+        dir[d] = 0;
+        struct stat st;
+        int missing = stat(dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+        if (missing == ENOENT || missing == ENOTDIR) {
+            int r = missing == ENOENT
+                        ? loupe__err(LOUPE_EIO,
+                                     "cannot create %s: the directory %s does not exist (create "
+                                     "it first)",
+                                     path, dir)
+                        : loupe__err(LOUPE_EIO,
+                                     "cannot create %s: %s is not a directory (it, or a directory "
+                                     "above it, is a file)",
+                                     path, dir);
+            free(dir);
+            return r;
+        }
+        free(dir);
+    }
     char *tmp = malloc(n + 5);
     if (tmp == NULL) {
         return loupe__err(LOUPE_ENOMEM, "cannot write %s: out of memory", path);
@@ -55,7 +89,7 @@ int loupe__write_file(const loupe_model *m, const char *path, int gz,
     int r = loupe__sink_open_file(&s, tmp, gz); /* detail: "cannot create <tmp>: ..." */
     if (r != 0) {
         free(tmp);
-        return r;
+        return loupe__err_prefix(r, "cannot write %s", path);
     }
     r = write(m, &s);
     if (r == 0) {

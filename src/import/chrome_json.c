@@ -91,6 +91,7 @@ static int is_space(char c) {
 typedef struct open_b {
     size_t slice;
     int64_t start_ns; /* absolute (file) time */
+    uint64_t id;      /* a b event's id (its lane's, in loupe's files), 0 for B */
 } open_b;
 
 typedef struct tstate {
@@ -126,7 +127,7 @@ typedef struct track_key {
 /* An event's members, found in one pass (the last one of a repeated key wins). */
 typedef struct evf {
     const loupe__jnode *ph, *ts, *dur, *pid, *tid, *name, *cat, *args, *id, *bind_id, *flow_in,
-        *flow_out, *bp, *loupe_track;
+        *flow_out, *bp, *loupe_track, *loupe_track_id;
 } evf;
 
 typedef struct reader {
@@ -356,7 +357,9 @@ static void event_fields(const loupe__jp *p, const loupe__jnode *ev, evf *f) {
             slot = strcmp(k, "bind_id") == 0 ? &f->bind_id : strcmp(k, "bp") == 0 ? &f->bp : NULL;
             break;
         case 'l':
-            slot = strcmp(k, "loupe_track") == 0 ? &f->loupe_track : NULL;
+            slot = strcmp(k, "loupe_track") == 0      ? &f->loupe_track
+                   : strcmp(k, "loupe_track_id") == 0 ? &f->loupe_track_id
+                                                      : NULL;
             break;
         case 'f':
             slot = strcmp(k, "flow_in") == 0    ? &f->flow_in
@@ -597,6 +600,13 @@ static int event_async(reader *r, const evf *f, size_t idx, const char *name, si
     }
     if (f->id == NULL || get_id(f->id, 16, &id, NULL) != 0) {
         return loupe__err(LOUPE_EFORMAT, "%s: event %zu: async event without an id", r->path, idx);
+    }
+    /* loupe's writer gives each lane of an overlapping track its own id (viewers pair b / e
+     * per id, last in first out) and names the track's own id in loupe_track_id: the lanes
+     * are one track again */
+    uint64_t track_id;
+    if (f->loupe_track_id != NULL && get_id(f->loupe_track_id, 16, &track_id, NULL) == 0) {
+        id = track_id;
     }
     size_t p = process_of(r, pid);
     size_t t = p == SIZE_MAX ? SIZE_MAX : track_of(r, p, id, loupe__mb_str(r->mb, cat));
@@ -843,7 +853,11 @@ static int do_slice(reader *r, const evf *ev, size_t idx, char ph, int64_t ts, i
         if (loupe__grow((void **)&st->stack, &st->cap, st->depth + 1, sizeof(open_b)) != 0) {
             return oom(r);
         }
-        st->stack[st->depth++] = (open_b){s, ts};
+        uint64_t id = 0;
+        if (ph == 'b') {
+            (void)get_id(ev->id, 16, &id, NULL); /* event_async checked it */
+        }
+        st->stack[st->depth++] = (open_b){s, ts, id};
     }
     return flow_v2_end(r, ev, t, s, ts, idx);
 }
@@ -866,13 +880,22 @@ static int do_end(reader *r, const evf *ev, size_t idx, char ph, int64_t ts) {
     tstate *st = &r->ts[t];
     st->events++;
     size_t open = st->depth;
-    if (ph == 'e' && name[0]) {
+    if (ph == 'e') {
+        /* the latest open b with this e's id and name, else with its name, else the latest:
+         * the lanes of one track (loupe_track_id) overlap, each with its own id */
         const loupe_model_thread *th = loupe__mb_thread_at(r->mb, t);
-        while (open > 0 && strcmp(th->slices[st->stack[open - 1].slice].name, name) != 0) {
-            open--;
-        }
-        if (open == 0) {
+        uint64_t id = 0;
+        (void)get_id(ev->id, 16, &id, NULL); /* event_async checked it */
+        for (int pass = 0; pass < 3; pass++) {
             open = st->depth;
+            while (pass < 2 && open > 0 &&
+                   ((pass == 0 && st->stack[open - 1].id != id) ||
+                    (name[0] && strcmp(th->slices[st->stack[open - 1].slice].name, name) != 0))) {
+                open--;
+            }
+            if (open > 0) {
+                break;
+            }
         }
     }
     if (open == 0 || ts < st->stack[open - 1].start_ns) {

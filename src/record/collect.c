@@ -143,6 +143,7 @@ typedef struct collector {
     mapping *maps; /* readable mappings, sorted: static names of unloaded libraries are not */
     size_t nmaps;
     uint64_t reentered; /* events dropped as re-entered calls (signal handlers, allocators) */
+    int ring;           /* a thread recorded under keep-last (its drops are its oldest events) */
     uint64_t cut;       /* copied strings cut to fit */
     void *rg;           /* the region read */
     int foreign;        /* a dead program's region: no pointer of it is followed */
@@ -1046,6 +1047,7 @@ static int collect_thread(collector *c, loupe__thread *t, size_t ti) {
         th->capacity_needed += n + dropped;
     }
     c->reentered += __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
+    c->ring |= t->ring != 0;
     c->cut += ws.cut;
     return 0;
 }
@@ -1101,8 +1103,10 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
             break;
         }
         if (!c.foreign && !__atomic_load_n(&t->name_set, __ATOMIC_ACQUIRE) &&
-            !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) && (pid_t)t->tid != getpid()) {
-            char comm[LOUPE__NAME_MAX]; /* its name now (pthread_setname_np) */
+            !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE)) {
+            /* its name now (pthread_setname_np; the main thread's is the program's comm, as
+             * top and Perfetto's process tracks show it, unless it set another) */
+            char comm[LOUPE__NAME_MAX];
             loupe__read_comm(t->tid, comm, sizeof comm);
             loupe__mb_thread_name(c.mb, ti, comm);
         } else {
@@ -1130,6 +1134,10 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)c.reentered);
         failed = loupe__mb_metadata(c.mb, "loupe_events_reentered", v) != 0;
+    }
+    if (!failed && c.ring) {
+        /* says which zones a drop took (the oldest, not the newest): loupe summary's warning */
+        failed = loupe__mb_metadata(c.mb, "loupe_overflow", "keep-last") != 0;
     }
     if (!failed && c.cut != 0) {
         char v[32];

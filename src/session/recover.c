@@ -8,6 +8,7 @@
  * The region is hostile input: the program may have died of a wild write. Every offset, index
  * and count read from it is checked against the mapping (collect.c does so for the chains).
  */
+#include "base/array.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fs.h"
@@ -200,6 +201,94 @@ static int recover_samples(loupe__mb *mb, const loupe__region_hdr *h, uint64_t s
     return rc;
 }
 
+/* A cut region: the chunks in use past cut_at (those the file does not hold whole), per thread
+ * of the session, are emptied in the private mapping before the collector reads it (a chunk's
+ * used count to 0, a thread's cursor back to the start of a current chunk past the cut), so
+ * that it reads the zeros there as no events rather than as events; their events (a chunk's
+ * used slots, the current chunk's up to the cursor) are counted as the thread's dropped ones
+ * after the collect (cut_account), and loupe_recover_cut says what was cut. */
+typedef struct cut_lost_thread {
+    uint64_t tid, events;
+} cut_lost_thread;
+
+typedef struct cut_walk {
+    loupe__region_hdr *h;
+    uint64_t cut_at, chunks, events;
+    cut_lost_thread *v;
+    size_t n, cap;
+    int failed;
+} cut_walk;
+
+static void cut_thread(loupe__thread *t, void *arg) {
+    cut_walk *w = arg;
+    loupe__region_hdr *h = w->h;
+    if ((__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) & ~(uint64_t)LOUPE__STATE_NOTSC) !=
+        h->state) {
+        return; /* recorded nothing in this session: the collector skips it too */
+    }
+    const uint64_t chunk_bytes = LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+    uint64_t lost = 0;
+    uint32_t ch = t->first_chunk;
+    for (uint64_t guard = 0; ch != LOUPE__NO_CHUNK && ch < h->nchunks && guard < h->nchunks;
+         guard++) {
+        loupe__chunk_meta *cm = loupe__meta(h, ch);
+        int past = h->chunk_off + ((uint64_t)ch + 1) * chunk_bytes > w->cut_at;
+        uint64_t used = cm->used;
+        if (ch == t->cur_chunk) {
+            /* the cursor is an address in the program: rebased on its chunk's */
+            uint64_t cur = (uint64_t)(uintptr_t)t->hot.cur;
+            uint64_t base = h->base_addr + h->chunk_off + (uint64_t)ch * chunk_bytes;
+            used = cur >= base ? (cur - base) / sizeof(loupe__ev) : 0;
+            if (past) {
+                t->hot.cur = (loupe__ev *)(uintptr_t)base;
+            }
+        } else if (past) {
+            cm->used = 0;
+        }
+        used = used > LOUPE__CHUNK_SLOTS ? LOUPE__CHUNK_SLOTS : used;
+        if (past && used > 0) {
+            lost += used;
+            w->chunks++;
+        }
+        if (ch == t->cur_chunk) {
+            break;
+        }
+        ch = cm->next;
+    }
+    if (lost == 0) {
+        return;
+    }
+    if (loupe__grow((void **)&w->v, &w->cap, w->n + 1, sizeof(*w->v)) != 0) {
+        w->failed = 1;
+        return;
+    }
+    w->v[w->n++] = (cut_lost_thread){t->tid, lost};
+    w->events += lost;
+}
+
+/* After the collect: the lost events as their threads' dropped ones, and the note. */
+static int cut_account(loupe__mb *mb, const cut_walk *w, uint64_t needs, size_t file_size) {
+    loupe_model *m = loupe__mb_model(mb);
+    for (size_t k = 0; k < w->n; k++) {
+        for (size_t i = 0; i < m->thread_count; i++) {
+            loupe_model_thread *th = loupe__mb_thread_at(mb, i);
+            if (th->kind == LOUPE_TRACK_THREAD && th->tid == w->v[k].tid) {
+                th->events_dropped += w->v[k].events;
+                th->capacity_needed += w->v[k].events;
+                break;
+            }
+        }
+    }
+    char note[512];
+    snprintf(note, sizeof note,
+             "the region was cut short: its header says %llu bytes, the file held %zu; %llu "
+             "chunk%s in use (%llu events) %s past the cut, lost",
+             (unsigned long long)needs, file_size, (unsigned long long)w->chunks,
+             w->chunks == 1 ? "" : "s", (unsigned long long)w->events,
+             w->chunks == 1 ? "was" : "were");
+    return loupe__mb_metadata(mb, "loupe_recover_cut", note) != 0 ? -1 : 0;
+}
+
 int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_result *res) {
     if (res != NULL) {
         if (loupe__result_check(res, "loupe_recover_trace") != 0) {
@@ -238,22 +327,33 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
     const loupe__region_hdr *h = r;
     int rc = 0;
     loupe_model *m = NULL;
+    /* A region cut short (a copy that stopped early, a dump on a full disk): what the file holds
+     * is read, its chunks wholly inside it and the parts before them (descriptors, chunk
+     * table, names: the first 10% or so); the rest reads as empty, and the chunks in use past
+     * the cut are counted as lost (cut_lost). */
+    uint64_t cut_at = 0, cut_needs = 0;
+    size_t file_size = size;
     if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == LOUPE__REGION_VERSION &&
         file_needs(h) > size && h->total_size < ((uint64_t)1 << 44)) {
-        rc = loupe__err(LOUPE_EFORMAT,
-                        "loupe_recover_trace: the region is cut short: its header says %llu "
-                        "bytes, the file holds %zu (a copy that stopped early, or a region "
-                        "copied without its sparse end: copy it with cp --sparse=always)",
-                        (unsigned long long)file_needs(h), size);
-        goto out;
+        const uint64_t chunk_bytes = LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+        cut_needs = file_needs(h);
+        cut_at = size >= h->chunk_off
+                     ? h->chunk_off + (size - h->chunk_off) / chunk_bytes * chunk_bytes
+                     : size / 4096 * 4096; /* whole pages of the parts before the chunks */
     }
     if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == LOUPE__REGION_VERSION &&
         h->total_size > size && h->total_size < ((uint64_t)1 << 44)) {
-        /* A compact crash dump: the file over an empty (zero) mapping of the whole region. */
-        void *big = mmap(NULL, (size_t)h->total_size, PROT_READ,
+        /* A compact crash dump: the file over an empty (zero) mapping of the whole region (a
+         * cut one: only its part up to cut_at). */
+        size_t keep = cut_at != 0 ? (size_t)cut_at : size;
+        /* writable and private when cut: cut_thread empties the chunks past the cut in this
+         * copy (copy on write: the file is never changed) */
+        int prot = cut_at != 0 ? PROT_READ | PROT_WRITE : PROT_READ;
+        void *big = mmap(NULL, (size_t)h->total_size, prot,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (big == MAP_FAILED ||
-            mmap(big, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+            (keep > 0 && mmap(big, keep, prot, (cut_at != 0 ? MAP_PRIVATE : MAP_SHARED) | MAP_FIXED,
+                              fd, 0) == MAP_FAILED)) {
             int e = errno;
             if (big != MAP_FAILED) {
                 munmap(big, (size_t)h->total_size);
@@ -327,11 +427,16 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
                           (o->function_exclude != NULL && o->function_exclude[0] != NULL) ||
                           o->function_depth != 0 || o->function_min_duration_ns != 0,
     };
+    cut_walk cw = {(loupe__region_hdr *)r, cut_at, 0, 0, NULL, 0, 0, 0};
+    if (cut_at != 0) {
+        loupe__threads_each_in(r, cut_thread, &cw);
+    }
     loupe__mb *mb = loupe__mb_new();
     const char *sample_spool = NULL;
     if (mb == NULL ||
         loupe__session_process_meta(mb, o->parent_pid, o->cmdline != NULL ? o->cmdline : "") != 0 ||
-        loupe__collect(mb, &p) != 0 || recover_samples(mb, h, p.stop_ns, &sample_spool) != 0) {
+        loupe__collect(mb, &p) != 0 || recover_samples(mb, h, p.stop_ns, &sample_spool) != 0 ||
+        (cut_at != 0 && (cw.failed || cut_account(mb, &cw, cut_needs, file_size) != 0))) {
         loupe__mb_abort(mb);
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory while collecting");
         goto out;
@@ -357,6 +462,7 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
                                       "written)");
     }
 out:
+    free(cw.v);
     loupe_model_free(m);
     munmap(r, size);
     return rc;
