@@ -88,6 +88,13 @@ typedef struct task {
     size_t len;
     uint64_t out_since; /* switched out at (perf time), 0 when running */
     unsigned out_kind;  /* a loupe_off_cpu_kind: why it was switched out */
+    /* Until its first switch record: the time its event was opened (perf time) and how the
+     * thread was then (a loupe_off_cpu_kind). A thread opened while switched out has a
+     * switch-in as its first record: it was off the CPU from the open on, and counting that
+     * time as on-CPU made a thread that blocks (in a join, on a condition variable) look busy.
+     * 0 once a switch record came. */
+    uint64_t opened;
+    unsigned open_kind;
 } task;
 
 typedef struct raw_sample {
@@ -122,6 +129,13 @@ static size_t s_pages; /* ring data pages per thread (a power of two) */
 static char s_note[448] = "off";
 static uint64_t s_sampler_tid;
 static int s_preempt_bit; /* the kernel sets PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (>= 4.17) */
+/* Samples count kernel-mode CPU time too (exclude_kernel = 0): allowed at perf_event_paranoid
+ * <= 1 or with CAP_PERFMON / CAP_SYS_ADMIN. With exclude_kernel = 1 the kernel drops every
+ * task-clock sample whose timer fires in kernel mode (kernel/events/core.c, perf_swevent_hrtimer()
+ * and perf_exclude_event()), so a thread that spends its CPU in system calls (usleep, read,
+ * futex) got almost no samples. Its user callchain (exclude_callchain_kernel) still says where
+ * in the program it was. */
+static int s_kernel;
 
 static task s_tasks[MAX_TASKS];
 static size_t s_ntasks;
@@ -183,7 +197,9 @@ static void fill_attr(struct perf_event_attr *a) {
         a->sample_stack_user = STACK_COPY;
     }
 #endif
-    a->exclude_kernel = 1; /* user stacks only: works at perf_event_paranoid 2 */
+    /* user mode only works at perf_event_paranoid 2; kernel time too when allowed (s_kernel),
+     * never in no-stacks mode, whose one IP would then be a kernel address */
+    a->exclude_kernel = s_kernel && s_stacks != LOUPE__STACKS_NONE ? 0 : 1;
     a->exclude_hv = 1;
     a->exclude_callchain_kernel = 1;
     a->context_switch = 1;
@@ -608,7 +624,10 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
             } else if (tk->out_since != 0) {
                 add_off(tid, tk->out_since, ts, tk->out_kind);
                 tk->out_since = 0;
+            } else if (tk->opened != 0 && tk->opened < ts) {
+                add_off(tid, tk->opened, ts, tk->open_kind); /* switched out when opened */
             }
+            tk->opened = 0;
         }
         break;
     default:
@@ -674,6 +693,25 @@ static void read_comm(uint64_t tid, char comm[16]) {
     }
 }
 
+/* How a thread is now, from /proc/self/task/<tid>/stat's state field (proc(5)): runnable ('R':
+ * when it is not on a CPU, it was preempted) or waiting (sleeping, blocked). */
+static unsigned task_state_kind(uint64_t tid) {
+    char path[64], b[512];
+    snprintf(path, sizeof path, "/proc/self/task/%llu/stat", (unsigned long long)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return LOUPE_OFF_CPU_UNKNOWN;
+    }
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    b[n > 0 ? n : 0] = 0;
+    const char *p = strrchr(b, ')'); /* comm may hold spaces and parentheses */
+    if (p == NULL || p[1] != ' ' || p[2] == 0 || !s_preempt_bit) {
+        return LOUPE_OFF_CPU_UNKNOWN;
+    }
+    return p[2] == 'R' ? LOUPE_OFF_CPU_PREEMPTED : LOUPE_OFF_CPU_WAITING;
+}
+
 static void open_task(uint64_t tid) {
     char comm[16];
     read_comm(tid, comm);
@@ -701,7 +739,11 @@ static void open_task(uint64_t tid) {
         s_skipped++;
         return;
     }
-    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0, 0};
+    /* the state after the open: a thread switched out now has a switch-in as its first record */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* perf time: use_clockid */
+    uint64_t opened = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0, 0, opened, task_state_kind(tid)};
     if (grow_fail((void **)&s_names, &s_capnames, s_nnames + 1, sizeof *s_names) == 0) {
         s_names[s_nnames].tid = tid;
         memcpy(s_names[s_nnames].comm, comm, 16);
@@ -990,8 +1032,14 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const 
     }
     /* A probe on the calling thread: says now, once, whether the kernel lets us. */
     struct perf_event_attr a;
+    s_kernel = 1;
     fill_attr(&a);
     int fd = (int)sys_perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0 && (errno == EACCES || errno == EPERM) && !a.exclude_kernel) {
+        s_kernel = 0; /* perf_event_paranoid 2 without CAP_PERFMON: user-mode samples only */
+        fill_attr(&a);
+        fd = (int)sys_perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    }
     if (fd < 0) {
         set_unavailable(errno);
         pthread_mutex_unlock(&s_lock);
