@@ -22,7 +22,9 @@
  * A switch-out with PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (linux/perf_event.h, Linux 4.17: the
  * task was still runnable, what `perf sched timehist` reports as preemption) starts a preempted
  * interval, one without it a waiting one (blocked or sleeping); before 4.17 the bit is never
- * set, so the kind is unknown there rather than always "waiting".
+ * set, so the kind is unknown there rather than always "waiting". A thread's on-CPU time (its
+ * span less these intervals) is made to equal its event's task-clock count at the stop
+ * (correct_offs()): the records miss the kernel's own switch path.
  *
  * Stacks: frame-pointer callchains (PERF_SAMPLE_CALLCHAIN) always; with libdw, also 8 KiB of the
  * user stack and the user registers (PERF_SAMPLE_STACK_USER, PERF_SAMPLE_REGS_USER), unwound with
@@ -95,7 +97,17 @@ typedef struct task {
      * 0 once a switch record came. */
     uint64_t opened;
     unsigned open_kind;
+    /* The on-CPU time its switch records show (switch-in, or the open, to switch-out) and since
+     * when it runs (0 when switched out): checked against the event's own count at its close
+     * (correct_offs()). */
+    uint64_t on_seen, running_since;
 } task;
+
+/* A closed task's event count (task-clock: ns on the CPU since the open, what `perf stat -e
+ * task-clock` reports) and the on-CPU time its switch records showed. */
+typedef struct tclk {
+    uint64_t tid, count, seen;
+} tclk;
 
 typedef struct raw_sample {
     uint64_t ts; /* perf time (CLOCK_MONOTONIC ns) */
@@ -162,6 +174,8 @@ static size_t s_sp_samples, s_sp_offs, s_sp_names;
 static uint64_t *s_born, *s_own;
 static size_t s_nborn, s_capborn, s_nown, s_capown;
 static uint64_t s_pid;
+static tclk *s_tclk;
+static size_t s_ntclk, s_captclk;
 
 static long sys_perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
                                 unsigned long flags) {
@@ -619,6 +633,10 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
     case PERF_RECORD_SWITCH:
         if (trailer(rec, size, &tid, &ts) == 0 && tid == tk->tid) {
             if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+                if (tk->running_since != 0 && ts > tk->running_since) {
+                    tk->on_seen += ts - tk->running_since;
+                }
+                tk->running_since = 0;
                 tk->out_since = ts;
                 tk->out_kind = switch_out_kind(h.misc);
             } else if (tk->out_since != 0) {
@@ -628,6 +646,9 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
                 add_off(tid, tk->opened, ts, tk->open_kind); /* switched out when opened */
             }
             tk->opened = 0;
+            if (!(h.misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+                tk->running_since = ts;
+            }
         }
         break;
     default:
@@ -673,8 +694,26 @@ static void drain(task *tk) {
     loupe__perf_ring_drain(tk->base, s_rec, on_task_record, tk);
 }
 
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t); /* perf time: use_clockid */
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Its last records, and its event's count (read(2) of a task event whose task exited returns
+ * the final count): a thread still running at the stop ran until now. */
 static void close_task(task *tk) {
     drain(tk);
+    uint64_t count = 0;
+    if (read(tk->fd, &count, sizeof count) == (ssize_t)sizeof count &&
+        grow_fail((void **)&s_tclk, &s_captclk, s_ntclk + 1, sizeof *s_tclk) == 0) {
+        uint64_t now = mono_ns();
+        if (tk->running_since != 0 && now > tk->running_since) {
+            tk->on_seen += now - tk->running_since;
+            tk->running_since = 0;
+        }
+        s_tclk[s_ntclk++] = (tclk){tk->tid, count, tk->on_seen};
+    }
     munmap(tk->base, tk->len);
     close(tk->fd);
 }
@@ -740,10 +779,10 @@ static void open_task(uint64_t tid) {
         return;
     }
     /* the state after the open: a thread switched out now has a switch-in as its first record */
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now); /* perf time: use_clockid */
-    uint64_t opened = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0, 0, opened, task_state_kind(tid)};
+    uint64_t opened = mono_ns();
+    /* running from the open on, until a first switch-in says it was not */
+    s_tasks[s_ntasks++] =
+        (task){fd, 1, tid, base, len, 0, 0, opened, task_state_kind(tid), 0, opened};
     if (grow_fail((void **)&s_names, &s_capnames, s_nnames + 1, sizeof *s_names) == 0) {
         s_names[s_nnames].tid = tid;
         memcpy(s_names[s_nnames].comm, comm, 16);
@@ -805,6 +844,57 @@ static void end_open_offs(void) {
             tk->out_since = 0;
         }
     }
+}
+
+static int cmp_tclk(const void *a, const void *b) {
+    uint64_t x = ((const tclk *)a)->tid, y = ((const tclk *)b)->tid;
+    return x < y ? -1 : x > y;
+}
+
+/* A thread's on-CPU time between its switch records falls short of its task-clock count by the
+ * kernel's own switch path: the switch-out record is written at the start of
+ * perf_event_task_sched_out() and the switch-in one at the end of perf_event_task_sched_in()
+ * (kernel/events/core.c), and the context's time (which task-clock counts) runs on around them
+ * (the hrtimer of the sampling event is stopped and restarted there, a VM exit each on a VM).
+ * That is a few microseconds a switch: nothing for a thread that runs in long slices, half the
+ * CPU time of one that blocks 10,000 times a second (docs/record.md). The shortfall is given
+ * back where it happened: each of the thread's off-CPU intervals loses an equal share of it, half
+ * at each end, so that the thread's on-CPU time is its task-clock count. Called once, after the
+ * last close; the intervals spooled meanwhile (a death's recovery) keep the raw figures. */
+static void correct_offs(void) {
+    if (s_ntclk == 0 || s_noffs == 0) {
+        return;
+    }
+    qsort(s_tclk, s_ntclk, sizeof *s_tclk, cmp_tclk);
+    uint64_t *n = calloc(s_ntclk, sizeof *n);
+    if (n == NULL) {
+        return; /* the raw intervals stay: on-CPU a little short */
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < s_noffs; i++) {
+            raw_off *o = &s_offs[i];
+            tclk key = {o->tid, 0, 0};
+            const tclk *t = bsearch(&key, s_tclk, s_ntclk, sizeof *s_tclk, cmp_tclk);
+            if (t == NULL) {
+                continue;
+            }
+            size_t k = (size_t)(t - s_tclk);
+            if (pass == 0) {
+                n[k]++;
+                continue;
+            }
+            uint64_t d = t->count > t->seen ? (t->count - t->seen) / n[k] : 0;
+            uint64_t len = o->end == UINT64_MAX ? UINT64_MAX : o->end - o->start;
+            d = d < len ? d : len;
+            if (o->end == UINT64_MAX) {
+                o->start += d / 2; /* blocked across the stop: only its start is a switch */
+            } else {
+                o->start += d / 2;
+                o->end -= d - d / 2;
+            }
+        }
+    }
+    free(n);
 }
 
 static void scan_locked(void) {
@@ -895,6 +985,7 @@ static void *sampler_main(void *arg) {
         close_task(&s_tasks[i]);
     }
     s_ntasks = 0;
+    correct_offs();
     pthread_mutex_unlock(&s_table_lock);
 #ifdef LOUPE_HAVE_LIBDW
     if (u_dwfl != NULL) {
@@ -911,6 +1002,9 @@ static void free_raw(void) {
     free(s_offs);
     free(s_names);
     free(s_born);
+    free(s_tclk);
+    s_tclk = NULL;
+    s_ntclk = s_captclk = 0;
     free(s_own);
     s_samples = NULL;
     s_pcs = NULL;
@@ -1139,6 +1233,7 @@ void loupe__sample_forget_in_child(void) {
     s_offs = NULL;
     s_names = NULL;
     s_born = s_own = NULL;
+    s_tclk = NULL;
     free_raw();
     snprintf(s_note, sizeof s_note, "off");
 }
