@@ -621,6 +621,21 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
             }
         }
         break;
+    case PERF_RECORD_EXIT:
+        /* pid, ppid, tid, ptid (u32 each), time: the thread's own exit (perf_event_exit_task()
+         * writes it before the event is detached, so no switch-out follows): it ran until then,
+         * not until its close */
+        if (size >= sizeof h + 24) {
+            uint32_t ids[4];
+            uint64_t t;
+            memcpy(ids, body, sizeof ids);
+            memcpy(&t, body + 16, 8);
+            if (ids[2] == tk->tid && tk->running_since != 0) {
+                tk->on_seen += t > tk->running_since ? t - tk->running_since : 0;
+                tk->running_since = 0;
+            }
+        }
+        break;
 #ifdef PERF_RECORD_LOST_SAMPLES
     case PERF_RECORD_LOST_SAMPLES:
         if (size >= sizeof h + 8) {
