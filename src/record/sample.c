@@ -22,7 +22,9 @@
  * A switch-out with PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (linux/perf_event.h, Linux 4.17: the
  * task was still runnable, what `perf sched timehist` reports as preemption) starts a preempted
  * interval, one without it a waiting one (blocked or sleeping); before 4.17 the bit is never
- * set, so the kind is unknown there rather than always "waiting".
+ * set, so the kind is unknown there rather than always "waiting". A thread's on-CPU time (its
+ * span less these intervals) is made to equal its event's task-clock count at the stop
+ * (correct_offs()): the records miss the kernel's own switch path.
  *
  * Stacks: frame-pointer callchains (PERF_SAMPLE_CALLCHAIN) always; with libdw, also 8 KiB of the
  * user stack and the user registers (PERF_SAMPLE_STACK_USER, PERF_SAMPLE_REGS_USER), unwound with
@@ -88,7 +90,24 @@ typedef struct task {
     size_t len;
     uint64_t out_since; /* switched out at (perf time), 0 when running */
     unsigned out_kind;  /* a loupe_off_cpu_kind: why it was switched out */
+    /* Until its first switch record: the time its event was opened (perf time) and how the
+     * thread was then (a loupe_off_cpu_kind). A thread opened while switched out has a
+     * switch-in as its first record: it was off the CPU from the open on, and counting that
+     * time as on-CPU made a thread that blocks (in a join, on a condition variable) look busy.
+     * 0 once a switch record came. */
+    uint64_t opened;
+    unsigned open_kind;
+    /* The on-CPU time its switch records show (switch-in, or the open, to switch-out) and since
+     * when it runs (0 when switched out): checked against the event's own count at its close
+     * (correct_offs()). */
+    uint64_t on_seen, running_since;
 } task;
+
+/* A closed task's event count (task-clock: ns on the CPU since the open, what `perf stat -e
+ * task-clock` reports) and the on-CPU time its switch records showed. */
+typedef struct tclk {
+    uint64_t tid, count, seen;
+} tclk;
 
 typedef struct raw_sample {
     uint64_t ts; /* perf time (CLOCK_MONOTONIC ns) */
@@ -122,6 +141,13 @@ static size_t s_pages; /* ring data pages per thread (a power of two) */
 static char s_note[448] = "off";
 static uint64_t s_sampler_tid;
 static int s_preempt_bit; /* the kernel sets PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (>= 4.17) */
+/* Samples count kernel-mode CPU time too (exclude_kernel = 0): allowed at perf_event_paranoid
+ * <= 1 or with CAP_PERFMON / CAP_SYS_ADMIN. With exclude_kernel = 1 the kernel drops every
+ * task-clock sample whose timer fires in kernel mode (kernel/events/core.c, perf_swevent_hrtimer()
+ * and perf_exclude_event()), so a thread that spends its CPU in system calls (usleep, read,
+ * futex) got almost no samples. Its user callchain (exclude_callchain_kernel) still says where
+ * in the program it was. */
+static int s_kernel;
 
 static task s_tasks[MAX_TASKS];
 static size_t s_ntasks;
@@ -148,6 +174,8 @@ static size_t s_sp_samples, s_sp_offs, s_sp_names;
 static uint64_t *s_born, *s_own;
 static size_t s_nborn, s_capborn, s_nown, s_capown;
 static uint64_t s_pid;
+static tclk *s_tclk;
+static size_t s_ntclk, s_captclk;
 
 static long sys_perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
                                 unsigned long flags) {
@@ -183,7 +211,9 @@ static void fill_attr(struct perf_event_attr *a) {
         a->sample_stack_user = STACK_COPY;
     }
 #endif
-    a->exclude_kernel = 1; /* user stacks only: works at perf_event_paranoid 2 */
+    /* user mode only works at perf_event_paranoid 2; kernel time too when allowed (s_kernel),
+     * never in no-stacks mode, whose one IP would then be a kernel address */
+    a->exclude_kernel = s_kernel && s_stacks != LOUPE__STACKS_NONE ? 0 : 1;
     a->exclude_hv = 1;
     a->exclude_callchain_kernel = 1;
     a->context_switch = 1;
@@ -591,6 +621,21 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
             }
         }
         break;
+    case PERF_RECORD_EXIT:
+        /* pid, ppid, tid, ptid (u32 each), time: the thread's own exit (perf_event_exit_task()
+         * writes it before the event is detached, so no switch-out follows): it ran until then,
+         * not until its close */
+        if (size >= sizeof h + 24) {
+            uint32_t ids[4];
+            uint64_t t;
+            memcpy(ids, body, sizeof ids);
+            memcpy(&t, body + 16, 8);
+            if (ids[2] == tk->tid && tk->running_since != 0) {
+                tk->on_seen += t > tk->running_since ? t - tk->running_since : 0;
+                tk->running_since = 0;
+            }
+        }
+        break;
 #ifdef PERF_RECORD_LOST_SAMPLES
     case PERF_RECORD_LOST_SAMPLES:
         if (size >= sizeof h + 8) {
@@ -603,11 +648,21 @@ static void on_record(task *tk, const unsigned char *rec, size_t size) {
     case PERF_RECORD_SWITCH:
         if (trailer(rec, size, &tid, &ts) == 0 && tid == tk->tid) {
             if (h.misc & PERF_RECORD_MISC_SWITCH_OUT) {
+                if (tk->running_since != 0 && ts > tk->running_since) {
+                    tk->on_seen += ts - tk->running_since;
+                }
+                tk->running_since = 0;
                 tk->out_since = ts;
                 tk->out_kind = switch_out_kind(h.misc);
             } else if (tk->out_since != 0) {
                 add_off(tid, tk->out_since, ts, tk->out_kind);
                 tk->out_since = 0;
+            } else if (tk->opened != 0 && tk->opened < ts) {
+                add_off(tid, tk->opened, ts, tk->open_kind); /* switched out when opened */
+            }
+            tk->opened = 0;
+            if (!(h.misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+                tk->running_since = ts;
             }
         }
         break;
@@ -654,8 +709,26 @@ static void drain(task *tk) {
     loupe__perf_ring_drain(tk->base, s_rec, on_task_record, tk);
 }
 
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t); /* perf time: use_clockid */
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Its last records, and its event's count (read(2) of a task event whose task exited returns
+ * the final count): a thread still running at the stop ran until now. */
 static void close_task(task *tk) {
     drain(tk);
+    uint64_t count = 0;
+    if (read(tk->fd, &count, sizeof count) == (ssize_t)sizeof count &&
+        grow_fail((void **)&s_tclk, &s_captclk, s_ntclk + 1, sizeof *s_tclk) == 0) {
+        uint64_t now = mono_ns();
+        if (tk->running_since != 0 && now > tk->running_since) {
+            tk->on_seen += now - tk->running_since;
+            tk->running_since = 0;
+        }
+        s_tclk[s_ntclk++] = (tclk){tk->tid, count, tk->on_seen};
+    }
     munmap(tk->base, tk->len);
     close(tk->fd);
 }
@@ -672,6 +745,25 @@ static void read_comm(uint64_t tid, char comm[16]) {
             comm[n - 1] = 0;
         }
     }
+}
+
+/* How a thread is now, from /proc/self/task/<tid>/stat's state field (proc(5)): runnable ('R':
+ * when it is not on a CPU, it was preempted) or waiting (sleeping, blocked). */
+static unsigned task_state_kind(uint64_t tid) {
+    char path[64], b[512];
+    snprintf(path, sizeof path, "/proc/self/task/%llu/stat", (unsigned long long)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return LOUPE_OFF_CPU_UNKNOWN;
+    }
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    b[n > 0 ? n : 0] = 0;
+    const char *p = strrchr(b, ')'); /* comm may hold spaces and parentheses */
+    if (p == NULL || p[1] != ' ' || p[2] == 0 || !s_preempt_bit) {
+        return LOUPE_OFF_CPU_UNKNOWN;
+    }
+    return p[2] == 'R' ? LOUPE_OFF_CPU_PREEMPTED : LOUPE_OFF_CPU_WAITING;
 }
 
 static void open_task(uint64_t tid) {
@@ -701,7 +793,11 @@ static void open_task(uint64_t tid) {
         s_skipped++;
         return;
     }
-    s_tasks[s_ntasks++] = (task){fd, 1, tid, base, len, 0, 0};
+    /* the state after the open: a thread switched out now has a switch-in as its first record */
+    uint64_t opened = mono_ns();
+    /* running from the open on, until a first switch-in says it was not */
+    s_tasks[s_ntasks++] =
+        (task){fd, 1, tid, base, len, 0, 0, opened, task_state_kind(tid), 0, opened};
     if (grow_fail((void **)&s_names, &s_capnames, s_nnames + 1, sizeof *s_names) == 0) {
         s_names[s_nnames].tid = tid;
         memcpy(s_names[s_nnames].comm, comm, 16);
@@ -763,6 +859,57 @@ static void end_open_offs(void) {
             tk->out_since = 0;
         }
     }
+}
+
+static int cmp_tclk(const void *a, const void *b) {
+    uint64_t x = ((const tclk *)a)->tid, y = ((const tclk *)b)->tid;
+    return x < y ? -1 : x > y;
+}
+
+/* A thread's on-CPU time between its switch records falls short of its task-clock count by the
+ * kernel's own switch path: the switch-out record is written at the start of
+ * perf_event_task_sched_out() and the switch-in one at the end of perf_event_task_sched_in()
+ * (kernel/events/core.c), and the context's time (which task-clock counts) runs on around them
+ * (the hrtimer of the sampling event is stopped and restarted there, a VM exit each on a VM).
+ * That is a few microseconds a switch: nothing for a thread that runs in long slices, half the
+ * CPU time of one that blocks 10,000 times a second (docs/record.md). The shortfall is given
+ * back where it happened: each of the thread's off-CPU intervals loses an equal share of it, half
+ * at each end, so that the thread's on-CPU time is its task-clock count. Called once, after the
+ * last close; the intervals spooled meanwhile (a death's recovery) keep the raw figures. */
+static void correct_offs(void) {
+    if (s_ntclk == 0 || s_noffs == 0) {
+        return;
+    }
+    qsort(s_tclk, s_ntclk, sizeof *s_tclk, cmp_tclk);
+    uint64_t *n = calloc(s_ntclk, sizeof *n);
+    if (n == NULL) {
+        return; /* the raw intervals stay: on-CPU a little short */
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < s_noffs; i++) {
+            raw_off *o = &s_offs[i];
+            tclk key = {o->tid, 0, 0};
+            const tclk *t = bsearch(&key, s_tclk, s_ntclk, sizeof *s_tclk, cmp_tclk);
+            if (t == NULL) {
+                continue;
+            }
+            size_t k = (size_t)(t - s_tclk);
+            if (pass == 0) {
+                n[k]++;
+                continue;
+            }
+            uint64_t d = t->count > t->seen ? (t->count - t->seen) / n[k] : 0;
+            uint64_t len = o->end == UINT64_MAX ? UINT64_MAX : o->end - o->start;
+            d = d < len ? d : len;
+            if (o->end == UINT64_MAX) {
+                o->start += d / 2; /* blocked across the stop: only its start is a switch */
+            } else {
+                o->start += d / 2;
+                o->end -= d - d / 2;
+            }
+        }
+    }
+    free(n);
 }
 
 static void scan_locked(void) {
@@ -853,6 +1000,7 @@ static void *sampler_main(void *arg) {
         close_task(&s_tasks[i]);
     }
     s_ntasks = 0;
+    correct_offs();
     pthread_mutex_unlock(&s_table_lock);
 #ifdef LOUPE_HAVE_LIBDW
     if (u_dwfl != NULL) {
@@ -869,6 +1017,9 @@ static void free_raw(void) {
     free(s_offs);
     free(s_names);
     free(s_born);
+    free(s_tclk);
+    s_tclk = NULL;
+    s_ntclk = s_captclk = 0;
     free(s_own);
     s_samples = NULL;
     s_pcs = NULL;
@@ -990,8 +1141,14 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const 
     }
     /* A probe on the calling thread: says now, once, whether the kernel lets us. */
     struct perf_event_attr a;
+    s_kernel = 1;
     fill_attr(&a);
     int fd = (int)sys_perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0 && (errno == EACCES || errno == EPERM) && !a.exclude_kernel) {
+        s_kernel = 0; /* perf_event_paranoid 2 without CAP_PERFMON: user-mode samples only */
+        fill_attr(&a);
+        fd = (int)sys_perf_event_open(&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    }
     if (fd < 0) {
         set_unavailable(errno);
         pthread_mutex_unlock(&s_lock);
@@ -1091,6 +1248,7 @@ void loupe__sample_forget_in_child(void) {
     s_offs = NULL;
     s_names = NULL;
     s_born = s_own = NULL;
+    s_tclk = NULL;
     free_raw();
     snprintf(s_note, sizeof s_note, "off");
 }
