@@ -1836,6 +1836,15 @@ static int has_tid(const uint64_t *v, size_t n, uint64_t tid) {
     return n > 0 && bsearch(&tid, v, n, sizeof *v, cmp_tid) != NULL;
 }
 
+/* The part [*a, *b) of an off-CPU interval inside the session (s_origin to end_mono); 0 when
+ * none is (correct_offs() may have shrunk an interval to nothing). One rule for the trace's
+ * intervals and for the missed count, which must agree on which threads the trace shows. */
+static int off_in_session(const raw_off *o, uint64_t end_mono, uint64_t *a, uint64_t *b) {
+    *a = o->start < s_origin ? s_origin : o->start;
+    *b = o->end > end_mono ? end_mono : o->end;
+    return *b > *a;
+}
+
 /* The metadata "loupe_sampling_threads_missed": the threads whose CPU time in the session has no
  * samples and that the trace cannot show otherwise. Two kinds: a thread that recorded (the
  * collector's host threads of process 0, map) but never had a perf event (it ended before the
@@ -1864,7 +1873,8 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t e
         }
     }
     for (size_t k = 0; k < s_noffs; k++) {
-        if (s_offs[k].end > s_origin && s_offs[k].start < end_mono) {
+        uint64_t a, b;
+        if (off_in_session(&s_offs[k], end_mono, &a, &b)) {
             seen[nseen++] = s_offs[k].tid;
         }
     }
@@ -1983,9 +1993,8 @@ int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
         }
     }
     for (size_t i = 0; i < s_noffs; i++) {
-        uint64_t a = s_offs[i].start < s_origin ? s_origin : s_offs[i].start;
-        uint64_t b = s_offs[i].end > end_mono ? end_mono : s_offs[i].end;
-        if (b <= a) {
+        uint64_t a, b;
+        if (!off_in_session(&s_offs[i], end_mono, &a, &b)) {
             continue;
         }
         size_t t = thread_of(mb, &map, &nmap, &capmap, s_offs[i].tid);
