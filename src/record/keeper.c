@@ -39,9 +39,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Chunks kept populated past the pool's bump cursor: 16 MiB, about 10 ms of one thread
- * recording at full speed (bench/: ~6 ns per event, 16 bytes each). */
+/* Chunks kept populated past the pool's bump cursor: as many as the session took so far (what
+ * it used is the best guess of what it uses next), at least MIN_AHEAD_CHUNKS (1 MiB) and at
+ * most AHEAD_CHUNKS (16 MiB, about 10 ms of one thread recording at full speed; bench/: ~6 ns
+ * per event, 16 bytes each). A flat 16 MiB was populated in every process, also one that
+ * records nothing (a shell, /bin/true under `loupe record`): 4,096 shared pages faulted in, most
+ * of such a process's CPU time (bench/forks.sh). */
 #define AHEAD_CHUNKS 256u
+#define MIN_AHEAD_CHUNKS 16u
 
 static pthread_mutex_t keeper_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t keeper_cond = PTHREAD_COND_INITIALIZER;
@@ -70,7 +75,10 @@ static int keep(void) {
     int spooling = loupe__spool_pass() != 0;
     uint64_t bump = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
     uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
-    uint64_t want = bump + AHEAD_CHUNKS;
+    uint64_t ahead = bump < MIN_AHEAD_CHUNKS ? MIN_AHEAD_CHUNKS
+                     : bump > AHEAD_CHUNKS   ? AHEAD_CHUNKS
+                                             : bump;
+    uint64_t want = bump + ahead;
     if (want > cap + 1) {
         want = cap + 1; /* the pool never hands out more than the session's capacity (+ tails) */
     }
