@@ -6,8 +6,19 @@
  * pointers into the dead program.
  *
  * It wakes every millisecond while a session runs (1,000 wake-ups a second on a core that is
- * otherwise idle) and sleeps on a condition variable between sessions; it blocks every signal,
- * so the program's handlers never run on it.
+ * otherwise idle); it blocks every signal, so the program's handlers never run on it.
+ *
+ * It lives only while a session does: the stop ends it and joins it (loupe__keeper_end), so
+ * that a program that stops its trace and exits (every process under `loupe record`: the
+ * preload stops at exit and before an exec) is down to its own threads when it ends. A thread
+ * still alive at exit_group() costs the PARENT: the kernel's release_task() of the last thread
+ * notifies the parent before it flushes that thread's /proc dentries (proc_flush_pid(),
+ * kernel/exit.c), and the parent's reaping then invalidates /proc/<pid> (d_invalidate(),
+ * fs/dcache.c), whose walk waits for the dentries the exiting thread is still shrinking: on a
+ * loaded machine tens of milliseconds of the parent's system time per child (a shell or make
+ * that starts 300 short processes under `loupe record` ran 75 times slower; bench/forks.sh). The
+ * keeper also names itself with prctl(), not pthread_setname_np() from its creator, which writes
+ * /proc/self/task/TID/comm and so makes those dentries for the keeper's tid.
  */
 #include "record/record.h"
 
@@ -23,17 +34,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Chunks kept populated past the pool's bump cursor: 16 MiB, about 10 ms of one thread
- * recording at full speed (bench/: ~6 ns per event, 16 bytes each). */
+/* Chunks kept populated past the pool's bump cursor: as many as the session took so far (what
+ * it used is the best guess of what it uses next), at least MIN_AHEAD_CHUNKS (1 MiB) and at
+ * most AHEAD_CHUNKS (16 MiB, about 10 ms of one thread recording at full speed; bench/: ~6 ns
+ * per event, 16 bytes each). A flat 16 MiB was populated in every process, also one that
+ * records nothing (a shell, /bin/true under `loupe record`): 4,096 shared pages faulted in, most
+ * of such a process's CPU time (bench/forks.sh). */
 #define AHEAD_CHUNKS 256u
+#define MIN_AHEAD_CHUNKS 16u
 
 static pthread_mutex_t keeper_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t keeper_cond = PTHREAD_COND_INITIALIZER;
-static pid_t keeper_pid; /* the process the keeper runs in (a fork child has none) */
+static pid_t keeper_pid;        /* the process the keeper runs in (a fork child has none) */
+static pthread_t keeper_thread; /* valid while keeper_pid is this process's */
+static int keeper_quit;         /* set by loupe__keeper_end (under keeper_lock) */
 
 /* Chunks populated in one pass at most (2 MiB, about a millisecond of page faults): a pass
  * that populated 16 MiB of shared memory at once took several milliseconds on a loaded machine,
@@ -56,7 +75,10 @@ static int keep(void) {
     int spooling = loupe__spool_pass() != 0;
     uint64_t bump = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
     uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
-    uint64_t want = bump + AHEAD_CHUNKS;
+    uint64_t ahead = bump < MIN_AHEAD_CHUNKS ? MIN_AHEAD_CHUNKS
+                     : bump > AHEAD_CHUNKS   ? AHEAD_CHUNKS
+                                             : bump;
+    uint64_t want = bump + ahead;
     if (want > cap + 1) {
         want = cap + 1; /* the pool never hands out more than the session's capacity (+ tails) */
     }
@@ -151,7 +173,7 @@ static int only_loupe_left(void) {
     return !alive;
 }
 
-/* Every 100 ms (while a session runs, and between sessions): the process ends when only loupe's
+/* Every 100 ms while a session runs: the process ends when only loupe's
  * threads are left, with exit(0) as POSIX's last pthread_exit() would (its atexit handlers run:
  * `loupe record`'s stop writes the trace). The keeper's lock is not held here. */
 static void exit_if_orphaned(void) {
@@ -162,14 +184,26 @@ static void exit_if_orphaned(void) {
 
 static void *keeper_main(void *arg) {
     (void)arg;
-    __atomic_store_n(&keeper_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* Named by itself (prctl(2) PR_SET_NAME: no /proc file), before its tid is published: the
+     * creator waits for the tid (loupe__keeper_start), so the sampler's scan that follows at
+     * the session's start (sample.c) already sees "loupe-keeper" and never opens an event on
+     * it (sampled under the program's name, it was a track of loupe's own in the trace). */
+    (void)prctl(PR_SET_NAME, "loupe-keeper", 0, 0, 0);
+    pthread_mutex_lock(&keeper_lock);
+    __atomic_store_n(&keeper_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&keeper_cond);
+    pthread_mutex_unlock(&keeper_lock);
     unsigned passes = 0;
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
         while (loupe__region == NULL || !__atomic_load_n(&LOUPE__HDR->active, __ATOMIC_ACQUIRE)) {
+            if (keeper_quit) {
+                pthread_mutex_unlock(&keeper_lock);
+                return NULL;
+            }
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_nsec += 100000000;
@@ -204,24 +238,36 @@ static void *keeper_main(void *arg) {
 void loupe__keeper_start(void) {
     pthread_mutex_lock(&keeper_lock);
     if (keeper_pid != getpid()) {
-        pthread_t th;
         pthread_attr_t at;
         pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&at, 256 * 1024);
-        if (pthread_create(&th, &at, keeper_main, NULL) == 0) {
+        keeper_quit = 0;
+        __atomic_store_n(&keeper_tid, 0, __ATOMIC_RELEASE);
+        if (pthread_create(&keeper_thread, &at, keeper_main, NULL) == 0) {
             keeper_pid = getpid();
-            /* Named here, by its creator, not by the keeper itself: glibc writes the name
-             * (/proc/self/task/TID/comm) before this returns, so the sampler's scan that
-             * follows at the session's start (sample.c) already sees "loupe-keeper" and never
-             * opens an event on it. Named by the new thread, the keeper raced that scan, and a
-             * scan that won sampled it under the program's name: a track of loupe's own in the
-             * program's trace. */
-            (void)pthread_setname_np(th, "loupe-keeper");
+            while (__atomic_load_n(&keeper_tid, __ATOMIC_ACQUIRE) == 0) { /* named, running */
+                pthread_cond_wait(&keeper_cond, &keeper_lock);
+            }
         }
         pthread_attr_destroy(&at);
     }
     pthread_mutex_unlock(&keeper_lock);
+}
+
+void loupe__keeper_end(void) {
+    pthread_mutex_lock(&keeper_lock);
+    if (keeper_pid != getpid() || pthread_equal(pthread_self(), keeper_thread)) {
+        /* none in this process, or the keeper itself (exit_if_orphaned's exit() runs the
+         * program's atexit stop on it): it cannot join itself, and it is the last thread */
+        pthread_mutex_unlock(&keeper_lock);
+        return;
+    }
+    keeper_quit = 1;
+    keeper_pid = 0;
+    pthread_t th = keeper_thread;
+    pthread_cond_broadcast(&keeper_cond);
+    pthread_mutex_unlock(&keeper_lock);
+    pthread_join(th, NULL); /* keeper_tid stays: the trace just collected names it */
 }
 
 void loupe__keeper_kick(void) {

@@ -1149,7 +1149,8 @@ int loupe__rec_prepare(const loupe__session_params *p) {
     __atomic_store_n(&h->session_slots, p->session_slots, __ATOMIC_RELAXED);
     __atomic_store_n(&h->unregistered, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&h->pool_empty, 0, __ATOMIC_RELAXED);
-    loupe__region_populate(chunks < 64 ? chunks : 64); /* the first threads' chunks, now */
+    /* the first threads' chunks, now; the keeper adds more as they are taken (keeper.c) */
+    loupe__region_populate(chunks < 16 ? chunks : 16);
     loupe__keeper_start();
     return 0;
 }

@@ -269,11 +269,18 @@ int loupe__ftab_add_range(uintptr_t lo, uintptr_t hi);
 /* Turns it on for the next session: include_mode when there is a function_filter. */
 void loupe__ftab_enable(int include_mode);
 
-/* The keeper thread (keeper.c): populates chunks ahead of demand while a session runs. */
+/* The keeper thread (keeper.c): populates chunks ahead of demand while a session runs. Starts
+ * it when this process has none, and returns once it runs and is named. */
 void loupe__keeper_start(void);
+/* Ends it and waits for it (pthread_join) when it runs in this process and the caller is not
+ * the keeper itself; the next loupe__keeper_start starts another. Called by the session's stop,
+ * once the gate is closed, with no keeper lock held (keeper.c says why a stopped program must
+ * not keep it). */
+void loupe__keeper_end(void);
 /* Wakes it for a session that just started. */
 void loupe__keeper_kick(void);
-/* The keeper's OS thread id (in this process), 0 before it first runs. Any thread. */
+/* The keeper's OS thread id (in this process; after a stop, the last keeper's), 0 before it
+ * first runs. Any thread. */
 uint64_t loupe__keeper_tid(void);
 /* Holds it between two passes (while a stop collects and recycles) and lets it go again. */
 void loupe__keeper_pause(void);

@@ -569,6 +569,7 @@ static loupe_model *collect_session(void) {
     loupe__gpu_session_close(); /* a later loupe_gpu_session_add fails: nothing is left behind */
     loupe__cupti_stop();        /* flushes its records: they join at loupe__gpu_collect() */
     loupe__sample_stop();       /* a last drain of the rings; collected below */
+    loupe__keeper_end();        /* loupe's threads end with the session (keeper.c says why) */
     double tpn = loupe__ticks_per_ns();
     char host[256], pname[256];
     loupe__hostname(host, sizeof host);
