@@ -4,6 +4,7 @@
 #      LOUPE_ZONEs per rank, timed inside the program in thread CPU time) with 1 rank and with 4,
 #      1 M zones each;
 #      prints ns per zone per rank and the 4-rank mean over the 1-rank figure;
+#      then 1 rank against a rank per core (as many ranks as CPUs), 3 rounds alternated;
 #   2. the merged read of the 4-rank run directory (one model, src/model/merge.c) against
 #      reading its 4 files one by one (bench/merge_read.c), best of 3 in CPU seconds (a shared
 #      machine moves wall time far more); the bound is <= 2x;
@@ -57,6 +58,21 @@ echo "overhead: 1 rank $one ns/zone, 4 ranks $four ns/zone (mean), ratio" \
 
 run=$(ls -d "$T"/s4/plugins/profile/*)
 "$merge" "$run" 3
+
+# a rank per core (as many ranks as CPUs, each alone on its core), against 1 rank: 3 rounds
+# alternated, the median of each; the row that says whether mpirun itself adds to a zone's cost
+c=$(nproc)
+ones=() cores=()
+for r in 1 2 3; do
+  mpi 1 "$T/p1.$r" "$zones"
+  ones+=("$(per_zone)")
+  mpi "$c" "$T/pc.$r" "$zones"
+  cores+=("$(per_zone)")
+done
+med() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+m1=$(med "${ones[@]}") mc=$(med "${cores[@]}")
+echo "a rank per core: 1 rank ${ones[*]} ns/zone, $c ranks ${cores[*]} ns/zone; medians $m1 and" \
+  "$mc, ratio $(awk -v a="$mc" -v b="$m1" 'BEGIN { printf "%.2f", a / b }')"
 
 # bytes: per rank file and per zone; per second at the rate each rank recorded at
 ns=$four
