@@ -49,4 +49,10 @@ json_int_t loupe_cli_jint(uint64_t v);
 void loupe_cli_format_names(char *buf, size_t size, int (*keep)(const loupe_format_desc *d),
                             const char *last);
 
+/* /proc/<pid>/stat into buf (size bytes, terminated); returns the text after the command's
+ * closing ')' ("pid (comm) state ...": comm may itself hold spaces and parentheses, so the
+ * fields go on after its last ')', proc_pid_stat(5)), which starts with " <state>"; NULL when it
+ * cannot be read or has no ") ". */
+const char *loupe_cli_proc_stat(long pid, char *buf, size_t size);
+
 #endif

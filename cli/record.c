@@ -975,17 +975,9 @@ static void free_prefix(const char *run_dir, const char *host, long pid, char *o
  * zombie, *status gets its wait status (proc_pid_stat(5) field 52, exit_code, Linux 3.5) and
  * *known 1. */
 static int alive_status(long pid, int *status, int *known) {
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        return 0;
-    }
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *rp = strrchr(buf, ')'); /* "pid (comm) state ...": comm may hold spaces */
-    if (rp == NULL || rp[1] != ' ') {
+    char buf[2048];
+    const char *rp = loupe_cli_proc_stat(pid, buf, sizeof buf); /* ") state ..." */
+    if (rp == NULL) {
         return 0;
     }
     if (rp[2] != 'Z' && rp[2] != 'X') {
@@ -1162,13 +1154,18 @@ static int make_regions_dir(char *buf, size_t size) {
 static sigset_t ending_mask;
 static int ending_blocked;
 
+/* The signals that end loupe record: SIGINT, SIGTERM, SIGHUP and SIGQUIT. */
+static void ending_set(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGQUIT);
+}
+
 static void block_ending_signals(void) {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
+    ending_set(&set);
     (void)sigprocmask(SIG_BLOCK, &set, ending_blocked ? NULL : &ending_mask);
     ending_blocked = 1;
 }
@@ -1196,11 +1193,7 @@ static int wait_program(pid_t pid) {
     int blocked = ending_blocked;
     if (blocked) {
         sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGHUP);
-        sigaddset(&set, SIGQUIT);
+        ending_set(&set);
         (void)sigprocmask(SIG_UNBLOCK, &set, NULL); /* held ones are passed on now */
     }
     int st;

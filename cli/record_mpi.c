@@ -54,18 +54,10 @@ int loupe_cli_mpi_rank(int *rank, int *size) {
  * parentheses, may itself hold spaces and parentheses: the fields go on after its last ')');
  * 0 when it cannot be read. */
 static long parent_of(long pid) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        return 0;
-    }
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *close = strrchr(buf, ')');
+    char buf[512];
+    const char *rest = loupe_cli_proc_stat(pid, buf, sizeof buf);
     long ppid = 0;
-    if (close == NULL || sscanf(close + 1, " %*c %ld", &ppid) != 1) {
+    if (rest == NULL || sscanf(rest, " %*c %ld", &ppid) != 1) {
         return 0;
     }
     return ppid;

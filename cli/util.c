@@ -72,3 +72,20 @@ const char *loupe_cli_group(uint64_t v, char *buf, size_t size) {
     buf[o] = 0;
     return buf;
 }
+
+const char *loupe_cli_proc_stat(long pid, char *buf, size_t size) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL || size == 0) {
+        if (f != NULL) {
+            fclose(f);
+        }
+        return NULL;
+    }
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return rp != NULL && rp[1] == ' ' ? rp + 1 : NULL;
+}
