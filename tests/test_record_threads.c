@@ -428,6 +428,10 @@ static void test_unbalanced_ends(void **state) {
 
 static void test_fork_while_tracing(void **state) {
     (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip(); /* TSan's runtime in the fork child of a threaded parent reports reused thread ids
+             * ("dup thread with used id") once the child starts a thread, and exits 66 */
+#endif
     loupe_trace_options o = {.log_dir = tu_dir};
     loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_start_trace(&o), 0);
