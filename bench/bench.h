@@ -21,6 +21,15 @@ void bench_floor_clock(uint64_t n);
 void bench_empty_loop(uint64_t n);
 /* Sums the calling thread's ring, so that its stores are observable. */
 uint64_t bench_floor_checksum(void);
+/* floor.c: a recorder's least (a thread-local cursor, a room test, fresh populated memory; no
+ * session test, guard or reserve), for one thread: bench_least_prepare maps and populates room
+ * for `events` 16-byte slots (0, or -1 when the mapping failed); bench_least_zone writes 2 slots
+ * per iteration, bench_least_args 4 (a zone with two one-slot arguments); bench_least_release
+ * unmaps it and returns the slots that found no room (0 when the room was enough). */
+int bench_least_prepare(uint64_t events);
+uint64_t bench_least_release(void);
+void bench_least_zone(uint64_t n);
+void bench_least_args(uint64_t n);
 
 /* zones.c: loupe's recording cases (one zone per iteration unless said). */
 void bench_zone_static(uint64_t n);

@@ -30,5 +30,10 @@ void bench_cases_threads(void) {
         bench_set_stats(c, s, bench_cfg.reps, fs);
         bench_set_stats(f, fs, bench_cfg.reps, fs);
         bench_note(f, "the same threads, interleaved with the loupe row below");
+        if (counts[i] == 1) {
+            /* what any recorder that keeps its events pays, on the same kind of thread */
+            bench_k.least_zone = bench_least_row(
+                "floor: a recorder's least, zone, 1 thread (CPU ns)", bench_least_zone, n, 2);
+        }
     }
 }

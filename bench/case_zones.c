@@ -49,6 +49,9 @@ void bench_cases_zones(void) {
                      bench_scaled(500000), 2, 0);
     cpu_row("loupe dynamic-name zone (16 B name), 1 thread (CPU ns)", bench_zone_dyn,
             bench_scaled(200000), 4);
+    bench_k.least_args =
+        bench_least_row("floor: a recorder's least, zone + 2 one-slot args, 1 thread (CPU ns)",
+                        bench_least_args, bench_scaled(200000), 4);
     bench_k.args_cpu = cpu_row("loupe zone + 2 int64 args, 1 thread (CPU ns)", bench_zone_args,
                                bench_scaled(200000), 4);
     bench_k.args_fused_cpu = cpu_row("loupe zone + 2 int64 args in one call, 1 thread (CPU ns)",

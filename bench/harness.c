@@ -200,6 +200,27 @@ void bench_time_threads(bench_loop_fn fn, uint64_t n, int nthreads, double *s, d
     }
 }
 
+bench_case *bench_least_row(const char *name, bench_loop_fn fn, uint64_t n,
+                            unsigned slots_per_iter) {
+    double s[BENCH_MAX_REPS], fs[BENCH_MAX_REPS];
+    bench_case *c = bench_add_case(name, "ns/zone");
+    uint64_t slots = (uint64_t)(bench_cfg.reps + 1) * n * slots_per_iter;
+    if (bench_least_prepare(slots) != 0) {
+        c->na = 1;
+        bench_note(c, "mmap of %llu slots failed", (unsigned long long)slots);
+        return c;
+    }
+    bench_time_threads(fn, n, 1, s, fs);
+    uint64_t full = bench_least_release();
+    bench_set_stats(c, s, bench_cfg.reps, fs);
+    if (full != 0) {
+        bench_note(c, "%llu SLOTS FOUND NO ROOM", (unsigned long long)full);
+    } else {
+        bench_note(c, "TLS cursor, room test, fresh memory; no guard, session test or reserve");
+    }
+    return c;
+}
+
 /* ---- loupe sessions around a case ---- */
 
 int bench_session_start(uint64_t buffer_events, int function_tracing) {

@@ -79,6 +79,7 @@ typedef struct bench_keys {
         *pf_evps, *pf_bytes;
     bench_case *rd_json, *rd_xplane, *rd_pf; /* case_read.c */
     bench_case *args_cpu, *args_fused_cpu;   /* case_zones.c: CPU-time rows */
+    bench_case *least_zone, *least_args;     /* a recorder's least (floor.c), CPU-time rows */
     bench_case *wr_json, *wr_xplane, *wr_pf; /* case_export.c: the write, its thread's CPU time */
     bench_case *rec_first, *rec_create, *rec_churn, *rec_churn_rss,
         *rec_churn_vm; /* case_record.c */
@@ -113,6 +114,11 @@ void bench_time_loop(bench_loop_fn fn, uint64_t n, double *s, double *fs);
  * each time after the rdtsc floor on the same threads; s[r] and fs[r] = CPU ns per iteration
  * per thread (the mean over threads) of repetition r. */
 void bench_time_threads(bench_loop_fn fn, uint64_t n, int nthreads, double *s, double *fs);
+/* The CPU-time row of one of floor.c's least-recorder loops on one thread (as
+ * bench_time_threads, the rdtsc floor interleaved), writing slots_per_iter slots an iteration
+ * into a buffer that holds them all; notes a slot that found no room. */
+bench_case *bench_least_row(const char *name, bench_loop_fn fn, uint64_t n,
+                            unsigned slots_per_iter);
 
 /* ---- loupe sessions around a case (harness.c) ---- */
 
