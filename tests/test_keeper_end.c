@@ -4,7 +4,14 @@
  * reaping wait in the kernel's /proc dentry invalidation (bench/forks.sh: 25-75x slower shells
  * and makes under `loupe record`). Thread counts are /proc/self/stat's field 20 (num_threads,
  * proc(5)); sampling is off, so the keeper is loupe's only thread. Also: the keeper is named
- * "loupe-keeper" (by itself, with prctl) by the time the start returns, in every session.
+ * "loupe-keeper" (by itself, with prctl) by the time the start returns, in every session. And it
+ * backs off while nothing is recorded (keeper.c: its nap doubles from 1 ms to 10 ms): over 600 ms
+ * of an idle session it wakes at most 120 times (about 60 at 10 ms; 600 at the old 1 ms), and
+ * while a thread records a zone every 0.5 ms it wakes at least 150 times in 300 ms (its 1 ms
+ * nap again); a stop after an idle stretch ends it within 50 ms (the poke ends its nap). Wake-ups
+ * are the keeper's voluntary context switches (/proc/self/task/TID/status, proc(5)): a loaded
+ * machine delays them, so the bound that could be hit by load is only the active one, which
+ * load lowers by less than half at 1 ms naps.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -67,6 +75,85 @@ static int threads_named(const char *name) {
     }
     closedir(d);
     return count;
+}
+
+/* The keeper's tid (the one thread named "loupe-keeper"), 0 when none. */
+static long keeper_tid(void) {
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    long tid = 0;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        int fd = e->d_name[0] != '.' ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (fd >= 0) {
+            ssize_t n = read(fd, comm, sizeof comm - 1);
+            close(fd);
+            comm[n > 0 ? n : 0] = 0;
+            if (strcmp(comm, "loupe-keeper\n") == 0) {
+                tid = strtol(e->d_name, NULL, 10);
+            }
+        }
+    }
+    closedir(d);
+    return tid;
+}
+
+/* voluntary_ctxt_switches of thread tid. */
+static long wakeups(long tid) {
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nvoluntary_ctxt_switches:");
+    assert_non_null(p);
+    return strtol(p + strlen("\nvoluntary_ctxt_switches:"), NULL, 10);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void test_keeper_backs_off(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 0};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    long tid = keeper_tid();
+    assert_true(tid > 0);
+    { LOUPE_ZONE("first"); }
+    usleep(100 * 1000); /* the back-off reaches its 10 ms */
+    long w0 = wakeups(tid);
+    usleep(600 * 1000); /* idle */
+    long idle = wakeups(tid) - w0;
+    print_message("keeper: %ld wake-ups in 600 ms idle\n", idle);
+    assert_true(idle <= 120);
+    w0 = wakeups(tid);
+    double t0 = now_ms();
+    int zones = 0;
+    while (now_ms() - t0 < 300) { /* recording: a zone every 0.5 ms */
+        { LOUPE_ZONE("tick"); }
+        zones++;
+        usleep(500);
+    }
+    long active = wakeups(tid) - w0;
+    print_message("keeper: %ld wake-ups in 300 ms recording %d zones\n", active, zones);
+    assert_true(active >= 150);
+    usleep(200 * 1000); /* idle again: back at 10 ms naps */
+    t0 = now_ms();
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    double stop_ms = now_ms() - t0;
+    print_message("keeper: stop after idle took %.1f ms\n", stop_ms);
+    assert_true(stop_ms < 50);
+    assert_int_equal(r.events_recorded, 2 + 2 * (uint64_t)zones);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_trace_result_free(&r);
 }
 
 static void *nothing(void *arg) {
@@ -140,6 +227,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_keeper_ends_with_session, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_keeper_in_fork_child, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_keeper_backs_off, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,8 +5,15 @@
  * table (names.c), because a parent reading the region after the program died cannot follow
  * pointers into the dead program.
  *
- * It wakes every millisecond while a session runs (1,000 wake-ups a second on a core that is
- * otherwise idle); it blocks every signal, so the program's handlers never run on it.
+ * It wakes every millisecond while the program records, and backs off while nothing happens
+ * (no event recorded, no chunk taken): its nap doubles from 1 ms up to NAP_MAX_US (10 ms), so
+ * an idle traced program sees 100 wake-ups a second, not 1,000 (1.35-1.77 % of a core on the
+ * 2-core VM of docs/performance.md). A thread that takes a chunk during a long nap wakes it
+ * (loupe__keeper_poke: one atomic load, and a futex wake when it naps), so demand never waits
+ * for the nap. What the back-off costs: under `loupe record`, a program killed while idle has
+ * its open zones closed at the keeper's last heartbeat, up to 10 ms before the death (1 ms
+ * while it records), and a name first recorded after an idle stretch is copied up to 10 ms
+ * later. It blocks every signal, so the program's handlers never run on it.
  *
  * It lives only while a session does: the stop ends it and joins it (loupe__keeper_end), so
  * that a program that stops its trace and exits (every process under `loupe record`: the
@@ -28,7 +35,9 @@
 
 #include "record/sample.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -92,6 +101,57 @@ static int keep(void) {
 }
 
 static uint64_t keeper_tid; /* the keeper's OS thread id, 0 before it runs (atomic) */
+
+/* The back-off: a pass that saw nothing new doubles the nap, up to NAP_MAX_US; a pass that saw
+ * activity, or a poke, puts it back to NAP_MIN_US. */
+#define NAP_MIN_US 1000u
+#define NAP_MAX_US 10000u
+
+/* 1 while the keeper naps longer than NAP_MIN_US: the futex word loupe__keeper_poke wakes. */
+static uint32_t keeper_napping;
+
+void loupe__keeper_poke(void) {
+    if (__atomic_load_n(&keeper_napping, __ATOMIC_RELAXED) != 0 &&
+        __atomic_exchange_n(&keeper_napping, 0, __ATOMIC_SEQ_CST) != 0) {
+        int e = errno; /* called from the record path, also in a signal handler */
+        (void)syscall(SYS_futex, &keeper_napping, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        errno = e;
+    }
+}
+
+static void add_cursor(loupe__thread *t, void *arg) {
+    *(uint64_t *)arg += (uint64_t)(uintptr_t)__atomic_load_n(&t->hot.cur, __ATOMIC_RELAXED);
+}
+
+/* A mark that changes whenever the program records: the pool's bump cursor and chunks in use,
+ * and every thread's write cursor (a sum: a change anywhere moves it). */
+static uint64_t activity_mark(void) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint64_t m = __atomic_load_n(&h->bump, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ull +
+                 __atomic_load_n(&h->chunks_in_use, __ATOMIC_RELAXED);
+    loupe__threads_each(add_cursor, &m);
+    return m;
+}
+
+/* Sleeps us microseconds, or less when poked; mark is the activity seen by the pass before. */
+static void nap(unsigned us, uint64_t mark) {
+    if (us <= NAP_MIN_US) {
+        struct timespec d = {0, (long)us * 1000};
+        nanosleep(&d, NULL);
+        return;
+    }
+    __atomic_store_n(&keeper_napping, 1, __ATOMIC_SEQ_CST);
+    /* a chunk taken between the pass and the store above did not poke: look once more (under
+     * the lock, as the pass: a stop may be collecting) */
+    pthread_mutex_lock(&keeper_lock);
+    int same = !keeper_quit && loupe__region != NULL && activity_mark() == mark;
+    pthread_mutex_unlock(&keeper_lock);
+    if (same) {
+        struct timespec d = {0, (long)us * 1000};
+        (void)syscall(SYS_futex, &keeper_napping, FUTEX_WAIT_PRIVATE, 1, &d, NULL, 0);
+    }
+    __atomic_store_n(&keeper_napping, 0, __ATOMIC_RELAXED);
+}
 
 /* A number field of /proc/self/stat or /proc/self/task/T/stat (proc(5): field 3 is the state,
  * field 20 num_threads), counted after the ")" that ends the command name. */
@@ -196,7 +256,8 @@ static void *keeper_main(void *arg) {
     __atomic_store_n(&keeper_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     pthread_cond_broadcast(&keeper_cond);
     pthread_mutex_unlock(&keeper_lock);
-    unsigned passes = 0;
+    unsigned nap_us = NAP_MIN_US;
+    uint64_t mark = 0, orphan_check = 0;
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
         while (loupe__region == NULL || !__atomic_load_n(&LOUPE__HDR->active, __ATOMIC_ACQUIRE)) {
@@ -218,8 +279,15 @@ static void *keeper_main(void *arg) {
             }
         }
         int behind = keep();
+        uint64_t now_mark = activity_mark();
         pthread_mutex_unlock(&keeper_lock);
-        if (++passes % 100 == 0) {
+        nap_us = now_mark != mark ? NAP_MIN_US : nap_us * 2 > NAP_MAX_US ? NAP_MAX_US : nap_us * 2;
+        mark = now_mark;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+        if (now_ns - orphan_check >= 100000000u) { /* every 100 ms */
+            orphan_check = now_ns;
             exit_if_orphaned();
         }
         /* Behind the threads' demand: the next pass at once. One thread writing zones at full
@@ -228,8 +296,9 @@ static void *keeper_main(void *arg) {
          * 1.4 GB/s), and a thread that passes the keeper faults its pages in itself: 1.4 us a
          * 4 KiB page there, 10 ns per zone. */
         if (!behind) {
-            struct timespec d = {0, 1000000};
-            nanosleep(&d, NULL);
+            nap(nap_us, mark);
+        } else {
+            nap_us = NAP_MIN_US;
         }
     }
     return NULL;
@@ -267,6 +336,7 @@ void loupe__keeper_end(void) {
     pthread_t th = keeper_thread;
     pthread_cond_broadcast(&keeper_cond);
     pthread_mutex_unlock(&keeper_lock);
+    loupe__keeper_poke();   /* a long nap ends now, not up to NAP_MAX_US later */
     pthread_join(th, NULL); /* keeper_tid stays: the trace just collected names it */
 }
 

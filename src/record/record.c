@@ -187,6 +187,7 @@ static uint32_t chunk_take(uint32_t owner) {
     m->used = 0;
     m->tail = 0;
     __atomic_store_n(&m->owner, owner + 1, __ATOMIC_RELEASE);
+    loupe__keeper_poke(); /* demand: a keeper that backed off populates ahead again */
     return c;
 }
 
