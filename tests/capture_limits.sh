@@ -105,7 +105,7 @@ has "Perhaps, you want to try again (with more attempts?)." "409"
 # backoff: 0.5 s, then 1 s (the request itself takes a few ms)
 gaps=$(awk 'NR > 1 { printf "%d ", ($1 - prev) * 1000 } { prev = $1 }' "$tmp/hits")
 read -r g1 g2 <<<"$gaps"
-[ "$g1" -ge 500 ] && [ "$g1" -lt 1000 ] && [ "$g2" -ge 1000 ] && [ "$g2" -lt 1900 ] ||
+[ "$g1" -ge 500 ] && [ "$g1" -lt 1500 ] && [ "$g2" -ge 1000 ] && [ "$g2" -lt 2500 ] ||
   fail "409: gaps between attempts $gaps ms, want about 500 and 1000"
 left "409"
 echo "409 three times: retried after ${g1} ms and ${g2} ms, nothing kept"
