@@ -7,13 +7,17 @@
  *
  * It wakes every millisecond while the program records, and backs off while nothing happens
  * (no event recorded, no chunk taken): its nap doubles from 1 ms up to NAP_MAX_US (10 ms), so
- * an idle traced program sees 100 wake-ups a second, not 1,000 (1.35-1.77 % of a core on the
- * 2-core VM of docs/performance.md). A thread that takes a chunk during a long nap wakes it
- * (loupe__keeper_poke: one atomic load, and a futex wake when it naps), so demand never waits
- * for the nap. What the back-off costs: under `loupe record`, a program killed while idle has
- * its open zones closed at the keeper's last heartbeat, up to 10 ms before the death (1 ms
- * while it records), and a name first recorded after an idle stretch is copied up to 10 ms
- * later. It blocks every signal, so the program's handlers never run on it.
+ * an idle traced program sees 100 wake-ups a second, not 1,000 (1.2-1.8 % of a core on the
+ * 2-core VM of docs/performance.md). A nap never outlasts the populated chunks ahead at the
+ * fastest rate the threads took chunks so far (halved): a burst as fast as any before finds its
+ * chunks populated. A thread joining the session wakes it (loupe__keeper_poke, on the first
+ * event, where the record path may make a system call); later chunk takes make none (the
+ * record path's no-system-call guard, hotpath_syscalls.sh). What the back-off costs: a first
+ * burst faster than any before, right after an idle stretch, may outrun the populated chunks
+ * for up to one nap and fault its pages in itself; under `loupe record`, a program killed while
+ * idle has its open zones closed at the keeper's last heartbeat, up to 10 ms before the death
+ * (1 ms while it records), and a name first recorded after an idle stretch is copied up to
+ * 10 ms later. It blocks every signal, so the program's handlers never run on it.
  *
  * It lives only while a session does: the stop ends it and joins it (loupe__keeper_end), so
  * that a program that stops its trace and exits (every process under `loupe record`: the
@@ -257,7 +261,8 @@ static void *keeper_main(void *arg) {
     pthread_cond_broadcast(&keeper_cond);
     pthread_mutex_unlock(&keeper_lock);
     unsigned nap_us = NAP_MIN_US;
-    uint64_t mark = 0, orphan_check = 0;
+    uint64_t mark = 0, orphan_check = 0, last_bump = 0, last_ns = 0;
+    double max_chunks_per_us = 0; /* the fastest the bump cursor moved between two passes */
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
         while (loupe__region == NULL || !__atomic_load_n(&LOUPE__HDR->active, __ATOMIC_ACQUIRE)) {
@@ -280,12 +285,28 @@ static void *keeper_main(void *arg) {
         }
         int behind = keep();
         uint64_t now_mark = activity_mark();
+        uint64_t bump = __atomic_load_n(&LOUPE__HDR->bump, __ATOMIC_RELAXED);
+        uint64_t populated = __atomic_load_n(&LOUPE__HDR->populated, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&keeper_lock);
-        nap_us = now_mark != mark ? NAP_MIN_US : nap_us * 2 > NAP_MAX_US ? NAP_MAX_US : nap_us * 2;
-        mark = now_mark;
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+        if (last_ns != 0 && now_ns > last_ns && bump > last_bump) {
+            double rate = (double)(bump - last_bump) * 1000.0 / (double)(now_ns - last_ns);
+            max_chunks_per_us = rate > max_chunks_per_us ? rate : max_chunks_per_us;
+        }
+        last_bump = bump < last_bump ? 0 : bump; /* a new session's pool starts again */
+        last_ns = now_ns;
+        nap_us = now_mark != mark ? NAP_MIN_US : nap_us * 2 > NAP_MAX_US ? NAP_MAX_US : nap_us * 2;
+        mark = now_mark;
+        if (nap_us > NAP_MIN_US && max_chunks_per_us > 0) {
+            /* half the time the chunks populated ahead last at the fastest rate seen */
+            double ahead_us =
+                (double)(populated > bump ? populated - bump : 0) / max_chunks_per_us / 2.0;
+            nap_us = ahead_us < (double)NAP_MIN_US ? NAP_MIN_US
+                     : ahead_us < (double)nap_us   ? (unsigned)ahead_us
+                                                   : nap_us;
+        }
         if (now_ns - orphan_check >= 100000000u) { /* every 100 ms */
             orphan_check = now_ns;
             exit_if_orphaned();

@@ -187,7 +187,6 @@ static uint32_t chunk_take(uint32_t owner) {
     m->used = 0;
     m->tail = 0;
     __atomic_store_n(&m->owner, owner + 1, __ATOMIC_RELEASE);
-    loupe__keeper_poke(); /* demand: a keeper that backed off populates ahead again */
     return c;
 }
 
@@ -335,6 +334,9 @@ static void join_session(loupe__thread *t, uint64_t s) {
     __atomic_store_n(&t->exit_ticks, 0, __ATOMIC_RELAXED);
     t->tail_chunk = LOUPE__NO_CHUNK;
     uint32_t c = t->cur_chunk;
+    /* a thread joining the session (its first event in it) ends a keeper's long nap: the one
+     * place of the record path that may make a system call (hotpath_syscalls.sh) */
+    loupe__keeper_poke();
     if (c == LOUPE__NO_CHUNK || c >= h->nchunks) {
         c = chunk_take(me);
     } else {

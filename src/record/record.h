@@ -280,8 +280,8 @@ void loupe__keeper_end(void);
 /* Wakes it for a session that just started. */
 void loupe__keeper_kick(void);
 /* Ends the keeper's nap early when it backed off (nothing recorded for a while): called when a
- * chunk is taken. Async-signal-safe: one relaxed load, and a futex wake (errno kept) only while
- * the keeper naps longer than 1 ms. */
+ * thread joins a session (its first event there) and by the stop. Async-signal-safe: one relaxed
+ * load, and a futex wake (errno kept) only while the keeper naps longer than 1 ms. */
 void loupe__keeper_poke(void);
 /* The keeper's OS thread id (in this process; after a stop, the last keeper's), 0 before it
  * first runs. Any thread. */
