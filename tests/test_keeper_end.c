@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,6 +155,74 @@ static void test_keeper_backs_off(void **state) {
     loupe_trace_result_free(&r);
 }
 
+/* Threads that join together (each takes a chunk at once) are not a chunk rate: 8 threads that
+ * record one zone each at the same moment leave the keeper backing off once idle (helper-found:
+ * the rate read over the tiny gap their pokes made held its naps at 1 ms for the session). */
+static pthread_barrier_t g_bar;
+static void *one_zone(void *arg) {
+    pthread_barrier_wait(&g_bar);
+    { LOUPE_ZONE("joined"); }
+    return arg;
+}
+
+static void test_keeper_backs_off_after_joins(void **state) {
+    (void)state;
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 0};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    long tid = keeper_tid();
+    assert_true(tid > 0);
+    pthread_t th[8];
+    assert_int_equal(pthread_barrier_init(&g_bar, NULL, 8), 0);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, one_zone, NULL), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    }
+    pthread_barrier_destroy(&g_bar);
+    usleep(1000 * 1000); /* the rate's memory halves every 250 ms */
+    long w0 = wakeups(tid);
+    usleep(600 * 1000);
+    long idle = wakeups(tid) - w0;
+    print_message("keeper: %ld wake-ups in 600 ms idle after 8 threads joined\n", idle);
+    assert_true(idle <= 120);
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 16);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_trace_result_free(&r);
+}
+
+/* A spooling session never backs off: a thread that records at full speed after an idle stretch
+ * into a small pool (2 MiB: 32 chunks) is drained without drops (helper-found: with 10 ms naps,
+ * 124,218 of 1,600,002 events dropped in 3 of 8 runs). */
+static void burst(int n) {
+    for (int i = 0; i < n; i++) {
+        LOUPE_ZONE("burst");
+        __asm__ volatile("");
+    }
+}
+
+static void test_spool_after_idle(void **state) {
+    (void)state;
+    char spool[600];
+    snprintf(spool, sizeof spool, "%s/spool", tu_dir);
+    assert_int_equal(mkdir(spool, 0755), 0);
+    loupe_trace_options o = {
+        .log_dir = tu_dir, .sampling_hz = 0, .spool_dir = spool, .session_events = 131072};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    burst(1);
+    for (int round = 0; round < 2; round++) {
+        usleep(300 * 1000);
+        burst(400000);
+    }
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_dropped, 0);
+    assert_int_equal(r.events_recorded, 2 + 2 * 800000);
+    loupe_trace_result_free(&r);
+}
+
 static void *nothing(void *arg) {
     return arg;
 }
@@ -226,6 +295,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_keeper_ends_with_session, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_keeper_in_fork_child, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_keeper_backs_off, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_keeper_backs_off_after_joins, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_spool_after_idle, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,16 +8,20 @@
  * It wakes every millisecond while the program records, and backs off while nothing happens
  * (no event recorded, no chunk taken): its nap doubles from 1 ms up to NAP_MAX_US (10 ms), so
  * an idle traced program sees 100 wake-ups a second, not 1,000 (1.2-1.8 % of a core on the
- * 2-core VM of docs/performance.md). A nap never outlasts the populated chunks ahead at the
- * fastest rate the threads took chunks so far (halved): a burst as fast as any before finds its
- * chunks populated. A thread joining the session wakes it (loupe__keeper_poke, on the first
- * event, where the record path may make a system call); later chunk takes make none (the
- * record path's no-system-call guard, hotpath_syscalls.sh). What the back-off costs: a first
- * burst faster than any before, right after an idle stretch, may outrun the populated chunks
- * for up to one nap and fault its pages in itself; under `loupe record`, a program killed while
- * idle has its open zones closed at the keeper's last heartbeat, up to 10 ms before the death
- * (1 ms while it records), and a name first recorded after an idle stretch is copied up to
- * 10 ms later. It blocks every signal, so the program's handlers never run on it.
+ * 2-core VM of docs/performance.md). A nap never outlasts half the time the populated chunks
+ * ahead last at the fastest rate the threads took chunks recently (measured over windows of at
+ * least 2 ms, so that threads joining together do not count as a rate; the memory of it halves
+ * every 250 ms of passes): a burst as fast as a recent one finds its chunks populated. A spooling
+ * session never backs off (only the keeper's passes give spooled chunks back to the pool, which
+ * may be small: a thread recording after an idle stretch would fill it). A thread joining the
+ * session wakes it (loupe__keeper_poke, on the first event, where the record path may make a system
+ * call); later chunk takes make none (the record path's no-system-call guard, hotpath_syscalls.sh).
+ * What the back-off costs: a first burst faster than any before, right after an idle stretch, may
+ * outrun the populated chunks for up to one nap and fault its pages in itself; under `loupe
+ * record`, a program killed while idle has its open zones closed at the keeper's last heartbeat, up
+ * to 10 ms before the death (1 ms while it records), and a name first recorded after an idle
+ * stretch is copied up to 10 ms later. It blocks every signal, so the program's handlers never run
+ * on it.
  *
  * It lives only while a session does: the stop ends it and joins it (loupe__keeper_end), so
  * that a program that stops its trace and exits (every process under `loupe record`: the
@@ -42,6 +46,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,6 +115,10 @@ static uint64_t keeper_tid; /* the keeper's OS thread id, 0 before it runs (atom
  * activity, or a poke, puts it back to NAP_MIN_US. */
 #define NAP_MIN_US 1000u
 #define NAP_MAX_US 10000u
+/* The chunk rate is measured over at least RATE_WINDOW_NS; its maximum halves every
+ * RATE_HALF_LIFE_NS. */
+#define RATE_WINDOW_NS 2000000u
+#define RATE_HALF_LIFE_NS 250000000u
 
 /* 1 while the keeper naps longer than NAP_MIN_US: the futex word loupe__keeper_poke wakes. */
 static uint32_t keeper_napping;
@@ -262,7 +271,7 @@ static void *keeper_main(void *arg) {
     pthread_mutex_unlock(&keeper_lock);
     unsigned nap_us = NAP_MIN_US;
     uint64_t mark = 0, orphan_check = 0, last_bump = 0, last_ns = 0;
-    double max_chunks_per_us = 0; /* the fastest the bump cursor moved between two passes */
+    double max_chunks_per_us = 0; /* the fastest the bump cursor moved recently */
     for (;;) {
         pthread_mutex_lock(&keeper_lock);
         while (loupe__region == NULL || !__atomic_load_n(&LOUPE__HDR->active, __ATOMIC_ACQUIRE)) {
@@ -291,14 +300,23 @@ static void *keeper_main(void *arg) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-        if (last_ns != 0 && now_ns > last_ns && bump > last_bump) {
-            double rate = (double)(bump - last_bump) * 1000.0 / (double)(now_ns - last_ns);
+        if (bump < last_bump || last_ns == 0) { /* a new session's pool starts again */
+            last_bump = bump;
+            last_ns = now_ns;
+        } else if (now_ns - last_ns >= RATE_WINDOW_NS) {
+            double dt = (double)(now_ns - last_ns);
+            double rate = (double)(bump - last_bump) * 1000.0 / dt;
+            /* the memory halves every RATE_HALF_LIFE_NS */
+            max_chunks_per_us *= exp2(-dt / (double)RATE_HALF_LIFE_NS);
             max_chunks_per_us = rate > max_chunks_per_us ? rate : max_chunks_per_us;
+            last_bump = bump;
+            last_ns = now_ns;
         }
-        last_bump = bump < last_bump ? 0 : bump; /* a new session's pool starts again */
-        last_ns = now_ns;
         nap_us = now_mark != mark ? NAP_MIN_US : nap_us * 2 > NAP_MAX_US ? NAP_MAX_US : nap_us * 2;
         mark = now_mark;
+        if (loupe__spool_on()) {
+            nap_us = NAP_MIN_US;
+        }
         if (nap_us > NAP_MIN_US && max_chunks_per_us > 0) {
             /* half the time the chunks populated ahead last at the fastest rate seen */
             double ahead_us =

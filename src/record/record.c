@@ -334,9 +334,6 @@ static void join_session(loupe__thread *t, uint64_t s) {
     __atomic_store_n(&t->exit_ticks, 0, __ATOMIC_RELAXED);
     t->tail_chunk = LOUPE__NO_CHUNK;
     uint32_t c = t->cur_chunk;
-    /* a thread joining the session (its first event in it) ends a keeper's long nap: the one
-     * place of the record path that may make a system call (hotpath_syscalls.sh) */
-    loupe__keeper_poke();
     if (c == LOUPE__NO_CHUNK || c >= h->nchunks) {
         c = chunk_take(me);
     } else {
@@ -360,6 +357,10 @@ static void join_session(loupe__thread *t, uint64_t s) {
     notsc = __atomic_load_n(&loupe__use_tsc, __ATOMIC_RELAXED) ? 0 : LOUPE__STATE_NOTSC;
 #endif
     __atomic_store_n(&t->hot.state, s | notsc, __ATOMIC_RELEASE);
+    /* A thread joining the session (its first event in it) ends a keeper's long nap: the one
+     * place of the record path that may make a system call (hotpath_syscalls.sh). After the
+     * chunk is taken and cur set, so that a keeper about to nap sees the change. */
+    loupe__keeper_poke();
 }
 
 /* Moves the thread to a new chunk (keep-first and keep-last while the pool and the thread's

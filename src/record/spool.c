@@ -211,6 +211,10 @@ uint64_t loupe__spool_pass(void) {
     return spool_n - before;
 }
 
+int loupe__spool_on(void) {
+    return spool_fd >= 0 && !loupe__spool_failed();
+}
+
 int loupe__spool_failed(void) {
     return __atomic_load_n(&spool_failed, __ATOMIC_ACQUIRE);
 }

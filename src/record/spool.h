@@ -55,6 +55,9 @@ int loupe__spool_each_in(const void *region, uint32_t desc,
 uint64_t loupe__spool_chunks(void);
 /* Non-zero once a write failed this session (the spool is off). Any thread. */
 int loupe__spool_failed(void);
+/* Whether this session spools (a spool file is open and no write failed): the keeper then never
+ * backs off, since only its passes give spooled chunks back to a pool that may be small. */
+int loupe__spool_on(void);
 /* The spool file's path ("" when off), and the write error that turned it off ("" when none):
  * "write to <file> failed after <n> chunks: <strerror> (errno N)". Valid until the next open. */
 const char *loupe__spool_path(void);
