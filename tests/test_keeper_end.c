@@ -193,17 +193,14 @@ static void test_keeper_backs_off_after_joins(void **state) {
     loupe_trace_result_free(&r);
 }
 
-/* A spooling session never backs off: a thread that records at full speed after an idle stretch
- * into a small pool (2 MiB: 32 chunks) is drained without drops (helper-found: with 10 ms naps,
- * 124,218 of 1,600,002 events dropped in 3 of 8 runs). */
-static void burst(int n) {
-    for (int i = 0; i < n; i++) {
-        LOUPE_ZONE("burst");
-        __asm__ volatile("");
-    }
-}
-
-static void test_spool_after_idle(void **state) {
+/* A spooling session never backs off: only the keeper's passes give spooled chunks back to the
+ * pool, and a thread that records at full speed after an idle stretch into a small pool filled
+ * it while the keeper napped (helper-found: `session_events` 131,072, 124,218 of 1,600,002
+ * events dropped in 3 of 8 runs). Checked on the keeper's wake-ups, which load cannot raise: over
+ * 600 ms idle in a spooling session at least 200 (1 ms naps: about 550; backing off: about 60).
+ * Drops themselves are not asserted here: on a loaded machine a descheduled keeper lets a
+ * full-speed thread fill a 2 MiB pool also at 1 ms naps. */
+static void test_spool_never_backs_off(void **state) {
     (void)state;
     char spool[600];
     snprintf(spool, sizeof spool, "%s/spool", tu_dir);
@@ -211,15 +208,19 @@ static void test_spool_after_idle(void **state) {
     loupe_trace_options o = {
         .log_dir = tu_dir, .sampling_hz = 0, .spool_dir = spool, .session_events = 131072};
     assert_int_equal(loupe_start_trace(&o), 0);
-    burst(1);
-    for (int round = 0; round < 2; round++) {
-        usleep(300 * 1000);
-        burst(400000);
-    }
+    long tid = keeper_tid();
+    assert_true(tid > 0);
+    { LOUPE_ZONE("first"); }
+    usleep(100 * 1000);
+    long w0 = wakeups(tid);
+    usleep(600 * 1000);
+    long idle = wakeups(tid) - w0;
+    print_message("keeper: %ld wake-ups in 600 ms idle, spooling\n", idle);
+    assert_true(idle >= 200);
     loupe_trace_result r = {.size = sizeof r};
     assert_int_equal(loupe_stop_trace(&r), 0);
     assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(r.events_recorded, 2 + 2 * 800000);
+    assert_int_equal(r.events_recorded, 2);
     loupe_trace_result_free(&r);
 }
 
@@ -296,7 +297,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_keeper_in_fork_child, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_keeper_backs_off, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_keeper_backs_off_after_joins, tu_setup, tu_teardown),
-        cmocka_unit_test_setup_teardown(test_spool_after_idle, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_spool_never_backs_off, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
