@@ -120,12 +120,31 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void test_keeper_backs_off(void **state) {
-    (void)state;
-    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 0};
+/* Starts a session without sampling (spooling to spool_dir when not NULL, into a 2 MiB pool);
+ * returns the keeper's tid. */
+static long start_session(const char *spool_dir) {
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 0, .spool_dir = spool_dir};
+    if (spool_dir != NULL) {
+        o.session_events = 131072;
+    }
     assert_int_equal(loupe_start_trace(&o), 0);
     long tid = keeper_tid();
     assert_true(tid > 0);
+    return tid;
+}
+
+/* Stops the session: exactly events recorded, none dropped. */
+static void stop_expect(uint64_t events) {
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, events);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_trace_result_free(&r);
+}
+
+static void test_keeper_backs_off(void **state) {
+    (void)state;
+    long tid = start_session(NULL);
     { LOUPE_ZONE("first"); }
     usleep(100 * 1000); /* the back-off reaches its 10 ms */
     long w0 = wakeups(tid);
@@ -167,10 +186,7 @@ static void *one_zone(void *arg) {
 
 static void test_keeper_backs_off_after_joins(void **state) {
     (void)state;
-    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 0};
-    assert_int_equal(loupe_start_trace(&o), 0);
-    long tid = keeper_tid();
-    assert_true(tid > 0);
+    long tid = start_session(NULL);
     pthread_t th[8];
     assert_int_equal(pthread_barrier_init(&g_bar, NULL, 8), 0);
     for (int i = 0; i < 8; i++) {
@@ -186,11 +202,7 @@ static void test_keeper_backs_off_after_joins(void **state) {
     long idle = wakeups(tid) - w0;
     print_message("keeper: %ld wake-ups in 600 ms idle after 8 threads joined\n", idle);
     assert_true(idle <= 120);
-    loupe_trace_result r = {.size = sizeof r};
-    assert_int_equal(loupe_stop_trace(&r), 0);
-    assert_int_equal(r.events_recorded, 16);
-    assert_int_equal(r.events_dropped, 0);
-    loupe_trace_result_free(&r);
+    stop_expect(16);
 }
 
 /* A spooling session never backs off: only the keeper's passes give spooled chunks back to the
@@ -205,11 +217,7 @@ static void test_spool_never_backs_off(void **state) {
     char spool[600];
     snprintf(spool, sizeof spool, "%s/spool", tu_dir);
     assert_int_equal(mkdir(spool, 0755), 0);
-    loupe_trace_options o = {
-        .log_dir = tu_dir, .sampling_hz = 0, .spool_dir = spool, .session_events = 131072};
-    assert_int_equal(loupe_start_trace(&o), 0);
-    long tid = keeper_tid();
-    assert_true(tid > 0);
+    long tid = start_session(spool);
     { LOUPE_ZONE("first"); }
     usleep(100 * 1000);
     long w0 = wakeups(tid);
@@ -217,11 +225,7 @@ static void test_spool_never_backs_off(void **state) {
     long idle = wakeups(tid) - w0;
     print_message("keeper: %ld wake-ups in 600 ms idle, spooling\n", idle);
     assert_true(idle >= 200);
-    loupe_trace_result r = {.size = sizeof r};
-    assert_int_equal(loupe_stop_trace(&r), 0);
-    assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(r.events_recorded, 2);
-    loupe_trace_result_free(&r);
+    stop_expect(2);
 }
 
 static void *nothing(void *arg) {
