@@ -154,8 +154,8 @@ static void nap(unsigned us, uint64_t mark) {
         return;
     }
     __atomic_store_n(&keeper_napping, 1, __ATOMIC_SEQ_CST);
-    /* a chunk taken between the pass and the store above did not poke: look once more (under
-     * the lock, as the pass: a stop may be collecting) */
+    /* a thread that joined between the pass and the store above did not poke: look once more
+     * (under the lock, as the pass: a stop may be collecting) */
     pthread_mutex_lock(&keeper_lock);
     int same = !keeper_quit && loupe__region != NULL && activity_mark() == mark;
     pthread_mutex_unlock(&keeper_lock);
@@ -318,7 +318,7 @@ static void *keeper_main(void *arg) {
             nap_us = NAP_MIN_US;
         }
         if (nap_us > NAP_MIN_US && max_chunks_per_us > 0) {
-            /* half the time the chunks populated ahead last at the fastest rate seen */
+            /* half the time the chunks populated ahead last at the fastest recent rate */
             double ahead_us =
                 (double)(populated > bump ? populated - bump : 0) / max_chunks_per_us / 2.0;
             nap_us = ahead_us < (double)NAP_MIN_US ? NAP_MIN_US
