@@ -147,6 +147,35 @@ static void usage(FILE *f) {
             "  loupe summary /tmp/prof\n");
 }
 
+/* The standard fds loupe record was started without (`prog >&-`, `<&-`: cron, supervisors):
+ * /dev/null holds their numbers while loupe record runs, so that none of its own fds (the
+ * memfd, its pipes) takes one and reaches the program as its stdin or stdout, and each child
+ * closes them again before its exec: the program starts with the same closed ones it would have
+ * untraced. */
+static unsigned std_closed;
+
+static void std_hold(void) {
+    for (int i = 0; i < 3; i++) {
+        if (fcntl(i, F_GETFD) >= 0 || errno != EBADF) {
+            continue;
+        }
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (fd == i) {
+            std_closed |= 1u << i;
+        } else if (fd >= 0) {
+            close(fd); /* not the lowest free number: leave it */
+        }
+    }
+}
+
+static void std_release_in_child(void) {
+    for (int i = 0; i < 3; i++) {
+        if (std_closed & (1u << i)) {
+            close(i);
+        }
+    }
+}
+
 /* The preload library: beside this executable (build tree), else in the install libdir. */
 static int find_preload(char *buf, size_t size) {
     char exe[PATH_MAX];
@@ -1274,6 +1303,7 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
         if (n != 1) {
             _exit(REC_EXIT_FAILED); /* loupe could not sample it: it does not run */
         }
+        std_release_in_child();
         execvp(prog[0], prog);
         int e = errno;
         if (ep[1] >= 0) {
@@ -1382,6 +1412,7 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
 static int record_main(int argc, char **argv);
 
 int loupe_cmd_record(int argc, char **argv) {
+    std_hold();
     int code = record_main(argc, argv);
     fflush(NULL);
     restore_ending_signals(); /* a signal held since the program ended takes effect now */
@@ -1713,6 +1744,7 @@ static int record_main(int argc, char **argv) {
         }
         filter_env(&filt);
         loupe_cli_mpi_child_setup(abs_log, preload, argv[i], mpi);
+        std_release_in_child();
         execvp(argv[i], argv + i);
         int e = errno;
         if (ep[1] >= 0) {

@@ -33,15 +33,18 @@
  *                               session of its own in the atfork child handler)
  *   LOUPE_RECORD_REGIONS        under follow: the directory of the other processes' recording
  *                               regions (below), which loupe record recovers after a death
- * Interposed (exported, so the program's calls bind here): the exec family (the image's trace
- * is written before the exec), waitpid/wait/wait4 (a child's end status, for the recovery's
- * cause), fork and posix_spawn/posix_spawnp (the fork points, metadata record.forks).
- * It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can tell it is
- * being recorded). Without LOUPE_RECORD_FOLLOW it removes itself from LD_PRELOAD so that programs
- * the traced one execs are not traced. A program linked with libloupe.so shares the same library
- * (the loader matches the soname), so its annotations land in this session.
+ * Interposed (exported, so the program's calls bind here): close, dup2, dup3, close_range and
+ * closefrom (loupe's own fds are never the program's to lose or to be handed: base/ownfd.h), the
+ * exec family (the image's trace is written before the exec), waitpid/wait/wait4 (a child's end
+ * status, for the recovery's cause), fork and posix_spawn/posix_spawnp (the fork points, metadata
+ * record.forks). It sets LOUPE_RECORD=1 for the program (so a program that starts its own trace can
+ * tell it is being recorded). Without LOUPE_RECORD_FOLLOW it removes itself from LD_PRELOAD so that
+ * programs the traced one execs are not traced. A program linked with libloupe.so shares the same
+ * library (the loader matches the soname), so its annotations land in this session.
  */
 #include <loupe/loupe.h>
+
+#include "base/ownfd.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -55,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -510,7 +514,28 @@ static void loupe_preload_stop(void) {
 
 static void set_forks_meta(void);
 
+static void stop_and_write_files(int for_exec);
+
+/* At exit or exec the program's own fds may fill its RLIMIT_NOFILE (one that leaks them, one
+ * that opens to the limit): the stop's files (the trace, the result file) get 16 numbers above
+ * the soft limit, within the hard one, while they are written, and the limit is the program's
+ * again before the exit or the exec goes on. */
 static void stop_and_write(int for_exec) {
+    struct rlimit was, more;
+    int raised = getrlimit(RLIMIT_NOFILE, &was) == 0 && was.rlim_cur != RLIM_INFINITY &&
+                 was.rlim_cur < was.rlim_max;
+    if (raised) {
+        more = was;
+        more.rlim_cur = was.rlim_max - was.rlim_cur > 16 ? was.rlim_cur + 16 : was.rlim_max;
+        raised = setrlimit(RLIMIT_NOFILE, &more) == 0;
+    }
+    stop_and_write_files(for_exec);
+    if (raised) {
+        (void)setrlimit(RLIMIT_NOFILE, &was);
+    }
+}
+
+static void stop_and_write_files(int for_exec) {
     started = 0;
     set_forks_meta();
     loupe_trace_result res = {.size = sizeof res};
@@ -618,6 +643,18 @@ static fork_fn real_fork;
 static spawn_fn real_spawn, real_spawnp;
 typedef void (*exit_fn)(int);
 static exit_fn real_exit_, real_Exit;
+typedef int (*close_fn)(int);
+typedef int (*open_fn)(const char *, int, ...);
+typedef int (*openat_fn)(int, const char *, int, ...);
+typedef int (*dup2_fn)(int, int);
+typedef int (*dup3_fn)(int, int, int);
+typedef int (*close_range_fn)(unsigned, unsigned, int);
+static close_fn real_close;
+static dup2_fn real_dup2;
+static dup3_fn real_dup3;
+static close_range_fn real_close_range;
+static open_fn real_open, real_open64;
+static openat_fn real_openat, real_openat64;
 
 static void resolve_real(void) {
     if (real_execve != NULL) {
@@ -635,6 +672,14 @@ static void resolve_real(void) {
     real_spawnp = (spawn_fn)(uintptr_t)dlsym(RTLD_NEXT, "posix_spawnp");
     real_exit_ = (exit_fn)(uintptr_t)dlsym(RTLD_NEXT, "_exit");
     real_Exit = (exit_fn)(uintptr_t)dlsym(RTLD_NEXT, "_Exit");
+    real_close = (close_fn)(uintptr_t)dlsym(RTLD_NEXT, "close");
+    real_dup2 = (dup2_fn)(uintptr_t)dlsym(RTLD_NEXT, "dup2");
+    real_dup3 = (dup3_fn)(uintptr_t)dlsym(RTLD_NEXT, "dup3");
+    real_close_range = (close_range_fn)(uintptr_t)dlsym(RTLD_NEXT, "close_range");
+    real_open = (open_fn)(uintptr_t)dlsym(RTLD_NEXT, "open");
+    real_open64 = (open_fn)(uintptr_t)dlsym(RTLD_NEXT, "open64");
+    real_openat = (openat_fn)(uintptr_t)dlsym(RTLD_NEXT, "openat");
+    real_openat64 = (openat_fn)(uintptr_t)dlsym(RTLD_NEXT, "openat64");
 }
 
 /* Whether a loupe variable (or LD_PRELOAD) is one --no-follow keeps from exec'd programs. */
@@ -1316,4 +1361,188 @@ INTERPOSE _Noreturn void _exit(int status) {
 INTERPOSE _Noreturn void _Exit(int status);
 INTERPOSE _Noreturn void _Exit(int status) {
     exit_now(real_Exit, status);
+}
+
+/* ---- close, dup2, dup3, close_range, closefrom: loupe's fds are not the program's to lose ----
+ * loupe keeps a few fds open in the program (base/ownfd.h: the sampler's wake-up and perf events,
+ * the spools), at high numbers. A program may close every fd (a daemon, closefrom(3), Python's
+ * subprocess) or dup2 a file of its own onto a number, and then use that number as its own. So:
+ * - close(N) and dup2/dup3 onto N, for one of loupe's N: the number becomes the program's at once
+ *   (loupe__fd_surrender), then the call goes through unchanged: the program gets exactly what it
+ *   would untraced, and loupe never reads, writes or closes N again (its owner opens another
+ *   number: the spools reopen their files, the sampler makes another eventfd, a thread's ring
+ *   stays mapped and is still drained);
+ * - close_range/closefrom over a range: loupe's numbers in it stay open (they are close-on-exec,
+ *   so an exec that follows still gets none) and the rest is closed, in pieces around them.
+ * The wrappers call libc's own functions (a close of the program's is a cancellation point
+ * still), or the system call where libc has none. Each is async-signal-safe, as the call is. */
+INTERPOSE int close(int fd);
+INTERPOSE int close(int fd) {
+    if (!loupe__fd_closing(fd)) {
+        return 0; /* loupe's thread, a number the program took over: the program's to close */
+    }
+    return real_close != NULL ? real_close(fd) : (int)syscall(SYS_close, fd);
+}
+
+/* open, openat (and their 64 names): on loupe's own threads (base/ownfd.h), the fd a library
+ * opens (libdw's ELF and debug files, kept open while the sampler unwinds) is moved to one of
+ * loupe's numbers before the library sees it, so the program's numbers stay the program's and
+ * its close of every fd cannot pull a file from under libdw. The program's own calls only pay
+ * one thread-local read. */
+
+static int open_mode_given(int flags) {
+#ifdef O_TMPFILE
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+#else
+    return (flags & O_CREAT) != 0;
+#endif
+}
+
+static int own_open(int fd) {
+    return fd >= 0 && loupe__fd_is_loupe_thread()
+               ? loupe__fd_adopt(fd, "a file a library opened on loupe's thread")
+               : fd;
+}
+
+/* libc's own (a cancellation point, as the program's open is), or the system call before the
+ * constructor looked them up. */
+static int do_openat(openat_fn real, open_fn real_at_cwd, int dirfd, const char *path, int flags,
+                     mode_t mode) {
+    if (dirfd == AT_FDCWD && real_at_cwd != NULL) {
+        return own_open(real_at_cwd(path, flags, mode));
+    }
+    if (real != NULL) {
+        return own_open(real(dirfd, path, flags, mode));
+    }
+    return own_open((int)syscall(SYS_openat, dirfd, path, flags, mode));
+}
+
+#define OPEN_MODE(flags, mode)                                                                     \
+    mode_t mode = 0;                                                                               \
+    if (open_mode_given(flags)) {                                                                  \
+        va_list ap;                                                                                \
+        va_start(ap, flags);                                                                       \
+        mode = (mode_t)va_arg(ap, unsigned);                                                       \
+        va_end(ap);                                                                                \
+    }
+
+INTERPOSE int open(const char *path, int flags, ...);
+INTERPOSE int open(const char *path, int flags, ...) {
+    OPEN_MODE(flags, mode)
+    return do_openat(NULL, real_open, AT_FDCWD, path, flags, mode);
+}
+
+INTERPOSE int open64(const char *path, int flags, ...);
+INTERPOSE int open64(const char *path, int flags, ...) {
+    OPEN_MODE(flags, mode)
+    return do_openat(NULL, real_open64, AT_FDCWD, path, flags, mode);
+}
+
+INTERPOSE int openat(int dirfd, const char *path, int flags, ...);
+INTERPOSE int openat(int dirfd, const char *path, int flags, ...) {
+    OPEN_MODE(flags, mode)
+    return do_openat(real_openat, NULL, dirfd, path, flags, mode);
+}
+
+INTERPOSE int openat64(int dirfd, const char *path, int flags, ...);
+INTERPOSE int openat64(int dirfd, const char *path, int flags, ...) {
+    OPEN_MODE(flags, mode)
+    return do_openat(real_openat64, NULL, dirfd, path, flags, mode);
+}
+
+INTERPOSE int dup2(int oldfd, int newfd);
+INTERPOSE int dup2(int oldfd, int newfd) {
+    if (oldfd != newfd && loupe__fd_is_own(newfd) && !loupe__fd_is_loupe_thread()) {
+        loupe__fd_surrender(newfd, "replaced (dup2)");
+    }
+    if (real_dup2 != NULL) {
+        return real_dup2(oldfd, newfd);
+    }
+    if (oldfd == newfd) {
+        return fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
+    }
+    return (int)syscall(SYS_dup3, oldfd, newfd, 0);
+}
+
+INTERPOSE int dup3(int oldfd, int newfd, int flags);
+INTERPOSE int dup3(int oldfd, int newfd, int flags) {
+    if (oldfd != newfd && loupe__fd_is_own(newfd) && !loupe__fd_is_loupe_thread()) {
+        loupe__fd_surrender(newfd, "replaced (dup3)");
+    }
+    return real_dup3 != NULL ? real_dup3(oldfd, newfd, flags)
+                             : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+
+static int range_call(unsigned first, unsigned last, int flags) {
+    if (real_close_range != NULL) {
+        return real_close_range(first, last, flags);
+    }
+#ifdef SYS_close_range
+    return (int)syscall(SYS_close_range, first, last, flags);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* close_range(2) of [first, last] less loupe's numbers (CLOSE_RANGE_CLOEXEC marks them, which
+ * they already are). The first error is returned, as one call's would be. */
+INTERPOSE int close_range(unsigned first, unsigned last, int flags);
+INTERPOSE int close_range(unsigned first, unsigned last, int flags) {
+    if (loupe__fd_is_loupe_thread() == 2) {
+        return range_call(first, last, flags); /* a private table's: nothing of the program's */
+    }
+#ifdef CLOSE_RANGE_CLOEXEC
+    if ((unsigned)flags & CLOSE_RANGE_CLOEXEC) {
+        return range_call(first, last, flags);
+    }
+#endif
+    if (first > last) {
+        return range_call(first, last, flags); /* EINVAL, from the kernel */
+    }
+    int rc = 0, err = 0;
+    unsigned from = first;
+    unsigned top = last < LOUPE__FD_MAX - 1u ? last : LOUPE__FD_MAX - 1u;
+    for (unsigned fd = first; fd <= top && fd >= first; fd++) {
+        if (!loupe__fd_is_own((int)fd)) {
+            continue;
+        }
+        if (fd > from && range_call(from, fd - 1, flags) != 0 && rc == 0) {
+            rc = -1;
+            err = errno;
+        }
+        from = fd + 1;
+    }
+    if (from <= last && from >= first && range_call(from, last, flags) != 0 && rc == 0) {
+        rc = -1;
+        err = errno;
+    }
+    if (rc != 0) {
+        errno = err;
+    }
+    return rc;
+}
+
+/* closefrom(3) (glibc 2.34): close_range from lowfd to the end, loupe's numbers kept; glibc's
+ * own falls back to closing each number of /proc/self/fd where the kernel has no close_range. */
+INTERPOSE void closefrom(int lowfd);
+INTERPOSE void closefrom(int lowfd) {
+    if (lowfd < 0) {
+        lowfd = 0;
+    }
+    if (close_range((unsigned)lowfd, ~0u, 0) == 0) {
+        return;
+    }
+    DIR *d = opendir("/proc/self/fd");
+    int self = d != NULL ? dirfd(d) : -1;
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL; e = readdir(d)) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd >= lowfd && fd != self &&
+            !loupe__fd_is_own(fd)) {
+            (void)close(fd);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
 }

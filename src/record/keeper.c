@@ -35,6 +35,7 @@
  * keeper also names itself with prctl(), not pthread_setname_np() from its creator, which writes
  * /proc/self/task/TID/comm and so makes those dentries for the keeper's tid.
  */
+#include "base/ownfd.h"
 #include "record/record.h"
 
 #include "record/names.h"
@@ -166,16 +167,11 @@ static void nap(unsigned us, uint64_t mark) {
     __atomic_store_n(&keeper_napping, 0, __ATOMIC_RELAXED);
 }
 
-/* A number field of /proc/self/stat or /proc/self/task/T/stat (proc(5): field 3 is the state,
- * field 20 num_threads), counted after the ")" that ends the command name. */
-static int stat_field(const char *path, int field, char *state, long *num) {
+/* A number field of a stat file of /proc (proc(5): field 3 is the state, field 20 num_threads),
+ * counted after the ")" that ends the command name, read with pread from fd. */
+static int stat_field_fd(int fd, int field, char *state, long *num) {
     char buf[1024];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
     if (n <= 0) {
         return -1;
     }
@@ -198,52 +194,65 @@ static int stat_field(const char *path, int field, char *state, long *num) {
     return 0;
 }
 
+/* The keeper's /proc/self/stat and /proc/self/task, kept open at numbers of loupe's
+ * (base/ownfd.h) and read again each time: a scan that opened them every 100 ms took the
+ * program's lowest free number for a moment, and a pipe() or open() the program made right
+ * after closing its fds got another number than untraced. */
+static int keeper_stat_fd = -1, keeper_task_fd = -1;
+
+typedef struct alive_scan {
+    uint64_t sampler, pid;
+    char leader_state;
+    int alive;
+} alive_scan;
+
+static int alive_one(uint64_t tid, void *arg) {
+    alive_scan *a = arg;
+    if (tid == loupe__keeper_tid() || (a->sampler != 0 && tid == a->sampler)) {
+        return 0;
+    }
+    char st = 0;
+    if (tid == a->pid) {
+        st = a->leader_state; /* /proc/self/stat's state is the leader thread's */
+    } else {
+        /* another thread of the program's: rare here (the count said at most one), and an
+         * open of its own */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%llu/stat", (unsigned long long)tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && stat_field_fd(fd, 3, &st, NULL) != 0) {
+            st = 0;
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    a->alive = st != 0 && st != 'Z' && st != 'X';
+    return a->alive;
+}
+
 /* Whether every thread of the process but loupe's own (this keeper, the sampler) is gone: the
  * program's main thread called pthread_exit() and its other threads have ended. POSIX then ends
  * the process "as if exit(0)" when the last thread ends; loupe's threads must not keep it
  * alive (a program that ends main with pthread_exit() never exited under loupe record: seen
  * with a zombie main thread and the keeper and sampler spinning). Cheap first: one read of the
- * thread count; the per-thread states only when the count says it is possible. */
+ * thread count; the per-thread states only when the count says it is possible. No malloc (glibc
+ * would give this thread an arena of its own: 64 MiB more address space, test_record_hostile's
+ * churn bound). */
 static int only_loupe_left(void) {
     uint64_t sampler = loupe__sample_tid();
     long mine = 1 + (sampler != 0), threads = -1;
-    if (stat_field("/proc/self/stat", 20, NULL, &threads) != 0 || threads < 0 ||
+    alive_scan a = {sampler, (uint64_t)getpid(), 0, 0};
+    if (loupe__fd_keep(&keeper_stat_fd, "/proc/self/stat", O_RDONLY, 0,
+                       "the keeper's /proc/self/stat") != 0 ||
+        stat_field_fd(keeper_stat_fd, 20, &a.leader_state, &threads) != 0 || threads < 0 ||
         threads > mine + 1) { /* + 1: a main thread that ended stays a zombie, still counted */
         return 0;
     }
-    /* getdents64, not opendir(): the keeper must not call malloc (glibc would give this thread
-     * an arena of its own: 64 MiB more address space, test_record_hostile's churn bound) */
-    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
+    if (loupe__each_task(&keeper_task_fd, alive_one, &a) != 0) {
         return 0;
     }
-    int alive = 0;
-    _Alignas(8) char ents[4096];
-    long got;
-    while (!alive && (got = syscall(SYS_getdents64, fd, ents, sizeof ents)) > 0) {
-        for (long off = 0; off < got && !alive;) {
-            /* struct linux_dirent64: d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name */
-            unsigned short reclen;
-            memcpy(&reclen, ents + off + 16, sizeof reclen);
-            const char *name = ents + off + 19;
-            off += reclen;
-            if (reclen == 0) {
-                break;
-            }
-            if (name[0] < '0' || name[0] > '9') {
-                continue;
-            }
-            uint64_t tid = strtoull(name, NULL, 10);
-            if (tid == loupe__keeper_tid() || (sampler != 0 && tid == sampler)) {
-                continue;
-            }
-            char path[300], st = 0;
-            snprintf(path, sizeof path, "/proc/self/task/%.32s/stat", name);
-            alive = stat_field(path, 3, &st, NULL) == 0 && st != 'Z' && st != 'X';
-        }
-    }
-    close(fd);
-    return !alive;
+    return !a.alive;
 }
 
 /* Every 100 ms while a session runs: the process ends when only loupe's
@@ -251,6 +260,7 @@ static int only_loupe_left(void) {
  * `loupe record`'s stop writes the trace). The keeper's lock is not held here. */
 static void exit_if_orphaned(void) {
     if (only_loupe_left()) {
+        loupe__fd_loupe_thread(0); /* the program's atexit handlers run here now: their fds */
         exit(0);
     }
 }
@@ -265,6 +275,17 @@ static void *keeper_main(void *arg) {
      * the session's start (sample.c) already sees "loupe-keeper" and never opens an event on
      * it (sampled under the program's name, it was a track of loupe's own in the trace). */
     (void)prctl(PR_SET_NAME, "loupe-keeper", 0, 0, 0);
+    /* The keeper stays on the program's fd table (its fds adopted: base/ownfd.h), unlike the
+     * sampler: it is the thread that calls exit(0) for a program whose main thread called
+     * pthread_exit() (exit_if_orphaned()), and the program's atexit handlers and stdio flush
+     * must then see the program's fds. Its two /proc files are opened now, before the
+     * program's main() when the session starts with the process: their numbers are taken once,
+     * at a known time (a first open 100 ms later raced the program's own fd work). */
+    loupe__fd_loupe_thread(1);
+    (void)loupe__fd_keep(&keeper_stat_fd, "/proc/self/stat", O_RDONLY, 0,
+                         "the keeper's /proc/self/stat");
+    (void)loupe__fd_keep(&keeper_task_fd, "/proc/self/task", O_RDONLY | O_DIRECTORY, 0,
+                         "the thread list (/proc/self/task)");
     pthread_mutex_lock(&keeper_lock);
     __atomic_store_n(&keeper_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     pthread_cond_broadcast(&keeper_cond);
@@ -405,6 +426,10 @@ uint64_t loupe__keeper_tid(void) {
 
 void loupe__keeper_forget_in_child(void) {
     __atomic_store_n(&keeper_tid, 0, __ATOMIC_RELEASE); /* the parent's: no thread here */
+    /* /proc/self as the parent opened it: the parent's threads, not the child's */
+    loupe__fd_close(keeper_stat_fd);
+    loupe__fd_close(keeper_task_fd);
+    keeper_stat_fd = keeper_task_fd = -1;
     /* The parent's keeper may have been waiting on keeper_cond at the fork: a broadcast in the
      * child would wait for that waiter, which does not exist here, forever (glibc's condition
      * variables). Called with keeper_lock held (fork_prepare took it). */

@@ -44,6 +44,7 @@
 #include "record/sample_spool.h"
 
 #include "base/array.h"
+#include "base/ownfd.h"
 #include "model/builder.h"
 
 #include <dirent.h>
@@ -52,6 +53,7 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +132,9 @@ static int s_running;
 static pthread_t s_thread;
 /* eventfd: the stop and thread registrations wake the poll. Made at the first start and never
  * closed (a registering thread may write it at any time: a closed and reused fd number would
- * take its 8 bytes), except in a fork child, which makes its own. */
+ * take its 8 bytes), except in a fork child, which makes its own. Held at a number of loupe's
+ * (base/ownfd.h) and checked before each write: a program that closed it (a daemon closing
+ * every fd) gets its number, and the sampler thread makes another (wake_fd()). */
 static int s_wake = -1;
 static int s_born_on; /* registrations write s_wake (the sampler runs) */
 static int s_quit;
@@ -155,6 +159,10 @@ static size_t s_ntasks;
  * fork (loupe__sample_fork_prepare): the child then finds a table whose every fd is an event. */
 static pthread_mutex_t s_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t s_skipped; /* threads not sampled: MAX_TASKS reached */
+/* The sampler thread has an fd table of its own (base/ownfd.h): the tasks' fds and s_taskdir
+ * are numbers of that table. Set by the sampler thread before its first scan. */
+static int s_private;
+static sem_t s_ready; /* posted by the sampler thread after its first scan */
 
 static raw_sample *s_samples;
 static size_t s_nsamples, s_capsamples;
@@ -176,6 +184,22 @@ static size_t s_nborn, s_capborn, s_nown, s_capown;
 static uint64_t s_pid;
 static tclk *s_tclk;
 static size_t s_ntclk, s_captclk;
+
+/* s_wake, made (again) when there is none or the program took its number: the first start,
+ * then the sampler thread. -1 when no number of loupe's is free (the timed scans still find
+ * every thread). */
+static int wake_fd(void) {
+    int fd = __atomic_load_n(&s_wake, __ATOMIC_ACQUIRE);
+    if (fd >= 0 && loupe__fd_is_own(fd)) {
+        return fd;
+    }
+    if (fd >= 0) {
+        loupe__fd_close(fd); /* forgets the number: the program's now */
+    }
+    fd = loupe__fd_adopt(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "the sampler's wake-up");
+    __atomic_store_n(&s_wake, fd, __ATOMIC_RELEASE);
+    return fd;
+}
 
 static long sys_perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
                                 unsigned long flags) {
@@ -720,7 +744,10 @@ static uint64_t mono_ns(void) {
 static void close_task(task *tk) {
     drain(tk);
     uint64_t count = 0;
-    if (read(tk->fd, &count, sizeof count) == (ssize_t)sizeof count &&
+    /* A number the program closed or took over is not read (it may be the program's pipe now):
+     * the thread's samples stand, only the task-clock correction is left out for it. */
+    if (tk->fd >= 0 && loupe__fd_ok(tk->fd) &&
+        read(tk->fd, &count, sizeof count) == (ssize_t)sizeof count &&
         grow_fail((void **)&s_tclk, &s_captclk, s_ntclk + 1, sizeof *s_tclk) == 0) {
         uint64_t now = mono_ns();
         if (tk->running_since != 0 && now > tk->running_since) {
@@ -730,7 +757,7 @@ static void close_task(task *tk) {
         s_tclk[s_ntclk++] = (tclk){tk->tid, count, tk->on_seen};
     }
     munmap(tk->base, tk->len);
-    close(tk->fd);
+    loupe__fd_close(tk->fd);
 }
 
 static void read_comm(uint64_t tid, char comm[16]) {
@@ -786,10 +813,18 @@ static void open_task(uint64_t tid) {
     if (fd < 0) {
         return; /* ESRCH: it exited meanwhile; the probe at the start said whether we may */
     }
+    /* Loupe's share of the fd numbers (base/ownfd.h) is full: this thread is not sampled, and
+     * counted so (loupe_sampling_threads_missed), rather than taking a number the program
+     * would have had. */
+    fd = loupe__fd_adopt(fd, "a thread's perf event");
+    if (fd < 0) {
+        s_skipped++;
+        return;
+    }
     size_t len = (s_pages + 1) * 4096u;
     void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
-        close(fd);
+        loupe__fd_close(fd);
         s_skipped++;
         return;
     }
@@ -805,34 +840,40 @@ static void open_task(uint64_t tid) {
     }
 }
 
-static void scan(void) {
-    DIR *d = opendir("/proc/self/task");
-    if (d == NULL) {
-        return;
+/* /proc/self/task, kept open at a number of loupe's and read again at each scan (an opendir
+ * every 50 ms took the program's lowest free number for a moment: base/ownfd.h). */
+static int s_taskdir = -1;
+
+static int scan_one(uint64_t tid, void *arg) {
+    (void)arg;
+    if (tid == s_sampler_tid || tid == loupe__keeper_tid()) {
+        return 0; /* loupe's own threads: never sampled, no track in the program's trace */
     }
+    size_t i = 0;
+    while (i < s_ntasks && s_tasks[i].tid != tid) {
+        i++;
+    }
+    if (i == s_ntasks) {
+        open_task(tid);
+        return 0;
+    }
+    s_tasks[i].seen = 1;
+    if (s_tasks[i].fd >= 0 && !loupe__fd_ok(s_tasks[i].fd)) {
+        /* the program closed or replaced it: its ring stays mapped (the mapping keeps the
+         * event, perf_mmap()) and is still drained; the number is the program's */
+        loupe__fd_close(s_tasks[i].fd);
+        s_tasks[i].fd = -1;
+    }
+    return 0;
+}
+
+static void scan(void) {
     for (size_t i = 0; i < s_ntasks; i++) {
         s_tasks[i].seen = 0;
     }
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') {
-            continue;
-        }
-        uint64_t tid = strtoull(e->d_name, NULL, 10);
-        if (tid == s_sampler_tid || tid == loupe__keeper_tid()) {
-            continue; /* loupe's own threads: never sampled, no track in the program's trace */
-        }
-        size_t i = 0;
-        while (i < s_ntasks && s_tasks[i].tid != tid) {
-            i++;
-        }
-        if (i < s_ntasks) {
-            s_tasks[i].seen = 1;
-        } else {
-            open_task(tid);
-        }
+    if (loupe__each_task(&s_taskdir, scan_one, NULL) != 0) {
+        return; /* /proc unreadable: this scan closes nothing */
     }
-    closedir(d);
     /* Threads that exited: their last records, then their slot goes (a tid the kernel reuses
      * later is another thread, opened anew). */
     for (size_t i = 0; i < s_ntasks;) {
@@ -947,7 +988,23 @@ static void *sampler_main(void *arg) {
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     (void)pthread_setname_np(pthread_self(), "loupe-sampler");
+    /* An fd table of its own (base/ownfd.h), with the wake-up and the sample spool in it: the
+     * threads' perf events, /proc and libdw's files take none of the program's numbers nor its
+     * RLIMIT_NOFILE room, and the program's close of every fd cannot reach them. Where the
+     * kernel has no CLOSE_RANGE_UNSHARE it stays on the shared table, every fd adopted. */
+    if (!s_private) {
+        loupe__fd_close(s_taskdir); /* a last sampler's, on the shared table */
+    }
+    s_taskdir = -1; /* a last sampler's own table went with it */
+    int keep[2] = {__atomic_load_n(&s_wake, __ATOMIC_ACQUIRE), loupe__sspool_fd()};
+    s_private = loupe__fd_private_table(keep, 2) == 0;
+    loupe__fd_loupe_thread(1); /* what libdw opens on it is loupe's */
+    int wake = keep[0];        /* the private table's copy: the program cannot close it */
     __atomic_store_n(&s_sampler_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    /* The threads running now are sampled from the start on (the start waits for this scan):
+     * a thread that blocks right after the start has its switch-out seen. */
+    scan_locked();
+    sem_post(&s_ready);
     struct pollfd *pf = calloc(MAX_TASKS + 1, sizeof *pf);
     uint64_t last_scan = 0;
     while (!__atomic_load_n(&s_quit, __ATOMIC_ACQUIRE)) {
@@ -966,14 +1023,17 @@ static void *sampler_main(void *arg) {
             nanosleep(&d, NULL);
             continue;
         }
-        pf[0] = (struct pollfd){.fd = s_wake, .events = POLLIN};
+        pf[0] = (struct pollfd){.fd = s_private ? wake : (wake = wake_fd()), .events = POLLIN};
         for (size_t i = 0; i < s_ntasks; i++) {
-            pf[i + 1] = (struct pollfd){.fd = s_tasks[i].fd, .events = POLLIN};
+            /* poll(2) skips a negative fd: one the program took over (a table read here, the
+             * identity at each scan) */
+            int fd = s_tasks[i].fd;
+            pf[i + 1] = (struct pollfd){.fd = loupe__fd_is_own(fd) ? fd : -1, .events = POLLIN};
         }
         (void)poll(pf, s_ntasks + 1, (int)(SCAN_NS / 1000000u));
-        if (pf[0].revents & POLLIN) {
+        if ((pf[0].revents & POLLIN) && loupe__fd_ok(pf[0].fd)) {
             uint64_t n;
-            ssize_t r = read(s_wake, &n, sizeof n); /* resets the count (EFD_NONBLOCK) */
+            ssize_t r = read(pf[0].fd, &n, sizeof n); /* resets the count (EFD_NONBLOCK) */
             (void)r;
             last_scan = 0; /* a thread registered: find it now */
         }
@@ -984,7 +1044,7 @@ static void *sampler_main(void *arg) {
          * so the walk goes from the end. */
         pthread_mutex_lock(&s_table_lock);
         for (size_t i = s_ntasks; i-- > 0;) {
-            if (pf[i + 1].revents & (POLLHUP | POLLERR)) {
+            if (pf[i + 1].fd >= 0 && (pf[i + 1].revents & (POLLHUP | POLLERR))) {
                 close_task(&s_tasks[i]);
                 s_tasks[i] = s_tasks[--s_ntasks];
                 pf[i + 1] = pf[s_ntasks + 1];
@@ -1155,15 +1215,11 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const 
         return -1;
     }
     close(fd);
-    /* The threads running now are sampled from the start on (the sampler thread finds later
-     * ones): a thread that blocks right after the start has its switch-out seen. */
     __atomic_store_n(&s_sampler_tid, 0, __ATOMIC_RELEASE);
-    scan();
-    if (s_wake < 0) {
-        __atomic_store_n(&s_wake, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), __ATOMIC_RELEASE);
-    } else {
+    int wk = wake_fd();
+    if (wk >= 0) {
         uint64_t n;
-        ssize_t r = read(s_wake, &n, sizeof n); /* a count left from the last session */
+        ssize_t r = read(wk, &n, sizeof n); /* a count left from the last session */
         (void)r;
     }
     __atomic_store_n(&s_quit, 0, __ATOMIC_RELEASE);
@@ -1172,8 +1228,15 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const 
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, 1024 * 1024); /* libdw's unwinder recurses a little */
+    (void)sem_init(&s_ready, 0, 0);
     int rc = pthread_create(&s_thread, &at, sampler_main, NULL);
     pthread_attr_destroy(&at);
+    while (rc == 0 && sem_wait(&s_ready) != 0) {
+        /* EINTR: a signal of the program's */
+    }
+    if (rc == 0 && s_private) {
+        loupe__sspool_shared_close(); /* the sampler's own table holds it now */
+    }
     if (rc != 0) {
         spool_remove();
         snprintf(s_note, sizeof s_note, "unavailable: no sampler thread (%s)", strerror(rc));
@@ -1194,8 +1257,9 @@ void loupe__sample_stop(void) {
         __atomic_store_n(&s_born_on, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&s_quit, 1, __ATOMIC_RELEASE);
         uint64_t one = 1;
-        ssize_t w = write(s_wake, &one, sizeof one);
-        (void)w;
+        int wk = __atomic_load_n(&s_wake, __ATOMIC_ACQUIRE);
+        ssize_t w = loupe__fd_ok(wk) ? write(wk, &one, sizeof one) : 0;
+        (void)w; /* without one, the poll's 50 ms timeout ends the wait */
         pthread_join(s_thread, NULL);
         s_running = 0;
     }
@@ -1208,7 +1272,9 @@ void loupe__sample_thread_born(void) {
     }
     int fd = __atomic_load_n(&s_wake, __ATOMIC_ACQUIRE), saved = errno;
     uint64_t one = 1;
-    ssize_t w = fd >= 0 ? write(fd, &one, sizeof one) : 0;
+    /* never 8 bytes into a file of the program's at the number: the timed scan finds the
+     * thread within 50 ms instead */
+    ssize_t w = loupe__fd_ok(fd) ? write(fd, &one, sizeof one) : 0;
     (void)w;
     errno = saved; /* registration may run in a signal handler */
 }
@@ -1229,13 +1295,20 @@ void loupe__sample_forget_in_child(void) {
      * kernel/events/core.c), so the child has no such mapping, and an munmap of that range
      * could only hit what the child maps there later. The samples copied so far are the
      * parent's (their memory is left, not freed: the sampler may have been growing it). */
-    for (size_t i = 0; i < s_ntasks; i++) {
-        close(s_tasks[i].fd);
-    }
+    if (!s_private) {
+        /* shared-table numbers, adopted: closed when still loupe's, never the child's own */
+        for (size_t i = 0; i < s_ntasks; i++) {
+            loupe__fd_close(s_tasks[i].fd);
+        }
+        loupe__fd_close(s_taskdir); /* the parent's /proc/self/task */
+    } /* else they were numbers of the parent's sampler's own table, not of this one's */
+    s_taskdir = -1;
+    s_private = 0;
     s_ntasks = 0;
     __atomic_store_n(&s_born_on, 0, __ATOMIC_RELEASE);
     if (s_wake >= 0) {
-        close(s_wake); /* shared with the parent: its sampler's wakes are not the child's */
+        /* shared with the parent: its sampler's wakes are not the child's */
+        loupe__fd_close(s_wake);
         __atomic_store_n(&s_wake, -1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&s_table_lock); /* taken by this thread in the prepare handler */
@@ -1910,12 +1983,22 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t e
 #ifdef LOUPE_HAVE_LIBDW
 static int collect(loupe__mb *mb, uint64_t stop_ns, Dwfl *given, int use_given);
 
+/* The symbolisation opens the modules' ELF and debug files through libdw: loupe's files, even on
+ * the program's thread that stops (base/ownfd.h). */
+static int collect_as_loupe(loupe__mb *mb, uint64_t stop_ns, Dwfl *given, int use_given) {
+    int was = loupe__fd_is_loupe_thread();
+    loupe__fd_loupe_thread(1);
+    int rc = collect(mb, stop_ns, given, use_given);
+    loupe__fd_loupe_thread(was);
+    return rc;
+}
+
 int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
-    return collect(mb, stop_ns, NULL, 0);
+    return collect_as_loupe(mb, stop_ns, NULL, 0);
 }
 
 int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
-    return collect(mb, stop_ns, dwfl, 1);
+    return collect_as_loupe(mb, stop_ns, dwfl, 1);
 }
 
 static int collect(loupe__mb *mb, uint64_t stop_ns, Dwfl *given, int use_given) {

@@ -8,6 +8,8 @@
 
 #include "record/sample.h"
 
+#include "base/ownfd.h"
+
 #include <elf.h>
 #ifdef LOUPE_HAVE_LIBDW
 #include <gelf.h>
@@ -74,7 +76,7 @@ static int write_all(int fd, const void *p, size_t n) {
 int loupe__sspool_open(const char *path, uint64_t pid, uint64_t origin_mono, uint32_t hz,
                        int stacks, const char *note) {
     loupe__sspool_remove();
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = loupe__fd_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600, "the sample spool");
     if (fd < 0) {
         return -1;
     }
@@ -92,7 +94,7 @@ int loupe__sspool_open(const char *path, uint64_t pid, uint64_t origin_mono, uin
     memcpy(page, &w_hdr, sizeof w_hdr);
     if (write_all(fd, page, sizeof page) != 0) {
         int e = errno;
-        close(fd);
+        loupe__fd_close(fd);
         (void)unlink(path);
         errno = e;
         return -1;
@@ -114,18 +116,36 @@ int loupe__sspool_on(void) {
     return w_fd >= 0;
 }
 
+int loupe__sspool_fd(void) {
+    return w_fd;
+}
+
+void loupe__sspool_shared_close(void) {
+    loupe__fd_close(w_fd); /* w_fd stays: the sampler's own table has the same number */
+}
+
 static void stop_spool(int err) {
-    snprintf(w_hdr.reason, sizeof w_hdr.reason,
-             "write to %.400s failed after %llu bytes: %s (errno %d)", w_path,
-             (unsigned long long)w_size, strerror(err), err);
+    char lost[160];
+    if (err == EBADF && loupe__fd_lost(lost, sizeof lost) > 0) {
+        snprintf(w_hdr.reason, sizeof w_hdr.reason,
+                 "%s, and %.300s could not be opened again after %llu bytes", lost, w_path,
+                 (unsigned long long)w_size);
+    } else {
+        snprintf(w_hdr.reason, sizeof w_hdr.reason,
+                 "write to %.400s failed after %llu bytes: %s (errno %d)", w_path,
+                 (unsigned long long)w_size, strerror(err), err);
+    }
     w_hdr.stopped = 1;
     w_hdr.dropped_samples += w_batch_samples;
     w_hdr.dropped_offs += w_batch_offs;
     w_status_dirty = 1;
     w_len = 0;
     w_batch_samples = w_batch_offs = 0;
-    /* a short write left part of a record: cut back to the last whole one */
-    (void)!ftruncate(w_fd, (off_t)w_size);
+    /* a short write left part of a record: cut back to the last whole one (never a file of
+     * the program's at the number) */
+    if (loupe__fd_ok(w_fd)) {
+        (void)!ftruncate(w_fd, (off_t)w_size);
+    }
 }
 
 static void write_batch(void) {
@@ -136,6 +156,10 @@ static void write_batch(void) {
     int rc;
     if (w_size + w_len > w_fail_at) {
         errno = ENOSPC;
+        rc = -1;
+    } else if (loupe__fd_keep(&w_fd, w_path, O_WRONLY, w_size, "the sample spool") != 0) {
+        /* the program closed the number and the file is gone: the spool ends, said */
+        errno = EBADF;
         rc = -1;
     } else {
         rc = write_all(w_fd, w_buf, w_len);
@@ -339,7 +363,9 @@ void loupe__sspool_flush(void) {
         /* the status part of the header: its page is allocated (written at the open), so this
          * pwrite needs no room on a full file system */
         size_t at = offsetof(loupe__sspool_hdr, dropped_samples);
-        (void)!pwrite(w_fd, (const char *)&w_hdr + at, sizeof w_hdr - at, (off_t)at);
+        if (loupe__fd_keep(&w_fd, w_path, O_WRONLY, w_size, "the sample spool") == 0) {
+            (void)!pwrite(w_fd, (const char *)&w_hdr + at, sizeof w_hdr - at, (off_t)at);
+        }
         w_status_dirty = 0;
     }
 }
@@ -353,8 +379,8 @@ const char *loupe__sspool_reason(void) {
 }
 
 void loupe__sspool_remove(void) {
-    if (w_fd >= 0) {
-        close(w_fd);
+    if (w_fd >= 0 || w_path[0]) {
+        loupe__fd_close(w_fd);
         w_fd = -1;
         (void)unlink(w_path);
     }
@@ -363,7 +389,7 @@ void loupe__sspool_remove(void) {
 
 void loupe__sspool_forget(void) {
     if (w_fd >= 0) {
-        close(w_fd);
+        loupe__fd_close(w_fd);
         w_fd = -1;
     }
     w_path[0] = 0;

@@ -68,6 +68,12 @@ typedef struct loupe__map {
 int loupe__sspool_open(const char *path, uint64_t pid, uint64_t origin_mono, uint32_t hz,
                        int stacks, const char *note);
 /* Non-zero while a spool file is open (written or stopped). */
+/* The spool file's fd (-1 when none): the sampler thread keeps it in its own fd table. */
+int loupe__sspool_fd(void);
+/* The sampler thread has the spool in its own fd table: the shared table's fd goes (the program
+ * gets its number back). From then on only the sampler thread writes through w_fd; the remove
+ * and forget that follow its join only unlink. */
+void loupe__sspool_shared_close(void);
 int loupe__sspool_on(void);
 /* Appends records to the batch (written when it is full and at loupe__sspool_flush()). The
  * sampler thread only. Past the cap, or once a write failed, a sample or interval is counted

@@ -26,6 +26,7 @@
 
 #include "base/error.h"
 #include "base/fs.h"
+#include "base/ownfd.h"
 #include "record/region.h"
 
 #include <errno.h>
@@ -65,13 +66,13 @@ int loupe__spool_open(const char *dir) {
     if (n < 0 || (size_t)n >= sizeof f) {
         return loupe__err(LOUPE_EIO, "spool_dir %s: the path is too long", dir);
     }
-    int fd = open(f, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = loupe__fd_open(f, O_RDWR | O_CREAT | O_TRUNC, 0600, "the event spool");
     if (fd < 0) {
         int e = errno;
         return loupe__err(LOUPE_EIO, "spool_dir %s: cannot open %s: %s (errno %d)", dir, f,
                           strerror(e), e);
     }
-    spool_fd = fd;
+    spool_fd = fd; /* a number of loupe's, checked at each write (base/ownfd.h) */
     spool_pid = getpid();
     memcpy(spool_file, f, (size_t)n + 1);
     if (loupe__region != NULL) {
@@ -83,8 +84,8 @@ int loupe__spool_open(const char *dir) {
 }
 
 void loupe__spool_close(void) {
-    if (spool_fd >= 0) {
-        close(spool_fd);
+    if (spool_fd >= 0 || spool_file[0]) {
+        loupe__fd_close(spool_fd); /* only a number still loupe's */
         spool_fd = -1;
         if (spool_pid == getpid()) {
             (void)unlink(spool_file);
@@ -101,21 +102,40 @@ void loupe__spool_close(void) {
     spool_file[0] = 0;
 }
 
-static void fail(int e) {
+static void fail(int e, int fd) {
     __atomic_store_n(&spool_failed, 1, __ATOMIC_RELEASE);
-    snprintf(spool_err, sizeof spool_err, "write to %s failed after %llu chunks: %s (errno %d)",
-             spool_file, (unsigned long long)spool_n, strerror(e), e);
+    char lost[160];
+    if (e == EBADF && loupe__fd_lost(lost, sizeof lost) > 0) {
+        snprintf(spool_err, sizeof spool_err,
+                 "%s, and %s could not be opened again after %llu chunks", lost, spool_file,
+                 (unsigned long long)spool_n);
+    } else {
+        snprintf(spool_err, sizeof spool_err, "write to %s failed after %llu chunks: %s (errno %d)",
+                 spool_file, (unsigned long long)spool_n, strerror(e), e);
+    }
     /* A record cut short stays out of the file: the collector reads spool_n records only. */
-    (void)ftruncate(spool_fd, (off_t)(spool_n * REC_SIZE));
+    if (fd >= 0 && loupe__fd_ok(fd)) {
+        (void)ftruncate(fd, (off_t)(spool_n * REC_SIZE));
+    }
+}
+
+/* spool_fd, still loupe's or opened again (the program may close every fd: base/ownfd.h). */
+static int keep_fd(void) {
+    return loupe__fd_keep(&spool_fd, spool_file, O_RDWR, spool_n * REC_SIZE, "the event spool");
 }
 
 /* Appends chunk c of t (used slots). 0, or -1 when it failed (the spool is off then). */
 static int put(const loupe__thread *t, uint32_t c, uint32_t used) {
+    if (keep_fd() != 0) {
+        fail(EBADF, -1);
+        return -1;
+    }
+    int fd = spool_fd;
     if (spool_n >= spool_cap) {
         size_t cap = spool_cap ? spool_cap * 2 : 1024;
         uint32_t *v = realloc(spool_desc, cap * sizeof *v);
         if (v == NULL) {
-            fail(ENOMEM);
+            fail(ENOMEM, fd);
             return -1;
         }
         spool_desc = v;
@@ -129,12 +149,12 @@ static int put(const loupe__thread *t, uint32_t c, uint32_t used) {
     off_t off = (off_t)(spool_n * REC_SIZE);
     size_t left = REC_SIZE;
     while (left > 0) {
-        ssize_t w = pwritev(spool_fd, iov, 2, off);
+        ssize_t w = pwritev(fd, iov, 2, off);
         if (w < 0 && errno == EINTR) {
             continue;
         }
         if (w <= 0) {
-            fail(w < 0 ? errno : EIO);
+            fail(w < 0 ? errno : EIO, fd);
             return -1;
         }
         /* a short write (a file-size limit, a full disk): the rest, whose failure says why */
@@ -198,7 +218,7 @@ static void spool_thread(loupe__thread *t, void *arg) {
 }
 
 uint64_t loupe__spool_pass(void) {
-    if (spool_fd < 0 || loupe__spool_failed() || loupe__region == NULL) {
+    if (spool_file[0] == 0 || loupe__spool_failed() || loupe__region == NULL) {
         return 0;
     }
     if (!loupe__registry_lock_try()) {
@@ -212,7 +232,7 @@ uint64_t loupe__spool_pass(void) {
 }
 
 int loupe__spool_on(void) {
-    return spool_fd >= 0 && !loupe__spool_failed();
+    return spool_file[0] != 0 && !loupe__spool_failed();
 }
 
 int loupe__spool_failed(void) {
@@ -301,8 +321,14 @@ int loupe__spool_each_in(const void *region, uint32_t desc,
 
 int loupe__spool_each(uint32_t desc, int (*fn)(const loupe__ev *slots, size_t n, void *arg),
                       void *arg) {
-    if (spool_fd < 0 || spool_n == 0) {
+    if (spool_n == 0) {
         return 0;
+    }
+    if (keep_fd() != 0) {
+        char lost[160];
+        (void)loupe__fd_lost(lost, sizeof lost);
+        return loupe__err(LOUPE_EIO, "the spool %s cannot be read back: %s", spool_file,
+                          lost[0] ? lost : "its fd is gone");
     }
     char *buf = NULL;
     int r = 0;

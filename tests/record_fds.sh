@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# record_fds.sh: a program that does to its fds what daemons, shells and supervisors do sees no
+# difference under `loupe record` (DESIGN.md invariant 10; docs/record.md, "What loupe takes from
+# your process"). Each case runs tests/probes/fd_probe.c untraced and under record (with and
+# without --spool, with zones and with no loupe call at all) and compares its output, the file
+# it writes and its exit status:
+#   - closing every fd >= 3 (close() one by one, closefrom, close_range), then a pipe, a file,
+#     a thread and a fork()ed child sending 2000 messages: the same numbers, every message;
+#   - dup2 of a file onto every number of loupe's range: the file holds what the program wrote;
+#   - started with fd 0, 1 or 2 closed: the same closed fds, the same number for a new file;
+#   - RLIMIT_NOFILE: 600 threads, then files opened to the limit: loupe takes three numbers (the
+#     sampler's wake-up, the keeper's two /proc files), none per thread; two with --no-sample;
+#   - the zones of those runs are all recorded, 0 dropped.
+# Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+build=$1
+name=record_fds
+. "$2/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
+probe=$build/tests/fd_probe
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# untraced and traced: stdout+stderr (loupe record's own lines left out), the file, the status
+# run_pair LABEL REDIRECT RECORD-OPTIONS -- PROBE-ARGS (FILE is the probe's last argument)
+run_pair() {
+  local label=$1 redir=$2 opts=$3; shift 4
+  local args=("$@")
+  local n=${#args[@]}
+  local f0="$tmp/$label.0" f1="$tmp/$label.1"
+  ( eval "exec $redir"; "$probe" "${args[@]:0:n-1}" "$f0.file" ) >"$f0.out" 2>&1 </dev/null
+  echo $? >"$f0.st"
+  # shellcheck disable=SC2086 # opts is a word list
+  ( eval "exec $redir"; $loupe record -q $opts --print-run-dir "$f1.run" -o "$tmp/log" -- \
+      "$probe" "${args[@]:0:n-1}" "$f1.file" ) >"$f1.out" 2>&1 </dev/null
+  echo $? >"$f1.st"
+  grep -v -e '^loupe' -e "^$tmp/log/" "$f1.out" >"$f1.prog"
+  [ "$(cat "$f0.st")" = 0 ] || fail "$label: untraced run failed: $(cat "$f0.out")"
+  [ "$(cat "$f1.st")" = "$(cat "$f0.st")" ] ||
+    fail "$label: exit status $(cat "$f1.st") under record, $(cat "$f0.st") untraced: $(cat "$f1.out")"
+  diff "$f0.out" "$f1.prog" >"$tmp/d" || fail "$label: output differs under record: $(cat "$tmp/d")"
+  if [ -f "$f0.file" ] || [ -f "$f1.file" ]; then
+    cmp -s "$f0.file" "$f1.file" || fail "$label: the file differs: $(od -c "$f1.file" | head -5)"
+  fi
+  grep -q 'dropped' "$f1.out" && fail "$label: record said something was dropped: $(cat "$f1.out")"
+}
+
+# zone counts of a run: NAME=COUNT lines, sorted
+zones() {
+  "$build/loupe" summary "$(cat "$1")" --json 2>/dev/null | python3 -c '
+import json, sys
+z = {}
+for r in json.load(sys.stdin)["zones"]:
+    z[r["name"]] = z.get(r["name"], 0) + r["count"]
+print(" ".join("%s=%d" % (k, z[k]) for k in sorted(z) if k != "parent_recv"))'
+}
+
+for mode in closeall closefrom closerange; do
+  for zones in 0 1; do
+    for spool in "" "--spool"; do
+      label="$mode.$zones${spool:+.spool}"
+      run_pair "$label" "" "$spool" -- "$mode" "$zones" FILE
+      if [ "$zones" = 1 ]; then
+        got=$(zones "$tmp/$label.1.run")
+        [ "$got" = "child_send=2000 worker_step=20" ] || fail "$label: zones $got"
+      fi
+    done
+  done
+  echo "record_fds: $mode: the same fd numbers, 2000 of 2000 messages, the same file; zones all kept"
+done
+
+for zones in 0 1; do
+  for spool in "" "--spool"; do
+    label="dup2high.$zones${spool:+.spool}"
+    run_pair "$label" "" "$spool" -- dup2high "$zones" FILE
+    if [ "$zones" = 1 ]; then
+      got=$(zones "$tmp/$label.1.run")
+      [ "$got" = "worker_step=60" ] || fail "$label: zones $got"
+    fi
+  done
+done
+echo "record_fds: dup2 onto loupe's range: the file holds exactly what the program wrote"
+
+for fd in 0 1 2; do
+  case $fd in 0) r='0<&-' ;; 1) r='1>&-' ;; 2) r='2>&-' ;; esac
+  for spool in "" "--spool"; do
+    run_pair "std$fd${spool:+.spool}" "$r" "$spool" -- std 1 FILE
+  done
+done
+echo "record_fds: started with fd 0, 1 or 2 closed: the same fds closed, a new file the same number"
+
+if [ -n "$sanitize" ]; then
+  echo "record_fds: RLIMIT_NOFILE: skipped in a sanitizer build (its runtime holds fds of its own)"
+  exit 0
+fi
+# RLIMIT_NOFILE: loupe's fds in the program's table are the sampler's wake-up and the keeper's
+# /proc/self/stat and /proc/self/task, whatever the thread count (the sampler's perf events are
+# in an fd table of its own: base/ownfd.h)
+count() { sed -n 's/^[0-9]* threads, \([0-9]*\) files opened.*/\1/p' "$1"; }
+for lim in 1024:600 16:4; do
+  n=${lim%%:*} threads=${lim##*:}
+  ( ulimit -Sn "$n"; "$probe" nofile 1 "$threads" ) >"$tmp/nf0" 2>&1 || fail "nofile $n: $(cat "$tmp/nf0")"
+  ( ulimit -Sn "$n"; $loupe record -q -o "$tmp/log" -- "$probe" nofile 1 "$threads" ) >"$tmp/nf1" 2>&1 ||
+    fail "nofile $n under record: $(cat "$tmp/nf1")"
+  ( ulimit -Sn "$n"; $loupe record -q --no-sample -o "$tmp/log" -- "$probe" nofile 1 "$threads" ) \
+    >"$tmp/nf2" 2>&1 || fail "nofile $n under record --no-sample: $(cat "$tmp/nf2")"
+  a=$(count "$tmp/nf0") b=$(count "$tmp/nf1") c=$(count "$tmp/nf2")
+  [ -n "$a" ] && [ "$b" = $((a - 3)) ] ||
+    fail "RLIMIT_NOFILE $n, $threads threads: $b files under record, $a untraced (want $((a - 3))): $(cat "$tmp/nf1")"
+  [ "$c" = $((a - 2)) ] ||
+    fail "RLIMIT_NOFILE $n: $c files under record --no-sample, $a untraced (want $((a - 2)))"
+  grep -q 'dropped\|could not' "$tmp/nf1" && fail "RLIMIT_NOFILE $n: $(cat "$tmp/nf1")"
+  echo "record_fds: RLIMIT_NOFILE $n, $threads threads: $a files untraced, $b under record, $c with --no-sample"
+done
+exit 0
