@@ -4,7 +4,10 @@
  * cannot enter (static; set-ID, as root) is sampled from outside instead (record_outside(),
  * loupe/outside.h).
  * Returns the program's exit status (128 + N when a signal N killed it), or one of loupe
- * record's own statuses (REC_EXIT_*, like env(1)'s and timeout(1)'s 125/126/127). */
+ * record's own statuses (REC_EXIT_*: 120-123, apart from the shell's 126/127, timeout(1)'s
+ * 124-127 and sysexits' 64-78, so that a script can tell them from any status the program has).
+ * Once the program ran, its status is loupe record's whatever became of the trace (the trace's
+ * failure is said on stderr). */
 #include "cli.h"
 
 #include <dirent.h>
@@ -26,12 +29,12 @@
 
 /* loupe record's own exit statuses; any other is the program's. */
 enum {
-    REC_EXIT_NO_TRACE = 124,   /* PROGRAM cannot be traced (found before running it) nor
-                                  sampled from outside, or the preload never started in it:
-                                  nothing was recorded */
-    REC_EXIT_FAILED = 125,     /* loupe record failed: usage, log directory, writing the trace */
-    REC_EXIT_CANNOT_RUN = 126, /* PROGRAM was found but could not be executed */
-    REC_EXIT_NOT_FOUND = 127,  /* PROGRAM was not found */
+    REC_EXIT_FAILED = 120,     /* loupe record failed before running PROGRAM: usage, log
+                                  directory */
+    REC_EXIT_NO_TRACE = 121,   /* PROGRAM cannot be traced (found before running it) nor
+                                  sampled from outside: it did not run */
+    REC_EXIT_CANNOT_RUN = 122, /* PROGRAM was found but could not be executed */
+    REC_EXIT_NOT_FOUND = 123,  /* PROGRAM was not found */
 };
 
 static void usage(FILE *f) {
@@ -133,13 +136,14 @@ static void usage(FILE *f) {
             "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
             "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
             "\n"
-            "exit status: PROGRAM's (128 + N when signal N killed it), or loupe record's own:\n"
-            "  124  PROGRAM cannot be traced (found before running it) nor sampled from\n"
-            "       outside, or loupe's preload never started in it: nothing recorded, no\n"
-            "       run directory left\n"
-            "  125  loupe record failed (usage, log directory, writing the trace)\n"
-            "  126  PROGRAM was found but cannot be executed\n"
-            "  127  PROGRAM was not found\n"
+            "exit status: PROGRAM's (128 + N when signal N killed it) once it ran, even when\n"
+            "its trace could not be written (that is said on stderr), or loupe record's own,\n"
+            "apart from the shell's and timeout(1)'s 124-127:\n"
+            "  120  loupe record failed before running PROGRAM (usage, log directory)\n"
+            "  121  PROGRAM cannot be traced (found before running it) nor sampled from\n"
+            "       outside: it did not run, no run directory left\n"
+            "  122  PROGRAM was found but cannot be executed\n"
+            "  123  PROGRAM was not found\n"
             "\n"
             "example:\n"
             "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
@@ -1398,7 +1402,7 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
         drop_run(run_made, abs_log, existed);
         fprintf(stderr, "loupe record: %s %s; writing its samples failed: %s\n", prog[0], said,
                 loupe_last_error());
-        return REC_EXIT_FAILED;
+        return code; /* it ran: its status (the failure is said) */
     }
     loupe_trace_result_free(&r);
     if (!quiet) {
@@ -1406,7 +1410,8 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
         fprintf(stderr, "loupe record: %s %s\n", prog[0], said);
         (void)report_counts(run_made, filt);
     }
-    return say_run_dir(run_made, print_to) == 0 ? code : REC_EXIT_FAILED;
+    (void)say_run_dir(run_made, print_to); /* it ran: its status (a failure here is said) */
+    return code;
 }
 
 static int record_main(int argc, char **argv);
@@ -1669,7 +1674,7 @@ static int record_main(int argc, char **argv) {
         (void)make_regions_dir(regions, sizeof regions);
     }
     /* The exec's errno comes back on this pipe (closed by a successful exec): a program's own
-     * exit status 126 or 127 is then never taken for a failed exec. */
+     * exit status 122 or 123 (or 126, 127) is then never taken for a failed exec. */
     int ep[2] = {-1, -1};
     if (pipe2(ep, O_CLOEXEC) != 0) {
         ep[0] = ep[1] = -1;
@@ -1796,7 +1801,7 @@ static int record_main(int argc, char **argv) {
         }
         fprintf(stderr, "loupe's preload never started in it, so nothing was recorded%s%s\n",
                 kind >= REC_STATIC ? ": it is " : "", kind >= REC_STATIC ? why : "");
-        return REC_EXIT_NO_TRACE;
+        return code; /* it ran: its status, whatever became of the trace */
     }
     /* The recovery options of every process of the tree: filtered as its stop would have
      * been. */
@@ -1895,13 +1900,24 @@ static int record_main(int argc, char **argv) {
             return code;
         }
         if (status != 0) {
-            /* The process is gone and its recording with it: nothing is kept to write again. */
-            fprintf(stderr,
-                    "loupe record: %s exited with status %d, but writing the trace failed: %s; "
-                    "the recording is lost: free space in %s, or rerun with -o DIR on a file "
-                    "system with room\n",
-                    argv[i], code, field(lines, "error", lines_err, sizeof lines_err), abs_log);
-            return REC_EXIT_FAILED;
+            /* The process is gone and its recording with it: nothing is kept to write again.
+             * The remedy is the one for the cause the stop gave: "free space" only for a full
+             * disk. */
+            const char *err = field(lines, "error", lines_err, sizeof lines_err);
+            fprintf(stderr, "loupe record: %s exited with status %d, but writing the trace failed: %s",
+                    argv[i], code, err);
+            if (strstr(err, "(errno 28)") != NULL || strstr(err, "(errno 122)") != NULL) {
+                fprintf(stderr,
+                        "; the recording is lost: free space in %s, or rerun with -o DIR on a "
+                        "file system with room\n",
+                        abs_log);
+            } else if (strstr(err, "(errno 24)") != NULL) {
+                fprintf(stderr, "; the recording is lost: the program left no free fd within its "
+                                "RLIMIT_NOFILE (ulimit -n) for the trace's files\n");
+            } else {
+                fprintf(stderr, "; the recording is lost\n");
+            }
+            return code; /* it ran: its status */
         }
     }
     if (root_said && !root_recovered) {
@@ -1919,5 +1935,6 @@ static int record_main(int argc, char **argv) {
                     field(lines, "events_dropped", n2, sizeof n2));
         }
     }
-    return say_run_dir(run_dir, print_to) == 0 ? code : REC_EXIT_FAILED;
+    (void)say_run_dir(run_dir, print_to); /* it ran: its status (a failure here is said) */
+    return code;
 }

@@ -120,6 +120,6 @@ set +e
 "$loupe" record -o "$tmp/log2" --format perfetto,bogus -- true 2> "$tmp/err2.txt"
 rc=$?
 set -e
-[ "$rc" = 125 ] || fail "bad --format: exit $rc"
+[ "$rc" = 120 ] || fail "bad --format: exit $rc"
 grep -qxF "loupe record: --format 'perfetto,bogus': 'bogus': unknown format (known: json, xplane, perfetto and perfetto-json)" "$tmp/err2.txt" || fail "bad --format message: $(cat "$tmp/err2.txt")"
 echo "ok"

@@ -52,15 +52,15 @@ set +e
 "$loupe" record -q -o "$tmp/log3" -- sh -c 'exit 7' >/dev/null; st=$?
 [ $st = 7 ] || fail "exit status 7 expected, got $st"
 "$loupe" record -o "$tmp/log3" -- /nonexistent/prog 2>"$tmp/err"; st=$?
-[ $st = 127 ] || fail "127 expected for a missing program, got $st"
+[ $st = 123 ] || fail "123 expected for a missing program, got $st"
 grep -q "cannot run '/nonexistent/prog'" "$tmp/err" || fail "missing-program message"
 "$loupe" record --level 9 -- true 2>"$tmp/err"; st=$?
-[ $st = 125 ] || fail "bad --level should exit 125"
+[ $st = 120 ] || fail "bad --level should exit 120"
 grep -q "must be 0, 1, 2 or 3, not '9'" "$tmp/err" || fail "--level message: $(cat "$tmp/err")"
 "$loupe" record --buffer-events 10 -- true 2>"$tmp/err"; st=$?
-[ $st = 125 ] || fail "bad --buffer-events should exit 125"
+[ $st = 120 ] || fail "bad --buffer-events should exit 120"
 "$loupe" record 2>"$tmp/err"; st=$?
-[ $st = 125 ] || fail "no program should exit 125"
+[ $st = 120 ] || fail "no program should exit 120"
 grep -q "no program to run" "$tmp/err" || fail "no-program message"
 "$loupe" record --help >"$tmp/help"; st=$?
 [ $st = 0 ] || fail "--help should exit 0"
@@ -148,7 +148,7 @@ run5l=$(cat "$tmp/run5l")
 set +e
 "$loupe" record -o /proc/loupe-no -- sh -c 'echo RAN' >"$tmp/out6" 2>"$tmp/err6"; st=$?
 set -e
-[ $st = 125 ] || fail "unusable log dir should exit 125, got $st"
+[ $st = 120 ] || fail "unusable log dir should exit 120, got $st"
 grep -q "cannot use the log directory /proc/loupe-no" "$tmp/err6" || fail "log dir message: $(cat "$tmp/err6")"
 grep -q RAN "$tmp/out6" && fail "the program ran despite the unusable log dir"
 echo "record_cli: all checks passed"

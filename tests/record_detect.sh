@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # record_detect.sh: `loupe record` says, before running it, why a program cannot be traced: a
 # statically linked one, set-user-ID / set-group-ID, file capabilities, a 32-bit ELF, a script
-# (which runs, the interpreter traced); each with its exact message and exit status (124), and
+# (which runs, the interpreter traced); each with its exact message and exit status (121), and
 # nothing run (a static or, as root, a set-user-ID program is sampled from outside unless
 # sampling is off: tests/record_outside.sh; here with --no-sample). With --no-check the program runs; when the preload never started in it, loupe
-# record exits 124 and leaves no run directory (nor the log directory it made). Statuses 125-127
+# record exits with the program's status and leaves no run directory (nor the log directory it made). Statuses 120-123
 # are loupe's own; a program's own 126 passes through. Args: BUILD_DIR SOURCE_DIR.
 set -euo pipefail
 build=$1
@@ -20,7 +20,7 @@ no_check="nothing was run (--no-check runs it anyway)"
 printf '#include <stdio.h>\nint main(void) { puts("RAN"); return 3; }\n' >"$tmp/p.c"
 cc -std=c11 "$tmp/p.c" -o "$tmp/dyn"
 
-# refused PROG MESSAGE [OPTION...]: exit 124, the exact message, the program not run, no log
+# refused PROG MESSAGE [OPTION...]: exit 121, the exact message, the program not run, no log
 # directory
 refused() {
   local prog=$1 msg=$2 st
@@ -28,23 +28,23 @@ refused() {
   set +e
   "$loupe" record "$@" -o "$tmp/log-refused" -- "$prog" >"$tmp/out" 2>"$tmp/err"; st=$?
   set -e
-  [ "$st" = 124 ] || fail "$prog: exit $st, want 124 ($(cat "$tmp/err"))"
+  [ "$st" = 121 ] || fail "$prog: exit $st, want 121 ($(cat "$tmp/err"))"
   [ "$(cat "$tmp/err")" = "loupe record: cannot trace $prog: it is $msg; $no_check" ] ||
     fail "$prog: message: $(cat "$tmp/err")"
   [ -s "$tmp/out" ] && fail "$prog: it ran"
   [ -e "$tmp/log-refused" ] && fail "$prog: a log directory was made"
-  echo "record_detect: $(basename "$prog"): refused, exit 124"
+  echo "record_detect: $(basename "$prog"): refused, exit 121"
 }
 
 # 1. statically linked
 static_msg="statically linked: no dynamic loader runs in it, so nothing preloads loupe (link it dynamically, or call loupe_start_trace() in it)"
 if cc -static "$tmp/p.c" -o "$tmp/static" 2>/dev/null; then
   refused "$tmp/static" "$static_msg" --no-sample
-  # --no-check runs it: the preload never starts, exit 124, no run directory, no log directory
+  # --no-check runs it: the preload never starts, its own exit status (3), no run directory, no log directory
   set +e
   "$loupe" record --no-sample --no-check -o "$tmp/new/log" -- "$tmp/static" >"$tmp/out" 2>"$tmp/err"; st=$?
   set -e
-  [ "$st" = 124 ] || fail "--no-check static: exit $st ($(cat "$tmp/err"))"
+  [ "$st" = 3 ] || fail "--no-check static: exit $st ($(cat "$tmp/err"))"
   [ "$(cat "$tmp/out")" = RAN ] || fail "--no-check static: the program did not run"
   [ "$(sed -n 2p "$tmp/err")" = "loupe record: $tmp/static exited with status 3; loupe's preload never started in it, so nothing was recorded: it is $static_msg" ] ||
     fail "--no-check static: message: $(cat "$tmp/err")"
@@ -54,9 +54,9 @@ if cc -static "$tmp/p.c" -o "$tmp/static" 2>/dev/null; then
   set +e
   "$loupe" record --no-sample --no-check -o "$tmp/keep" -- "$tmp/static" >/dev/null 2>&1; st=$?
   set -e
-  [ "$st" = 124 ] || fail "--no-check static (existing log dir): exit $st"
+  [ "$st" = 3 ] || fail "--no-check static (existing log dir): exit $st"
   [ -d "$tmp/keep" ] && [ -z "$(ls -A "$tmp/keep")" ] || fail "existing log dir: $(ls -R "$tmp/keep")"
-  echo "record_detect: static --no-check: ran, exit 124, no run directory left"
+  echo "record_detect: static --no-check: ran, its exit status 3, no run directory left"
   # a script whose interpreter cannot be traced is refused with the interpreter's reason
   printf '#!%s\n' "$tmp/static" >"$tmp/sscript"
   chmod +x "$tmp/sscript"
@@ -84,7 +84,7 @@ if [ "$(id -u)" = 0 ]; then
   set +e
   "$loupe" record --no-sample --no-check -o "$tmp/log-suid" -- "$tmp/suid" >"$tmp/out" 2>"$tmp/err"; st=$?
   set -e
-  [ "$st" = 124 ] || fail "--no-check setuid: exit $st ($(cat "$tmp/err"))"
+  [ "$st" = 3 ] || fail "--no-check setuid: exit $st ($(cat "$tmp/err"))"
   [ "$(cat "$tmp/out")" = RAN ] || fail "--no-check setuid: the program did not run"
   grep -qF "loupe's preload never started in it, so nothing was recorded: it is set-user-ID" "$tmp/err" ||
     fail "--no-check setuid: message: $(cat "$tmp/err")"
@@ -103,11 +103,11 @@ if [ "$(id -u)" = 0 ] && command -v setcap >/dev/null && command -v setpriv >/de
     setpriv --reuid=65534 --regid=65534 --clear-groups "$loupe" record -o "$tmp/log-caps" \
       -- "$tmp/caps" >"$tmp/out" 2>"$tmp/err"; st=$?
     set -e
-    [ "$st" = 124 ] || fail "caps: exit $st ($(cat "$tmp/err"))"
+    [ "$st" = 121 ] || fail "caps: exit $st ($(cat "$tmp/err"))"
     [ "$(cat "$tmp/err")" = "loupe record: cannot trace $tmp/caps: it is given file capabilities (security.capability, see getcap(8)): the loader runs it in secure-execution mode and ignores LD_PRELOAD (ld.so(8)); $no_check" ] ||
       fail "caps: message: $(cat "$tmp/err")"
     [ -s "$tmp/out" ] && fail "caps: it ran"
-    echo "record_detect: caps: refused, exit 124"
+    echo "record_detect: caps: refused, exit 121"
   else
     skipped "file capabilities (nobody cannot run $loupe)"
   fi
@@ -129,15 +129,15 @@ set -e
 [ -d "$(cat "$tmp/run-sh")" ] || fail "script: no run directory"
 echo "record_detect: script: ran, exit 5, noted"
 
-# 6. loupe's own statuses: 127 not found, 126 not executable; a program's own 126 passes
+# 6. loupe's own statuses: 123 not found, 122 not executable; a program's own 126 passes
 set +e
 "$loupe" record -o "$tmp/log6" -- no-such-program-loupe >/dev/null 2>"$tmp/err"; st=$?
-[ "$st" = 127 ] || fail "not found: exit $st"
+[ "$st" = 123 ] || fail "not found: exit $st"
 [ "$(cat "$tmp/err")" = "loupe record: cannot run 'no-such-program-loupe': not found in PATH" ] ||
   fail "not found: message: $(cat "$tmp/err")"
 printf 'data\n' >"$tmp/noexec"
 "$loupe" record -o "$tmp/log6" -- "$tmp/noexec" >/dev/null 2>"$tmp/err"; st=$?
-[ "$st" = 126 ] || fail "not executable: exit $st"
+[ "$st" = 122 ] || fail "not executable: exit $st"
 [ "$(cat "$tmp/err")" = "loupe record: cannot run '$tmp/noexec': Permission denied" ] ||
   fail "not executable: message: $(cat "$tmp/err")"
 [ -e "$tmp/log6" ] && fail "a log directory was made for a program that cannot run"
@@ -148,5 +148,5 @@ cc "$tmp/e126.c" -o "$tmp/e126"
 grep -qxF "loupe record: $tmp/e126 exited with status 126" "$tmp/err" || fail "own 126: $(cat "$tmp/err")"
 set -e
 "$loupe" record --help >"$tmp/help"
-grep -qF "124  PROGRAM cannot be traced" "$tmp/help" || fail "--help lacks the statuses"
+grep -qF "121  PROGRAM cannot be traced" "$tmp/help" || fail "--help lacks the statuses"
 echo "record_detect: all checks passed"

@@ -269,10 +269,10 @@ echo "record_follow: --no-follow through bash: 1 process; 'prog & wait' x5: 2 pr
 
 # 13. a bad --spool DIR is found before the program runs
 "$build/loupe" record --spool=/proc/loupe-no-such -o "$tmp/log17" -- touch "$tmp/ran17" 2>"$tmp/err17"; st=$?
-[ "$st" = 125 ] || fail "bad spool: status $st"
+[ "$st" = 120 ] || fail "bad spool: status $st"
 [ -e "$tmp/ran17" ] && fail "bad spool: the program ran"
 grep -qxF "loupe record: --spool=/proc/loupe-no-such: cannot write spool files there: No such file or directory; nothing was run (give a writable directory, or --spool alone for the log directory)" "$tmp/err17" || fail "bad spool: $(cat "$tmp/err17")"
-echo "record_follow: a bad --spool: 125 before running"
+echo "record_follow: a bad --spool: 120 before running"
 
 # 14. system() and posix_spawn(): glibc execs both children inside itself (not through the
 # interposed exec family). The parent's 10 zones are kept, system()'s shell (sh -c, no zones)

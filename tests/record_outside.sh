@@ -8,7 +8,7 @@
 # process of its own (<host>.<child pid>.*, its hot function, its parent's pid); --no-follow
 # leaves it out and counts it; --sample-stacks none gives one-frame stacks and dwarf is refused
 # with an exact message. A static program exec'd inside a traced tree (bash -c) is said once on
-# stderr and in metadata. A kernel that refuses perf events: exit 124, the
+# stderr and in metadata. A kernel that refuses perf events: exit 121, the
 # exact message, nothing run. As root, a set-user-ID program (owned by nobody) is sampled the
 # same way. Skipped (77) without a static libc or where perf events are not allowed at all.
 # Args: BUILD_DIR SOURCE_DIR.
@@ -82,7 +82,7 @@ set +e
 "$loupe" record -o "$tmp/log" --print-run-dir "$tmp/run" -- "$tmp/hot" "$n" >"$tmp/out" \
   2>"$tmp/err"; st=$?
 set -e
-if [ "$st" = 124 ] && grep -qE "sampling it from outside failed too: perf_event_open on pid [0-9]+: (Permission denied|Operation not permitted|No such file or directory|Function not implemented)" "$tmp/err"; then
+if [ "$st" = 121 ] && grep -qE "sampling it from outside failed too: perf_event_open on pid [0-9]+: (Permission denied|Operation not permitted|No such file or directory|Function not implemented)" "$tmp/err"; then
   echo "record_outside: skipped: perf events are not allowed here: $(cat "$tmp/err")"
   exit 77
 fi
@@ -191,12 +191,12 @@ set +e
 "$loupe" record -o "$tmp/logw" --sample-stacks dwarf -- "$tmp/hot" 1000 >"$tmp/out" 2>"$tmp/err"
 st=$?
 set -e
-[ "$st" = 125 ] || fail "dwarf: exit $st ($(cat "$tmp/err"))"
+[ "$st" = 120 ] || fail "dwarf: exit $st ($(cat "$tmp/err"))"
 [ "$(cat "$tmp/err")" = "loupe record: --sample-stacks dwarf: $tmp/hot is a static binary, sampled from outside, where only frame-pointer stacks are taken; give --sample-stacks fp or none; nothing was run" ] ||
   fail "dwarf: message: $(cat "$tmp/err")"
 [ -s "$tmp/out" ] && fail "dwarf: the program ran"
 [ -e "$tmp/logw" ] && fail "dwarf: left $(find "$tmp/logw")"
-echo "record_outside: --sample-stacks dwarf: refused, exit 125"
+echo "record_outside: --sample-stacks dwarf: refused, exit 120"
 
 # 1e. a static program exec'd inside a traced tree: not traced, said once, in the exec'ing
 # process's metadata (a shell's fork child that recorded nothing keeps its trace for it). Not in
@@ -240,18 +240,18 @@ set -e
 [ "$st" = 3 ] || fail "-q: exit $st ($(cat "$tmp/err"))"
 [ "$(wc -l <"$tmp/err")" = 1 ] && [ -d "$(cat "$tmp/err")" ] || fail "-q: stderr: $(cat "$tmp/err")"
 
-# 3. perf events refused: 124, the exact message, nothing run, no log directory
+# 3. perf events refused: 121, the exact message, nothing run, no log directory
 set +e
 LOUPE_TEST_PERF_DENY=1 "$loupe" record -o "$tmp/logd" -- "$tmp/hot" 1000 >"$tmp/out" 2>"$tmp/err"
 st=$?
 set -e
-[ "$st" = 124 ] || fail "denied: exit $st ($(cat "$tmp/err"))"
+[ "$st" = 121 ] || fail "denied: exit $st ($(cat "$tmp/err"))"
 par=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?')
 want_re="^loupe record: cannot trace $tmp/hot: it is statically linked: no dynamic loader runs in it, so nothing preloads loupe \(link it dynamically, or call loupe_start_trace\(\) in it\); sampling it from outside failed too: perf_event_open on pid [0-9]+: Permission denied \(errno 13; kernel.perf_event_paranoid is $par\); nothing was run$"
 [ "$(wc -l <"$tmp/err")" = 1 ] && grep -qE "$want_re" "$tmp/err" || fail "denied: message: $(cat "$tmp/err")"
 [ -s "$tmp/out" ] && fail "denied: the program ran"
 [ -e "$tmp/logd" ] && fail "denied: left $(find "$tmp/logd")"
-echo "record_outside: perf denied: exit 124, nothing run"
+echo "record_outside: perf denied: exit 121, nothing run"
 
 # 4. as root: a set-user-ID program of another user (nobody), dynamically linked
 if [ "$(id -u)" = 0 ]; then

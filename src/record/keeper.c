@@ -278,14 +278,9 @@ static void *keeper_main(void *arg) {
     /* The keeper stays on the program's fd table (its fds adopted: base/ownfd.h), unlike the
      * sampler: it is the thread that calls exit(0) for a program whose main thread called
      * pthread_exit() (exit_if_orphaned()), and the program's atexit handlers and stdio flush
-     * must then see the program's fds. Its two /proc files are opened now, before the
-     * program's main() when the session starts with the process: their numbers are taken once,
-     * at a known time (a first open 100 ms later raced the program's own fd work). */
+     * must then see the program's fds. Its two /proc files were opened by its creator
+     * (loupe__keeper_start()). */
     loupe__fd_loupe_thread(1);
-    (void)loupe__fd_keep(&keeper_stat_fd, "/proc/self/stat", O_RDONLY, 0,
-                         "the keeper's /proc/self/stat");
-    (void)loupe__fd_keep(&keeper_task_fd, "/proc/self/task", O_RDONLY | O_DIRECTORY, 0,
-                         "the thread list (/proc/self/task)");
     pthread_mutex_lock(&keeper_lock);
     __atomic_store_n(&keeper_tid, (uint64_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
     pthread_cond_broadcast(&keeper_cond);
@@ -367,6 +362,16 @@ static void *keeper_main(void *arg) {
 void loupe__keeper_start(void) {
     pthread_mutex_lock(&keeper_lock);
     if (keeper_pid != getpid()) {
+        /* The keeper's two /proc files, opened here on the starting thread and not by the
+         * keeper: their numbers are taken while the program waits for the start (in a fork
+         * child, before fork() returns), never at a moment of the keeper's own. An open on the
+         * keeper raced a child's own fd work: xargs's child closes fd 0 and dup2()s /dev/null
+         * onto it, and a number the keeper was opening made that dup2 fail with EBUSY (dup2(2)),
+         * so xargs gave up on the command. */
+        (void)loupe__fd_keep(&keeper_stat_fd, "/proc/self/stat", O_RDONLY, 0,
+                             "the keeper's /proc/self/stat");
+        (void)loupe__fd_keep(&keeper_task_fd, "/proc/self/task", O_RDONLY | O_DIRECTORY, 0,
+                             "the thread list (/proc/self/task)");
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setstacksize(&at, 256 * 1024);

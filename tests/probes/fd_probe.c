@@ -9,9 +9,10 @@
  *             written to it
  *   closefrom the same after closefrom(3)
  *   closerange the same after close_range(3, ~0U, 0)
- *   dup2high  FILE dup2()ed onto every fd of the top quarter of the soft limit (where loupe
- *             keeps its own), one line written through each, with a worker thread started
- *             and CPU burnt in between: FILE must hold those lines and nothing else
+ *   dup2high  FILE dup2()ed onto the 60 numbers above its own and every fd of the top quarter
+ *             of the soft limit (where loupe keeps its own), one line written through each,
+ *             with a worker thread started and CPU burnt in between: FILE must hold those
+ *             lines and nothing else
  *   nofile N  N threads alive (each past a zone when ZONES is 1, so each is sampled and
  *             registered), then the main thread opens /dev/null until EMFILE: prints how many
  *             it got (the program's share of its RLIMIT_NOFILE)
@@ -144,6 +145,13 @@ static int pipe_and_child(const char *file) {
     return got == MESSAGES && bad == 0 && file_ok && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+/* The numbers dup2_high() covers: the 60 above the file's own (where loupe 0.4 kept its fds)
+ * and the top quarter of the soft limit, or 1024..1279 under a high limit (where loupe keeps
+ * them now). */
+static int dup2_target(int f, int i, int lo) {
+    return i < 60 ? f + 1 + i : lo + (i - 60);
+}
+
 static int dup2_high(const char *file) {
     long lim = soft_limit();
     int lo = (int)(lim - lim / 4), hi = (int)lim - 1;
@@ -156,17 +164,20 @@ static int dup2_high(const char *file) {
         printf("open %s: %s\n", file, strerror(errno));
         return 1;
     }
+    int count = 60 + (hi - lo + 1);
     run_worker(); /* a thread that registers now (loupe's fds are open) */
     int n = 0;
-    for (int fd = lo; fd <= hi; fd++) {
+    for (int i = 0; i < count; i++) {
+        int fd = dup2_target(f, i, lo);
         if (dup2(f, fd) == fd) {
             n++;
         }
     }
-    run_worker(); /* registers with every high number the program's */
+    run_worker(); /* registers with every one of those numbers the program's */
     burn(100);    /* samples, and a spool's writes, while they are */
     size_t want = 0;
-    for (int fd = lo; fd <= hi; fd++) {
+    for (int i = 0; i < count; i++) {
+        int fd = dup2_target(f, i, lo);
         char line[32];
         int len = snprintf(line, sizeof line, "fd %d\n", fd);
         if (write(fd, line, (size_t)len) == len) {
@@ -175,8 +186,8 @@ static int dup2_high(const char *file) {
     }
     run_worker();
     burn(50);
-    for (int fd = lo; fd <= hi; fd++) {
-        close(fd);
+    for (int i = 0; i < count; i++) {
+        close(dup2_target(f, i, lo));
     }
     close(f);
     f = open(file, O_RDONLY);
@@ -190,7 +201,7 @@ static int dup2_high(const char *file) {
         close(f);
     }
     printf("dup2 onto %d fds, %zu bytes written, file has %zu\n", n, want, have);
-    return n == hi - lo + 1 && have == want ? 0 : 1;
+    return n == count && have == want ? 0 : 1;
 }
 
 static pthread_mutex_t nf_lock = PTHREAD_MUTEX_INITIALIZER;
