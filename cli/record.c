@@ -1210,7 +1210,26 @@ static void restore_ending_signals(void) {
     }
 }
 
+/* The program's wait status, once wait_program() reaped it (loupe_cmd_record() ends the way it
+ * ended). */
+static int prog_status;
+static int prog_reaped;
+
+/* A signal sent to the process group (kill -INT -PGID, what CI cancellation, supervisors and
+ * `kill 0` send) reached the program itself: loupe record must not pass on a copy of its own (a
+ * server whose second SIGINT means "force quit" then exited 9 instead of shutting down). So
+ * loupe record leaves the program's group for one of its own, unless it leads that group (an
+ * interactive shell's job: it cannot, and the program would be in a group of another pid); the
+ * program keeps the group, the terminal and the process group id it would have had. A signal
+ * that reaches loupe record then was sent to it alone, and is passed on. */
+static void leave_program_group(void) {
+    if (getpgrp() != getpid()) {
+        (void)setpgid(0, 0);
+    }
+}
+
 static int wait_program(pid_t pid) {
+    leave_program_group();
     child_pid = pid;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1236,6 +1255,8 @@ static int wait_program(pid_t pid) {
         block_ending_signals();
     }
     child_pid = 0; /* reaped: its pid may be another process's now */
+    prog_status = st;
+    prog_reaped = 1;
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -1416,11 +1437,45 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
 
 static int record_main(int argc, char **argv);
 
+/* Ends loupe record as the program ended: killed by the same signal when a signal that dumps no
+ * core killed it (SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGKILL...), so that a shell waiting for
+ * loupe record sees what it would have seen of the program (bash stops a script whose
+ * foreground command died of SIGINT, and goes on when it only exited 130). A core-dumping
+ * signal is left as the status 128 + N: loupe record's own core would say nothing. */
+static void end_as_program(void) {
+    if (!prog_reaped || !WIFSIGNALED(prog_status)) {
+        return;
+    }
+    int sig = WTERMSIG(prog_status);
+    switch (sig) {
+    case SIGQUIT:
+    case SIGILL:
+    case SIGTRAP:
+    case SIGABRT:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGSEGV:
+    case SIGSYS:
+    case SIGXCPU:
+    case SIGXFSZ:
+        return; /* core-dumping (signal(7)) */
+    default:
+        break;
+    }
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    (void)sigprocmask(SIG_UNBLOCK, &one, NULL);
+    (void)raise(sig);
+}
+
 int loupe_cmd_record(int argc, char **argv) {
     std_hold();
     int code = record_main(argc, argv);
     fflush(NULL);
     restore_ending_signals(); /* a signal held since the program ended takes effect now */
+    end_as_program();
     return code;
 }
 
@@ -1904,7 +1959,8 @@ static int record_main(int argc, char **argv) {
              * The remedy is the one for the cause the stop gave: "free space" only for a full
              * disk. */
             const char *err = field(lines, "error", lines_err, sizeof lines_err);
-            fprintf(stderr, "loupe record: %s exited with status %d, but writing the trace failed: %s",
+            fprintf(stderr,
+                    "loupe record: %s exited with status %d, but writing the trace failed: %s",
                     argv[i], code, err);
             if (strstr(err, "(errno 28)") != NULL || strstr(err, "(errno 122)") != NULL) {
                 fprintf(stderr,

@@ -64,6 +64,27 @@ PY
 [ "$got" = "20 0" ] || fail "forks: child_work count, names lost: $got"
 echo "record_signals: 20 children that _exit(): 20 child_work, 0 names lost"
 
+# 3b. a signal sent to the process group (kill -INT -PGID: CI cancellation, supervisors, kill 0)
+# reaches the program once, not once from the sender and once more from loupe record; one sent
+# to loupe record alone is passed on, once. The group: a shell of its own (setsid), which
+# ignores the two signals itself (the probe installs its own handlers).
+group_run() { # $1: "group" or "record": where the two signals go
+  rm -f "$tmp/ready3b"
+  setsid bash -c '
+    trap "" INT TERM
+    "$1" record -q --no-sample -o "$2/log3b" -- "$3" count "$2/ready3b" >"$2/out3b" 2>"$2/err3b" &
+    rec=$!
+    for _ in $(seq 200); do [ -e "$2/ready3b" ] && break; sleep 0.05; done
+    if [ "$4" = group ]; then kill -INT 0; sleep 0.2; kill -TERM 0; else kill -INT $rec; sleep 0.2; kill -TERM $rec; fi
+    wait $rec; echo $? >"$2/st3b"' _ "$loupe" "$tmp" "$probe" "$1"
+}
+group_run group
+[ "$(cat "$tmp/out3b")" = "INT=1 TERM=1" ] || fail "group signals: $(cat "$tmp/out3b") $(cat "$tmp/err3b")"
+[ "$(cat "$tmp/st3b")" = 0 ] || fail "group signals: status $(cat "$tmp/st3b")"
+group_run record
+[ "$(cat "$tmp/out3b")" = "INT=1 TERM=1" ] || fail "signals to record: $(cat "$tmp/out3b") $(cat "$tmp/err3b")"
+echo "record_signals: a group SIGINT and SIGTERM reach the program once each; sent to loupe record, passed on once each"
+
 # 4. a full disk: 20,000 zones (a trace of some 100 KiB) into a 64 KiB tmpfs in a mount namespace of our own (root only; else skipped)
 if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
   echo "record_signals: skipped the full-disk cases: mounting a tmpfs needs root"

@@ -3,7 +3,10 @@
  * or "handler"): under `loupe record` every one must be what the program would have had
  * untraced. "forks N": N fork()ed children each record one zone "child_work" and end with
  * _exit(0) right after it (no atexit stop: `loupe record` recovers each child's region), the
- * parent waits for them and returns 0. */
+ * parent waits for them and returns 0. "count FILE": counts the SIGINTs and SIGTERMs it gets
+ * (handlers, the way a server's "second SIGINT forces the quit" counts them), writes FILE once
+ * they are installed, ends 300 ms after its first SIGTERM (or after 10 s) and prints
+ * "INT=n TERM=m". */
 #include <loupe/loupe.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +29,39 @@ static const char *what(int sig) {
     return "handler";
 }
 
+static volatile sig_atomic_t n_int, n_term;
+
+static void count_sig(int sig) {
+    if (sig == SIGINT) {
+        n_int++;
+    } else {
+        n_term++;
+    }
+}
+
+static int count_signals(const char *ready) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = count_sig;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    FILE *f = fopen(ready, "w");
+    if (f == NULL) {
+        return 2;
+    }
+    fclose(f);
+    for (int i = 0; i < 1000 && n_term == 0; i++) {
+        usleep(10000);
+    }
+    usleep(300000); /* a second copy, if one is coming */
+    printf("INT=%d TERM=%d\n", (int)n_int, (int)n_term);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "count") == 0) {
+        return count_signals(argv[2]);
+    }
     if (argc >= 2 && strcmp(argv[1], "dispositions") == 0) {
         static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGSEGV,
                                    SIGBUS, SIGABRT, SIGFPE, SIGILL};
