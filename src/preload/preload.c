@@ -45,6 +45,7 @@
 #include <loupe/loupe.h>
 
 #include "base/ownfd.h"
+#include "record/region.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -1545,4 +1546,66 @@ INTERPOSE void closefrom(int lowfd) {
     if (d != NULL) {
         closedir(d);
     }
+}
+
+/* ---- setrlimit, prlimit: a program that lowers its own RLIMIT_AS ----
+ * loupe's recording region is reserved whole at the start, sized within an eighth of the limit
+ * the process started with (src/record/region.c). A program that lowers the limit itself later
+ * (to 512 MiB, say) would find most of it taken by that reservation and its malloc failing: the
+ * region first gives back what it never handed out, down to an eighth of the new limit
+ * (loupe__region_fit_as), then the call goes through unchanged. */
+typedef int (*setrlimit_fn)(__rlimit_resource_t, const struct rlimit *);
+typedef int (*prlimit_fn)(pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *);
+static setrlimit_fn real_setrlimit, real_setrlimit64;
+static prlimit_fn real_prlimit, real_prlimit64;
+
+static void as_lowered(int resource, const struct rlimit *rl) {
+    if (resource == RLIMIT_AS && rl != NULL && rl->rlim_cur != RLIM_INFINITY) {
+        loupe__region_fit_as((uint64_t)rl->rlim_cur);
+    }
+}
+
+static int rlimit_call(setrlimit_fn *real, const char *name, __rlimit_resource_t resource,
+                       const struct rlimit *rl) {
+    if (*real == NULL) {
+        *real = (setrlimit_fn)(uintptr_t)dlsym(RTLD_NEXT, name);
+    }
+    as_lowered((int)resource, rl);
+    if (*real == NULL) {
+        return (int)syscall(SYS_prlimit64, 0, resource, rl, NULL);
+    }
+    return (*real)(resource, rl);
+}
+
+static int prlimit_call(prlimit_fn *real, const char *name, pid_t pid, __rlimit_resource_t resource,
+                        const struct rlimit *rl, struct rlimit *old) {
+    if (*real == NULL) {
+        *real = (prlimit_fn)(uintptr_t)dlsym(RTLD_NEXT, name);
+    }
+    if (pid == 0 || pid == getpid()) {
+        as_lowered((int)resource, rl);
+    }
+    if (*real == NULL) {
+        return (int)syscall(SYS_prlimit64, pid, resource, rl, old);
+    }
+    return (*real)(pid, resource, rl, old);
+}
+
+INTERPOSE int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl) {
+    return rlimit_call(&real_setrlimit, "setrlimit", resource, rl);
+}
+
+INTERPOSE int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl) {
+    return rlimit_call(&real_setrlimit64, "setrlimit64", resource, (const struct rlimit *)rl);
+}
+
+INTERPOSE int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl,
+                      struct rlimit *old) {
+    return prlimit_call(&real_prlimit, "prlimit", pid, resource, rl, old);
+}
+
+INTERPOSE int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl,
+                        struct rlimit64 *old) {
+    return prlimit_call(&real_prlimit64, "prlimit64", pid, resource, (const struct rlimit *)rl,
+                        (struct rlimit *)old);
 }

@@ -174,8 +174,10 @@ static uint32_t chunk_take(uint32_t owner) {
     }
     uint32_t c = stack_pop(&h->free_head, chunk_link);
     if (c == UINT32_MAX) {
-        uint64_t b = __atomic_fetch_add(&h->bump, 1, __ATOMIC_RELAXED);
-        if (b >= h->nchunks) {
+        /* seq_cst, with the end read after it: loupe__region_fit_as() lowers the end, then reads
+         * the cursor, then unmaps what lies past both */
+        uint64_t b = __atomic_fetch_add(&h->bump, 1, __ATOMIC_SEQ_CST);
+        if (b >= __atomic_load_n(&loupe__chunk_end, __ATOMIC_SEQ_CST)) {
             __atomic_fetch_sub(&h->chunks_in_use, 1, __ATOMIC_RELAXED);
             __atomic_fetch_add(&h->pool_empty, 1, __ATOMIC_RELAXED);
             return LOUPE__NO_CHUNK;
@@ -217,8 +219,8 @@ static loupe__thread *thread_register(void) {
     uint32_t i = stack_pop(&h->desc_free, desc_link);
     int fresh = 0;
     if (i == UINT32_MAX) {
-        uint64_t b = __atomic_fetch_add(&h->desc_bump, 1, __ATOMIC_RELAXED);
-        if (b >= h->max_threads) {
+        uint64_t b = __atomic_fetch_add(&h->desc_bump, 1, __ATOMIC_SEQ_CST);
+        if (b >= __atomic_load_n(&loupe__desc_end, __ATOMIC_SEQ_CST)) { /* as chunk_take's */
             registering = 0;
             return NULL;
         }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 
 static size_t region_size;
 static int region_shared;
+uint64_t loupe__chunk_end, loupe__desc_end;
 
 static uint64_t align_up(uint64_t v, uint64_t a) {
     return (v + a - 1) / a * a;
@@ -49,12 +51,53 @@ void loupe__region_layout(loupe__region_hdr *h, uint64_t nchunks, uint64_t max_t
     h->total_size = h->chunk_off + nchunks * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
 }
 
-static void init_header(void *r, uint64_t nchunks) {
+/* The region's share of a finite soft RLIMIT_AS (ulimit -v, prlimit --as): an eighth of it, at
+ * least 32 MiB; UINT64_MAX when there is no limit. The region is reserved whole at the start
+ * (MAP_NORESERVE commits nothing, but the address space counts against the limit): 1.1 GiB by
+ * default took a program with a 512 MiB limit every byte it had (its malloc failed, its stack
+ * could not grow). */
+static uint64_t as_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        return UINT64_MAX;
+    }
+    return (uint64_t)rl.rlim_cur;
+}
+
+static uint64_t as_budget(void) {
+    uint64_t l = as_limit();
+    if (l == UINT64_MAX) {
+        return UINT64_MAX;
+    }
+    return l / 8 < ((uint64_t)32 << 20) ? (uint64_t)32 << 20 : l / 8;
+}
+
+/* Fits a region of chunks chunks and *threads descriptors into budget bytes: fewer descriptors
+ * first (a quarter of the budget at most, 1,024 at least), then fewer chunks (16 at least).
+ * Returns the chunks that fit. */
+static uint64_t fit_budget(uint64_t chunks, uint64_t *threads, uint64_t budget) {
+    loupe__region_hdr probe;
+    memset(&probe, 0, sizeof probe);
+    loupe__region_layout(&probe, chunks, *threads);
+    if (probe.total_size <= budget) {
+        return chunks;
+    }
+    uint64_t t = budget / 4 / sizeof(loupe__thread);
+    *threads = t < 1024 ? 1024 : t > MAX_THREADS ? MAX_THREADS : t;
+    loupe__region_layout(&probe, 0, *threads);
+    uint64_t per = LOUPE__CHUNK_SLOTS * sizeof(loupe__ev) + sizeof(loupe__chunk_meta);
+    uint64_t fit =
+        budget > probe.total_size + 65536 ? (budget - probe.total_size - 65536) / per : 0;
+    fit = fit < 16 ? 16 : fit;
+    return fit < chunks ? fit : chunks;
+}
+
+static void init_header(void *r, uint64_t nchunks, uint64_t threads) {
     loupe__region_hdr *h = r;
     memset(h, 0, sizeof *h);
     memcpy(h->magic, "LOUPERGN", 8);
     h->version = LOUPE__REGION_VERSION;
-    loupe__region_layout(h, nchunks, MAX_THREADS);
+    loupe__region_layout(h, nchunks, threads);
     h->base_addr = (uint64_t)(uintptr_t)r;
     h->pid = (uint64_t)getpid();
     for (uint64_t c = 0; c < nchunks; c++) {
@@ -94,9 +137,24 @@ int loupe__region_ensure(uint64_t session_slots) {
         return loupe__err(LOUPE_EINVALID, "a session of %llu events is above loupe's limit",
                           (unsigned long long)session_slots);
     }
+    uint64_t threads = MAX_THREADS, budget = as_budget();
+    if (budget != UINT64_MAX) {
+        uint64_t asked = chunks;
+        chunks = fit_budget(chunks, &threads, budget);
+        const char *q = getenv("LOUPE_RECORD_QUIET");
+        if (chunks < asked && (q == NULL || strcmp(q, "1") != 0)) {
+            fprintf(stderr,
+                    "loupe: pid %ld: RLIMIT_AS (ulimit -v) is %llu MiB: the recording region "
+                    "takes an eighth of it, so the session holds %llu events, not %llu; events "
+                    "past that are dropped and counted\n",
+                    (long)getpid(), (unsigned long long)(as_limit() >> 20),
+                    (unsigned long long)(chunks * LOUPE__CHUNK_SLOTS),
+                    (unsigned long long)session_slots);
+        }
+    }
     loupe__region_hdr probe;
     memset(&probe, 0, sizeof probe);
-    loupe__region_layout(&probe, chunks, MAX_THREADS);
+    loupe__region_layout(&probe, chunks, threads);
     size_t size = (size_t)probe.total_size;
     int fd = loupe__region == NULL ? take_shm_fd() : -1;
     void *r = MAP_FAILED;
@@ -119,7 +177,7 @@ int loupe__region_ensure(uint64_t session_slots) {
         uint64_t lo = 0, hi = chunks;
         while (lo + 1 < hi) {
             uint64_t mid = lo + (hi - lo) / 2;
-            loupe__region_layout(&probe, mid, MAX_THREADS);
+            loupe__region_layout(&probe, mid, threads);
             void *t = mmap(NULL, (size_t)probe.total_size, PROT_NONE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
             if (t == MAP_FAILED) {
@@ -136,7 +194,9 @@ int loupe__region_ensure(uint64_t session_slots) {
                           size, (unsigned long long)session_slots, strerror(e), e,
                           (unsigned long long)(lo > 4 ? (lo - 4) * LOUPE__CHUNK_SLOTS : 0));
     }
-    init_header(r, chunks);
+    init_header(r, chunks, threads);
+    __atomic_store_n(&loupe__chunk_end, chunks, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&loupe__desc_end, threads, __ATOMIC_SEQ_CST);
     /* An older, smaller region stays mapped: a thread that was interrupted inside a recording
      * call may still write into its chunk. Live threads register again in the new one. */
     loupe__region = r;
@@ -150,8 +210,9 @@ void loupe__region_populate(uint64_t upto) {
         return;
     }
     loupe__region_hdr *h = LOUPE__HDR;
-    if (upto > h->nchunks) {
-        upto = h->nchunks;
+    uint64_t end = __atomic_load_n(&loupe__chunk_end, __ATOMIC_SEQ_CST);
+    if (upto > end) {
+        upto = end; /* the rest was given back to a lowered RLIMIT_AS */
     }
     uint64_t from = __atomic_load_n(&h->populated, __ATOMIC_ACQUIRE);
     if (from >= upto) {
@@ -173,6 +234,52 @@ void loupe__region_populate(uint64_t upto) {
     }
 }
 
+void loupe__region_fit_as(uint64_t limit) {
+    if (loupe__region == NULL || limit == UINT64_MAX) {
+        return;
+    }
+    uint64_t budget = limit / 8 < ((uint64_t)32 << 20) ? (uint64_t)32 << 20 : limit / 8;
+    loupe__region_hdr *h = LOUPE__HDR;
+    uint64_t cend = __atomic_load_n(&loupe__chunk_end, __ATOMIC_SEQ_CST);
+    uint64_t dend = __atomic_load_n(&loupe__desc_end, __ATOMIC_SEQ_CST);
+    uint64_t threads = dend;
+    uint64_t want = fit_budget(cend, &threads, budget);
+    if (want >= cend && threads >= dend) {
+        return;
+    }
+    /* The keeper held (it populates chunks), then the ends lowered before the cursors are
+     * read: a take that passed its cursor after that read sees the lower end and refuses
+     * (seq_cst on both sides: chunk_take, thread_register); one before it is below the cursor
+     * read here, which is where the unmapping starts. */
+    loupe__keeper_pause();
+    size_t cbytes = (size_t)LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+    if (want < cend) {
+        __atomic_store_n(&loupe__chunk_end, want, __ATOMIC_SEQ_CST);
+        uint64_t from = __atomic_load_n(&h->bump, __ATOMIC_SEQ_CST);
+        from = from > want ? from : want;
+        if (from < cend) {
+            (void)munmap((char *)loupe__region + h->chunk_off + from * cbytes,
+                         (size_t)(cend - from) * cbytes);
+        }
+        uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
+        if (cap > from) {
+            __atomic_store_n(&h->session_chunks, from, __ATOMIC_RELAXED);
+        }
+    }
+    if (threads < dend) {
+        __atomic_store_n(&loupe__desc_end, threads, __ATOMIC_SEQ_CST);
+        uint64_t from = __atomic_load_n(&h->desc_bump, __ATOMIC_SEQ_CST);
+        from = from > threads ? from : threads;
+        uint64_t lo = align_up(h->desc_off + from * sizeof(loupe__thread), 4096);
+        uint64_t hi = h->desc_off + dend * sizeof(loupe__thread);
+        hi = hi > h->names_off ? h->names_off : hi / 4096 * 4096;
+        if (from < dend && lo < hi) {
+            (void)munmap((char *)loupe__region + lo, (size_t)(hi - lo));
+        }
+    }
+    loupe__keeper_resume();
+}
+
 void loupe__region_forget(void) {
     /* Only the forking thread exists in the child, and it is not inside a recording call (it
      * called fork): nothing can write the mapping any more. */
@@ -182,6 +289,8 @@ void loupe__region_forget(void) {
     loupe__region = NULL;
     region_size = 0;
     region_shared = 0;
+    __atomic_store_n(&loupe__chunk_end, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&loupe__desc_end, 0, __ATOMIC_SEQ_CST);
 }
 
 int loupe__region_shared(void) {

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <loupe/export.h>
+
 /* The region layout for a capacity of nchunks chunks and max_threads descriptors: fills the
  * header's offsets and sizes (total_size included). */
 struct loupe__region_hdr;
@@ -21,6 +23,19 @@ int loupe__region_ensure(uint64_t session_slots);
 /* Populates chunks [populated, upto) (MADV_POPULATE_WRITE, else a touch per page). Called by the
  * session at its start and by the keeper, never on the record path. */
 void loupe__region_populate(uint64_t upto);
+
+/* The chunks and descriptors still mapped: [0, loupe__chunk_end) and [0, loupe__desc_end) (the
+ * region's nchunks and max_threads until loupe__region_fit_as() gave the rest back). Takes past
+ * them are refused, as at the region's end. */
+extern uint64_t loupe__chunk_end, loupe__desc_end;
+
+/* The program lowers its RLIMIT_AS to limit bytes (the preload's setrlimit/prlimit): the
+ * chunks and descriptors never handed out are unmapped until the region is within an eighth of
+ * the limit (32 MiB at least; 16 chunks and 1,024 descriptors are kept): the program keeps the
+ * address space it would have had, less that share, and events past the smaller capacity are
+ * dropped and counted. UINT64_MAX does nothing. Thread-safety: any thread but a signal
+ * handler's (it takes the keeper's lock). */
+LOUPE_API void loupe__region_fit_as(uint64_t limit);
 
 /* A fork child: the region is the parent's (maybe shared with `loupe record`): unmap it and
  * forget it. */

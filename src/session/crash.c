@@ -69,8 +69,11 @@ static void on_fatal(int sig) {
         if (fd >= 0) {
             uint64_t desc = __atomic_load_n(&h->desc_bump, __ATOMIC_RELAXED);
             uint64_t chunks = __atomic_load_n(&h->bump, __ATOMIC_RELAXED);
-            desc = desc > h->max_threads ? h->max_threads : desc;
-            chunks = chunks > h->nchunks ? h->nchunks : chunks;
+            /* what is still mapped (a lowered RLIMIT_AS gave the rest back: region.h) */
+            uint64_t dend = __atomic_load_n(&loupe__desc_end, __ATOMIC_RELAXED);
+            uint64_t cend = __atomic_load_n(&loupe__chunk_end, __ATOMIC_RELAXED);
+            desc = desc > dend ? dend : desc;
+            chunks = chunks > cend ? cend : chunks;
             /* The file ends after the last chunk ever handed out: a 1 GiB pool with 2 MiB of
              * events makes a 12 MiB dump, not a sparse 1 GiB one a plain cp would fill in. */
             h->dumped = (uint32_t)chunks + 1;
