@@ -44,9 +44,6 @@
  */
 #include <loupe/loupe.h>
 
-#include "base/ownfd.h"
-#include "record/region.h"
-
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
@@ -1364,6 +1361,14 @@ INTERPOSE _Noreturn void _Exit(int status) {
     exit_now(real_Exit, status);
 }
 
+/* In libloupe (src/base/ownfd.h): the table of loupe's own fds. */
+#define LOUPE__FD_MAX 65536 /* ownfd.h's */
+int loupe__fd_is_own(int fd);
+void loupe__fd_surrender(int fd, const char *how);
+int loupe__fd_closing(int fd);
+int loupe__fd_is_loupe_thread(void);
+int loupe__fd_adopt(int fd, const char *what);
+
 /* ---- close, dup2, dup3, close_range, closefrom: loupe's fds are not the program's to lose ----
  * loupe keeps a few fds open in the program (base/ownfd.h: the sampler's wake-up and perf events,
  * the spools), at high numbers. A program may close every fd (a daemon, closefrom(3), Python's
@@ -1547,6 +1552,9 @@ INTERPOSE void closefrom(int lowfd) {
         closedir(d);
     }
 }
+
+/* In libloupe (src/record/region.h). */
+void loupe__region_fit_as(uint64_t limit);
 
 /* ---- setrlimit, prlimit: a program that lowers its own RLIMIT_AS ----
  * loupe's recording region is reserved whole at the start, sized within an eighth of the limit
