@@ -1028,8 +1028,54 @@ static int alive_status(long pid, int *status, int *known) {
     return 0;
 }
 
-static int alive(long pid) {
-    return alive_status(pid, NULL, NULL);
+/* Whether a process of the tree still maps the region file at path: each holds an OFD write
+ * lock on its region file from its start (src/preload/preload.c, make_region_file), kept by its
+ * mapping after the fd is closed and gone when the process is (exit, exec, death). Told from the
+ * file, not from a pid: a process inside a pid namespace of its own (unshare -p -f under loupe
+ * record) names its region by a pid that is another process's out here. 1 held, 0 not, -1 when
+ * the file cannot tell (gone, or no lock support). */
+static int region_held(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    int r = fcntl(fd, F_OFD_GETLK, &fl);
+    close(fd);
+    return r != 0 ? -1 : fl.l_type != F_UNLCK;
+}
+
+/* A region's process is alive: its lock says so, else (no lock to ask) its pid. */
+static int region_alive(const char *path, long pid, int *status, int *known) {
+    int held = region_held(path);
+    if (held == 1) {
+        return 1;
+    }
+    int a = alive_status(pid, status, known); /* a zombie's status, when the pid is the one */
+    return held == 0 ? 0 : a;
+}
+
+/* The lock loupe record holds on <regions>/recorder while it runs: a process of the tree that
+ * outlives it (an orphan) removes the directory once it is gone (the preload's
+ * drop_region_file), which a pid cannot tell across pid namespaces either. */
+static int recorder_lock = -1;
+
+static void hold_recorder_lock(const char *dir) {
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/recorder", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    recorder_lock = fd;
 }
 
 /* The regions of the tree's other processes (the preload's LOUPE_RECORD_REGIONS): every process
@@ -1056,7 +1102,7 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         }
         int zst = 0, zknown = 0;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (alive_status(pid, &zst, &zknown)) {
+        if (region_alive(path, pid, &zst, &zknown)) {
             /* it outlives the program (an orphan: `bash -c 'x &'` ended, or was killed, before
              * x): said even under -q, since its region stays on disk after loupe record */
             fprintf(stderr,
@@ -1141,13 +1187,22 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         (void)unlink(cpath);
     }
     closedir(d);
-    /* the wait statuses go; the directory too when no live process still records into it */
+    /* the wait statuses go; the directory too when no live process still records into it (a
+     * region's .cmd and .samples go with a region no process holds) */
     d = opendir(dir);
     while (d != NULL && (e = readdir(d)) != NULL) {
         size_t l = strlen(e->d_name);
+        int cmd = l > 4 && strcmp(e->d_name + l - 4, ".cmd") == 0;
+        int smp = l > 8 && strcmp(e->d_name + l - 8, ".samples") == 0;
+        char region[PATH_MAX + 300];
+        snprintf(region, sizeof region, "%s/%.*s", dir,
+                 (int)(l - (cmd   ? 4
+                            : smp ? 8
+                                  : 0)),
+                 e->d_name);
         if ((l > 7 && strcmp(e->d_name + l - 7, ".status") == 0) ||
-            (l > 4 && strcmp(e->d_name + l - 4, ".cmd") == 0 && !alive(atol(e->d_name))) ||
-            (l > 8 && strcmp(e->d_name + l - 8, ".samples") == 0 && !alive(atol(e->d_name)))) {
+            strcmp(e->d_name, "recorder") == 0 ||
+            ((cmd || smp) && !region_alive(region, atol(e->d_name), NULL, NULL))) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             (void)unlink(path);
         }
@@ -1726,7 +1781,9 @@ static int record_main(int argc, char **argv) {
     char regions[PATH_MAX] = "";
     if (follow) {
         block_ending_signals();
-        (void)make_regions_dir(regions, sizeof regions);
+        if (make_regions_dir(regions, sizeof regions) == 0) {
+            hold_recorder_lock(regions);
+        }
     }
     /* The exec's errno comes back on this pipe (closed by a successful exec): a program's own
      * exit status 122 or 123 (or 126, 127) is then never taken for a failed exec. */

@@ -64,6 +64,24 @@ PY
 [ "$got" = "20 0" ] || fail "forks: child_work count, names lost: $got"
 echo "record_signals: 20 children that _exit(): 20 child_work, 0 names lost"
 
+# 3a. the same inside a pid namespace of the tree's own (unshare -p -f --mount-proc): loupe record
+# tells a process's liveness by the lock its region holds, not by a pid (which the namespace
+# renames: 0.4 took the tree's pids for dead host ones, removed the regions' directory, and
+# kept 0 of the children's zones). 8 children: the regions' room rule keeps about 20 region
+# files on this machine's /dev/shm (a limit of its own, not of namespaces).
+if [ "$(id -u)" = 0 ] && unshare -p -f --mount-proc true 2>/dev/null; then
+  "$loupe" record -q -o "$tmp/logns" --print-run-dir "$tmp/runns" -- \
+    unshare -p -f --mount-proc "$probe" forks 8 >/dev/null 2>"$tmp/errns" ||
+    fail "pid namespace: $(cat "$tmp/errns")"
+  n=$("$loupe" summary "$(cat "$tmp/runns")" --json 2>/dev/null | python3 -c '
+import json, sys
+print(sum(r["count"] for r in json.load(sys.stdin)["zones"] if r["name"] == "child_work"))')
+  [ "$n" = 8 ] || fail "pid namespace: $n child_work of 8: $(cat "$tmp/errns")"
+  echo "record_signals: in a pid namespace: 8 children that _exit(), 8 child_work recovered"
+else
+  echo "record_signals: skipped the pid-namespace case: unshare -p needs root"
+fi
+
 # 3b. a signal sent to the process group (kill -INT -PGID: CI cancellation, supervisors, kill 0)
 # reaches the program once, not once from the sender and once more from loupe record; one sent
 # to loupe record alone is passed on, once. The group: a shell of its own (setsid), which

@@ -309,6 +309,14 @@ static void make_region_file(void) {
                  (long)getppid(), n);
         int fd = open(region_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd >= 0) {
+            /* An OFD write lock says the process lives: the mapping keeps the open file, and so
+             * the lock, after region.c closes the fd, until the process exits, execs or dies.
+             * loupe record asks the lock, not a pid (which a pid namespace renames). */
+            struct flock fl;
+            memset(&fl, 0, sizeof fl);
+            fl.l_type = F_WRLCK;
+            fl.l_whence = SEEK_SET;
+            (void)fcntl(fd, F_OFD_SETLK, &fl);
             write_cmdline();
             char num[32];
             snprintf(num, sizeof num, "%d", fd);
@@ -324,6 +332,26 @@ static void make_region_file(void) {
     region_path[0] = 0;
 }
 
+/* Whether loupe record is done with the tree: it holds an OFD lock on <regions>/recorder while it
+ * runs (cli/record.c). A pid would not tell: inside a pid namespace of the tree's own, loupe
+ * record's pid is no process here (kill() said ESRCH, and the directory went while loupe record
+ * still recovered into it). */
+static int recorder_gone(void) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/recorder", regions_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return errno == ENOENT; /* removed: loupe record ended */
+    }
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    int r = fcntl(fd, F_OFD_GETLK, &fl);
+    close(fd);
+    return r == 0 && fl.l_type == F_UNLCK;
+}
+
 /* The region file is not needed once the trace is written (its memory goes with it). */
 static void drop_region_file(void) {
     if (region_path[0] != 0) {
@@ -332,7 +360,7 @@ static void drop_region_file(void) {
         (void)unlink(cmd);
         (void)unlink(region_path);
         region_path[0] = 0;
-        if (root_pid > 0 && kill(root_pid, 0) != 0 && errno == ESRCH) {
+        if (recorder_gone()) {
             /* loupe record is done with the tree (it reaped the root, then removed what it
              * could): the last process that outlived it removes the directory */
             (void)rmdir(regions_dir);
