@@ -1025,10 +1025,13 @@ static void *sampler_main(void *arg) {
         }
         pf[0] = (struct pollfd){.fd = s_private ? wake : (wake = wake_fd()), .events = POLLIN};
         for (size_t i = 0; i < s_ntasks; i++) {
-            /* poll(2) skips a negative fd: one the program took over (a table read here, the
-             * identity at each scan) */
+            /* poll(2) skips a negative fd: on the shared table, one the program took over (a
+             * table read here, the identity at each scan); a private table's are the sampler's
+             * own (and in no table of loupe's numbers: a check there said "not loupe's", and
+             * the rings were drained only every 50 ms, losing DWARF samples under load) */
             int fd = s_tasks[i].fd;
-            pf[i + 1] = (struct pollfd){.fd = loupe__fd_is_own(fd) ? fd : -1, .events = POLLIN};
+            pf[i + 1] = (struct pollfd){.fd = s_private || loupe__fd_is_own(fd) ? fd : -1,
+                                        .events = POLLIN};
         }
         (void)poll(pf, s_ntasks + 1, (int)(SCAN_NS / 1000000u));
         if ((pf[0].revents & POLLIN) && loupe__fd_ok(pf[0].fd)) {
