@@ -66,6 +66,20 @@ for mode in closeall closefrom closerange; do
       fi
     done
   done
+  # the numbers the program took over are said in the trace, with the first one's cause
+  got=$(python3 - "$(cat "$tmp/$mode.1.spool.1.run")" <<'PY'
+import glob, gzip, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/*.trace.json.gz")):
+    v = json.load(gzip.open(f)).get("metadata", {}).get("loupe_fds_taken_over")
+    if v:
+        print(v.split(" (first: the program ")[0], v.split(" (first: the program ")[1].split(" fd ")[0])
+        break
+PY
+)
+  case "$mode" in
+    closeall) [ "${got##* }" = closed ] && [ "${got%% *}" -ge 1 ] || fail "$mode: loupe_fds_taken_over: '$got'" ;;
+    *) [ -z "$got" ] || fail "$mode: loupe_fds_taken_over: '$got' (close_range and closefrom leave loupe's fds open)" ;;
+  esac
   echo "record_fds: $mode: the same fd numbers, 2000 of 2000 messages, the same file; zones all kept"
 done
 

@@ -22,6 +22,7 @@
 
 #include "base/array.h"
 #include "base/error.h"
+#include "base/ownfd.h"
 #include "model/builder.h"
 #include "record/names.h"
 #include "record/record.h"
@@ -1152,6 +1153,16 @@ int loupe__collect(loupe__mb *mb, const loupe__collect_params *p) {
     }
     if (!failed) {
         failed = spool_metadata(&c) != 0;
+    }
+    if (!failed && !c.foreign) {
+        /* loupe's fds the program closed or replaced (base/ownfd.h): each was given up and,
+         * for the spools and the sampler's wake-up, opened again; said, with the first cause */
+        char cause[160], v[200];
+        uint64_t n = loupe__fd_lost(cause, sizeof cause);
+        if (n != 0) {
+            snprintf(v, sizeof v, "%llu (first: %s)", (unsigned long long)n, cause);
+            failed = loupe__mb_metadata(c.mb, "loupe_fds_taken_over", v) != 0;
+        }
     }
     if (!failed) {
         failed = pair_flows(&c) != 0;
