@@ -818,14 +818,15 @@ static void test_nul_bytes(void **state) {
     assert_int_equal(loupe_start_server_ex(&so), 0);
     int port = loupe_server_port();
     char out[4096], d[256];
-    static const char esc[] = "GET /v1/status%00 HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    static const char esc[] =
+        "GET /v1/status%00 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n\r\n";
     raw(port, esc, sizeof esc - 1, out, sizeof out);
     raw_detail(out, d, sizeof d);
     assert_true(strncmp(out, "HTTP/1.1 404", 12) == 0);
     assert_string_equal(d,
                         "no such path: /v1/status%00 (known: /v1/status, /v1/profile, /v1/clock)");
     static const char rawnul[] =
-        "GET /v1/status\0junk HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n";
+        "GET /v1/status\0junk HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n\r\n";
     raw(port, rawnul, sizeof rawnul - 1, out, sizeof out);
     raw_detail(out, d, sizeof d);
     assert_true(strncmp(out, "HTTP/1.1 400", 12) == 0);
@@ -901,6 +902,77 @@ static void test_slow_drip(void **state) {
     resp r = req(port, "/v1/status", NULL, NULL, NULL);
     assert_int_equal(r.status, 200);
     resp_free(&r);
+    assert_int_equal(loupe_stop_server(), 0);
+}
+
+/* 70 request heads that never end (the request line and one header, then silence: what a client
+ * that reconnects whenever the 5 s head bound closes it keeps up) count as requests in hand;
+ * /v1/status and /v1/clock are still answered 200 while all 70 are held open (0.4: 503), and a
+ * capture is the one answered 503. */
+static void test_held_heads(void **state) {
+    (void)state;
+    assert_int_equal(loupe_start_server(0), 0);
+    int port = loupe_server_port();
+    enum { N = 70 };
+    int fd[N];
+    static const char head[] = "GET /v1/status HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < N; i++) {
+        fd[i] = connect_lo(port);
+        assert_int_equal(send(fd[i], head, sizeof head - 1, MSG_NOSIGNAL),
+                         (ssize_t)(sizeof head - 1));
+    }
+    usleep(500000); /* the server reads the 70 request lines */
+    for (int k = 0; k < 3; k++) {
+        resp r = req(port, "/v1/status", NULL, NULL, NULL);
+        assert_int_equal(r.status, 200);
+        resp_free(&r);
+        r = req(port, "/v1/clock", NULL, NULL, NULL);
+        assert_int_equal(r.status, 200);
+        resp_free(&r);
+    }
+    resp r = req(port, "/v1/profile?duration_ms=10", NULL, NULL, NULL);
+    assert_error(&r, 503, "Service unavailable",
+                 "the server is answering 64 requests at once; try again");
+    resp_free(&r);
+    for (int i = 0; i < N; i++) {
+        char b[8];
+        /* still held: nothing to read yet, no EOF */
+        assert_true(recv(fd[i], b, sizeof b, MSG_DONTWAIT) < 0 && errno == EAGAIN);
+        close(fd[i]);
+    }
+    assert_int_equal(loupe_stop_server(), 0);
+}
+
+/* RFC 9112 section 3.2: an HTTP/1.1 request with no Host, or two, is answered 400; HTTP/1.0 needs
+ * none. RFC 9110 section 5.5: a token followed by whitespace is the token. */
+static void test_host_and_token_ows(void **state) {
+    (void)state;
+    loupe_server_options so = {.token = "s3cret"};
+    assert_int_equal(loupe_start_server_ex(&so), 0);
+    int port = loupe_server_port();
+    char out[4096], d[256];
+    static const char nohost[] = "GET /v1/status HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    raw(port, nohost, sizeof nohost - 1, out, sizeof out);
+    raw_detail(out, d, sizeof d);
+    assert_true(strncmp(out, "HTTP/1.1 400", 12) == 0);
+    assert_string_equal(d, "an HTTP/1.1 request needs one Host header, this one has 0");
+    static const char twohosts[] =
+        "GET /v1/status HTTP/1.1\r\nHost: a\r\nHost: b\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    raw(port, twohosts, sizeof twohosts - 1, out, sizeof out);
+    raw_detail(out, d, sizeof d);
+    assert_true(strncmp(out, "HTTP/1.1 400", 12) == 0);
+    assert_string_equal(d, "an HTTP/1.1 request needs one Host header, this one has 2");
+    static const char http10[] = "GET /v1/status HTTP/1.0\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    raw(port, http10, sizeof http10 - 1, out, sizeof out);
+    assert_true(strncmp(out, "HTTP/1.0 200", 12) == 0 || strncmp(out, "HTTP/1.1 200", 12) == 0);
+    static const char ows[] =
+        "GET /v1/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret \t \r\n\r\n";
+    raw(port, ows, sizeof ows - 1, out, sizeof out);
+    assert_true(strncmp(out, "HTTP/1.1 200", 12) == 0);
+    static const char longer[] =
+        "GET /v1/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cretx\r\n\r\n";
+    raw(port, longer, sizeof longer - 1, out, sizeof out);
+    assert_true(strncmp(out, "HTTP/1.1 401", 12) == 0);
     assert_int_equal(loupe_stop_server(), 0);
 }
 
@@ -1185,6 +1257,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_many_params, teardown),
         cmocka_unit_test_teardown(test_nul_bytes, teardown),
         cmocka_unit_test_teardown(test_slow_drip, teardown),
+        cmocka_unit_test_teardown(test_held_heads, teardown),
+        cmocka_unit_test_teardown(test_host_and_token_ows, teardown),
         cmocka_unit_test_teardown(test_many_connections, teardown),
         cmocka_unit_test_teardown(test_abandoned_capture, teardown),
         cmocka_unit_test_teardown(test_view_signals, teardown),

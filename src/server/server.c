@@ -23,8 +23,10 @@
  * - The request head (request line and headers) must arrive within HEAD_TOTAL_MS, with no gap
  *   over HEAD_IDLE_S: the reaper thread shuts down a connection still sending its head after
  *   that (libmicrohttpd bounds only idle time), so slow-drip clients cannot hold the slots.
- * - libmicrohttpd takes up to MAX_CONNECTIONS sockets; more than MAX_REQUESTS requests at once
- *   are answered 503 rather than closed without a reply.
+ * - libmicrohttpd takes up to MAX_CONNECTIONS sockets; a capture while more than MAX_REQUESTS
+ *   requests are in hand is answered 503 rather than closed without a reply, and /v1/status and
+ *   /v1/clock are answered whatever the count (64 request heads that never end held it).
+ * - An HTTP/1.1 request without exactly one Host header is answered 400 (RFC 9112 3.2).
  * - A query with more than QUERY_ARGS_MAX parameters is answered 400 before libmicrohttpd
  *   stores them (each takes a record in its 32 KiB per-connection pool; 20 KB of '&' exhausted
  *   it and the connection was closed with no reply).
@@ -665,12 +667,30 @@ static int authorized(struct MHD_Connection *c) {
         return 0;
     }
     h += 7;
+    while (*h == ' ') { /* 1*SP after the scheme (RFC 9110 section 11.4) */
+        h++;
+    }
+    /* A field value has no trailing whitespace (OWS, RFC 9110 section 5.5): "Bearer tok " is
+     * the token "tok" */
     size_t a = strlen(h), b = strlen(srv_token);
+    while (a > 0 && (h[a - 1] == ' ' || h[a - 1] == '\t')) {
+        a--;
+    }
     unsigned diff = a != b;
     for (size_t i = 0; i < b; i++) {
         diff |= (unsigned)(unsigned char)(i < a ? h[i] : 0) ^ (unsigned char)srv_token[i];
     }
     return diff == 0;
+}
+
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value) {
+    (void)kind;
+    (void)value;
+    if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+        (*(int *)cls)++;
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -702,6 +722,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                           "its token");
     }
     char d[160];
+    int hosts = 0;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &hosts);
+    if (version != NULL && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && hosts != 1) {
+        /* RFC 9112 section 3.2: "A server MUST respond with a 400 (Bad Request) status code to
+         * any HTTP/1.1 request message that lacks a Host header field and to any request
+         * message that contains more than one Host header field" */
+        snprintf(d, sizeof d, "an HTTP/1.1 request needs one Host header, this one has %d", hosts);
+        return send_error(c, MHD_HTTP_BAD_REQUEST, "Bad request", d);
+    }
     if (k->args > QUERY_ARGS_MAX) {
         snprintf(d, sizeof d, "the query has %zu parameters; this server reads at most %d", k->args,
                  QUERY_ARGS_MAX);
@@ -729,14 +758,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "Content too large",
                           "requests to the profiler server carry no body");
     }
-    pthread_mutex_lock(&wait_lock);
-    int busy = in_flight > MAX_REQUESTS;
-    pthread_mutex_unlock(&wait_lock);
-    if (busy) {
-        snprintf(d, sizeof d, "the server is answering %d requests at once; try again",
-                 MAX_REQUESTS);
-        return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Service unavailable", d);
-    }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
         snprintf(d, sizeof d, "method %.40s is not allowed; use GET", method);
         return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "Method not allowed", d);
@@ -747,9 +768,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     size_t plen = qm ? (size_t)(qm - k->uri) : strlen(k->uri);
     const char *query = qm ? qm + 1 : "";
     if (plen == 10 && memcmp(k->uri, "/v1/status", 10) == 0) {
-        return on_status(c);
+        return on_status(c); /* answered however many requests are in hand: it costs nothing */
     }
+    /* A request counts in in_flight from its request line on, so 64 heads that never end (a
+     * client that reconnects each time the head bound closes it) held every request's place:
+     * /v1/status and /v1/clock, which hold nothing, are answered whatever the count; only a
+     * capture waits its turn. */
+    pthread_mutex_lock(&wait_lock);
+    int busy = in_flight > MAX_REQUESTS;
+    pthread_mutex_unlock(&wait_lock);
     if (plen == 11 && memcmp(k->uri, "/v1/profile", 11) == 0) {
+        if (busy) {
+            snprintf(d, sizeof d, "the server is answering %d requests at once; try again",
+                     MAX_REQUESTS);
+            return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Service unavailable", d);
+        }
         return on_profile(c, k, query, strlen(query));
     }
     if (plen == 9 && memcmp(k->uri, "/v1/clock", 9) == 0) {
