@@ -113,8 +113,12 @@ typedef struct loupe_trace_options {
      * start (without committing memory: MAP_NORESERVE); memory grows as events are recorded,
      * plus one chunk per thread that records and a 320-byte descriptor per thread. When the
      * capacity is used up, new events are dropped (keep-first) or the oldest chunks of the
-     * thread are reused (keep-last), counted either way. A start that cannot reserve it fails
-     * with LOUPE_ENOMEM and says how many events would fit. */
+     * thread are reused (keep-last), counted either way. Under a finite RLIMIT_AS (ulimit -v) the
+     * reservation is at most an eighth of the soft limit (32 MiB at least): the capacity is
+     * lowered to what that holds, said once on stderr, and the program keeps the rest of its
+     * address space; under `loupe record` a program that lowers the limit itself gets back what
+     * was never used. A start that cannot reserve even that fails with LOUPE_ENOMEM and says
+     * how many events would fit. */
     uint64_t session_events;
     /** What a fatal signal leaves behind when no `loupe record` watches the program: 0 (the
      * default) = while the session runs, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, and SIGINT
