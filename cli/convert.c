@@ -236,8 +236,9 @@ int loupe_cmd_convert(int argc, char **argv) {
     }
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
-    fprintf(stderr, "loupe convert: %s -> %s (%s, %lld bytes, %zu threads, %zu slices)\n", file,
-            out, fd->name, size, m->thread_count, slices);
+    fprintf(stderr, "loupe convert: %s -> %s (%s, %lld bytes, %zu thread%s, %zu slice%s)\n", file,
+            out, fd->name, size, m->thread_count, m->thread_count == 1 ? "" : "s", slices,
+            slices == 1 ? "" : "s");
     loupe_model_free(m);
     return 0;
 }
