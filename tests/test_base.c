@@ -17,6 +17,7 @@
 #include "base/array.h"
 #include "base/fs.h"
 #include "base/hash.h"
+#include "base/ownfd.h"
 #include "base/pb.h"
 #include "base/utf8.h"
 
@@ -24,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static void test_grow(void **state) {
     (void)state;
@@ -299,9 +304,99 @@ static void test_pb_sizes(void **state) {
     assert_int_equal(loupe__pb_len_size(1, 300), 1 + 2 + 300);
 }
 
+/* loupe's own fds (base/ownfd.h): adopted at or above the floor, close-on-exec, never 0-2; a
+ * number the program replaced (dup2 of its own file, linked use: no preload to tell) is given
+ * up at the next check, counted with its cause, and never closed by loupe; a closed one too. */
+static void test_ownfd(void **state) {
+    (void)state;
+    int floor = loupe__fd_floor();
+    assert_true(floor >= 3);
+    int fd = loupe__fd_adopt(open("/dev/null", O_RDONLY), "a test's fd");
+    assert_true(fd >= floor);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    assert_int_equal(loupe__fd_is_own(fd), 1);
+    assert_int_equal(loupe__fd_ok(fd), 1);
+    uint64_t lost0 = loupe__fd_lost(NULL, 0);
+    /* the program dup2s a pipe of its own onto the number */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(dup2(p[1], fd), fd);
+    assert_int_equal(loupe__fd_ok(fd), 0);
+    assert_int_equal(loupe__fd_is_own(fd), 0);
+    char cause[160];
+    assert_int_equal(loupe__fd_lost(cause, sizeof cause), lost0 + 1);
+    if (lost0 == 0) {
+        char want[160];
+        snprintf(want, sizeof want, "the program replaced fd %d (a test's fd)", fd);
+        assert_string_equal(cause, want);
+    }
+    loupe__fd_close(fd); /* forgets: the number is the program's pipe, still open */
+    assert_true(fcntl(fd, F_GETFD) >= 0);
+    assert_int_equal(write(fd, "x", 1), 1);
+    char b;
+    assert_int_equal(read(p[0], &b, 1), 1);
+    /* the same number can be loupe's again once forgotten */
+    close(fd);
+    int fd2 = loupe__fd_adopt(open("/dev/null", O_RDONLY), "a test's fd");
+    assert_true(fd2 >= floor);
+    /* closed behind loupe's back: given up as "closed" */
+    close(fd2);
+    assert_int_equal(loupe__fd_ok(fd2), 0);
+    assert_int_equal(loupe__fd_lost(NULL, 0), lost0 + 2);
+    loupe__fd_close(fd2);
+    close(p[0]);
+    close(p[1]);
+    /* a small RLIMIT_NOFILE: the top quarter is loupe's; none left there: EMFILE, fd closed */
+    struct rlimit was, rl;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+    rl = was;
+    rl.rlim_cur = 16;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    assert_int_equal(loupe__fd_floor(), 12);
+    int held[4], n = 0;
+    for (; n < 4; n++) {
+        held[n] = loupe__fd_adopt(open("/dev/null", O_RDONLY), "a test's fd");
+        if (held[n] < 0) {
+            break;
+        }
+        assert_true(held[n] >= 12 && held[n] < 16);
+    }
+    assert_int_equal(n, 4);
+    int low = open("/dev/null", O_RDONLY);
+    assert_true(low >= 0 && low < 12);
+    errno = 0;
+    assert_int_equal(loupe__fd_adopt(low, "a test's fd"), -1);
+    assert_int_equal(errno, EMFILE);
+    assert_true(fcntl(low, F_GETFD) < 0); /* closed */
+    for (int i = 0; i < n; i++) {
+        loupe__fd_close(held[i]);
+    }
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+}
+
+static int find_tid(uint64_t tid, void *arg) {
+    return tid == *(uint64_t *)arg ? (*(uint64_t *)arg = 0, 1) : 0;
+}
+
+/* /proc/self/task through one fd of loupe's, read again each time: the calling thread is there,
+ * twice. */
+static void test_each_task(void **state) {
+    (void)state;
+    int dir = -1;
+    for (int k = 0; k < 2; k++) {
+        uint64_t me = (uint64_t)syscall(SYS_gettid);
+        assert_int_equal(loupe__each_task(&dir, find_tid, &me), 0);
+        assert_int_equal(me, 0);
+        assert_true(dir >= loupe__fd_floor());
+    }
+    loupe__fd_close(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_ownfd),
+        cmocka_unit_test(test_each_task),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test_setup_teardown(test_mkdirs, tu_setup, tu_teardown),
