@@ -1590,19 +1590,28 @@ void loupe__region_fit_as(uint64_t limit);
  * (to 512 MiB, say) would find most of it taken by that reservation and its malloc failing: the
  * region first gives back what it never handed out, down to an eighth of the new limit
  * (loupe__region_fit_as), then the call goes through unchanged. */
+/* The sanitizer runtimes call setrlimit (RLIMIT_CORE) from their own start, before their shadow
+ * memory exists: these wrappers must not be instrumented (an ASan build's checked read of a
+ * static here was a SIGSEGV before main in every traced program). */
+#if defined(__SANITIZE_ADDRESS__)
+#define RLIMIT_WRAPPER __attribute__((no_sanitize_address, noinline))
+#else
+#define RLIMIT_WRAPPER
+#endif
+
 typedef int (*setrlimit_fn)(__rlimit_resource_t, const struct rlimit *);
 typedef int (*prlimit_fn)(pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *);
 static setrlimit_fn real_setrlimit, real_setrlimit64;
 static prlimit_fn real_prlimit, real_prlimit64;
 
-static void as_lowered(int resource, const struct rlimit *rl) {
+RLIMIT_WRAPPER static void as_lowered(int resource, const struct rlimit *rl) {
     if (resource == RLIMIT_AS && rl != NULL && rl->rlim_cur != RLIM_INFINITY) {
         loupe__region_fit_as((uint64_t)rl->rlim_cur);
     }
 }
 
-static int rlimit_call(setrlimit_fn *real, const char *name, __rlimit_resource_t resource,
-                       const struct rlimit *rl) {
+RLIMIT_WRAPPER static int rlimit_call(setrlimit_fn *real, const char *name,
+                                      __rlimit_resource_t resource, const struct rlimit *rl) {
     if (*real == NULL) {
         *real = (setrlimit_fn)(uintptr_t)dlsym(RTLD_NEXT, name);
     }
@@ -1613,8 +1622,9 @@ static int rlimit_call(setrlimit_fn *real, const char *name, __rlimit_resource_t
     return (*real)(resource, rl);
 }
 
-static int prlimit_call(prlimit_fn *real, const char *name, pid_t pid, __rlimit_resource_t resource,
-                        const struct rlimit *rl, struct rlimit *old) {
+RLIMIT_WRAPPER static int prlimit_call(prlimit_fn *real, const char *name, pid_t pid,
+                                       __rlimit_resource_t resource, const struct rlimit *rl,
+                                       struct rlimit *old) {
     if (*real == NULL) {
         *real = (prlimit_fn)(uintptr_t)dlsym(RTLD_NEXT, name);
     }
@@ -1627,21 +1637,21 @@ static int prlimit_call(prlimit_fn *real, const char *name, pid_t pid, __rlimit_
     return (*real)(pid, resource, rl, old);
 }
 
-INTERPOSE int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl) {
+INTERPOSE RLIMIT_WRAPPER int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl) {
     return rlimit_call(&real_setrlimit, "setrlimit", resource, rl);
 }
 
-INTERPOSE int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl) {
+INTERPOSE RLIMIT_WRAPPER int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl) {
     return rlimit_call(&real_setrlimit64, "setrlimit64", resource, (const struct rlimit *)rl);
 }
 
-INTERPOSE int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl,
-                      struct rlimit *old) {
+INTERPOSE RLIMIT_WRAPPER int prlimit(pid_t pid, __rlimit_resource_t resource,
+                                     const struct rlimit *rl, struct rlimit *old) {
     return prlimit_call(&real_prlimit, "prlimit", pid, resource, rl, old);
 }
 
-INTERPOSE int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl,
-                        struct rlimit64 *old) {
+INTERPOSE RLIMIT_WRAPPER int prlimit64(pid_t pid, __rlimit_resource_t resource,
+                                       const struct rlimit64 *rl, struct rlimit64 *old) {
     return prlimit_call(&real_prlimit64, "prlimit64", pid, resource, (const struct rlimit *)rl,
                         (struct rlimit *)old);
 }
