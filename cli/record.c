@@ -757,6 +757,7 @@ typedef struct rec_proc {
     char path[PATH_MAX];
     int rank; /* of the file chosen: lower is preferred */
     uint64_t pid, events, dropped, samples, lost, filtered, need, total;
+    uint64_t shm_lost; /* of dropped: lost with a death, past the regions' file system's room */
     size_t threads;
     char name[128];
     char spool_error[512]; /* metadata loupe_spool_error: why --spool stopped writing */
@@ -848,6 +849,8 @@ static int read_procs(const char *run_dir, rec_proc **out) {
         for (size_t i = 0; i < m->metadata_count; i++) {
             if (strcmp(m->metadata[i].key, "loupe_functions_filtered") == 0) {
                 p->filtered += strtoull(m->metadata[i].value, NULL, 10);
+            } else if (strcmp(m->metadata[i].key, "loupe_recover_shm_lost") == 0) {
+                p->shm_lost += strtoull(m->metadata[i].value, NULL, 10);
             } else if (strcmp(m->metadata[i].key, "loupe_spool_error") == 0) {
                 snprintf(p->spool_error, sizeof p->spool_error, "%s", m->metadata[i].value);
             }
@@ -892,20 +895,26 @@ static void say_counts(uint64_t events, uint64_t dropped, uint64_t samples, uint
 /* The counts, read back from the files in run_dir (what they hold, also when the program
  * stopped its own session): the sums, and a line per process when the tree had several. 0, or
  * -1 when nothing can be read back (said; e.g. beyond LOUPE_READ_MAX_BYTES). */
-static int report_counts(const char *run_dir, const rec_filters *f) {
+static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
     rec_proc *ps;
     int n = read_procs(run_dir, &ps);
+    if (n <= 0 && quiet) {
+        free(ps);
+        return 0;
+    }
     if (n <= 0) {
         fprintf(stderr, "loupe record: cannot read back the trace in %s%s%s\n", run_dir,
                 n < 0 ? ": " : ": no trace files in it", n < 0 ? strerror(errno) : "");
         free(ps);
         return -1;
     }
-    uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0;
-    int has_filtered = 0;
+    uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0, shm = 0;
+    int has_filtered = 0, shm_procs = 0;
     for (int k = 0; k < n; k++) {
         ev += ps[k].events;
         dr += ps[k].dropped;
+        shm += ps[k].shm_lost;
+        shm_procs += ps[k].shm_lost != 0;
         sa += ps[k].samples;
         lo += ps[k].lost;
         fi += ps[k].filtered;
@@ -914,6 +923,10 @@ static int report_counts(const char *run_dir, const rec_filters *f) {
         has_filtered |= ps[k].filtered != 0 || f->said[0] != 0;
     }
     char b1[32], b2[32];
+    if (quiet && dr == 0 && lo == 0) {
+        free(ps);
+        return 0; /* -q: the totals only when something was lost */
+    }
     fprintf(stderr, "loupe record: ");
     if (n > 1) {
         fprintf(stderr, "%d processes, ", n);
@@ -929,7 +942,14 @@ static int report_counts(const char *run_dir, const rec_filters *f) {
     for (int k = 0; k < n && spool_error == NULL; k++) {
         spool_error = ps[k].spool_error[0] ? ps[k].spool_error : NULL;
     }
-    if (dr != 0 && spool_error == NULL) {
+    if (shm != 0) {
+        fprintf(stderr,
+                " (%s lost with %d process%s that died: the regions' file system (/dev/shm) "
+                "had no room for them, so they were recorded in the processes' own memory; a "
+                "larger /dev/shm keeps them)",
+                loupe_cli_group(shm, b2, sizeof b2), shm_procs, shm_procs == 1 ? "" : "es");
+    }
+    if (dr > shm && spool_error == NULL) {
         fprintf(stderr,
                 " (to keep them all: the busiest thread needed %llu events, the session %llu: "
                 "rerun with --buffer-events and --session-events at least that)",
@@ -943,6 +963,10 @@ static int report_counts(const char *run_dir, const rec_filters *f) {
             fprintf(stderr, "loupe record: pid %llu: the spool failed: %s\n",
                     (unsigned long long)ps[k].pid, ps[k].spool_error);
         }
+    }
+    if (quiet) {
+        free(ps);
+        return 0;
     }
     /* Up to 8 processes, a line each; beyond, the ones that recorded nothing (a shell's
      * subshells, say) share one line. */
@@ -968,10 +992,10 @@ static int report_counts(const char *run_dir, const rec_filters *f) {
     if (fold) {
         fprintf(stderr, "loupe record:   %d other processes recorded nothing\n", empty);
     }
-    if (dr != 0) {
+    if (dr > shm) {
         for (int k = 0; k < n; k++) {
             loupe_model *m = NULL;
-            if (ps[k].dropped != 0 && loupe_trace_read(ps[k].path, &m) == 0) {
+            if (ps[k].dropped > ps[k].shm_lost && loupe_trace_read(ps[k].path, &m) == 0) {
                 hottest_hint(m); /* the first process that dropped: where to look */
                 loupe_model_free(m);
                 break;
@@ -1090,7 +1114,8 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
     if (d == NULL) {
         return 0;
     }
-    int recovered = 0;
+    int recovered = 0, said = 0, more = 0, no_room = 0;
+    uint64_t more_events = 0, more_dropped = 0;
     struct dirent *e;
     char path[PATH_MAX + 300];
     while ((e = readdir(d)) != NULL) {
@@ -1116,6 +1141,11 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             continue;
+        }
+        struct stat rst;
+        if (fstat(fd, &rst) == 0 && rst.st_size == 1) {
+            /* region.c's mark: no room for the region's first pages at the process's start */
+            no_room++;
         }
         char spath[PATH_MAX + 300], cause[256], prefix[512];
         snprintf(spath, sizeof spath, "%s/%ld.status", dir, pid);
@@ -1172,9 +1202,22 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             /* a warning, not a note: said also under -q; but a process that ended with
              * _exit() having recorded nothing lost nothing (dash runs every system() command
              * so): a note then */
-            if (signaled || rr.events_recorded > 0 || !quiet) {
-                fprintf(stderr, "loupe record: pid %ld %s: recovered %s events\n", pid, cause,
-                        loupe_cli_group(rr.events_recorded, n1, sizeof n1));
+            if (signaled || rr.events_recorded > 0 || rr.events_dropped > 0 || !quiet) {
+                if (said < 8) {
+                    char n2[32];
+                    fprintf(stderr, "loupe record: pid %ld %s: recovered %s events", pid, cause,
+                            loupe_cli_group(rr.events_recorded, n1, sizeof n1));
+                    if (rr.events_dropped != 0) {
+                        fprintf(stderr, ", %s dropped",
+                                loupe_cli_group(rr.events_dropped, n2, sizeof n2));
+                    }
+                    fprintf(stderr, "\n");
+                } else {
+                    more++;
+                    more_events += rr.events_recorded;
+                    more_dropped += rr.events_dropped;
+                }
+                said++;
             }
         } else if (rc != LOUPE_ENO_TRACE) {
             fprintf(stderr, "loupe record: pid %ld %s, and its trace could not be recovered: %s\n",
@@ -1187,6 +1230,23 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         (void)unlink(cpath);
     }
     closedir(d);
+    if (more != 0) {
+        char n1[32], n2[32];
+        fprintf(stderr,
+                "loupe record: and %d more processes that ended without writing their "
+                "traces: recovered %s events, %s dropped\n",
+                more, loupe_cli_group(more_events, n1, sizeof n1),
+                loupe_cli_group(more_dropped, n2, sizeof n2));
+    }
+    if (no_room != 0) {
+        fprintf(stderr,
+                "loupe record: %d process%s died with %s events in %s own memory, not counted: "
+                "the regions' file system (%s) had no room for %s recording region%s when %s "
+                "started\n",
+                no_room, no_room == 1 ? "" : "es", no_room == 1 ? "its" : "their",
+                no_room == 1 ? "its" : "their", dir, no_room == 1 ? "its" : "their",
+                no_room == 1 ? "" : "s", no_room == 1 ? "it" : "they");
+    }
     /* the wait statuses go; the directory too when no live process still records into it (a
      * region's .cmd and .samples go with a region no process holds) */
     d = opendir(dir);
@@ -1484,7 +1544,9 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
     if (!quiet) {
         fprintf(stderr, "loupe record: note: %s: sampled from outside, no zones\n", what);
         fprintf(stderr, "loupe record: %s %s\n", prog[0], said);
-        (void)report_counts(run_made, filt);
+        (void)report_counts(run_made, filt, 0);
+    } else {
+        (void)report_counts(run_made, filt, 1);
     }
     (void)say_run_dir(run_made, print_to); /* it ran: its status (a failure here is said) */
     return code;
@@ -2040,13 +2102,15 @@ static int record_main(int argc, char **argv) {
         if (!root_said) {
             fprintf(stderr, "loupe record: %s exited with status %d\n", argv[i], code);
         }
-        if (report_counts(run_dir, &filt) != 0 && !root_recovered) {
+        if (report_counts(run_dir, &filt, 0) != 0 && !root_recovered) {
             /* the trace is written (a size limit of the reader, say): the stop's own counts */
             char n1[64], n2[64];
             fprintf(stderr, "loupe record: the stop's counts: %s events recorded, %s dropped\n",
                     field(lines, "events_recorded", n1, sizeof n1),
                     field(lines, "events_dropped", n2, sizeof n2));
         }
+    } else {
+        (void)report_counts(run_dir, &filt, 1); /* -q: one line when anything was lost */
     }
     (void)say_run_dir(run_dir, print_to); /* it ran: its status (a failure here is said) */
     return code;

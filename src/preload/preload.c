@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -273,14 +274,27 @@ static void write_cmdline(void) {
 /* Makes this process's region file and hands it to libloupe (region.c takes
  * LOUPE_RECORD_SHM_FD at the session's start). Without one the process records into anonymous
  * memory, as before: it is only not recoverable. */
-/* Whether the regions' file system has room for this process's region besides those of the
- * processes recording there now: a page of a MAP_SHARED tmpfs file that the file system cannot
- * hold is a SIGBUS at the write that touches it (a container's /dev/shm is 64 MiB by default),
- * which tracing must never cause. Each process's capacity is taken as its whole session
- * (session_events x 16 bytes plus 128 MiB of tables); without that room the process records
- * into anonymous memory, as it would without loupe record (not recoverable, said nowhere:
- * nothing is lost unless it dies). */
+/* Whether this process may record into a region file. A page of a MAP_SHARED tmpfs file that
+ * the file system cannot hold is a SIGBUS at the access that touches it (a container's /dev/shm
+ * is 64 MiB by default), which tracing must never cause. Since Linux 5.14, libloupe backs each
+ * page of a shared region before it touches it (MADV_POPULATE_WRITE fails where a touch would
+ * SIGBUS: region.c), so the region grows with what the process records, and what finds no room
+ * is recorded in the process's own memory and counted lost if it dies: any process may have a
+ * file. Before 5.14 the old rule holds: the file system must have room for every recording
+ * process's whole session (session_events x 16 bytes plus 128 MiB of tables), else the process
+ * records into anonymous memory (not recoverable). */
 static int regions_room(void) {
+    static int populate = -1; /* MADV_POPULATE_WRITE works (the same in every process) */
+    if (populate < 0) {
+        void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        populate = p != MAP_FAILED && madvise(p, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+        if (p != MAP_FAILED) {
+            munmap(p, 4096);
+        }
+    }
+    if (populate) {
+        return 1;
+    }
     struct statvfs sv;
     if (statvfs(regions_dir, &sv) != 0) {
         return 0;

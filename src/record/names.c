@@ -7,6 +7,7 @@
 #include "record/names.h"
 
 #include "record/record.h"
+#include "record/region.h"
 
 #include <string.h>
 #include <sys/uio.h>
@@ -76,6 +77,43 @@ static ssize_t read_str(uint64_t addr, char *buf, size_t size) {
 
 static int with_funcs = 1; /* symbolising allocates: not from a signal handler */
 
+/* A shared region's name table is backed page by page as the keeper first touches it, reads
+ * included (region.c: a tmpfs page without room is a SIGBUS): one bit per page of the table
+ * (8 MiB: 2,048 pages), for the region it was set for. */
+#define NAME_PAGES 2048u
+static uint8_t backed[NAME_PAGES / 8];
+static uint64_t backed_for; /* loupe__region_gen + 1 of the bits */
+
+static int page_backed(uint64_t pg) {
+    return backed_for == loupe__region_gen + 1 && (backed[pg / 8] >> (pg % 8) & 1);
+}
+
+/* Makes the table's bytes [p, p + len) safe to touch: 0, or -1 (no room: leave them). */
+static int names_back(const void *p, size_t len) {
+    if (!loupe__region_shared()) {
+        return 0;
+    }
+    if (backed_for != loupe__region_gen + 1) {
+        memset(backed, 0, sizeof backed);
+        backed_for = loupe__region_gen + 1;
+    }
+    const char *t = (const char *)loupe__region + LOUPE__HDR->names_off;
+    uint64_t lo = (uint64_t)((const char *)p - t) / 4096;
+    uint64_t hi = (uint64_t)((const char *)p + len - 1 - t) / 4096;
+    for (uint64_t pg = lo; pg <= hi; pg++) {
+        if (pg >= NAME_PAGES) {
+            return -1;
+        }
+        if (!page_backed(pg)) {
+            if (loupe__region_back((char *)(uintptr_t)t + pg * 4096, 4096) != 0) {
+                return -1;
+            }
+            backed[pg / 8] |= (uint8_t)(1u << (pg % 8));
+        }
+    }
+    return 0;
+}
+
 static void add(int kind, uint64_t addr) {
     if (kind == LOUPE__NAME_FUNC && !with_funcs) {
         return;
@@ -85,7 +123,13 @@ static void add(int kind, uint64_t addr) {
     uint64_t key = addr << 2 | (uint64_t)kind;
     name_slot *s = slots_of(r);
     uint64_t i = slot_of(key);
-    for (uint64_t n = 0; s[i].key != 0; i = (i + 1) & (NAME_SLOTS - 1), n++) {
+    for (uint64_t n = 0;; i = (i + 1) & (NAME_SLOTS - 1), n++) {
+        if (names_back(&s[i], sizeof s[i]) != 0) {
+            return; /* no room for the table's page: the name reads "?" after a death */
+        }
+        if (s[i].key == 0) {
+            break;
+        }
         if (s[i].key == key || n >= NAME_SLOTS / 2) {
             return; /* known, or the table is half full: no more names (they read "?") */
         }
@@ -105,7 +149,8 @@ static void add(int kind, uint64_t addr) {
         loupe__symbolize((uintptr_t)addr, buf, sizeof buf);
         len = (ssize_t)strlen(buf);
     }
-    if (len < 0 || h->names_used + (uint64_t)len + 1 > heap_size(r)) {
+    if (len < 0 || h->names_used + (uint64_t)len + 1 > heap_size(r) ||
+        names_back(heap_of(r) + h->names_used, (size_t)len + 1) != 0) {
         return;
     }
     memcpy(heap_of(r) + h->names_used, buf, (size_t)len + 1);
@@ -207,7 +252,17 @@ void loupe__names_reset(void) {
     if (h->names_count == 0 && h->names_used == 0) {
         return;
     }
-    memset(slots_of(loupe__region), 0, NAME_SLOTS * sizeof(name_slot));
+    if (loupe__region_shared()) {
+        /* only the pages touched: the others are the file's holes (zeros), and touching one
+         * could be a SIGBUS */
+        for (uint64_t pg = 0; pg < NAME_SLOTS * sizeof(name_slot) / 4096; pg++) {
+            if (page_backed(pg)) {
+                memset((char *)slots_of(loupe__region) + pg * 4096, 0, 4096);
+            }
+        }
+    } else {
+        memset(slots_of(loupe__region), 0, NAME_SLOTS * sizeof(name_slot));
+    }
     h->names_used = 0;
     h->names_count = 0;
 }

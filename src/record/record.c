@@ -47,6 +47,9 @@ static loupe__session_params params; /* written under the session lock, before t
 /* A thread registering: whatever registration calls that records again (an instrumented
  * function, the program's allocator) must not register a second time. */
 static __thread int registering __attribute__((tls_model("initial-exec")));
+/* The region this thread could not get a descriptor page in (its file system was full): it
+ * does not try again there (a system call per event), its events count as unregistered. */
+static __thread void *no_desc_page __attribute__((tls_model("initial-exec")));
 /* The thread's registry id, kept after its exit ran (thread_exit): what it records while glibc
  * tears it down (its allocator's zones, say) registers a descriptor with the same id, which the
  * collector folds into the same thread. */
@@ -183,11 +186,18 @@ static uint32_t chunk_take(uint32_t owner) {
             return LOUPE__NO_CHUNK;
         }
         c = (uint32_t)b;
+        /* past the keeper's populated chunks, a shared region's chunk is backed by its taker
+         * (a page the file system cannot hold must never be touched: region.c) */
+        if (b >= __atomic_load_n(&h->populated, __ATOMIC_ACQUIRE) && loupe__chunk_back(c) != 0) {
+            __atomic_fetch_sub(&h->chunks_in_use, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&h->pool_empty, 1, __ATOMIC_RELAXED);
+            return LOUPE__NO_CHUNK; /* not given back: its table entry cannot be written */
+        }
     }
     loupe__chunk_meta *m = loupe__meta(loupe__region, c);
     __atomic_store_n(&m->next, LOUPE__NO_CHUNK, __ATOMIC_RELAXED);
     m->used = 0;
-    m->tail = 0;
+    m->tail &= LOUPE__META_ANON;
     __atomic_store_n(&m->owner, owner + 1, __ATOMIC_RELEASE);
     return c;
 }
@@ -197,7 +207,7 @@ void loupe__chunk_give(uint32_t c) {
     loupe__chunk_meta *m = loupe__meta(loupe__region, c);
     __atomic_store_n(&m->owner, 0, __ATOMIC_RELAXED);
     m->used = 0;
-    m->tail = 0;
+    m->tail &= LOUPE__META_ANON;
     stack_push(&h->free_head, &m->next, c);
     __atomic_fetch_sub(&h->chunks_in_use, 1, __ATOMIC_RELAXED);
 }
@@ -211,7 +221,7 @@ static void exit_key_make(void);
  * PTHREAD_KEY_2NDLEVEL_SIZE stores into the thread's own array; the key is made at the first
  * start, in normal context). */
 static loupe__thread *thread_register(void) {
-    if (registering || loupe__region == NULL) {
+    if (registering || loupe__region == NULL || no_desc_page == loupe__region) {
         return NULL;
     }
     registering = 1;
@@ -226,6 +236,13 @@ static loupe__thread *thread_register(void) {
         }
         i = (uint32_t)b;
         fresh = 1;
+        if (loupe__region_back(loupe__desc(loupe__region, i), sizeof(loupe__thread)) != 0) {
+            /* a shared region whose file system has no room for the descriptor's page (a
+             * touch would be a SIGBUS): the thread's events are counted as unregistered */
+            no_desc_page = loupe__region;
+            registering = 0;
+            return NULL;
+        }
     }
     loupe__thread *t = loupe__desc(loupe__region, i);
     /* Everything but the links: a recycled descriptor keeps its place in the registry list, and
@@ -822,8 +839,15 @@ static int pack_tail(loupe__thread *t, uint64_t used) {
     }
     pthread_mutex_lock(&tail_lock);
     uint32_t tc = (uint32_t)(__atomic_load_n(&h->tail_chunk, __ATOMIC_RELAXED) - 1);
-    if (tc == UINT32_MAX || loupe__meta(loupe__region, tc)->tail + used > LOUPE__CHUNK_SLOTS) {
+    if (tc == UINT32_MAX ||
+        (loupe__meta(loupe__region, tc)->tail & LOUPE__META_TAIL_OFF) + used > LOUPE__CHUNK_SLOTS) {
         uint32_t nc = chunk_take(UINT32_MAX - 1);
+        if (nc != LOUPE__NO_CHUNK && (loupe__meta(loupe__region, nc)->tail & LOUPE__META_ANON)) {
+            /* in the process's own memory (region.c): packing would take the events out of
+             * the file a recovery reads */
+            loupe__chunk_give(nc);
+            nc = LOUPE__NO_CHUNK;
+        }
         if (nc == LOUPE__NO_CHUNK) {
             pthread_mutex_unlock(&tail_lock);
             return -1;
@@ -834,8 +858,9 @@ static int pack_tail(loupe__thread *t, uint64_t used) {
         tc = nc;
     }
     loupe__chunk_meta *m = loupe__meta(loupe__region, tc);
-    memcpy(loupe__chunk(loupe__region, tc) + m->tail, t->seg, used * sizeof(loupe__ev));
-    t->tail_off = m->tail;
+    uint32_t off = m->tail & LOUPE__META_TAIL_OFF; /* the flag bit is clear: see above */
+    memcpy(loupe__chunk(loupe__region, tc) + off, t->seg, used * sizeof(loupe__ev));
+    t->tail_off = off;
     t->tail_n = (uint32_t)used;
     m->tail += (uint32_t)used;
     __atomic_store_n(&t->tail_chunk, tc, __ATOMIC_RELEASE);

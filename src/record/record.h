@@ -100,8 +100,14 @@ typedef struct loupe__chunk_meta {
     uint32_t next;  /* next chunk of the owner's chain, LOUPE__NO_CHUNK at its end */
     uint32_t used;  /* slots written before the owner moved on (the current chunk: see cur) */
     uint32_t owner; /* descriptor index + 1, 0 when in the pool */
-    uint32_t tail;  /* a tail chunk (exited threads' packed last events), bump offset */
+    uint32_t tail;  /* a tail chunk (exited threads' packed last events), bump offset; bit 31:
+                       LOUPE__META_ANON (kept when the chunk changes hands) */
 } loupe__chunk_meta;
+
+/* A chunk of a shared region that lives in the process's own memory (the regions' file system
+ * had no room for it when it was first taken): readable by the process, not by a recovery. */
+#define LOUPE__META_ANON 0x80000000u
+#define LOUPE__META_TAIL_OFF 0x7fffffffu
 
 /* The region's header (the first page). Offsets are from the region's start. */
 typedef struct loupe__region_hdr {
@@ -147,13 +153,21 @@ typedef struct loupe__region_hdr {
      * no longer in the region; a recovery reads them back from there (spool_each_in). */
     uint64_t spool_chunks;
     char spool_path[1024];
+    /* The regions' file system (a shared region only, region.c's loupe__region_back): shm_full
+     * is set once a page of the file could not be had (tmpfs full: the page would have been a
+     * SIGBUS); shm_anon_chunks counts the chunks recorded in the process's own memory since
+     * (each marked LOUPE__META_ANON: a recovery after a death cannot read them, and counts their
+     * events lost); shm_refused the chunks that could not be handed out at all (their table's
+     * page could not be had: the events are dropped and counted on their thread). */
+    uint64_t shm_full, shm_anon_chunks, shm_refused;
 } loupe__region_hdr;
 
 /* The region layout's version (the header's version field): 2 since the descriptors hold the
  * function filters' counters, 3 since the header ends with the spool's fields, 4 since an
- * argument is one K_ARG slot (loupe/detail/hot.h). A region of another version is not read
- * (recover.c says which version it found). */
-#define LOUPE__REGION_VERSION 4u
+ * argument is one K_ARG slot (loupe/detail/hot.h), 5 since a shared region grows page by page
+ * within its file system's room (the header's shm_* fields, LOUPE__META_ANON). A region of another
+ * version is not read (recover.c says which version it found). */
+#define LOUPE__REGION_VERSION 5u
 
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;

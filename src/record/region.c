@@ -7,6 +7,18 @@
  * committed) and is populated chunk by chunk: the first chunks at the session's start, the rest
  * by the keeper ahead of the threads' demand. Memory therefore grows with the events recorded,
  * plus one chunk per live thread that records, plus a descriptor per thread.
+ *
+ * A shared region grows within its file system's room (a tmpfs: /dev/shm, 64 MiB in a container
+ * by default). A page of a MAP_SHARED tmpfs file that the file system cannot hold is a SIGBUS at
+ * the access that first touches it, read or write, which tracing must never cause: so no page
+ * of a shared region is touched before MADV_POPULATE_WRITE made it (loupe__region_back), which
+ * fails instead. At the start, the header, the chunk table's first page and the first
+ * descriptors; then each chunk as the keeper populates it or a thread takes it, a descriptor as
+ * a thread registers, a page of the name table as the keeper writes it. A chunk the file system
+ * has no room for is remapped over with anonymous memory (MAP_FIXED) and marked
+ * LOUPE__META_ANON: the process records on, and a death loses only those chunks, counted (the
+ * recovery reads the table, not the chunk). Without room for the start's pages the process
+ * records into anonymous memory and its region file says so (one byte: recover.c).
  */
 #include "record/region.h"
 
@@ -21,6 +33,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -33,7 +46,9 @@
 
 static size_t region_size;
 static int region_shared;
-uint64_t loupe__chunk_end, loupe__desc_end;
+static int populate_works = 1;  /* MADV_POPULATE_WRITE (Linux 5.14): 0 once it said EINVAL */
+static char regions_path[4096]; /* LOUPE_RECORD_REGIONS, at the shared region's start */
+uint64_t loupe__chunk_end, loupe__desc_end, loupe__region_gen;
 
 static uint64_t align_up(uint64_t v, uint64_t a) {
     return (v + a - 1) / a * a;
@@ -100,9 +115,72 @@ static void init_header(void *r, uint64_t nchunks, uint64_t threads) {
     loupe__region_layout(h, nchunks, threads);
     h->base_addr = (uint64_t)(uintptr_t)r;
     h->pid = (uint64_t)getpid();
-    for (uint64_t c = 0; c < nchunks; c++) {
-        loupe__meta(r, (uint32_t)c)->next = LOUPE__NO_CHUNK;
+    /* The chunk table is not written here: a chunk's entry is set when it is taken (chunk_take),
+     * and only the chains of taken chunks are read. Touching it all would fault in 16 bytes per
+     * chunk of capacity (256 KiB by default) in every process, of a shared region's file too. */
+}
+
+int loupe__region_back(void *a, size_t len) {
+    if (!region_shared || !populate_works || len == 0) {
+        return 0;
     }
+    int e = errno;
+    uintptr_t lo = (uintptr_t)a & ~(uintptr_t)4095;
+    uintptr_t hi = ((uintptr_t)a + len + 4095) & ~(uintptr_t)4095;
+    int r = madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+    errno = e;
+    return r == 0 ? 0 : -1;
+}
+
+int loupe__chunk_back(uint32_t c) {
+    if (!region_shared || !populate_works) {
+        return 0;
+    }
+    loupe__region_hdr *h = LOUPE__HDR;
+    loupe__chunk_meta *m = loupe__meta(loupe__region, c);
+    if (loupe__region_back(m, sizeof *m) != 0) {
+        __atomic_store_n(&h->shm_full, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&h->shm_refused, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    void *a = loupe__chunk(loupe__region, c);
+    size_t len = (size_t)LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
+    if (!__atomic_load_n(&h->shm_full, __ATOMIC_RELAXED) && loupe__region_back(a, len) == 0) {
+        return 0;
+    }
+    /* No room in the file: the chunk's addresses become the process's own memory. Only the
+     * taker can touch it (it is not in any chain yet, and the keeper populates no chunk once
+     * shm_full is set; one populated concurrently is anonymous memory populated). */
+    int e = errno;
+    void *p = mmap(a, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    errno = e;
+    __atomic_store_n(&h->shm_full, 1, __ATOMIC_RELAXED);
+    if (p == MAP_FAILED) {
+        __atomic_fetch_add(&h->shm_refused, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    __atomic_fetch_or(&m->tail, LOUPE__META_ANON, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->shm_anon_chunks, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* The pages a shared region r of layout lay needs before its first event: the header, the chunk
+ * table's first page and the first descriptors' (a page each). 0, or -1 when the file system
+ * has no room for them. */
+static int back_start(void *r, const loupe__region_hdr *lay) {
+    populate_works = 1;
+    if (madvise(r, 4096, MADV_POPULATE_WRITE) != 0) {
+        if (errno == EINVAL) {
+            populate_works = 0; /* before Linux 5.14: touched as before (the preload's room rule) */
+            return 0;
+        }
+        return -1;
+    }
+    return madvise((char *)r + lay->meta_off, 4096, MADV_POPULATE_WRITE) == 0 &&
+                   madvise((char *)r + lay->desc_off, 4096, MADV_POPULATE_WRITE) == 0
+               ? 0
+               : -1;
 }
 
 /* The memfd `loupe record` passed, or -1. Taken once: LOUPE_RECORD_SHM_FD is removed, the fd
@@ -125,6 +203,8 @@ static int take_shm_fd(void) {
         return -1;
     }
     (void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    const char *rg = getenv("LOUPE_RECORD_REGIONS");
+    snprintf(regions_path, sizeof regions_path, "%s", rg != NULL ? rg : "");
     return (int)fd;
 }
 
@@ -164,6 +244,18 @@ int loupe__region_ensure(uint64_t session_slots) {
             r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
         }
         e = errno;
+        if (r != MAP_FAILED) {
+            region_shared = 1;
+            if (back_start(r, &probe) != 0) {
+                /* No room for the start's pages: the process records into its own memory;
+                 * the file's one byte tells `loupe record` why a death leaves nothing. */
+                munmap(r, size);
+                r = MAP_FAILED;
+                region_shared = 0;
+                (void)!ftruncate(fd, 1);
+                e = ENOSPC;
+            }
+        }
         close(fd); /* the mapping keeps the memfd; `loupe record` holds its own descriptor */
     }
     int shared = r != MAP_FAILED;
@@ -200,9 +292,25 @@ int loupe__region_ensure(uint64_t session_slots) {
     /* An older, smaller region stays mapped: a thread that was interrupted inside a recording
      * call may still write into its chunk. Live threads register again in the new one. */
     loupe__region = r;
+    loupe__region_gen++;
     region_size = size;
     region_shared = shared;
     return 0;
+}
+
+/* The regions' file system keeps an eighth of its size free (4 MiB at least) for the program's
+ * own use of it and for the first pages of the tree's next processes: below that a shared
+ * region stops growing in its file (shm_full: chunks are then taken into the process's own
+ * memory), above it again it grows again. The keeper's passes ask, before they populate. */
+static void shm_room(loupe__region_hdr *h) {
+    struct statfs sf;
+    if (regions_path[0] == 0 || statfs(regions_path, &sf) != 0) {
+        return;
+    }
+    uint64_t size = (uint64_t)sf.f_blocks * (uint64_t)sf.f_bsize;
+    uint64_t avail = (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize;
+    uint64_t reserve = size / 8 > ((uint64_t)4 << 20) ? size / 8 : (uint64_t)4 << 20;
+    __atomic_store_n(&h->shm_full, avail < reserve, __ATOMIC_RELAXED);
 }
 
 void loupe__region_populate(uint64_t upto) {
@@ -220,7 +328,18 @@ void loupe__region_populate(uint64_t upto) {
     }
     char *a = (char *)loupe__chunk(loupe__region, (uint32_t)from);
     size_t len = (size_t)(upto - from) * LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
-    if (madvise(a, len, MADV_POPULATE_WRITE) != 0) {
+    if (region_shared && populate_works) {
+        shm_room(h);
+        /* the chunks' table entries first (16 bytes a chunk), then the chunks: a page that did
+         * not fit stops the populating for good (the takers back their chunks themselves) */
+        if (__atomic_load_n(&h->shm_full, __ATOMIC_RELAXED) ||
+            loupe__region_back(loupe__meta(loupe__region, (uint32_t)from),
+                               (size_t)(upto - from) * sizeof(loupe__chunk_meta)) != 0 ||
+            loupe__region_back(a, len) != 0) {
+            __atomic_store_n(&h->shm_full, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    } else if (madvise(a, len, MADV_POPULATE_WRITE) != 0) {
         /* Older kernels: fault each page in by writing it. The chunks may be in use already
          * (the pool's cursor can pass the keeper): an atomic add of 0 keeps what a thread
          * wrote. */
@@ -287,6 +406,7 @@ void loupe__region_forget(void) {
         munmap(loupe__region, region_size);
     }
     loupe__region = NULL;
+    loupe__region_gen++;
     region_size = 0;
     region_shared = 0;
     __atomic_store_n(&loupe__chunk_end, 0, __ATOMIC_SEQ_CST);

@@ -28,6 +28,9 @@ void loupe__region_populate(uint64_t upto);
  * region's nchunks and max_threads until loupe__region_fit_as() gave the rest back). Takes past
  * them are refused, as at the region's end. */
 extern uint64_t loupe__chunk_end, loupe__desc_end;
+/* Counts the regions mapped and forgotten (a fork child's new region may lie at the parent's
+ * address): what a cache of the region's pages is for (names.c). */
+extern uint64_t loupe__region_gen;
 
 /* The program lowers its RLIMIT_AS to limit bytes (the preload's setrlimit/prlimit): the
  * chunks and descriptors never handed out are unmapped until the region is within an eighth of
@@ -36,6 +39,18 @@ extern uint64_t loupe__chunk_end, loupe__desc_end;
  * dropped and counted. UINT64_MAX does nothing. Thread-safety: any thread but a signal
  * handler's (it takes the keeper's lock). */
 LOUPE_API void loupe__region_fit_as(uint64_t limit);
+
+/* A shared region (loupe__region_shared()): makes the pages of [a, a + len) exist in the file
+ * (MADV_POPULATE_WRITE), so that touching them cannot SIGBUS. 0, or -1 when the file system
+ * has no room for them (errno kept). Anonymous regions, and kernels before 5.14: 0 at once.
+ * Async-signal-safe (one system call). */
+int loupe__region_back(void *a, size_t len);
+/* A shared region: backs chunk c, just taken from the bump cursor past the populated ones, and
+ * its table entry. A chunk the file has no room for is remapped over with anonymous memory and
+ * marked LOUPE__META_ANON (the header's shm_anon_chunks counts it). 0, or -1 when neither
+ * worked (its entry's page could not be had, or the mapping failed; shm_refused counts it):
+ * the taker must not use it. Async-signal-safe. */
+int loupe__chunk_back(uint32_t c);
 
 /* A fork child: the region is the parent's (maybe shared with `loupe record`): unmap it and
  * forget it. */

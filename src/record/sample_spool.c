@@ -559,15 +559,19 @@ int loupe__sspool_parse(const unsigned char *buf, size_t size, loupe__sspool_rea
     r->dropped_offs = h.dropped_offs;
     memcpy(r->reason, h.reason, sizeof r->reason);
     loupe__sample_restore(h.hz, h.origin_mono, h.note);
-    size_t at = LOUPE__SSPOOL_HEADER;
+    size_t at = LOUPE__SSPOOL_HEADER, bad_from = 0;
     int in_bad = 0; /* inside a stretch of bytes that is no record: counted once */
     while (at < size) {
         ss_head rh;
         size_t left = size - at;
         if (!head_ok(buf + at, left, &rh)) {
+            if (!in_bad) {
+                bad_from = at;
+            }
             if (left < 8) {
                 r->skipped += !in_bad;
                 r->skipped_bytes += left;
+                in_bad = 1;
                 break;
             }
             r->skipped += !in_bad;
@@ -578,8 +582,12 @@ int loupe__sspool_parse(const unsigned char *buf, size_t size, loupe__sspool_rea
         }
         if (rh.size > left) {
             /* cut short: the program died in the middle of a write, or the file was cut */
+            if (!in_bad) {
+                bad_from = at;
+            }
             r->skipped += !in_bad;
             r->skipped_bytes += left;
+            in_bad = 1;
             break;
         }
         int k = take(r, &rh, buf + at + sizeof rh);
@@ -589,6 +597,9 @@ int loupe__sspool_parse(const unsigned char *buf, size_t size, loupe__sspool_rea
             return -1;
         }
         if (k == 0) {
+            if (!in_bad) {
+                bad_from = at;
+            }
             r->skipped += !in_bad;
             r->skipped_bytes += rh.size;
             in_bad = 1;
@@ -596,6 +607,14 @@ int loupe__sspool_parse(const unsigned char *buf, size_t size, loupe__sspool_rea
             in_bad = 0;
         }
         at += rh.size;
+    }
+    if (in_bad && bad_from != 0 && size - bad_from <= LOUPE__SSPOOL_CUT_MAX && r->skipped != 0 &&
+        r->skipped_bytes >= size - bad_from) {
+        /* the bytes after the last whole record are one record cut by the end of the file (a
+         * death in the middle of a write, the one place a spool ends that way): said apart */
+        r->skipped--;
+        r->skipped_bytes -= size - bad_from;
+        r->cut_bytes = size - bad_from;
     }
     loupe__sample_inject_lost(r->lost);
     return 0;

@@ -107,16 +107,22 @@ typedef struct loupe__sspool_read {
     loupe__map *maps; /* the modules, one entry per (file, start) */
     size_t nmaps;
     uint64_t samples, offs, names, lost; /* what was read */
-    uint64_t skipped;                    /* records that were not valid (a cut one included) */
+    uint64_t skipped; /* records that were not valid (not the cut one at the end) */
     uint64_t skipped_bytes;
+    uint64_t cut_bytes; /* the bytes of a record cut by the file's end (a death mid-write) */
     uint64_t last_mono; /* the latest sample or interval end (CLOCK_MONOTONIC ns), within a day
                            of origin_mono (a later one is not believed); 0 when none */
 } loupe__sspool_read;
 
+/* The largest tail of bytes after the last whole record that is read as one record cut by the
+ * file's end (cut_bytes), not as invalid records: a sample with the deepest stack is well below. */
+#define LOUPE__SSPOOL_CUT_MAX 8192u
+
 /* Reads a spool image of size bytes into sample.c's store (loupe__sample_restore, then the
  * injections) and r, keeping every valid record: an invalid one (bad magic, type, size or
  * values) is counted in r->skipped and the reading goes on at the next 8-byte boundary that
- * starts a valid record; a record cut at the end counts as one. 0, or -1 when the header is not
+ * starts a valid record; up to LOUPE__SSPOOL_CUT_MAX bytes after the last valid record are a
+ * record cut at the end (r->cut_bytes). 0, or -1 when the header is not
  * a spool's (nothing read) or memory ran out (r->skipped counts the rest). Free r with
  * loupe__sspool_read_free(). Not thread-safe (sample.c's store). */
 int loupe__sspool_parse(const unsigned char *buf, size_t size, loupe__sspool_read *r);

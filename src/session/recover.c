@@ -156,6 +156,11 @@ static int recover_samples_locked(loupe__mb *mb, const loupe__region_hdr *h, uin
                       "; skipped %llu records that were not valid (%llu bytes)",
                       (unsigned long long)r.skipped, (unsigned long long)r.skipped_bytes);
     }
+    if (r.cut_bytes != 0) {
+        n += snprintf(note + n, sizeof note - (size_t)n,
+                      "; its last record (%llu bytes) was cut by the program's end",
+                      (unsigned long long)r.cut_bytes);
+    }
     if (r.dropped_offs != 0) {
         n += snprintf(note + n, sizeof note - (size_t)n, "; %llu off-CPU intervals dropped",
                       (unsigned long long)r.dropped_offs);
@@ -208,12 +213,17 @@ static int recover_samples(loupe__mb *mb, const loupe__region_hdr *h, uint64_t s
  * used slots, the current chunk's up to the cursor) are counted as the thread's dropped ones
  * after the collect (cut_account), and loupe_recover_cut says what was cut. */
 typedef struct cut_lost_thread {
-    uint64_t tid, events;
+    uint64_t tid, events, anon_events;
 } cut_lost_thread;
 
+/* The same walk empties, in a region read from its live file (not a dump), the chunks the
+ * program recorded in its own memory (LOUPE__META_ANON: its regions' file system had no room
+ * for them, region.c): the file holds no events there, and theirs are counted lost. */
 typedef struct cut_walk {
     loupe__region_hdr *h;
     uint64_t cut_at, chunks, events;
+    int anon; /* LOUPE__META_ANON chunks are lost (a live file's region) */
+    uint64_t anon_chunks, anon_events;
     cut_lost_thread *v;
     size_t n, cap;
     int failed;
@@ -227,12 +237,14 @@ static void cut_thread(loupe__thread *t, void *arg) {
         return; /* recorded nothing in this session: the collector skips it too */
     }
     const uint64_t chunk_bytes = LOUPE__CHUNK_SLOTS * sizeof(loupe__ev);
-    uint64_t lost = 0;
+    uint64_t lost = 0, anon_lost = 0;
     uint32_t ch = t->first_chunk;
     for (uint64_t guard = 0; ch != LOUPE__NO_CHUNK && ch < h->nchunks && guard < h->nchunks;
          guard++) {
         loupe__chunk_meta *cm = loupe__meta(h, ch);
-        int past = h->chunk_off + ((uint64_t)ch + 1) * chunk_bytes > w->cut_at;
+        int cut = w->cut_at != 0 && h->chunk_off + ((uint64_t)ch + 1) * chunk_bytes > w->cut_at;
+        int anon = !cut && w->anon && (cm->tail & LOUPE__META_ANON) != 0;
+        int past = cut || anon;
         uint64_t used = cm->used;
         if (ch == t->cur_chunk) {
             /* the cursor is an address in the program: rebased on its chunk's */
@@ -246,47 +258,107 @@ static void cut_thread(loupe__thread *t, void *arg) {
             cm->used = 0;
         }
         used = used > LOUPE__CHUNK_SLOTS ? LOUPE__CHUNK_SLOTS : used;
-        if (past && used > 0) {
+        if (cut && used > 0) {
             lost += used;
             w->chunks++;
+        } else if (anon && used > 0) {
+            anon_lost += used;
+            w->anon_chunks++;
         }
         if (ch == t->cur_chunk) {
             break;
         }
         ch = cm->next;
     }
-    if (lost == 0) {
+    if (lost == 0 && anon_lost == 0) {
         return;
     }
     if (loupe__grow((void **)&w->v, &w->cap, w->n + 1, sizeof(*w->v)) != 0) {
         w->failed = 1;
         return;
     }
-    w->v[w->n++] = (cut_lost_thread){t->tid, lost};
+    w->v[w->n++] = (cut_lost_thread){t->tid, lost, anon_lost};
     w->events += lost;
+    w->anon_events += anon_lost;
 }
 
-/* After the collect: the lost events as their threads' dropped ones, and the note. */
+/* After the collect: the lost events as their threads' dropped ones, and the notes. */
 static int cut_account(loupe__mb *mb, const cut_walk *w, uint64_t needs, size_t file_size) {
     loupe_model *m = loupe__mb_model(mb);
     for (size_t k = 0; k < w->n; k++) {
         for (size_t i = 0; i < m->thread_count; i++) {
             loupe_model_thread *th = loupe__mb_thread_at(mb, i);
             if (th->kind == LOUPE_TRACK_THREAD && th->tid == w->v[k].tid) {
-                th->events_dropped += w->v[k].events;
+                th->events_dropped += w->v[k].events + w->v[k].anon_events;
                 th->capacity_needed += w->v[k].events;
                 break;
             }
         }
     }
     char note[512];
-    snprintf(note, sizeof note,
-             "the region was cut short: its header says %llu bytes, the file held %zu; %llu "
-             "chunk%s in use (%llu events) %s past the cut, lost",
-             (unsigned long long)needs, file_size, (unsigned long long)w->chunks,
-             w->chunks == 1 ? "" : "s", (unsigned long long)w->events,
-             w->chunks == 1 ? "was" : "were");
-    return loupe__mb_metadata(mb, "loupe_recover_cut", note) != 0 ? -1 : 0;
+    if (w->chunks != 0) {
+        snprintf(note, sizeof note,
+                 "the region was cut short: its header says %llu bytes, the file held %zu; %llu "
+                 "chunk%s in use (%llu events) %s past the cut, lost",
+                 (unsigned long long)needs, file_size, (unsigned long long)w->chunks,
+                 w->chunks == 1 ? "" : "s", (unsigned long long)w->events,
+                 w->chunks == 1 ? "was" : "were");
+        if (loupe__mb_metadata(mb, "loupe_recover_cut", note) != 0) {
+            return -1;
+        }
+    }
+    if (w->anon_chunks != 0) {
+        snprintf(note, sizeof note,
+                 "%llu event slot%s in %llu chunk%s, lost with the process: its regions' file "
+                 "system (/dev/shm) had no room for them, so it recorded them in its own memory",
+                 (unsigned long long)w->anon_events, w->anon_events == 1 ? "" : "s",
+                 (unsigned long long)w->anon_chunks, w->anon_chunks == 1 ? "" : "s");
+        if (loupe__mb_metadata(mb, "loupe_recover_shm_lost", note) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A live region file (a tmpfs under loupe record) mapped for reading without touching its
+ * holes: a read fault on a tmpfs hole allocates a page, and a SIGBUS when the file system is
+ * full (the reason the program's region has holes at all: region.c). A private, writable
+ * mapping of anonymous zeros of the region's size with the file's data extents (SEEK_DATA,
+ * SEEK_HOLE) mapped over it, privately: the walk above may empty chunks in it. The mapping,
+ * or MAP_FAILED (errno set; EINVAL where the file system cannot say its extents). */
+static void *map_extents(int fd, size_t size) {
+    void *big = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (big == MAP_FAILED) {
+        return MAP_FAILED;
+    }
+    off_t at = 0;
+    while ((size_t)at < size) {
+        off_t d = lseek(fd, at, SEEK_DATA);
+        if (d < 0) {
+            if (errno == ENXIO) {
+                break; /* no data past at */
+            }
+            int e = errno;
+            munmap(big, size);
+            errno = e;
+            return MAP_FAILED;
+        }
+        off_t e = lseek(fd, d, SEEK_HOLE);
+        if (e < 0 || (size_t)e > size) {
+            e = (off_t)size;
+        }
+        off_t lo = d & ~(off_t)4095;
+        if (e > lo && mmap((char *)big + lo, (size_t)(e - lo), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_FIXED, fd, lo) == MAP_FAILED) {
+            int er = errno;
+            munmap(big, size);
+            errno = er;
+            return MAP_FAILED;
+        }
+        at = e > d ? e : d + 4096;
+    }
+    return big;
 }
 
 int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_result *res) {
@@ -312,6 +384,13 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
         return loupe__err(LOUPE_ENO_TRACE,
                           "loupe_recover_trace: the program never started a session (its "
                           "recording region is empty)");
+    }
+    if (size == 1) {
+        /* region.c's mark: no room for the region's first pages when the process started */
+        return loupe__err(LOUPE_ENO_TRACE,
+                          "loupe_recover_trace: the process recorded into its own memory, which "
+                          "died with it: its regions' file system (/dev/shm) had no room for its "
+                          "region when it started (the count of its events is unknown)");
     }
     if (size < sizeof(loupe__region_hdr)) {
         return loupe__err(LOUPE_EFORMAT,
@@ -366,6 +445,17 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
         r = big;
         size = (size_t)((const loupe__region_hdr *)big)->total_size;
         h = r;
+    }
+    int live = 0; /* the region read from the program's own file: its holes are not read */
+    if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version == LOUPE__REGION_VERSION &&
+        h->dumped == 0 && h->total_size == size) {
+        void *x = map_extents(fd, size);
+        if (x != MAP_FAILED) {
+            munmap(r, size);
+            r = x;
+            h = r;
+            live = 1;
+        } /* else (a file system without SEEK_DATA): read as mapped, as before */
     }
     if (memcmp(h->magic, "LOUPERGN", 8) == 0 && h->version != LOUPE__REGION_VERSION) {
         rc = loupe__err(LOUPE_EFORMAT,
@@ -427,8 +517,9 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
                           (o->function_exclude != NULL && o->function_exclude[0] != NULL) ||
                           o->function_depth != 0 || o->function_min_duration_ns != 0,
     };
-    cut_walk cw = {(loupe__region_hdr *)r, cut_at, 0, 0, NULL, 0, 0, 0};
-    if (cut_at != 0) {
+    cut_walk cw = {(loupe__region_hdr *)r, cut_at, 0, 0, live, 0, 0, NULL, 0, 0, 0};
+    int walk = cut_at != 0 || (live && h->shm_anon_chunks != 0);
+    if (walk) {
         loupe__threads_each_in(r, cut_thread, &cw);
     }
     loupe__mb *mb = loupe__mb_new();
@@ -436,7 +527,7 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
     if (mb == NULL ||
         loupe__session_process_meta(mb, o->parent_pid, o->cmdline != NULL ? o->cmdline : "") != 0 ||
         loupe__collect(mb, &p) != 0 || recover_samples(mb, h, p.stop_ns, &sample_spool) != 0 ||
-        (cut_at != 0 && (cw.failed || cut_account(mb, &cw, cut_needs, file_size) != 0))) {
+        (walk && (cw.failed || cut_account(mb, &cw, cut_needs, file_size) != 0))) {
         loupe__mb_abort(mb);
         rc = loupe__err(LOUPE_ENOMEM, "loupe_recover_trace: out of memory while collecting");
         goto out;

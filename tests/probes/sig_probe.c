@@ -1,8 +1,9 @@
 /* sig_probe.c: for tests/record_signals.sh. "dispositions": prints, at main, what sigaction()
  * reports for SIGINT, SIGTERM, SIGHUP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE and SIGILL ("DFL", "IGN"
  * or "handler"): under `loupe record` every one must be what the program would have had
- * untraced. "forks N": N fork()ed children each record one zone "child_work" and end with
- * _exit(0) right after it (no atexit stop: `loupe record` recovers each child's region), the
+ * untraced. "forks N [ZONES [ALIVE]]": N fork()ed children each record ZONES zones
+ * "child_work" (1 by default) and end with _exit(0) right after them (no atexit stop: `loupe
+ * record` recovers each child's region), at most ALIVE of them at a time (all by default); the
  * parent waits for them and returns 0. "count FILE": counts the SIGINTs and SIGTERMs it gets
  * (handlers, the way a server's "second SIGINT forces the quit" counts them), writes FILE once
  * they are installed, ends 300 ms after its first SIGTERM (or after 10 s) and prints
@@ -74,13 +75,19 @@ int main(int argc, char **argv) {
     }
     if (argc >= 3 && strcmp(argv[1], "forks") == 0) {
         int n = atoi(argv[2]);
+        long zones = argc >= 4 ? atol(argv[3]) : 1;
+        int alive_max = argc >= 5 ? atoi(argv[4]) : n, alive = 0, st, bad = 0;
         for (int i = 0; i < n; i++) {
+            if (alive >= alive_max && wait(&st) > 0) {
+                bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+                alive--;
+            }
             pid_t p = fork();
             if (p == 0) {
-                {
+                for (long z = 0; z < zones; z++) {
                     LOUPE_ZONE("child_work");
                     volatile unsigned x = 0;
-                    for (unsigned k = 0; k < 100000; k++) {
+                    for (unsigned k = 0; k < (zones == 1 ? 100000u : 10u); k++) {
                         x += k;
                     }
                 }
@@ -89,8 +96,8 @@ int main(int argc, char **argv) {
             if (p < 0) {
                 return 2;
             }
+            alive++;
         }
-        int st, bad = 0;
         while (wait(&st) > 0) {
             bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
         }
