@@ -923,9 +923,11 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
         has_filtered |= ps[k].filtered != 0 || f->said[0] != 0;
     }
     char b1[32], b2[32];
-    if (quiet && dr == 0 && lo == 0) {
+    if (quiet && dr == 0) {
+        /* -q: the totals only when events were lost (CPU samples lost to a full perf ring are
+         * in the trace, and loupe summary says them) */
         free(ps);
-        return 0; /* -q: the totals only when something was lost */
+        return 0;
     }
     fprintf(stderr, "loupe record: ");
     if (n > 1) {

@@ -41,6 +41,9 @@
  * a zone deeper in the stack closes the zones above it there (they lost their ends: an early
  * return, a longjmp) and marks them truncated; an end that matches no open zone is counted
  * (loupe_trace_result.unmatched_ends) and ignored. Neither corrupts the nesting of other zones.
+ * The end of a scoped zone (LOUPE_ZONE*, loupe::Zone) also gives back the slots the skipped ends
+ * kept (each begin keeps one for its end), so skipped ends never fill a thread's buffer; an
+ * explicit loupe_zone_begin()'s skipped end keeps its slot until the session ends.
  * Arguments attach to the innermost zone that was recorded: an argument inside a zone filtered
  * out by its level goes to the enclosing recorded zone.
  * Names of static zones are read at the stop: a zone recorded in a shared library that is
@@ -119,17 +122,27 @@ LOUPE__INLINE void loupe_zone_end(const loupe_srcloc *sl) {
 typedef struct loupe_zone_ctx {
     const loupe_srcloc *sl;
     uint64_t state; /* 0 when not recorded */
+    uint64_t open;  /* the ends the thread kept right after the begin (0: not known): the end
+                       gives back those of deeper zones whose ends a longjmp skipped */
 } loupe_zone_ctx;
 
+/* The context of a scoped zone begun at sl under state s (loupe_zone_begin's return value). */
+LOUPE__INLINE loupe_zone_ctx loupe__zone_ctx_make(const loupe_srcloc *sl, uint64_t s) {
+    loupe_zone_ctx z = {sl, s, s != 0 ? loupe__open_now() : 0};
+    return z;
+}
+
 LOUPE__INLINE void loupe__zone_cleanup(loupe_zone_ctx *z) {
-    loupe_zone_end_state(z->sl, z->state);
+    if (z->state != 0) {
+        loupe__push_end_open(z->state, LOUPE__ADDR(z->sl) | LOUPE__K_END, z->open);
+    }
 }
 
 /** Begins a zone whose name is copied now into the thread's buffer (15 bytes per 16-byte event
  * after the begin; names are cut at LOUPE_MAX_DYN_NAME bytes).
  * Returns a context for loupe_zone_end_dyn(). */
 LOUPE__INLINE loupe_zone_ctx loupe_zone_begin_dyn(const char *name, int level) {
-    loupe_zone_ctx z = {LOUPE__NULL, 0};
+    loupe_zone_ctx z = {LOUPE__NULL, 0, 0};
     uint64_t s = loupe__state_now();
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) < level, 1)) {
         return z;
@@ -143,6 +156,7 @@ LOUPE__INLINE loupe_zone_ctx loupe_zone_begin_dyn(const char *name, int level) {
     } else {
         loupe__begin_dyn(name, 0, level, &z.state);
     }
+    z.open = z.state != 0 ? loupe__open_now() : 0;
     return z;
 }
 
@@ -151,7 +165,7 @@ LOUPE__INLINE void loupe_zone_end_dyn(loupe_zone_ctx z) {
     if (z.state != 0) {
         /* inline, as a static zone's end (programs built against 0.2's first headers call
          * loupe__end_dyn, which does the same) */
-        loupe__push_end(z.state, LOUPE__K_END);
+        loupe__push_end_open(z.state, LOUPE__K_END, z.open);
     }
 }
 
@@ -371,17 +385,21 @@ namespace loupe {
 /** RAII zone (C++): records the begin in the constructor, the end in the destructor. */
 class Zone {
   public:
-    explicit Zone(const loupe_srcloc *sl) : sl_(sl), s_(loupe_zone_begin(sl)) {}
+    explicit Zone(const loupe_srcloc *sl)
+        : sl_(sl), s_(loupe_zone_begin(sl)), open_(s_ != 0 ? loupe__open_now() : 0) {}
     /** A zone with its arguments (LOUPE_ZONE_ARGS): n of detail::arg()'s values, 1..4. */
     template <typename... A>
     Zone(const loupe_srcloc *sl, unsigned n, A... a)
         : sl_(sl),
-          s_(begin_args(sl, n, a..., loupe__argv_none(), loupe__argv_none(), loupe__argv_none())) {
+          s_(begin_args(sl, n, a..., loupe__argv_none(), loupe__argv_none(), loupe__argv_none())),
+          open_(s_ != 0 ? loupe__open_now() : 0) {
         static_assert(sizeof...(A) >= 1 && sizeof...(A) <= LOUPE__ARGS_MAX,
                       "LOUPE_ZONE_ARGS takes 1 to 4 key, value pairs");
     }
     ~Zone() {
-        loupe_zone_end_state(sl_, s_);
+        if (s_ != 0) {
+            loupe__push_end_open(s_, LOUPE__ADDR(sl_) | LOUPE__K_END, open_);
+        }
     }
     Zone(const Zone &) = delete;
     Zone &operator=(const Zone &) = delete;
@@ -395,6 +413,7 @@ class Zone {
     }
     const loupe_srcloc *sl_;
     uint64_t s_;
+    uint64_t open_; /* loupe_zone_ctx.open */
 };
 class DynZone {
   public:
@@ -446,8 +465,8 @@ template <typename T> inline loupe__argv arg(const char *k, T v) noexcept {
 #define LOUPE__ZONE_ID(id, level, name)                                                            \
     LOUPE__SL(id, (level), name);                                                                  \
     loupe_zone_ctx LOUPE__CAT(loupe__z_, id)                                                       \
-        __attribute__((cleanup(loupe__zone_cleanup), unused)) = {                                  \
-            &LOUPE__CAT(loupe__sl_, id), loupe_zone_begin(&LOUPE__CAT(loupe__sl_, id))}
+        __attribute__((cleanup(loupe__zone_cleanup), unused)) = loupe__zone_ctx_make(              \
+            &LOUPE__CAT(loupe__sl_, id), loupe_zone_begin(&LOUPE__CAT(loupe__sl_, id)))
 #define LOUPE_ZONE_L(level, name) LOUPE__ZONE_ID(__COUNTER__, level, name)
 /* C11 _Generic picks each value's type (the controlling expression is not evaluated; the value
  * is, once, as the call's argument). Pointers and structs match no entry: a compile error. */
@@ -471,10 +490,10 @@ template <typename T> inline loupe__argv arg(const char *k, T v) noexcept {
 #define LOUPE__ZONE_ARGS_ID(id, name, ...)                                                         \
     LOUPE__SL(id, LOUPE_LEVEL_ZONE, name);                                                         \
     loupe_zone_ctx LOUPE__CAT(loupe__z_, id)                                                       \
-        __attribute__((cleanup(loupe__zone_cleanup), unused)) = {                                  \
+        __attribute__((cleanup(loupe__zone_cleanup), unused)) = loupe__zone_ctx_make(              \
             &LOUPE__CAT(loupe__sl_, id),                                                           \
             loupe__zone_begin_args(&LOUPE__CAT(loupe__sl_, id), LOUPE__NPAIRS(__VA_ARGS__),        \
-                                   LOUPE__ARGS_MAP(__VA_ARGS__) LOUPE__PAD(__VA_ARGS__))}
+                                   LOUPE__ARGS_MAP(__VA_ARGS__) LOUPE__PAD(__VA_ARGS__)))
 #define LOUPE_ZONE_DYN(name)                                                                       \
     loupe_zone_ctx LOUPE__CAT(loupe__z_, __COUNTER__)                                              \
         __attribute__((cleanup(loupe__zone_dyn_cleanup), unused)) =                                \

@@ -370,12 +370,24 @@ LOUPE__INLINE uint64_t loupe__push_args(uint64_t s, uint64_t b, unsigned n, loup
     return got;
 }
 
+/* The ends the calling thread keeps now for its open zones (resv - cur, in slots): what a scoped
+ * zone's begin notes in its context (loupe_zone_ctx.open), so that its end can give back the
+ * ends of deeper zones that never came. 0 without a buffer. */
+LOUPE__INLINE uint64_t loupe__open_now(void) {
+    loupe__tbuf *t = loupe__tls;
+    return t != LOUPE__NULL ? (LOUPE__ADDR(t->resv) - LOUPE__ADDR(t->cur)) / 16u : 0;
+}
+
 /* Appends an end (of a zone or a function) for session state s into the slot its begin kept
- * (cur < resv); as loupe__push otherwise. It reads loupe__tls again rather than taking the
+ * (cur < resv); as loupe__push otherwise. open is loupe__open_now() right after the zone's
+ * begin (0: not known): when more ends are kept than that now, the zones begun inside this one
+ * never ended (a longjmp, an exception through C frames, an error path) and their kept ends
+ * are given back, so that skipped ends never use up a thread's buffer (the reader closes those
+ * zones at this end, marked truncated). It reads loupe__tls again rather than taking the
  * buffer from the zone's context (0.3 ns a zone in bench/): a zone open across fork() ends in
  * the child, whose loupe__tls is NULL because the parent's region is unmapped there
  * (loupe__region_forget), so a kept pointer would fault. */
-LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
+LOUPE__INLINE void loupe__push_end_open(uint64_t s, uint64_t b, uint64_t open) {
     loupe__tbuf *t = loupe__tls;
     if (__builtin_expect(t != LOUPE__NULL && __atomic_load_n(&t->state, __ATOMIC_RELAXED) == s,
                          1)) {
@@ -384,9 +396,14 @@ LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
         t->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         loupe__ev *e = t->cur;
-        if (__builtin_expect(busy == 0 && LOUPE__ADDR(e) < LOUPE__ADDR(t->resv), 1)) {
+        loupe__ev *r = t->resv;
+        if (__builtin_expect(busy == 0 && LOUPE__ADDR(e) < LOUPE__ADDR(r), 1)) {
             __atomic_store_n(&e->a, ts, __ATOMIC_RELAXED);
             __atomic_store_n(&e->b, b, __ATOMIC_RELAXED);
+            /* after this end, open - 1 ends are still owed (those of the zones around it) */
+            if (__builtin_expect(open != 0 && (LOUPE__ADDR(r) - LOUPE__ADDR(e)) / 16u > open, 0)) {
+                t->resv = e + open;
+            }
             __atomic_store_n(&t->cur, e + 1, __ATOMIC_RELEASE);
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
             t->busy = 0;
@@ -398,6 +415,10 @@ LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
         return;
     }
     (void)loupe__record_slow(s, loupe__now(), b, -1);
+}
+
+LOUPE__INLINE void loupe__push_end(uint64_t s, uint64_t b) {
+    loupe__push_end_open(s, b, 0);
 }
 
 /* The longest dynamic name the inline path copies (8 slots); longer ones take the slow path
