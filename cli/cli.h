@@ -36,6 +36,11 @@ int loupe_cli_tty(void);
 #include <stdint.h>
 /* A duration with an adaptive unit: "812 ns", "1.234 µs", "5.000 ms", "2.500 s". */
 void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns);
+/* The reader's warnings about m (loupe_model.warnings: what it dropped or repaired in a cut,
+ * unterminated or hostile input), each on stderr as "loupe VERB: warning: [LABEL: ]TEXT" (label
+ * NULL: none), and the runs loupe_trace_find() skipped on the way. */
+struct loupe_model;
+void loupe_cli_reader_warnings(const char *verb, const char *label, const struct loupe_model *m);
 /* v with thousands separators ("1,234,567") in buf; returns buf. */
 const char *loupe_cli_group(uint64_t v, char *buf, size_t size);
 /* A JSON string; jansson wants valid UTF-8 (what the readers give): other bytes become '?'. */

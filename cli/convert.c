@@ -224,6 +224,7 @@ int loupe_cmd_convert(int argc, char **argv) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         return 1;
     }
+    loupe_cli_reader_warnings("convert", NULL, m);
     rc = merge ? write_merged(m, out, f, &wo) : loupe_trace_write_opts(m, out, f, &wo);
     if (rc != 0) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());

@@ -377,7 +377,8 @@ static json_t *jpct(const zstat *a, const zstat *b, int which) {
 }
 
 static int print_json(const char *fa, const char *fb, const drow *rows, size_t n, const judge *jg,
-                      size_t regressions, const uint64_t dropped[2], char warn[2][8400]) {
+                      size_t regressions, const uint64_t dropped[2], char warn[2][8400],
+                      const loupe_model *ms[2]) {
     json_t *root = json_object(), *zones = json_array(), *skipped = json_array();
     json_t *warnings = json_array();
     int bad = root == NULL || zones == NULL || skipped == NULL || warnings == NULL;
@@ -393,6 +394,19 @@ static int print_json(const char *fa, const char *fb, const drow *rows, size_t n
     for (int k = 0; k < 2 && !bad; k++) {
         if (warn[k][0]) {
             bad |= json_array_append_new(warnings, loupe_cli_jstr(warn[k]));
+        }
+    }
+    /* the reader's, "BASE: ..." and "NEW: ..." (what it dropped or repaired in each input) */
+    for (int k = 0; k < 2 && !bad; k++) {
+        for (size_t i = 0; i < ms[k]->warning_count && !bad; i++) {
+            size_t l = strlen(ms[k]->warnings[i]) + 8;
+            char *w = malloc(l);
+            bad |= w == NULL;
+            if (w != NULL) {
+                snprintf(w, l, "%s: %s", k == 0 ? "BASE" : "NEW", ms[k]->warnings[i]);
+                bad |= json_array_append_new(warnings, loupe_cli_jstr(w));
+                free(w);
+            }
         }
     }
     bad |= json_object_set(root, "warnings", warnings);
@@ -572,6 +586,8 @@ int loupe_cmd_diff(int argc, char **argv) {
             fprintf(stderr, "loupe diff: warning: %s\n", warn[k]);
         }
     }
+    loupe_cli_reader_warnings("diff", "BASE", ma);
+    loupe_cli_reader_warnings("diff", "NEW", mb);
     zstat *za = NULL, *zb = NULL;
     uint64_t *da = NULL, *db = NULL;
     size_t na = 0, nb = 0;
@@ -626,7 +642,8 @@ int loupe_cmd_diff(int argc, char **argv) {
     }
     qsort(rows, n, sizeof(*rows), cmp_drow);
     if (as_json) {
-        if (print_json(fa, fb, rows, n, &jg, regressions, dropped, warn) != 0) {
+        const loupe_model *ms[2] = {ma, mb};
+        if (print_json(fa, fb, rows, n, &jg, regressions, dropped, warn, ms) != 0) {
             goto done;
         }
     } else {

@@ -1641,13 +1641,7 @@ int loupe_cmd_summary(int argc, char **argv) {
         fprintf(stderr, "loupe summary: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         return 1;
     }
-    if (loupe_trace_find_skipped()[0] != 0) {
-        fprintf(stderr, "loupe summary: warning: skipped runs without a complete trace: %s\n",
-                loupe_trace_find_skipped());
-    }
-    for (size_t i = 0; i < m->warning_count; i++) {
-        fprintf(stderr, "loupe summary: warning: %s\n", m->warnings[i]);
-    }
+    loupe_cli_reader_warnings("summary", NULL, m);
     row *rows;
     size_t nrows;
     busy *b = NULL;

@@ -1,6 +1,9 @@
 /* util.c: small helpers the verbs share (cli.h). */
 #include "cli.h"
 
+#include <loupe/model.h>
+#include <loupe/reader.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,17 @@ void loupe_cli_format_names(char *buf, size_t size, int (*keep)(const loupe_form
         int w = snprintf(buf + n, size - n, "%s%s", sep, d->name);
         n += w > 0 ? (size_t)w : 0;
         count++;
+    }
+}
+
+void loupe_cli_reader_warnings(const char *verb, const char *label, const struct loupe_model *m) {
+    if (loupe_trace_find_skipped()[0] != 0) {
+        fprintf(stderr, "loupe %s: warning: skipped runs without a complete trace: %s\n", verb,
+                loupe_trace_find_skipped());
+    }
+    for (size_t i = 0; m != NULL && i < m->warning_count; i++) {
+        fprintf(stderr, "loupe %s: warning: %s%s%s\n", verb, label != NULL ? label : "",
+                label != NULL ? ": " : "", m->warnings[i]);
     }
 }
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# cli_reader_warnings.sh: loupe convert and loupe diff say what the reader dropped or repaired in
+# their input, as loupe summary does (0.4's convert and diff said nothing of a cut file): the
+# warning on stderr, and in diff --json's "warnings". Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+build=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+name=cli_reader_warnings
+. "$2/tests/probes/record_under_sanitizer.sh"
+$loupe record -q -o "$tmp/log" --print-run-dir "$tmp/run" -- "$build/tests/sig_probe" forks 3 \
+  >/dev/null 2>"$tmp/err0" || fail "record: $(cat "$tmp/err0")"
+$loupe convert "$(cat "$tmp/run")" -o "$tmp/all.trace.json" 2>"$tmp/err1" || fail "convert: $(cat "$tmp/err1")"
+grep -q warning "$tmp/err1" && fail "a whole run gave a warning: $(cat "$tmp/err1")"
+size=$(stat -c %s "$tmp/all.trace.json")
+cut=$((size - 100))
+head -c "$cut" "$tmp/all.trace.json" >"$tmp/cut.trace.json"
+want="cut.trace.json: the top-level object is not closed: the input ends at byte $cut; keys after that point (\"metadata\", loss accounting) are lost"
+(cd "$tmp" && $loupe convert cut.trace.json -o cut.pftrace) 2>"$tmp/err2" || fail "convert cut: $(cat "$tmp/err2")"
+grep -qxF "loupe convert: warning: $want" "$tmp/err2" || fail "convert: $(cat "$tmp/err2")"
+(cd "$tmp" && $loupe diff cut.trace.json all.trace.json --json) >"$tmp/diff.json" 2>"$tmp/err3"
+st=$?
+[ "$st" = 0 ] || [ "$st" = 1 ] || fail "diff: exit $st: $(cat "$tmp/err3")"
+grep -qxF "loupe diff: warning: BASE: $want" "$tmp/err3" || fail "diff stderr: $(cat "$tmp/err3")"
+got=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["warnings"])' "$tmp/diff.json")
+[ "$got" = "['BASE: ${want//\"/\"}']" ] || fail "diff --json warnings: $got"
+echo "cli_reader_warnings: a file cut 100 bytes short: convert and diff (stderr and --json) say so"
