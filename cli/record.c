@@ -758,6 +758,8 @@ typedef struct rec_proc {
     int rank; /* of the file chosen: lower is preferred */
     uint64_t pid, events, dropped, samples, lost, filtered, need, total;
     uint64_t shm_lost; /* of dropped: lost with a death, past the regions' file system's room */
+    uint64_t
+        reentered; /* of dropped: recording calls re-entered (a signal handler, an allocator) */
     size_t threads;
     char name[128];
     char spool_error[512]; /* metadata loupe_spool_error: why --spool stopped writing */
@@ -849,6 +851,8 @@ static int read_procs(const char *run_dir, rec_proc **out) {
         for (size_t i = 0; i < m->metadata_count; i++) {
             if (strcmp(m->metadata[i].key, "loupe_functions_filtered") == 0) {
                 p->filtered += strtoull(m->metadata[i].value, NULL, 10);
+            } else if (strcmp(m->metadata[i].key, "loupe_events_reentered") == 0) {
+                p->reentered += strtoull(m->metadata[i].value, NULL, 10);
             } else if (strcmp(m->metadata[i].key, "loupe_recover_shm_lost") == 0) {
                 p->shm_lost += strtoull(m->metadata[i].value, NULL, 10);
             } else if (strcmp(m->metadata[i].key, "loupe_spool_error") == 0) {
@@ -908,13 +912,14 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
         free(ps);
         return -1;
     }
-    uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0, shm = 0;
+    uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0, shm = 0, re = 0;
     int has_filtered = 0, shm_procs = 0;
     for (int k = 0; k < n; k++) {
         ev += ps[k].events;
         dr += ps[k].dropped;
         shm += ps[k].shm_lost;
         shm_procs += ps[k].shm_lost != 0;
+        re += ps[k].reentered;
         sa += ps[k].samples;
         lo += ps[k].lost;
         fi += ps[k].filtered;
@@ -951,11 +956,30 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
                 "larger /dev/shm keeps them)",
                 loupe_cli_group(shm, b2, sizeof b2), shm_procs, shm_procs == 1 ? "" : "es");
     }
-    if (dr > shm && spool_error == NULL) {
+    if (re != 0) {
+        fprintf(stderr,
+                " (%s where a signal handler or the program's allocator interrupted a recording "
+                "call on the same thread: re-entry, which a larger buffer would not keep)",
+                loupe_cli_group(re, b2, sizeof b2));
+    }
+    /* the capacity's share: what neither a death past /dev/shm nor re-entry lost */
+    uint64_t cap_dropped = dr > shm + re ? dr - shm - re : 0;
+    if (cap_dropped != 0 && spool_error == NULL) {
         fprintf(stderr,
                 " (to keep them all: the busiest thread needed %llu events, the session %llu: "
-                "rerun with --buffer-events and --session-events at least that)",
+                "rerun with --buffer-events and --session-events at least that",
                 (unsigned long long)need, (unsigned long long)total);
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        uint64_t mem = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+        if (mem != 0 && total * 16 > mem / 2) {
+            /* 16 bytes an event: a session that size would take half the machine or more */
+            fprintf(stderr,
+                    "; that is %.1f GiB of buffers on a machine of %.1f GiB: --spool keeps every "
+                    "event in bounded memory instead, --keep-last the latest",
+                    (double)(total * 16) / (double)(1ull << 30),
+                    (double)mem / (double)(1ull << 30));
+        }
+        fprintf(stderr, ")");
     }
     fprintf(stderr, "\n");
     /* A spool that could not be written drops what it could not take: the capacities are not
@@ -994,10 +1018,11 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
     if (fold) {
         fprintf(stderr, "loupe record:   %d other processes recorded nothing\n", empty);
     }
-    if (dr > shm) {
+    if (cap_dropped != 0) {
         for (int k = 0; k < n; k++) {
             loupe_model *m = NULL;
-            if (ps[k].dropped > ps[k].shm_lost && loupe_trace_read(ps[k].path, &m) == 0) {
+            if (ps[k].dropped > ps[k].shm_lost + ps[k].reentered &&
+                loupe_trace_read(ps[k].path, &m) == 0) {
                 hottest_hint(m); /* the first process that dropped: where to look */
                 loupe_model_free(m);
                 break;

@@ -4,15 +4,18 @@
  * untraced. "forks N [ZONES [ALIVE]]": N fork()ed children each record ZONES zones
  * "child_work" (1 by default) and end with _exit(0) right after them (no atexit stop: `loupe
  * record` recovers each child's region), at most ALIVE of them at a time (all by default); the
- * parent waits for them and returns 0. "count FILE": counts the SIGINTs and SIGTERMs it gets
- * (handlers, the way a server's "second SIGINT forces the quit" counts them), writes FILE once
- * they are installed, ends 300 ms after its first SIGTERM (or after 10 s) and prints
- * "INT=n TERM=m". */
+ * parent waits for them and returns 0. "reenter": a SIGUSR1 handler that records a zone interrupts
+ * a loop of zones, 100,000 times a second (some ticks land inside a recording call: re-entered,
+ * dropped). "count FILE": counts the SIGINTs and SIGTERMs it gets (handlers, the way a server's
+ * "second SIGINT forces the quit" counts them), writes FILE once they are installed, ends 300 ms
+ * after its first SIGTERM (or after 10 s) and prints "INT=n TERM=m". */
 #include <loupe/loupe.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +34,23 @@ static const char *what(int sig) {
 }
 
 static volatile sig_atomic_t n_int, n_term;
+
+static void in_handler(int sig) {
+    (void)sig;
+    LOUPE_ZONE("handler");
+}
+
+static volatile int kick_done;
+
+static void *kicker(void *arg) {
+    pthread_t to = *(pthread_t *)arg;
+    while (!kick_done) {
+        pthread_kill(to, SIGUSR1);
+        struct timespec d = {0, 10000};
+        nanosleep(&d, NULL);
+    }
+    return NULL;
+}
 
 static void count_sig(int sig) {
     if (sig == SIGINT) {
@@ -71,6 +91,24 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
             printf("%s=%s\n", names[i], what(sigs[i]));
         }
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "reenter") == 0) {
+        /* a thread sends SIGUSR1 to this one every 10 us, whose handler records a zone, over
+         * 400,000 empty zones (800,000 events, within the default per-thread limit): a signal
+         * that lands inside a recording call re-enters it, and its zone is dropped and counted */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = in_handler;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGUSR1, &sa, NULL);
+        pthread_t me = pthread_self(), k;
+        pthread_create(&k, NULL, kicker, &me);
+        for (int i = 0; i < 400000; i++) {
+            LOUPE_ZONE("loop");
+        }
+        kick_done = 1;
+        pthread_join(k, NULL);
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "forks") == 0) {
