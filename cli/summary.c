@@ -35,7 +35,7 @@
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: loupe summary PATH [--by-thread] [--top N] [--json]\n"
+        "usage: loupe summary [PATH] [--by-thread] [--top N] [--json]\n"
         "\n"
         "Summarises the zones of a trace: per zone name, the number of slices, their total\n"
         "time, self time (total minus the time of direct children), mean, p50, p99 (nearest\n"
@@ -58,7 +58,8 @@ static void usage(FILE *f) {
         "PATH is a trace file (Chrome JSON, gzipped or not: *.trace.json.gz, *.json,\n"
         "*.json.gz, from loupe or another tool; XPlane *.xplane.pb, from loupe or\n"
         "jax.profiler; Perfetto protobuf *.pftrace), a run directory holding one, or a\n"
-        "log_dir: then the newest run under <log_dir>/plugins/profile/ is read.\n"
+        "log_dir: then the newest run under <log_dir>/plugins/profile/ is read. Without\n"
+        "PATH: ./loupe-log, where loupe record writes by default.\n"
         "\n"
         "options:\n"
         "  --by-thread   one row per (thread, zone name) instead of per zone name\n"
@@ -1619,7 +1620,13 @@ int loupe_cmd_summary(int argc, char **argv) {
         }
     }
     if (path == NULL) {
-        return bad_usage("no PATH given (a trace file, run directory or log_dir)");
+        /* loupe record's default log_dir, where a first `loupe record -- PROG` wrote */
+        struct stat st;
+        if (stat("loupe-log", &st) != 0 || !S_ISDIR(st.st_mode)) {
+            return bad_usage("no PATH given (a trace file, run directory or log_dir), and no "
+                             "./loupe-log (loupe record's default log directory) here");
+        }
+        path = "loupe-log";
     }
     if (by_rank) {
         if (as_json || by_thread) {

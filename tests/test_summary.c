@@ -354,10 +354,25 @@ static void test_errors(void **state) {
     assert_string_equal(out, want);
     free(out);
 
-    assert_int_equal(summary("2>&1", &out), 2);
+    /* no PATH: ./loupe-log (loupe record's default), said when there is none */
+    char *cmd;
+    assert_true(asprintf(&cmd, "cd '%s' && '%s' summary 2>&1", g_dir, tu_cli()) > 0);
+    assert_int_equal(tu_run(cmd, &out), 2);
     assert_string_equal(out, "loupe summary: no PATH given (a trace file, run directory or "
-                             "log_dir)\nRun 'loupe summary --help' for usage.\n");
+                             "log_dir), and no ./loupe-log (loupe record's default log "
+                             "directory) here\nRun 'loupe summary --help' for usage.\n");
     free(out);
+    snprintf(args, sizeof args,
+             "mkdir -p '%s/loupe-log/plugins/profile/2026_01_02_03_04_05' && "
+             "cp '%s' '%s/loupe-log/plugins/profile/2026_01_02_03_04_05/'",
+             g_dir, g_trace, g_dir);
+    assert_int_equal(system(args), 0);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    if (strstr(out, "loupe-log/plugins/profile/2026_01_02_03_04_05/known.json: ") != out) {
+        fail_msg("summary in a directory with ./loupe-log: %s", out);
+    }
+    free(out);
+    free(cmd);
     snprintf(args, sizeof args, "'%s' --top x 2>&1", g_trace);
     assert_int_equal(summary(args, &out), 2);
     assert_string_equal(out, "loupe summary: --top needs a number of rows (0 = all), not 'x'\n"
@@ -699,7 +714,7 @@ static void test_help(void **state) {
     (void)state;
     char *out;
     assert_int_equal(summary("--help 2>/dev/null", &out), 0);
-    static const char first[] = "usage: loupe summary PATH [--by-thread] [--top N] [--json]\n";
+    static const char first[] = "usage: loupe summary [PATH] [--by-thread] [--top N] [--json]\n";
     assert_true(strncmp(out, first, strlen(first)) == 0);
     assert_non_null(strstr(out, "--by-thread"));
     assert_non_null(strstr(out, "exit status"));
