@@ -203,8 +203,13 @@ static int take_shm_fd(void) {
         return -1;
     }
     (void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    /* the file system whose room shm_room() watches: the regions' directory, when the fd is a
+     * file there; none for loupe record's memfd of the root process (the kernel's internal
+     * tmpfs, without a size limit: f_blocks 0), which /dev/shm's room does not concern */
     const char *rg = getenv("LOUPE_RECORD_REGIONS");
-    snprintf(regions_path, sizeof regions_path, "%s", rg != NULL ? rg : "");
+    struct statfs fs;
+    int unbounded = fstatfs((int)fd, &fs) == 0 && fs.f_blocks == 0;
+    snprintf(regions_path, sizeof regions_path, "%s", rg != NULL && !unbounded ? rg : "");
     return (int)fd;
 }
 
