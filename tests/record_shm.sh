@@ -18,6 +18,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 loupe=$build/loupe
 probe=$build/tests/sig_probe
 name=record_shm
+# Not under sanitizers: 2,000 forked children of a threaded parent with the preloaded ASan
+# runtime hang in it (1,000 children stopped in the asan-ubsan stage; 500 finished in 2.6 s).
+sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
+[ -n "$sanitize" ] && { echo "record_shm: skipped: sanitizer build (forked children hang in the preloaded ASan runtime)"; exit 77; }
 . "$2/tests/probes/record_under_sanitizer.sh"
 
 zones_dropped() { # RUN_DIR: "<child_work zones> <events dropped>" from loupe summary --json
