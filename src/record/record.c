@@ -47,9 +47,10 @@ static loupe__session_params params; /* written under the session lock, before t
 /* A thread registering: whatever registration calls that records again (an instrumented
  * function, the program's allocator) must not register a second time. */
 static __thread int registering __attribute__((tls_model("initial-exec")));
-/* The region this thread could not get a descriptor page in (its file system was full): it
+/* The region (loupe__region_gen + 1: a fork child's new region may lie at the old address) this
+ * thread could not get a descriptor page in (its file system was full): it
  * does not try again there (a system call per event), its events count as unregistered. */
-static __thread void *no_desc_page __attribute__((tls_model("initial-exec")));
+static __thread uint64_t no_desc_page __attribute__((tls_model("initial-exec"))); /* gen + 1 */
 /* The thread's registry id, kept after its exit ran (thread_exit): what it records while glibc
  * tears it down (its allocator's zones, say) registers a descriptor with the same id, which the
  * collector folds into the same thread. */
@@ -221,7 +222,7 @@ static void exit_key_make(void);
  * PTHREAD_KEY_2NDLEVEL_SIZE stores into the thread's own array; the key is made at the first
  * start, in normal context). */
 static loupe__thread *thread_register(void) {
-    if (registering || loupe__region == NULL || no_desc_page == loupe__region) {
+    if (registering || loupe__region == NULL || no_desc_page == loupe__region_gen + 1) {
         return NULL;
     }
     registering = 1;
@@ -239,7 +240,7 @@ static loupe__thread *thread_register(void) {
         if (loupe__region_back(loupe__desc(loupe__region, i), sizeof(loupe__thread)) != 0) {
             /* a shared region whose file system has no room for the descriptor's page (a
              * touch would be a SIGBUS): the thread's events are counted as unregistered */
-            no_desc_page = loupe__region;
+            no_desc_page = loupe__region_gen + 1;
             registering = 0;
             return NULL;
         }
