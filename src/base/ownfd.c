@@ -198,6 +198,16 @@ int loupe__fd_keep(int *fd, const char *path, int flags, uint64_t size, const ch
 }
 
 int loupe__each_task(int *dirfd, int (*fn)(uint64_t tid, void *arg), void *arg) {
+    /* /proc mounted anew since the fd was opened (`unshare -p -f --mount-proc`, a container's
+     * set-up after the program started): the old mount lists the tids of another pid namespace,
+     * which neither this process's gettid() nor the new /proc/self/task/<tid> paths name (the
+     * keeper took every thread of such a process for ended, and ended it). The new one is read. */
+    struct stat now, was;
+    if (*dirfd >= 0 && loupe__fd_ok(*dirfd) && stat("/proc/self/task", &now) == 0 &&
+        fstat(*dirfd, &was) == 0 && now.st_dev != was.st_dev) {
+        loupe__fd_close(*dirfd);
+        *dirfd = -1;
+    }
     if (loupe__fd_keep(dirfd, "/proc/self/task", O_RDONLY | O_DIRECTORY, 0,
                        "the thread list (/proc/self/task)") != 0 ||
         lseek(*dirfd, 0, SEEK_SET) != 0) {

@@ -206,6 +206,12 @@ typedef struct alive_scan {
     int alive;
 } alive_scan;
 
+/* One thread of the listing: alive unless its stat says it ended ('Z', 'X'). Read relative to
+ * the listing's own directory (the same /proc mount: tids of the same pid namespace); a thread
+ * whose stat cannot be read counts as alive (a doubt never ends the program: the next check,
+ * 100 ms on, sees it gone from the listing), and one named "loupe-..." is loupe's (the keeper
+ * and the sampler name themselves so: their tids from gettid() are another namespace's when
+ * /proc is a parent namespace's mount). */
 static int alive_one(uint64_t tid, void *arg) {
     alive_scan *a = arg;
     if (tid == loupe__keeper_tid() || (a->sampler != 0 && tid == a->sampler)) {
@@ -215,17 +221,24 @@ static int alive_one(uint64_t tid, void *arg) {
     if (tid == a->pid) {
         st = a->leader_state; /* /proc/self/stat's state is the leader thread's */
     } else {
-        /* another thread of the program's: rare here (the count said at most one), and an
-         * open of its own */
-        char path[64];
-        snprintf(path, sizeof path, "/proc/self/task/%llu/stat", (unsigned long long)tid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0 && stat_field_fd(fd, 3, &st, NULL) != 0) {
-            st = 0;
-        }
+        /* another thread: rare here (the count said at most one), and an open of its own */
+        char path[32], buf[512];
+        snprintf(path, sizeof path, "%llu/stat", (unsigned long long)tid);
+        int fd = openat(keeper_task_fd, path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
         if (fd >= 0) {
             close(fd);
         }
+        buf[n > 0 ? n : 0] = 0;
+        const char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+        if (open_paren == NULL || close_paren == NULL || close_paren[1] != ' ') {
+            a->alive = 1;
+            return 1;
+        }
+        if (strncmp(open_paren + 1, "loupe-", 6) == 0) {
+            return 0;
+        }
+        st = close_paren[2];
     }
     a->alive = st != 0 && st != 'Z' && st != 'X';
     return a->alive;

@@ -8,14 +8,20 @@
  * a loop of zones, 100,000 times a second (some ticks land inside a recording call: re-entered,
  * dropped). "count FILE": counts the SIGINTs and SIGTERMs it gets (handlers, the way a server's
  * "second SIGINT forces the quit" counts them), writes FILE once they are installed, ends 300 ms
- * after its first SIGTERM (or after 10 s) and prints "INT=n TERM=m". */
+ * after its first SIGTERM (or after 10 s) and prints "INT=n TERM=m". "remount-proc" (root):
+ * a child in new pid and mount namespaces mounts a /proc of its own 300 ms after its fork (what
+ * `unshare -p -f --mount-proc` does between its fork and its exec), records a zone "after" 400 ms
+ * later and prints "alive" (0.4's keeper read the new mount's files with the old one's tids,
+ * took every thread for ended and exit(0)ed the child first). */
 #include <loupe/loupe.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +98,35 @@ int main(int argc, char **argv) {
             printf("%s=%s\n", names[i], what(sigs[i]));
         }
         return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "remount-proc") == 0) {
+        /* unshare(1)'s -p -f --mount-proc, with its timing made certain: new pid and mount
+         * namespaces, a fork()ed child (pid 1 there, its session and loupe's threads started in
+         * the fork, all in the new mount namespace) that mounts a /proc of its own 300 ms on */
+        if (unshare(CLONE_NEWNS | CLONE_NEWPID) != 0) {
+            perror("sig_probe: remount-proc: unshare");
+            return 3;
+        }
+        pid_t p = fork();
+        if (p == 0) {
+            struct timespec t = {0, 300000000};
+            nanosleep(&t, NULL);
+            if (mount("none", "/proc", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+                perror("sig_probe: remount-proc: mount");
+                _exit(3);
+            }
+            t.tv_nsec = 400000000;
+            nanosleep(&t, NULL);
+            { LOUPE_ZONE("after"); }
+            printf("alive\n");
+            exit(0);
+        }
+        int st = 0;
+        if (p < 0 || waitpid(p, &st, 0) != p) {
+            return 3;
+        }
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 4;
     }
     if (argc >= 2 && strcmp(argv[1], "reenter") == 0) {
         /* a thread sends SIGUSR1 to this one every 10 us, whose handler records a zone, over
