@@ -1174,7 +1174,7 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             /* region.c's mark: no room for the region's first pages at the process's start */
             no_room++;
         }
-        char spath[PATH_MAX + 300], cause[256], prefix[512];
+        char spath[PATH_MAX + 310], cause[256], prefix[512];
         snprintf(spath, sizeof spath, "%s/%ld.status", dir, pid);
         FILE *sf = fopen(spath, "r");
         int st = 0, known = sf != NULL && fscanf(sf, "%d", &st) == 1;
@@ -1186,7 +1186,15 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             known = 1;
         }
         int signaled = known && WIFSIGNALED(st);
-        if (signaled) {
+        /* the preload's marker: this image exec'd from a signal handler and handed its
+         * recording over (nothing lost: a note, as a recording of nothing is) */
+        snprintf(spath, sizeof spath, "%s.exec", path);
+        int handed = access(spath, F_OK) == 0;
+        if (handed) {
+            (void)unlink(spath);
+            snprintf(cause, sizeof cause,
+                     "exec'd from a signal handler (its trace is recovered, not written)");
+        } else if (signaled) {
             const char *abbrev = sigabbrev_np(WTERMSIG(st));
             snprintf(cause, sizeof cause, "killed by SIG%s", abbrev != NULL ? abbrev : "?");
         } else {
@@ -1229,7 +1237,8 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             /* a warning, not a note: said also under -q; but a process that ended with
              * _exit() having recorded nothing lost nothing (dash runs every system() command
              * so): a note then */
-            if (signaled || rr.events_recorded > 0 || rr.events_dropped > 0 || !quiet) {
+            if (signaled || (rr.events_recorded > 0 && !handed) || rr.events_dropped > 0 ||
+                !quiet) {
                 if (said < 8) {
                     char n2[32];
                     fprintf(stderr, "loupe record: pid %ld %s: recovered %s events", pid, cause,
@@ -1281,15 +1290,17 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         size_t l = strlen(e->d_name);
         int cmd = l > 4 && strcmp(e->d_name + l - 4, ".cmd") == 0;
         int smp = l > 8 && strcmp(e->d_name + l - 8, ".samples") == 0;
+        int exe = l > 5 && strcmp(e->d_name + l - 5, ".exec") == 0;
         char region[PATH_MAX + 300];
         snprintf(region, sizeof region, "%s/%.*s", dir,
                  (int)(l - (cmd   ? 4
                             : smp ? 8
+                            : exe ? 5
                                   : 0)),
                  e->d_name);
         if ((l > 7 && strcmp(e->d_name + l - 7, ".status") == 0) ||
             strcmp(e->d_name, "recorder") == 0 ||
-            ((cmd || smp) && !region_alive(region, atol(e->d_name), NULL, NULL))) {
+            ((cmd || smp || exe) && !region_alive(region, atol(e->d_name), NULL, NULL))) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             (void)unlink(path);
         }
@@ -2019,10 +2030,25 @@ static int record_main(int argc, char **argv) {
         .run_dir = run_made,
     };
     int root_recovered = 0, root_said = 0;
-    if (status == -1000 && shm >= 0) {
+    /* An image of the root that exec'd from a signal handler handed its recording over (the
+     * preload's hand_over_at_exec(): its stop would have called malloc) and left this marker;
+     * the next image recorded into a region file of its own. */
+    char handover[PATH_MAX + 32] = "";
+    if (regions[0] != 0) {
+        snprintf(handover, sizeof handover, "%s/%ld.exec", regions, (long)pid);
+    }
+    int handed = handover[0] != 0 && access(handover, F_OK) == 0;
+    if (handed) {
+        (void)unlink(handover);
+    }
+    if ((status == -1000 || handed) && shm >= 0) {
         /* The program ended without stopping its session: what it recorded is in the memfd. */
         char cause[256];
-        if (WIFSIGNALED(st)) {
+        if (handed) {
+            snprintf(cause, sizeof cause,
+                     "exec'd from a signal handler (its trace is recovered, not written: the "
+                     "stop's malloc may not run there)");
+        } else if (WIFSIGNALED(st)) {
             snprintf(cause, sizeof cause, "killed by signal %d (%s)", WTERMSIG(st),
                      strsignal(WTERMSIG(st)));
         } else {
@@ -2057,7 +2083,8 @@ static int record_main(int argc, char **argv) {
         if (rc == 0) {
             root_recovered = 1;
             char n1[32], n2[32];
-            if (rr.events_recorded != 0 || rr.events_dropped != 0 || WIFSIGNALED(st)) {
+            if (handed ? rr.events_dropped != 0 || !quiet
+                       : rr.events_recorded != 0 || rr.events_dropped != 0 || WIFSIGNALED(st)) {
                 fprintf(stderr, "loupe record: %s %s; %s events recovered, %s dropped\n", argv[i],
                         cause, loupe_cli_group(rr.events_recorded, n1, sizeof n1),
                         loupe_cli_group(rr.events_dropped, n2, sizeof n2));

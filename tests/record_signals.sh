@@ -115,6 +115,32 @@ group_run record
 [ "$(cat "$tmp/out3b")" = "INT=1 TERM=1" ] || fail "signals to record: $(cat "$tmp/out3b") $(cat "$tmp/err3b")"
 echo "record_signals: a group SIGINT and SIGTERM reach the program once each; sent to loupe record, passed on once each"
 
+# 3d. execve() from a SIGALRM handler that interrupts a malloc/free loop (POSIX makes execve
+# async-signal-safe): 0.4's exec wrapper wrote the trace first, with malloc, and hung on the
+# allocator's lock in 4 of 12 runs. Now the recording is handed over (a marker beside the region)
+# and recovered by loupe record: both images' zones are in the run. 10 runs as the root, 10 in a
+# child of a shell (a region file's hand-over, not the root's memfd); each bounded by timeout.
+exec_runs=0
+for k in $(seq 20); do
+  if [ "$k" -le 10 ]; then
+    set -- "$probe" exec-in-handler
+  else
+    set -- sh -c '"$0" exec-in-handler; true' "$probe"
+  fi
+  rm -rf "$tmp/logx"
+  out=$(timeout 60 "$loupe" record -q -o "$tmp/logx" --print-run-dir "$tmp/runx" -- "$@" 2>"$tmp/errx")
+  rc=$?
+  [ "$rc" = 124 ] && fail "exec in a handler: run $k hung (killed after 60 s): $(cat "$tmp/errx")"
+  [ "$rc" = 0 ] && [ "$out" = "exec'd" ] || fail "exec in a handler: run $k: status $rc, '$out': $(cat "$tmp/errx")"
+  got=$("$loupe" summary "$(cat "$tmp/runx")" --json 2>/dev/null | python3 -c '
+import json, sys
+z = {r["name"]: r["count"] for r in json.load(sys.stdin)["zones"]}
+print("ok" if z.get("churn", 0) > 0 and z.get("target") == 1 else z)')
+  [ "$got" = ok ] || fail "exec in a handler: run $k: zones $got: $(cat "$tmp/errx")"
+  exec_runs=$((exec_runs + 1))
+done
+echo "record_signals: exec from a SIGALRM handler: $exec_runs of 20 runs ended, both images' zones kept"
+
 # 4. a full disk: 20,000 zones (a trace of some 100 KiB) into a 64 KiB tmpfs in a mount namespace of our own (root only; else skipped)
 if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
   echo "record_signals: skipped the full-disk cases: mounting a tmpfs needs root"

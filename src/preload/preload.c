@@ -64,6 +64,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <unwind.h>
 
 /* The environment through libc's own getenv/setenv/unsetenv, never the program's: bash exports
  * its own four (lib/sh/getenv.c: they read and write the shell's variable table), which bind
@@ -251,7 +252,14 @@ static int shm_fd_ours(void) {
         return 0;
     }
     target[n] = 0;
-    return strncmp(target, "/memfd:loupe-record", 19) == 0; /* not an fd the exec reused */
+    if (strncmp(target, "/memfd:loupe-record", 19) != 0) {
+        return 0; /* not an fd the exec reused */
+    }
+    /* an earlier image handed its recording over in the memfd (an exec from a signal handler:
+     * hand_over_at_exec()): it is loupe record's to read, and this image takes a region file */
+    char marker[4200];
+    snprintf(marker, sizeof marker, "%s/%ld.exec", regions_dir, (long)getpid());
+    return regions_dir[0] == 0 || access(marker, F_OK) != 0;
 }
 
 /* <region file>.cmd: this process's command line (/proc/self/cmdline, NUL-separated), so that
@@ -314,10 +322,13 @@ static int regions_room(void) {
 
 static void make_region_file(void) {
     region_path[0] = 0;
-    if (regions_dir[0] == 0 || shm_fd_ours() || !regions_room()) {
+    if (regions_dir[0] == 0 || shm_fd_ours()) {
         return;
     }
-    unsetenv("LOUPE_RECORD_SHM_FD");
+    unsetenv("LOUPE_RECORD_SHM_FD"); /* not this process's to record into (region.c's take) */
+    if (!regions_room()) {
+        return;
+    }
     for (int n = 0; n < 1000; n++) {
         snprintf(region_path, sizeof region_path, "%s/%ld.%ld.%d", regions_dir, (long)getpid(),
                  (long)getppid(), n);
@@ -727,14 +738,26 @@ static int loupe_var(const char *kv) {
     return strncmp(kv, "LOUPE_RECORD_", 13) == 0 || strncmp(kv, "LD_PRELOAD=", 11) == 0;
 }
 
-/* envp without loupe's variables, LD_PRELOAD without loupe's libraries (malloc'd: freed by
- * the caller when the exec failed), or NULL when out of memory. */
-static char **no_follow_env(char *const envp[]) {
+/* envp without loupe's variables, LD_PRELOAD without loupe's libraries (freed with env_free()
+ * by the caller when the exec failed), or NULL when out of memory. */
+static char **no_follow_env(char *const envp[], int from_handler) {
     size_t n = 0;
     while (envp != NULL && envp[n] != NULL) {
         n++;
     }
-    char **out = calloc(n + 2, sizeof(*out));
+    /* from a signal handler, no malloc (its lock may be the interrupted code's): a mapping of
+     * its own, n + 2 pointers and its size in front (env_free()) */
+    char **out;
+    if (from_handler) {
+        size_t bytes = (n + 3) * sizeof(*out);
+        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        out = m != MAP_FAILED ? (char **)m + 1 : NULL;
+        if (out != NULL) {
+            memcpy(m, &bytes, sizeof bytes);
+        }
+    } else {
+        out = calloc(n + 2, sizeof(*out));
+    }
     static char ldp[8200];
     if (out == NULL) {
         return NULL;
@@ -813,9 +836,11 @@ static const char *untraceable(int fd) {
 }
 
 /* path (searched in PATH when search and it has no slash), or fd >= 0 for fexecve. */
-static void note_untraced(const char *path, int fd, int search) {
-    if (no_follow_seen || getenv("LOUPE_RECORD_RUN_DIR") == NULL) {
-        return; /* --no-follow: exec'd programs are not to be traced anyway */
+static void note_untraced(const char *path, int fd, int search, int from_handler) {
+    if (no_follow_seen || from_handler || getenv("LOUPE_RECORD_RUN_DIR") == NULL) {
+        /* --no-follow: exec'd programs are not to be traced anyway; from a signal handler the
+         * metadata would malloc (the recording is handed over: hand_over_at_exec()) */
+        return;
     }
     char buf[4096];
     int own = fd < 0;
@@ -851,16 +876,96 @@ static void note_untraced(const char *path, int fd, int search) {
     }
 }
 
+/* ---- an exec from a signal handler: the recording is handed to `loupe record` ----
+ * POSIX makes the exec family async-signal-safe, and a program may exec from a handler (a
+ * watchdog's SIGALRM, a re-exec on SIGHUP). The stop that writes the trace mallocs, and a signal
+ * that interrupted free() holds malloc's lock: the exec hung (2 of 6 runs). So an exec whose stack
+ * has a signal frame (the kernel's return into the restorer, which libgcc's unwinder marks: the
+ * frame below is a signal frame, _Unwind_GetIPInfo's ip_before_insn) writes nothing: the names
+ * go into the region (loupe__crash_exit_names(), signal-safe), a marker file says "handed over at
+ * exec", and the exec goes on. The region is recovered by `loupe record` after the exec unmapped
+ * it, as a death's is (its recording and samples are all in it), under the next free name: a
+ * region file as <region>.exec beside it, the root's memfd as <regions>/<pid>.exec (which also
+ * keeps the next image off the memfd: it records into a region file of its own). Only open,
+ * close and string copies here. */
+void loupe__crash_exit_names(void); /* libloupe (src/session/crash.c) */
+
+typedef struct frame_scan {
+    int signal_frame, depth;
+} frame_scan;
+
+static _Unwind_Reason_Code frame_one(struct _Unwind_Context *c, void *arg) {
+    frame_scan *f = arg;
+    int before = 0;
+    (void)_Unwind_GetIPInfo(c, &before);
+    if (before) {
+        f->signal_frame = 1;
+        return _URC_END_OF_STACK;
+    }
+    return ++f->depth < 1024 ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+static int in_signal_handler(void) {
+    if (!started || getpid() != started_pid) {
+        return 0; /* nothing of loupe's runs at this exec */
+    }
+    frame_scan f = {0, 0};
+    (void)_Unwind_Backtrace(frame_one, &f);
+    return f.signal_frame;
+}
+
+static char handover_path[4300];
+
+/* dst = a + b + c (each may be NULL), within size; async-signal-safe. */
+static void cat3(char *dst, size_t size, const char *a, const char *b, const char *c) {
+    size_t n = 0;
+    const char *parts[3] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        for (const char *p = parts[i]; p != NULL && *p && n + 1 < size; p++) {
+            dst[n++] = *p;
+        }
+    }
+    dst[n] = 0;
+}
+
+static void hand_over_at_exec(void) {
+    handover_path[0] = 0;
+    if (regions_dir[0] == 0) {
+        return; /* --no-follow: the root's memfd is recovered as an exec's without a marker */
+    }
+    loupe__crash_exit_names();
+    char pid[24], *p = pid + sizeof pid - 1;
+    *p = 0;
+    for (unsigned long v = (unsigned long)getpid(); v != 0 || p == pid + sizeof pid - 1; v /= 10) {
+        *--p = (char)('0' + v % 10);
+    }
+    if (region_path[0] != 0) {
+        cat3(handover_path, sizeof handover_path, region_path, ".exec", NULL);
+    } else {
+        cat3(handover_path, sizeof handover_path, regions_dir, "/", p);
+        size_t l = strlen(handover_path);
+        cat3(handover_path + l, sizeof handover_path - l, ".exec", NULL, NULL);
+    }
+    int fd = open(handover_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
 /* Before an exec: 1 when this process's session was stopped (to be restarted if the exec
- * fails). *env becomes the environment to pass (a no_follow_env() copy under --no-follow). */
-static int before_exec(char *const **env, char ***copy) {
+ * fails), 2 when it was handed over (from a signal handler: it goes on if the exec fails).
+ * *env becomes the environment to pass (a no_follow_env() copy under --no-follow). */
+static int before_exec(char *const **env, char ***copy, int from_handler) {
     *copy = NULL;
     int ours = started && getpid() == started_pid;
-    if (ours) {
+    if (ours && from_handler) {
+        hand_over_at_exec();
+        ours = 2;
+    } else if (ours) {
         stop_and_write(1);
     }
     if (no_follow_seen) {
-        *copy = no_follow_env(*env);
+        *copy = no_follow_env(*env, from_handler);
         if (*copy != NULL) {
             *env = *copy;
         }
@@ -868,11 +973,25 @@ static int before_exec(char *const **env, char ***copy) {
     return ours;
 }
 
-/* The exec failed: this image goes on, and so does its trace (a new session, the next name). */
-static void after_failed_exec(int stopped, char **copy) {
+static void env_free(char **copy, int from_handler) {
+    if (copy != NULL && from_handler) {
+        size_t bytes;
+        memcpy(&bytes, copy - 1, sizeof bytes);
+        munmap(copy - 1, bytes);
+    } else {
+        free(copy);
+    }
+}
+
+/* The exec failed: this image goes on, and so does its trace (a new session, the next name; a
+ * handed-over one goes on as it was). */
+static void after_failed_exec(int stopped, char **copy, int from_handler) {
     int e = errno;
-    free(copy);
-    if (stopped) {
+    env_free(copy, from_handler);
+    if (stopped == 2 && handover_path[0] != 0) {
+        (void)unlink(handover_path);
+        handover_path[0] = 0;
+    } else if (stopped == 1) {
         set_prefix();
         opts.file_prefix = opt_run_dir[0] ? opt_prefix : opts.file_prefix;
         start_session();
@@ -891,10 +1010,11 @@ INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]) {
         return -1;
     }
     char **copy;
-    note_untraced(path, -1, 0);
-    int stopped = before_exec(&envp, &copy);
+    int h = in_signal_handler();
+    note_untraced(path, -1, 0, h);
+    int stopped = before_exec(&envp, &copy, h);
     int r = real(path, argv, envp);
-    after_failed_exec(stopped, copy);
+    after_failed_exec(stopped, copy, h);
     return r;
 }
 
@@ -914,10 +1034,11 @@ INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[]) 
         return -1;
     }
     char **copy;
-    note_untraced(file, -1, 1);
-    int stopped = before_exec(&envp, &copy);
+    int h = in_signal_handler();
+    note_untraced(file, -1, 1, h);
+    int stopped = before_exec(&envp, &copy, h);
     int r = real(file, argv, envp);
-    after_failed_exec(stopped, copy);
+    after_failed_exec(stopped, copy, h);
     return r;
 }
 
@@ -937,10 +1058,11 @@ INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[]) {
         return -1;
     }
     char **copy;
-    note_untraced(NULL, fd, 0);
-    int stopped = before_exec(&envp, &copy);
+    int h = in_signal_handler();
+    note_untraced(NULL, fd, 0, h);
+    int stopped = before_exec(&envp, &copy, h);
     int r = real(fd, argv, envp);
-    after_failed_exec(stopped, copy);
+    after_failed_exec(stopped, copy, h);
     return r;
 }
 
@@ -1228,7 +1350,7 @@ static int spawn_common(spawn_fn real, pid_t *pid, const char *path,
     }
     char **copy = NULL;
     if (no_follow_seen) {
-        copy = no_follow_env(envp);
+        copy = no_follow_env(envp, 0);
         envp = copy != NULL ? copy : envp;
     }
     struct timespec ts;
@@ -1381,7 +1503,6 @@ INTERPOSE int system(const char *command) {
  * parent's, no stdio buffer flushed twice, the Linux man page exit(3) NOTES) runs no atexit stop:
  * `loupe record` recovers its region, whose name table the keeper fills every millisecond; names
  * first used in the last one would read "(name lost 0x...)". */
-void loupe__crash_exit_names(void); /* libloupe (src/session/crash.c) */
 
 static _Noreturn void exit_now(exit_fn real, int status) {
     loupe__crash_exit_names();

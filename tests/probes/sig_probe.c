@@ -22,6 +22,7 @@
 #include <sched.h>
 #include <time.h>
 #include <sys/mount.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,39 @@ static void in_handler(int sig) {
 }
 
 static volatile int kick_done;
+
+/* "exec-in-handler": SIGALRM's handler execs this program again ("exec-target"), interrupting
+ * a loop of malloc/free (with zones): POSIX makes execve async-signal-safe, and the exec's path
+ * through loupe must not take malloc's lock that the interrupted free() may hold. */
+static char self_path[4096], target_arg[] = "exec-target";
+
+static void exec_handler(int sig) {
+    (void)sig;
+    char *const args[] = {self_path, target_arg, NULL};
+    extern char **environ;
+    execve(self_path, args, environ);
+    _exit(5);
+}
+
+static _Noreturn void exec_in_handler(const char *argv0) {
+    snprintf(self_path, sizeof self_path, "%s", argv0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = exec_handler;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 0}, {0, 30000}}; /* 30 ms in */
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (unsigned i = 0;; i++) {
+        LOUPE_ZONE("churn");
+        void *p[16];
+        for (unsigned k = 0; k < 16; k++) {
+            p[k] = malloc(16 + (i * 7 + k * 131) % 4000);
+        }
+        for (unsigned k = 0; k < 16; k++) {
+            free(p[k]);
+        }
+    }
+}
 
 static void *kicker(void *arg) {
     pthread_t to = *(pthread_t *)arg;
@@ -97,6 +131,14 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
             printf("%s=%s\n", names[i], what(sigs[i]));
         }
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "exec-in-handler") == 0) {
+        exec_in_handler(argv[0]);
+    }
+    if (argc >= 2 && strcmp(argv[1], "exec-target") == 0) {
+        { LOUPE_ZONE("target"); }
+        printf("exec'd\n");
         return 0;
     }
     if (argc >= 2 && strcmp(argv[1], "remount-proc") == 0) {
