@@ -12,6 +12,7 @@
 
 #include <loupe/loupe.h>
 
+#include "base/b64.h"
 #include "base/pb.h"
 #include "model/builder.h"
 
@@ -392,8 +393,8 @@ static void xstat(loupe__pb *b, unsigned field, uint64_t mid, unsigned type, uin
 /* An XSpace of loupe's shape: frame 0 "f", loupe_stack_nodes = nodes, a line "CPU samples 7"
  * with a sample of tid 7 and stack 0, one with stack 9, one without a tid. *nodes_at: the
  * file offset of the nodes' bytes. */
-static void hostile_xspace(const char *path, const unsigned char *nodes, size_t n,
-                           size_t *nodes_at) {
+static void hostile_xspace_as(const char *path, const unsigned char *nodes, size_t n,
+                              size_t *nodes_at, int type) {
     loupe__pb b = {0};
     size_t pl = loupe__pb_begin(&b, 1);
     loupe__pb_uint(&b, 1, 0);
@@ -429,7 +430,7 @@ static void hostile_xspace(const char *path, const unsigned char *nodes, size_t 
     xstat(&b, 6, 1, 3, 1);
     size_t st = loupe__pb_begin(&b, 6);
     loupe__pb_uint(&b, 1, 2);
-    loupe__pb_bytes(&b, 6, nodes, n);
+    loupe__pb_bytes(&b, (uint32_t)type, nodes, n);
     loupe__pb_end(&b, st);
     loupe__pb_end(&b, pl);
     *nodes_at = b.len - n; /* the last bytes of the file (the ends only patch lengths before) */
@@ -439,6 +440,75 @@ static void hostile_xspace(const char *path, const unsigned char *nodes, size_t 
     assert_int_equal(fwrite(b.p, 1, b.len, f), b.len);
     assert_int_equal(fclose(f), 0);
     loupe__pb_free(&b);
+}
+
+/* loupe_stack_nodes as 0.4 wrote it: a bytes_value (6). */
+static void hostile_xspace(const char *path, const unsigned char *nodes, size_t n,
+                           size_t *nodes_at) {
+    hostile_xspace_as(path, nodes, n, nodes_at, 6);
+}
+
+/* RFC 4648 §10's test vectors, every length of 0..300 bytes of every value round-tripped, and
+ * the malformed inputs refused. */
+static void test_b64(void **state) {
+    (void)state;
+    static const char *const vec[][2] = {{"", ""},
+                                         {"f", "Zg=="},
+                                         {"fo", "Zm8="},
+                                         {"foo", "Zm9v"},
+                                         {"foob", "Zm9vYg=="},
+                                         {"fooba", "Zm9vYmE="},
+                                         {"foobar", "Zm9vYmFy"}};
+    char out[512];
+    unsigned char back[512];
+    for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
+        size_t n = strlen(vec[i][0]);
+        assert_int_equal(loupe__b64_len(n), strlen(vec[i][1]));
+        loupe__b64_encode(out, (const unsigned char *)vec[i][0], n);
+        out[loupe__b64_len(n)] = 0;
+        assert_string_equal(out, vec[i][1]);
+    }
+    unsigned char in[300];
+    for (size_t n = 0; n <= sizeof in; n++) {
+        for (size_t k = 0; k < n; k++) {
+            in[k] = (unsigned char)(k * 151 + n * 7);
+        }
+        loupe__b64_encode(out, in, n);
+        size_t len = loupe__b64_len(n);
+        assert_int_equal(loupe__b64_decode(back, (const unsigned char *)out, len), n);
+        assert_memory_equal(back, in, n);
+    }
+    static const char *const bad[] = {"Zg=", "Z===", "Zg==Zg==", "Zh==", "Zm9=", "Zm-v", "Zm9v\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(loupe__b64_decode(back, (const unsigned char *)bad[i], strlen(bad[i])),
+                         (size_t)-1);
+    }
+}
+
+/* loupe_stack_nodes as 0.5 writes it: a str_value (5) of the bytes' base64, read as the bytes
+ * are; text that is not base64 is LOUPE_EFORMAT at the stat. */
+static void test_xplane_samples_base64(void **state) {
+    (void)state;
+    char path[512], want[1024];
+    snprintf(path, sizeof path, "%s/b64.xplane.pb", tu_dir);
+    size_t at;
+    hostile_xspace_as(path, (const unsigned char *)"AAA=", 4, &at, 5); /* {0, 0} */
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    assert_int_equal(m->stack_node_count, 1);
+    assert_int_equal(m->samples[0].stack, 0);
+    assert_string_equal(m->frames[m->stack_nodes[0].frame].function, "f");
+    assert_int_equal(m->warning_count, 2); /* the sample without a tid, stack 9 */
+    loupe_model_free(m);
+    hostile_xspace_as(path, (const unsigned char *)"AA=A", 4, &at, 5);
+    m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), LOUPE_EFORMAT);
+    assert_null(m);
+    /* the stat's offset: its metadata_id field (tag, id 2) and the value's tag and length
+     * come before the text */
+    snprintf(want, sizeof want, "%s: XPlane: offset %zu: loupe_stack_nodes: not base64", path,
+             at - 4);
+    assert_string_equal(loupe_last_error(), want);
 }
 
 /* Stack nodes that name nothing, a stack index past them, a sample without a tid: warned,
@@ -595,6 +665,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_convert_weight, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_perfetto_pid_tid, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_xplane_hostile_samples, tu_setup, tu_teardown),
+        cmocka_unit_test(test_b64),
+        cmocka_unit_test_setup_teardown(test_xplane_samples_base64, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

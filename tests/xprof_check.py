@@ -20,6 +20,10 @@ with the real consumers.
 5. `xprof_check.py --parts ZONES PART...`: a trace split into parts over the 2 GiB limit: each
    part converted alone, the zones "step" and "work" of all of them ZONES, each exactly once.
 6. `xprof_check.py --gpu-processes FILE`: two processes' GPU planes (check_gpu_processes()).
+7. `xprof_check.py --every-stat FILE...`: jax's ProfileData reads every stat of every plane,
+   line and event of each file (as a script written for jax's profiles does) without an error;
+   the samples' binary plane stats read as their base64 text. loupe 0.4's bytes_values there
+   raised UnicodeDecodeError in ProfileData on every recorded file (its stats are read as text).
 Prints what differs and exits 1; exits 0 when all matches. Run by tests/xprof_validate.sh.
 """
 import collections
@@ -316,7 +320,34 @@ def check_gpu_processes(path):
     print("xprof: 3 device planes of 2 processes, each kernel on its stream")
 
 
+def check_every_stat(paths):
+    import base64
+    from jax.profiler import ProfileData
+
+    for path in paths:
+        pd = ProfileData.from_file(path)
+        n = 0
+        b64 = {}
+        try:
+            for plane in pd.planes:
+                for k, v in plane.stats:
+                    n += 1
+                    if k in ("loupe_stack_nodes", "loupe_off_cpu", "loupe_off_cpu_kinds"):
+                        b64[k] = len(base64.b64decode(v, validate=True))
+                for line in plane.lines:
+                    for e in line.events:
+                        for k, v in e.stats:
+                            n += 1
+        except Exception as ex:  # what a jax user's script would get
+            fail("jax ProfileData: %s: a stat raised %s: %s" % (path, type(ex).__name__, ex))
+        print("jax.profiler.ProfileData: %s: %d stats read; base64 payloads %s"
+              % (os.path.basename(path), n, sorted(b64.items())))
+
+
 def main():
+    if sys.argv[1] == "--every-stat":
+        check_every_stat(sys.argv[2:])
+        return
     if sys.argv[1] == "--gpu-processes":
         check_gpu_processes(sys.argv[2])
         return

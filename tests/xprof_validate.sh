@@ -65,4 +65,28 @@ if ! timeout 120 "$py" "$src/tests/xprof_check.py" --gpu-processes "$tmp/gpu_pro
 else
   grep -E '^xprof' "$tmp/gpu.log"
 fi
+# every stat of every file through jax's ProfileData: test_xplane's dumps and a `loupe record` of
+# a program that sleeps (sampling on: its off-CPU interval's varints are bytes >= 0x80, which
+# 0.4's bytes_values handed to ProfileData's UTF-8 decoding). Not in sanitizer builds (the
+# recorded program would need the sanitizer runtime preloaded: record_cli.sh covers that).
+every=("$tmp"/*.xplane.pb)
+if [ -z "$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")" ]; then
+  if "$build/loupe" record -q -o "$tmp/rec" --print-run-dir "$tmp/rec.run" -- sleep 0.2 \
+      >/dev/null 2>"$tmp/rec.err"; then
+    every+=("$(cat "$tmp/rec.run")"/*.xplane.pb)
+  else
+    cat "$tmp/rec.err"
+    echo "xprof_validate: FAIL: loupe record -- sleep 0.2"
+    status=1
+  fi
+fi
+echo "== every stat of ${#every[@]} files"
+if ! timeout 120 "$py" "$src/tests/xprof_check.py" --every-stat "${every[@]}" \
+    >"$tmp/every.log" 2>&1; then
+  grep -v '^[IW]0000' "$tmp/every.log" | tail -20
+  echo "xprof_validate: FAIL: every stat"
+  status=1
+else
+  grep -E '^jax' "$tmp/every.log"
+fi
 exit $status

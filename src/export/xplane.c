@@ -52,6 +52,7 @@
  */
 #include "export/writers.h"
 
+#include "base/b64.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/pb.h"
@@ -1479,7 +1480,9 @@ done:
  * thread with intervals the varints line id (its tid in processes[0]), count, then start_ns and
  * dur_ns per interval) and, when an interval's kind is known, loupe_off_cpu_kinds (bytes: one per
  * interval of loupe_off_cpu, in its order: the loupe_off_cpu_kind, 0 unknown, 1 waiting, 2
- * preempted; a stat of its own so that loupe_off_cpu reads as before). */
+ * preempted; a stat of its own so that loupe_off_cpu reads as before). Each of the three is a
+ * str_value holding the base64 (RFC 4648 §4) of those bytes, since 0.5: jax's ProfileData reads
+ * every stat as text (stat_b64); the reader takes 0.4's bytes_values too. */
 
 typedef struct xsamples {
     size_t *order;   /* sample indices by (thread, ts) */
@@ -1753,15 +1756,23 @@ static void samples_lines(writer *w, pb *p) {
     }
 }
 
-static void stat_bytes(writer *w, pb *p, const char *name, const unsigned char *b, size_t n) {
-    size_t mid = sid(w, name, 0);
-    put_len(p, 6, loupe__pb_uint_size(1, mid) + loupe__pb_len_size(6, n));
+/* A binary payload as a str_value (5) of its base64 (base/b64.h): jax's ProfileData decodes
+ * every stat's bytes as UTF-8, and raised UnicodeDecodeError on these as bytes_values (loupe
+ * 0.4 wrote them so; the reader takes both). */
+static void stat_b64(writer *w, pb *p, const char *name, const unsigned char *b, size_t n) {
+    size_t mid = sid(w, name, 0), el = loupe__b64_len(n);
+    put_len(p, 6, loupe__pb_uint_size(1, mid) + loupe__pb_len_size(5, el));
     put_u64f(p, 1, mid);
-    put_len(p, 6, n);
-    if (p->s != NULL && n > 0) {
-        loupe__put(p->s, (const char *)b, n);
+    put_len(p, 5, el);
+    if (p->s != NULL) {
+        char buf[4096];
+        for (size_t i = 0; i < n; i += 3072) {
+            size_t k = n - i < 3072 ? n - i : 3072;
+            loupe__b64_encode(buf, b + i, k);
+            loupe__put(p->s, buf, loupe__b64_len(k));
+        }
     }
-    p->n += n;
+    p->n += el;
 }
 
 static void samples_stats(writer *w, pb *p) {
@@ -1771,12 +1782,12 @@ static void samples_stats(writer *w, pb *p) {
     }
     stat_u64(w, p, "loupe_sample_period_ns", w->m->sample_period_ns);
     stat_u64(w, p, "loupe_samples_lost", w->m->samples_lost);
-    stat_bytes(w, p, "loupe_stack_nodes", xs->nodes, xs->nodes_len);
+    stat_b64(w, p, "loupe_stack_nodes", xs->nodes, xs->nodes_len);
     if (xs->off_len > 0) {
-        stat_bytes(w, p, "loupe_off_cpu", xs->off, xs->off_len);
+        stat_b64(w, p, "loupe_off_cpu", xs->off, xs->off_len);
     }
     if (xs->any_kind) {
-        stat_bytes(w, p, "loupe_off_cpu_kinds", xs->kinds, xs->nkinds);
+        stat_b64(w, p, "loupe_off_cpu_kinds", xs->kinds, xs->nkinds);
     }
 }
 

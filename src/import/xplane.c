@@ -44,6 +44,7 @@
  * against the bytes that are there.
  */
 #include "base/array.h"
+#include "base/b64.h"
 #include "base/error.h"
 #include "base/pb.h"
 #include "import/readers.h"
@@ -1729,6 +1730,7 @@ typedef struct rsamples {
     uint32_t *nmap; /* file node index -> builder node */
     size_t nn;
     uint64_t no_tid, bad_stack;
+    unsigned char *decoded[3]; /* the base64 str_values decoded (nodes, off, kinds), or NULL */
 } rsamples;
 
 static rsamples *rsamp(reader *x) {
@@ -1759,6 +1761,23 @@ static int samples_plane_stat(reader *x, const plane *pl, const stat *st) {
         return -1;
     }
     span v = st->type == 6 ? st->str : (span){NULL, 0, st->off};
+    if (st->type == 5) {
+        /* since 0.5: the bytes' base64 (the writer's stat_b64); 0.4 wrote bytes_values */
+        int k = nodes ? 0 : off ? 1 : 2;
+        free(rs->decoded[k]);
+        rs->decoded[k] = malloc(st->str.n / 4 * 3 + 1);
+        if (rs->decoded[k] == NULL) {
+            return oom(x);
+        }
+        size_t dn = loupe__b64_decode(rs->decoded[k], st->str.p, st->str.n);
+        if (dn == (size_t)-1) {
+            return fail(&x->r, st->off,
+                        nodes ? "loupe_stack_nodes: not base64"
+                        : off ? "loupe_off_cpu: not base64"
+                              : "loupe_off_cpu_kinds: not base64");
+        }
+        v = (span){rs->decoded[k], dn, st->off};
+    }
     if (nodes) {
         rs->nodes = v;
         rs->have_nodes = 1;
@@ -2004,6 +2023,9 @@ static void samples_free(reader *x) {
     if (x->rs != NULL) {
         free(x->rs->fmap);
         free(x->rs->nmap);
+        for (int k = 0; k < 3; k++) {
+            free(x->rs->decoded[k]);
+        }
         free(x->rs);
         x->rs = NULL;
     }
