@@ -1318,12 +1318,7 @@ static void *end_clock_main(void *arg) {
 }
 
 static const char *kv_get(const loupe_model *m, const char *key) {
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, key) == 0) {
-            return m->metadata[i].value;
-        }
-    }
-    return NULL;
+    return loupe_cli_meta(m, key);
 }
 
 /* Adds the end measurement to a kept trace (the keys libloupe_mpi.so writes at MPI_Finalize:

@@ -41,6 +41,8 @@ void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns);
  * NULL: none), and the runs loupe_trace_find() skipped on the way. */
 struct loupe_model;
 void loupe_cli_reader_warnings(const char *verb, const char *label, const struct loupe_model *m);
+/* The value of m's metadata key (the first of that key), or NULL; owned by m. */
+const char *loupe_cli_meta(const struct loupe_model *m, const char *key);
 /* v with thousands separators ("1,234,567") in buf; returns buf. */
 const char *loupe_cli_group(uint64_t v, char *buf, size_t size);
 /* A JSON string; jansson wants valid UTF-8 (what the readers give): other bytes become '?'. */

@@ -880,6 +880,14 @@ static int print_hot_text(const loupe_model *m, int by_thread, size_t top) {
     if (m->samples_lost > 0) {
         printf(", %llu lost", (unsigned long long)m->samples_lost);
     }
+    /* the sampler comes up after the session's start (the zones do not wait for it): its
+     * samples begin this far in (a merged trace's first process says) */
+    const char *began = loupe_cli_meta(m, "loupe_sampling_began_ns");
+    if (began != NULL && strtoull(began, NULL, 10) > 0) {
+        char at[64];
+        loupe_cli_fmt_dur(at, sizeof at, strtoull(began, NULL, 10));
+        printf(", sampling from %s into the trace", at);
+    }
     printf("\nself: samples in the function itself; total: on the stack; %% of the %s\n",
            by_thread ? "thread's samples" : "samples (the CPU time sampled)");
     for (size_t i = 0; i < h.count;) {

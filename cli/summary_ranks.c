@@ -30,12 +30,7 @@ typedef struct rank_file {
 } rank_file;
 
 static const char *meta(const loupe_model *m, const char *key) {
-    for (size_t i = 0; i < m->metadata_count; i++) {
-        if (strcmp(m->metadata[i].key, key) == 0) {
-            return m->metadata[i].value;
-        }
-    }
-    return NULL;
+    return loupe_cli_meta(m, key);
 }
 
 static int64_t meta_i64(const loupe_model *m, const char *key, int64_t dflt, int *found) {

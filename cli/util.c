@@ -62,6 +62,15 @@ void loupe_cli_format_names(char *buf, size_t size, int (*keep)(const loupe_form
     }
 }
 
+const char *loupe_cli_meta(const struct loupe_model *m, const char *key) {
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, key) == 0) {
+            return m->metadata[i].value;
+        }
+    }
+    return NULL;
+}
+
 void loupe_cli_reader_warnings(const char *verb, const char *label, const struct loupe_model *m) {
     if (loupe_trace_find_skipped()[0] != 0) {
         fprintf(stderr, "loupe %s: warning: skipped runs without a complete trace: %s\n", verb,

@@ -587,6 +587,62 @@ static void test_blocked_at_stop(void **state) {
     }
 }
 
+static volatile int g_zones_quit;
+
+static void *zone_spinner(void *arg) {
+    (void)arg;
+    while (!__atomic_load_n(&g_zones_quit, __ATOMIC_ACQUIRE)) {
+        LOUPE_ZONE("spin");
+    }
+    return NULL;
+}
+
+/* A thread records zones all the time while another starts sessions with sampling: zones are
+ * recorded from the session's start, before sampling has come up (its setup is 1 ms, and 14-16
+ * ms when the kernel allocates its call-chain buffers at the machine's first call-chain event),
+ * and the instant it did is the metadata loupe_sampling_began_ns. 0.4 opened the gate only after
+ * the sampler's start: every zone came after it, and the 5-16 ms before it were lost uncounted.
+ * A session where the spinner had no CPU before sampling began proves nothing either way: 3
+ * sessions, at least one with zones before it (a 2-core machine: the spinner has a core). */
+static void test_zones_before_sampling_began(void **state) {
+    (void)state;
+    if (!tu_perf_allowed()) {
+        skip();
+    }
+    g_zones_quit = 0;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, zone_spinner, NULL), 0);
+    int before_seen = 0;
+    for (int k = 0; k < 3; k++) {
+        loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999, .session_events = 1u << 22};
+        assert_int_equal(loupe_start_trace(&o), 0);
+        usleep(20000);
+        assert_int_equal(loupe_stop_trace(NULL), 0);
+        const loupe_model *m = loupe__kept_model();
+        const char *began = NULL;
+        for (size_t i = 0; i < m->metadata_count; i++) {
+            if (strcmp(m->metadata[i].key, "loupe_sampling_began_ns") == 0) {
+                began = m->metadata[i].value;
+            }
+        }
+        assert_non_null(began);
+        uint64_t b = strtoull(began, NULL, 10), first = UINT64_MAX;
+        for (size_t t = 0; t < m->thread_count; t++) {
+            for (size_t i = 0; i < m->threads[t].slice_count; i++) {
+                if (strcmp(m->threads[t].slices[i].name, "spin") == 0 &&
+                    m->threads[t].slices[i].start_ns < first) {
+                    first = m->threads[t].slices[i].start_ns;
+                }
+            }
+        }
+        assert_true(first != UINT64_MAX);
+        before_seen += first < b;
+    }
+    __atomic_store_n(&g_zones_quit, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    assert_true(before_seen >= 1);
+}
+
 static void test_lost_counted(void **state) {
     (void)state;
     if (!tu_perf_allowed()) {
@@ -757,6 +813,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_own_threads_left_out, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_blocked_at_stop, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_lost_counted, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_zones_before_sampling_began, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_record_cli, tu_setup, tu_teardown),

@@ -141,7 +141,8 @@ static int s_quit;
 static uint32_t s_hz;
 static int s_stacks;
 static uint64_t s_origin;
-static size_t s_pages; /* ring data pages per thread (a power of two) */
+static uint64_t s_began; /* CLOCK_MONOTONIC ns of the sampler's first scan's end (0: none) */
+static size_t s_pages;   /* ring data pages per thread (a power of two) */
 static char s_note[448] = "off";
 static uint64_t s_sampler_tid;
 static int s_preempt_bit; /* the kernel sets PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (>= 4.17) */
@@ -1004,6 +1005,9 @@ static void *sampler_main(void *arg) {
     /* The threads running now are sampled from the start on (the start waits for this scan):
      * a thread that blocks right after the start has its switch-out seen. */
     scan_locked();
+    struct timespec began;
+    clock_gettime(CLOCK_MONOTONIC, &began);
+    s_began = (uint64_t)began.tv_sec * 1000000000u + (uint64_t)began.tv_nsec;
     sem_post(&s_ready);
     struct pollfd *pf = calloc(MAX_TASKS + 1, sizeof *pf);
     uint64_t last_scan = 0;
@@ -1172,6 +1176,7 @@ int loupe__sample_start(uint32_t hz, int stacks, uint64_t origin_mono_ns, const 
     pthread_mutex_lock(&s_lock);
     spool_remove(); /* a session that never stopped (a fork child's): not this one's */
     free_raw();
+    s_began = 0;
     if (hz == 0) {
         snprintf(s_note, sizeof s_note, "off");
         pthread_mutex_unlock(&s_lock);
@@ -2023,6 +2028,17 @@ int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
     if (loupe__mb_metadata(mb, "loupe_sampling", s_note) != 0) {
         rc = -1;
         goto out;
+    }
+    if (s_began != 0) {
+        /* when the sampler's first scan had every thread's event open, in ns from the
+         * session's start: the zones before it have no samples (session.c's open_session) */
+        char v[32];
+        snprintf(v, sizeof v, "%llu",
+                 (unsigned long long)(s_began > s_origin ? s_began - s_origin : 0));
+        if (loupe__mb_metadata(mb, "loupe_sampling_began_ns", v) != 0) {
+            rc = -1;
+            goto out;
+        }
     }
     for (size_t i = 0; i < m->thread_count; i++) {
         const loupe_model_thread *t = &m->threads[i];
