@@ -790,6 +790,27 @@ static int cmp_proc(const void *a, const void *b) {
     return strcmp(x->prefix, y->prefix);
 }
 
+/* Whether name (its prefix plen bytes long) is a part of a split XPlane, <x>.part<k>.xplane.pb
+ * (k >= 2, src/export/xplane.c write_parts()), whose <x>.xplane.pb is in run_dir: the reader
+ * reads the parts with that file, and every part holds the process's whole counts (0.4 took
+ * each part for another process: "2 processes" and twice the events). */
+static int split_part(const char *run_dir, const char *name, size_t plen) {
+    const loupe_format_desc *x = loupe_format_by_bit(LOUPE_FORMAT_XPLANE);
+    size_t n = strlen(name), d = plen;
+    if (x == NULL || n - plen != strlen(x->suffix) || strcmp(name + plen, x->suffix) != 0) {
+        return 0;
+    }
+    while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') {
+        d--;
+    }
+    if (d == plen || d < 5 || strncmp(name + d - 5, ".part", 5) != 0) {
+        return 0;
+    }
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/%.*s%s", run_dir, (int)(d - 5), name, x->suffix);
+    return access(base, F_OK) == 0;
+}
+
 /* The process sets of run_dir, each read: *out (malloc'd), their count, or -1 when the directory
  * cannot be read. A file that cannot be read back is said, and its set left out. */
 static int read_procs(const char *run_dir, rec_proc **out) {
@@ -804,7 +825,7 @@ static int read_procs(const char *run_dir, rec_proc **out) {
     while ((e = readdir(d)) != NULL) {
         size_t plen;
         int r = suffix_rank(e->d_name, &plen);
-        if (r < 0 || plen >= sizeof ps[0].prefix) {
+        if (r < 0 || plen >= sizeof ps[0].prefix || split_part(run_dir, e->d_name, plen)) {
             continue;
         }
         size_t k = 0;

@@ -151,4 +151,15 @@ set -e
 [ $st = 120 ] || fail "unusable log dir should exit 120, got $st"
 grep -q "cannot use the log directory /proc/loupe-no" "$tmp/err6" || fail "log dir message: $(cat "$tmp/err6")"
 grep -q RAN "$tmp/out6" && fail "the program ran despite the unusable log dir"
+# 7. a split XPlane (its parts <x>.part<k>.xplane.pb beside it: the limit lowered) is one
+# process in the report, with its events once (0.4: "2 processes" and each part's whole counts
+# again, 4x here)
+LOUPE_TEST_XPLANE_PART_BYTES=100000 "$loupe" record -o "$tmp/log7" --print-run-dir "$tmp/run7" \
+  -- "$build/tests/sig_probe" forks 1 30000 >/dev/null 2>"$tmp/err7" || fail "split: $(cat "$tmp/err7")"
+parts=$(ls "$(cat "$tmp/run7")" | grep -c '\.part[0-9]*\.xplane\.pb$')
+[ "$parts" -ge 2 ] || fail "split: $parts parts written: $(ls "$(cat "$tmp/run7")")"
+grep -qx "loupe record: 2 processes, 60,000 events recorded, 0 dropped" "$tmp/err7" ||
+  fail "split: the report: $(cat "$tmp/err7")"
+[ "$(grep -c "60,000 events recorded, 0 dropped, 1 thread" "$tmp/err7")" = 1 ] ||
+  fail "split: the child's line: $(cat "$tmp/err7")"
 echo "record_cli: all checks passed"
