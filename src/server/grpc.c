@@ -44,6 +44,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,6 +52,29 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+
+/* gRPC's load-time probe leaks an eventfd into fd 0. libgrpc's static initializer
+ * (EventFdWakeupFd::IsSupported()) opens an eventfd (EFD_CLOEXEC) to see that eventfds work and
+ * closes it on destruction, unless its number is 0, which gRPC's wake-up fds take for "no fd".
+ * So a program that links libloupe (and so libgrpc) and was started with stdin closed (`prog
+ * <&-`, as cron and supervisors start programs) had an eventfd as its stdin: a read(0) loop spun
+ * on EAGAIN where it would have got EBADF, and its first open() did not get 0. This constructor
+ * runs after libgrpc's initializers (libgrpc is libloupe's dependency, initialized first) and
+ * before the program's main: an eventfd at fd 0 that is close-on-exec was made in this image
+ * during the load (an fd inherited through exec cannot be close-on-exec), by that probe, which
+ * never uses it again: it is closed. Only 0: at 1 or 2 the probe closes its fd itself. */
+__attribute__((constructor)) static void grpc_probe_fd_close(void) {
+    char target[64];
+    ssize_t n = readlink("/proc/self/fd/0", target, sizeof target - 1);
+    if (n <= 0) {
+        return;
+    }
+    target[n] = 0;
+    int fl = fcntl(0, F_GETFD);
+    if (strcmp(target, "anon_inode:[eventfd]") == 0 && fl >= 0 && (fl & FD_CLOEXEC)) {
+        close(0);
+    }
+}
 
 #define STOP_GRACE_MS 2000
 #define REQUEST_MAX (1 << 20) /* a ProfileRequest is a few hundred bytes */
