@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -158,7 +159,23 @@ static void usage(FILE *f) {
  * untraced. */
 static unsigned std_closed;
 
+/* The program's RLIMIT_NOFILE, as loupe record was started with it: loupe record raises its own
+ * soft limit (std_hold(): to 4096 within the hard limit, when it is lower: `ulimit -Sn 4` left
+ * it no number for /proc/self/exe, the recorder's lock, the result file) and each child puts
+ * this back before its exec (std_release_in_child()). */
+static struct rlimit prog_nofile;
+static int prog_nofile_known;
+
 static void std_hold(void) {
+    if (getrlimit(RLIMIT_NOFILE, &prog_nofile) == 0) {
+        prog_nofile_known = 1;
+        struct rlimit more = prog_nofile;
+        if (more.rlim_cur != RLIM_INFINITY && more.rlim_cur < 4096) {
+            more.rlim_cur =
+                more.rlim_max == RLIM_INFINITY || more.rlim_max > 4096 ? 4096 : more.rlim_max;
+            (void)setrlimit(RLIMIT_NOFILE, &more);
+        }
+    }
     for (int i = 0; i < 3; i++) {
         if (fcntl(i, F_GETFD) >= 0 || errno != EBADF) {
             continue;
@@ -178,6 +195,33 @@ static void std_release_in_child(void) {
             close(i);
         }
     }
+    if (prog_nofile_known) {
+        (void)setrlimit(RLIMIT_NOFILE, &prog_nofile); /* the program's own */
+    }
+}
+
+/* In the child before its exec: the memfd moved where the program's own open()s never reach:
+ * at or above its soft RLIMIT_NOFILE when that is 2048 or less (an fd above the soft limit is
+ * legal, only new numbers are bounded), else at 1024 or above (select(2)'s range stays the
+ * program's, as base/ownfd.h's floor). At the low number, a program run with `ulimit -Sn 4` had
+ * no number left for the loader to open libc with (exit 127 under loupe record, fine untraced).
+ * Where the limits leave no room, the number stays. */
+static int shm_above_limit(int fd) {
+    struct rlimit now;
+    if (!prog_nofile_known || prog_nofile.rlim_cur == RLIM_INFINITY ||
+        getrlimit(RLIMIT_NOFILE, &now) != 0) {
+        return fd;
+    }
+    rlim_t want = prog_nofile.rlim_cur > 2048 ? 1024 : prog_nofile.rlim_cur;
+    if (now.rlim_cur != RLIM_INFINITY && now.rlim_cur <= want + 1) {
+        return fd; /* loupe record's own limit leaves no number there */
+    }
+    int nf = fcntl(fd, F_DUPFD_CLOEXEC, (int)want);
+    if (nf < 0) {
+        return fd;
+    }
+    close(fd);
+    return nf;
 }
 
 /* The preload library: beside this executable (build tree), else in the install libdir. */
@@ -1926,6 +1970,7 @@ static int record_main(int argc, char **argv) {
         restore_ending_signals();
         if (shm >= 0) {
             char num[32];
+            shm = shm_above_limit(shm);
             (void)fcntl(shm, F_SETFD, 0); /* inherited by the program, and by it alone */
             snprintf(num, sizeof num, "%d", shm);
             setenv("LOUPE_RECORD_SHM_FD", num, 1);

@@ -8,8 +8,10 @@
 #     a thread and a fork()ed child sending 2000 messages: the same numbers, every message;
 #   - dup2 of a file onto every number of loupe's range: the file holds what the program wrote;
 #   - started with fd 0, 1 or 2 closed: the same closed fds, the same number for a new file;
-#   - RLIMIT_NOFILE: 600 threads, then files opened to the limit: loupe takes three numbers (the
-#     sampler's wake-up, the keeper's two /proc files), none per thread; two with --no-sample;
+#   - RLIMIT_NOFILE: 600 threads, then files opened to the limit: the program opens exactly as
+#     many as untraced (loupe's three numbers, the sampler's wake-up and the keeper's two /proc
+#     files, lie above the soft limit; 0.4 took three of its numbers, two with --no-sample), and
+#     at `ulimit -Sn 4` it runs as untraced (0.4: the loader had no number for libc, exit 127);
 #   - the zones of those runs are all recorded, 0 dropped.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
@@ -133,9 +135,15 @@ if [ -n "$sanitize" ]; then
 fi
 # RLIMIT_NOFILE: loupe's fds in the program's table are the sampler's wake-up and the keeper's
 # /proc/self/stat and /proc/self/task, whatever the thread count (the sampler's perf events are
-# in an fd table of its own: base/ownfd.h)
+# in an fd table of its own: base/ownfd.h), at numbers above the soft limit (ownfd.c's room)
 count() { sed -n 's/^[0-9]* threads, \([0-9]*\) files opened.*/\1/p' "$1"; }
-for lim in 1024:600 16:4; do
+# the smallest limit the probe runs at untraced here (its loader needs one free number; the
+# fds this test inherits vary): under record it must run there too
+low=4
+while [ "$low" -lt 16 ] && ! ( ulimit -Sn "$low"; "$probe" nofile 1 1 ) >/dev/null 2>&1; do
+  low=$((low + 1))
+done
+for lim in 1024:600 16:4 "$low":1; do
   n=${lim%%:*} threads=${lim##*:}
   ( ulimit -Sn "$n"; "$probe" nofile 1 "$threads" ) >"$tmp/nf0" 2>&1 || fail "nofile $n: $(cat "$tmp/nf0")"
   ( ulimit -Sn "$n"; $loupe record -q -o "$tmp/log" -- "$probe" nofile 1 "$threads" ) >"$tmp/nf1" 2>&1 ||
@@ -143,10 +151,10 @@ for lim in 1024:600 16:4; do
   ( ulimit -Sn "$n"; $loupe record -q --no-sample -o "$tmp/log" -- "$probe" nofile 1 "$threads" ) \
     >"$tmp/nf2" 2>&1 || fail "nofile $n under record --no-sample: $(cat "$tmp/nf2")"
   a=$(count "$tmp/nf0") b=$(count "$tmp/nf1") c=$(count "$tmp/nf2")
-  [ -n "$a" ] && [ "$b" = $((a - 3)) ] ||
-    fail "RLIMIT_NOFILE $n, $threads threads: $b files under record, $a untraced (want $((a - 3))): $(cat "$tmp/nf1")"
-  [ "$c" = $((a - 2)) ] ||
-    fail "RLIMIT_NOFILE $n: $c files under record --no-sample, $a untraced (want $((a - 2)))"
+  [ -n "$a" ] && [ "$b" = "$a" ] ||
+    fail "RLIMIT_NOFILE $n, $threads threads: $b files under record, $a untraced: $(cat "$tmp/nf1")"
+  [ "$c" = "$a" ] ||
+    fail "RLIMIT_NOFILE $n: $c files under record --no-sample, $a untraced: $(cat "$tmp/nf2")"
   grep -q 'dropped\|could not' "$tmp/nf1" && fail "RLIMIT_NOFILE $n: $(cat "$tmp/nf1")"
   echo "record_fds: RLIMIT_NOFILE $n, $threads threads: $a files untraced, $b under record, $c with --no-sample"
 done

@@ -71,6 +71,54 @@ static void note_lost(int fd, const char *how) {
     }
 }
 
+/* Room above a small soft RLIMIT_NOFILE (at most 2048): the soft limit raised by a quarter (64
+ * at least) within the hard one while loupe opens and moves an fd, so that loupe's numbers lie
+ * at or above the program's soft limit, where its own open()s never reach (an fd above the soft
+ * limit is legal; only new numbers are bounded), and take none of its room: 0.4 took the top
+ * quarter of it (with `ulimit -Sn 8`, numbers 6 and 7; with 4, the one number the loader
+ * needed). *was: the limit before; 1 when raised (room_end() puts it back), 0 when there is no
+ * room to raise into (the hard limit) and the floor is loupe__fd_floor()'s. */
+static int room_busy; /* a thread is between room_begin() and room_end() */
+static int room_raise(struct rlimit *was, struct rlimit *up);
+
+static int room_begin(struct rlimit *was, struct rlimit *up) {
+    if (__atomic_exchange_n(&room_busy, 1, __ATOMIC_ACQ_REL)) {
+        return 0; /* another thread's room (a raise over a raise would not be put back right) */
+    }
+    int raised = room_raise(was, up);
+    if (!raised) {
+        __atomic_store_n(&room_busy, 0, __ATOMIC_RELEASE);
+    }
+    return raised;
+}
+
+static int room_raise(struct rlimit *was, struct rlimit *up) {
+    if (getrlimit(RLIMIT_NOFILE, was) != 0 || was->rlim_cur == RLIM_INFINITY ||
+        was->rlim_cur > 2048 ||
+        (was->rlim_max != RLIM_INFINITY && was->rlim_max <= was->rlim_cur)) {
+        return 0;
+    }
+    rlim_t add = was->rlim_cur / 4 > 64 ? was->rlim_cur / 4 : 64;
+    *up = *was;
+    up->rlim_cur = was->rlim_max != RLIM_INFINITY && was->rlim_max - was->rlim_cur < add
+                       ? was->rlim_max
+                       : was->rlim_cur + add;
+    return setrlimit(RLIMIT_NOFILE, up) == 0;
+}
+
+/* The limit back as it was, unless the program changed it meanwhile (a thread of its own
+ * raising its limit at its start: its value stands). */
+static void room_end(const struct rlimit *was, const struct rlimit *up) {
+    struct rlimit now;
+    if (getrlimit(RLIMIT_NOFILE, &now) == 0 && now.rlim_cur == up->rlim_cur &&
+        now.rlim_max == up->rlim_max) {
+        (void)setrlimit(RLIMIT_NOFILE, was);
+    }
+    __atomic_store_n(&room_busy, 0, __ATOMIC_RELEASE);
+}
+
+static int adopt_from(int fd, const char *what, int from);
+
 int loupe__fd_adopt(int fd, const char *what) {
     if (fd < 0) {
         errno = EBADF;
@@ -79,7 +127,21 @@ int loupe__fd_adopt(int fd, const char *what) {
     if (t_loupe == T_PRIVATE || loupe__fd_is_own(fd)) {
         return fd; /* a private table's, or adopted already (the preload's open()) */
     }
-    int from = loupe__fd_floor(), saved = errno;
+    struct rlimit was, up;
+    int raised = room_begin(&was, &up);
+    /* in another thread's room: its floor is the raised limit's top quarter, still above the
+     * program's own soft limit */
+    int nf = adopt_from(fd, what, raised ? (int)was.rlim_cur : loupe__fd_floor());
+    if (raised) {
+        int e = errno;
+        room_end(&was, &up);
+        errno = e;
+    }
+    return nf;
+}
+
+static int adopt_from(int fd, const char *what, int from) {
+    int saved = errno;
     for (;;) {
         int nf = fcntl(fd, F_DUPFD_CLOEXEC, from);
         if (nf < 0) {
@@ -113,8 +175,20 @@ int loupe__fd_adopt(int fd, const char *what) {
 }
 
 int loupe__fd_open(const char *path, int flags, unsigned mode, const char *what) {
+    /* the open itself within the room too: a program at its limit still lets loupe open */
+    struct rlimit was, up;
+    int raised = room_begin(&was, &up);
     int fd = open(path, flags | O_CLOEXEC, (mode_t)mode);
-    return fd < 0 ? -1 : loupe__fd_adopt(fd, what);
+    int nf = fd < 0 ? -1
+             : t_loupe == T_PRIVATE || loupe__fd_is_own(fd)
+                 ? fd
+                 : adopt_from(fd, what, raised ? (int)was.rlim_cur : loupe__fd_floor());
+    if (raised) {
+        int e = errno;
+        room_end(&was, &up);
+        errno = e;
+    }
+    return nf;
 }
 
 int loupe__fd_is_own(int fd) {

@@ -28,7 +28,11 @@
 
 /* The lowest number loupe keeps an fd at, from the soft RLIMIT_NOFILE L read now: 1024 when L is
  * above 2048 (select(2)'s FD_SETSIZE range stays the program's), else L - L/4 (at least 3):
- * loupe's share is the top quarter of a small limit. Thread-safety: any thread;
+ * loupe's share is the top quarter of a small limit. That is the fallback: loupe__fd_adopt()
+ * and loupe__fd_open() first raise a small soft limit (2048 or less) for the moment they open
+ * and move the fd, and put loupe's number at or above the program's soft limit, where none of
+ * its own open()s reach (ownfd.c's room_begin()); only where the hard limit leaves no room, or
+ * another thread holds that room, is this floor used. Thread-safety: any thread;
  * async-signal-safe. */
 int loupe__fd_floor(void);
 
