@@ -588,11 +588,13 @@ static void test_blocked_at_stop(void **state) {
 }
 
 static volatile int g_zones_quit;
+static uint64_t g_spins;
 
 static void *zone_spinner(void *arg) {
     (void)arg;
     while (!__atomic_load_n(&g_zones_quit, __ATOMIC_ACQUIRE)) {
         LOUPE_ZONE("spin");
+        __atomic_add_fetch(&g_spins, 1, __ATOMIC_RELAXED);
     }
     return NULL;
 }
@@ -616,7 +618,13 @@ static void test_zones_before_sampling_began(void **state) {
     for (int k = 0; k < 3; k++) {
         loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999, .session_events = 1u << 22};
         assert_int_equal(loupe_start_trace(&o), 0);
-        usleep(20000);
+        /* until the spinner has recorded in the session (a loaded machine may not run it for
+         * a while: a count, not a time; 10 s at most) */
+        uint64_t at = __atomic_load_n(&g_spins, __ATOMIC_RELAXED);
+        for (int w = 0; w < 10000 && __atomic_load_n(&g_spins, __ATOMIC_RELAXED) < at + 10000;
+             w++) {
+            usleep(1000);
+        }
         assert_int_equal(loupe_stop_trace(NULL), 0);
         const loupe_model *m = loupe__kept_model();
         const char *began = NULL;
