@@ -1042,6 +1042,32 @@ int loupe__ftab_add_range(uintptr_t lo, uintptr_t hi) {
 }
 
 void loupe__ftab_enable(int include_mode) {
+    /* the ranges sorted by start (insertion: at most LOUPE__FTAB_RANGES, once a session), so
+     * that a call outside every match finds its object by binary search: 0.4 scanned them one
+     * by one on every such call (--filter 10-14x dearer per call than --depth alone) */
+    for (size_t i = 1; i < ftab_nranges; i++) {
+        uintptr_t lo = ftab_lo[i], hi = ftab_hi[i];
+        size_t j = i;
+        while (j > 0 && ftab_lo[j - 1] > lo) {
+            ftab_lo[j] = ftab_lo[j - 1];
+            ftab_hi[j] = ftab_hi[j - 1];
+            j--;
+        }
+        ftab_lo[j] = lo;
+        ftab_hi[j] = hi;
+    }
+    /* overlapping ranges merged: the search below then needs only the last start <= a */
+    size_t w = 0;
+    for (size_t i = 0; i < ftab_nranges; i++) {
+        if (w > 0 && ftab_lo[i] <= ftab_hi[w - 1]) {
+            ftab_hi[w - 1] = ftab_hi[i] > ftab_hi[w - 1] ? ftab_hi[i] : ftab_hi[w - 1];
+        } else {
+            ftab_lo[w] = ftab_lo[i];
+            ftab_hi[w] = ftab_hi[i];
+            w++;
+        }
+    }
+    ftab_nranges = w;
     __atomic_store_n(&ftab_include, include_mode, __ATOMIC_RELAXED);
     __atomic_store_n(&ftab_on, 1, __ATOMIC_RELAXED);
 }
@@ -1057,10 +1083,18 @@ ftab_lookup(uintptr_t a) {
             break;
         }
     }
-    for (size_t r = 0; r < ftab_nranges; r++) {
-        if (a >= ftab_lo[r] && a < ftab_hi[r]) {
-            return 0; /* a function of a known object that matches nothing */
+    /* the last range starting at or below a (sorted, disjoint: loupe__ftab_enable) */
+    size_t lo = 0, hi = ftab_nranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ftab_lo[mid] <= a) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
+    }
+    if (lo > 0 && a < ftab_hi[lo - 1]) {
+        return 0; /* a function of a known object that matches nothing */
     }
     return FTAB_UNKNOWN;
 }
