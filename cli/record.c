@@ -101,55 +101,55 @@ static void usage(FILE *f) {
                     d->host_prefixed ? "<host>" : "", d->suffix);
         }
     }
-    fprintf(f,
-            "                         default: jax.profiler's set (json,xplane)\n"
-            "  --mpi, --no-mpi        preload the MPI library (libloupe_mpi.so: MPI calls as\n"
-            "                         zones, messages as flows) always / never; default: when\n"
-            "                         PROGRAM links libmpi. Under mpirun every rank writes\n"
-            "                         rankNNNN.* into one run directory (docs/mpi.md)\n"
-            "  --no-follow            trace PROGRAM only, not the processes it forks or the\n"
-            "                         programs they exec (default: the whole process tree)\n"
-            "  -q, --quiet            report only the run directory (on stderr)\n"
-            "  -h, --help             this help\n"
-            "\n"
-            "stdout is PROGRAM's: loupe record writes its messages and the run directory's\n"
-            "path (the last line) to stderr.\n"
-            "\n"
-            "The whole process tree is traced: fork()ed children record into their own\n"
-            "buffers and exec()ed programs from their start; every process writes\n"
-            "<host>.<pid>.* files into the one run directory, which summary, convert and\n"
-            "view read as one multi-process timeline; an image a pid execs writes\n"
-            "<host>.<pid>.1.* (.2, ...), after the files the image before it wrote at the\n"
-            "exec. loupe record waits for PROGRAM only; a child that outlives it writes its\n"
-            "files when it exits. A process of the tree killed by a signal, or ending with\n"
-            "_exit(), has its trace written by loupe record from the memory it recorded into\n"
-            "(the cause is said). The report sums every process's files, a line each when\n"
-            "there are several. Before running\n"
-            "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
-            "statically linked program, a set-user-ID or set-group-ID one, one with file\n"
-            "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
-            "says which; call loupe_start_trace() in the program instead). A static program,\n"
-            "and as root a set-ID one, is sampled from outside instead (perf events on it:\n"
-            "CPU samples with frame-pointer stacks, or none with --sample-stacks none; each\n"
-            "process it forks in files of its own, or none of them with --no-follow; no\n"
-            "zones; a note says so). One exec'd inside the traced tree is not traced, and a\n"
-            "note says so. A program that\n"
-            "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
-            "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
-            "\n"
-            "exit status: PROGRAM's (128 + N when signal N killed it) once it ran, even when\n"
-            "its trace could not be written (that is said on stderr), or loupe record's own,\n"
-            "apart from the shell's and timeout(1)'s 124-127:\n"
-            "  120  loupe record failed before running PROGRAM (usage, log directory)\n"
-            "  121  PROGRAM cannot be traced (found before running it) nor sampled from\n"
-            "       outside: it did not run, no run directory left\n"
-            "  122  PROGRAM was found but cannot be executed\n"
-            "  123  PROGRAM was not found\n"
-            "\n"
-            "example:\n"
-            "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
-            "  loupe record --exclude 'std::*' --min-duration 5us -- ./my_program\n"
-            "  loupe summary /tmp/prof\n");
+    fprintf(
+        f, "                         default: jax.profiler's set (json,xplane)\n"
+           "  --mpi, --no-mpi        preload the MPI library (libloupe_mpi.so: MPI calls as\n"
+           "                         zones, messages as flows) always / never; default: when\n"
+           "                         PROGRAM links libmpi. Under mpirun every rank writes\n"
+           "                         rankNNNN.* into one run directory (docs/mpi.md)\n"
+           "  --no-follow            trace PROGRAM only, not the processes it forks or the\n"
+           "                         programs they exec (default: the whole process tree)\n"
+           "  -q, --quiet            report only the run directory (on stderr), and what was lost\n"
+           "  -h, --help             this help\n"
+           "\n"
+           "stdout is PROGRAM's: loupe record writes its messages and the run directory's\n"
+           "path (the last line) to stderr.\n"
+           "\n"
+           "The whole process tree is traced: fork()ed children record into their own\n"
+           "buffers and exec()ed programs from their start; every process writes\n"
+           "<host>.<pid>.* files into the one run directory, which summary, convert and\n"
+           "view read as one multi-process timeline; an image a pid execs writes\n"
+           "<host>.<pid>.1.* (.2, ...), after the files the image before it wrote at the\n"
+           "exec. loupe record waits for PROGRAM only; a child that outlives it writes its\n"
+           "files when it exits. A process of the tree killed by a signal, or ending with\n"
+           "_exit(), has its trace written by loupe record from the memory it recorded into\n"
+           "(the cause is said). The report sums every process's files, a line each when\n"
+           "there are several. Before running\n"
+           "PROGRAM, loupe record checks that the loader will preload loupe into it: a\n"
+           "statically linked program, a set-user-ID or set-group-ID one, one with file\n"
+           "capabilities, or an ELF of another class or machine cannot be traced this way (it\n"
+           "says which; call loupe_start_trace() in the program instead). A static program,\n"
+           "and as root a set-ID one, is sampled from outside instead (perf events on it:\n"
+           "CPU samples with frame-pointer stacks, or none with --sample-stacks none; each\n"
+           "process it forks in files of its own, or none of them with --no-follow; no\n"
+           "zones; a note says so). One exec'd inside the traced tree is not traced, and a\n"
+           "note says so. A program that\n"
+           "starts its own session sees LOUPE_RECORD=1 in its environment and gets\n"
+           "LOUPE_EALREADY_STARTED: its annotations go into this recording. See docs/record.md.\n"
+           "\n"
+           "exit status: PROGRAM's (128 + N when signal N killed it) once it ran, even when\n"
+           "its trace could not be written (that is said on stderr), or loupe record's own,\n"
+           "apart from the shell's and timeout(1)'s 124-127:\n"
+           "  120  loupe record failed before running PROGRAM (usage, log directory)\n"
+           "  121  PROGRAM cannot be traced (found before running it) nor sampled from\n"
+           "       outside: it did not run, no run directory left\n"
+           "  122  PROGRAM was found but cannot be executed\n"
+           "  123  PROGRAM was not found\n"
+           "\n"
+           "example:\n"
+           "  loupe record -o /tmp/prof -- ./my_program --its-flag\n"
+           "  loupe record --exclude 'std::*' --min-duration 5us -- ./my_program\n"
+           "  loupe summary /tmp/prof\n");
 }
 
 /* The standard fds loupe record was started without (`prog >&-`, `<&-`: cron, supervisors):
@@ -212,9 +212,17 @@ static int shm_above_limit(int fd) {
         getrlimit(RLIMIT_NOFILE, &now) != 0) {
         return fd;
     }
-    rlim_t want = prog_nofile.rlim_cur > 2048 ? 1024 : prog_nofile.rlim_cur;
+    rlim_t soft = prog_nofile.rlim_cur, want = soft > 2048 ? 1024 : soft;
     if (now.rlim_cur != RLIM_INFINITY && now.rlim_cur <= want + 1) {
-        return fd; /* loupe record's own limit leaves no number there */
+        /* the hard limit is the program's soft one (`ulimit -n 4`): no number above it. The
+         * top quarter of a limit of 64 or more (base/ownfd.h's floor); below that, no memfd:
+         * the program records in its own memory (a death loses it) rather than lose one of
+         * its few numbers (at 4, the loader's for libc: exit 127) */
+        if (soft < 64) {
+            close(fd);
+            return -1;
+        }
+        want = soft - soft / 4;
     }
     int nf = fcntl(fd, F_DUPFD_CLOEXEC, (int)want);
     if (nf < 0) {
@@ -1253,6 +1261,14 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         int signaled = known && WIFSIGNALED(st);
         /* the preload's marker: this image exec'd from a signal handler and handed its
          * recording over (nothing lost: a note, as a recording of nothing is) */
+        snprintf(spath, sizeof spath, "%s.lost", path);
+        if (access(spath, F_OK) == 0) {
+            (void)unlink(spath);
+            fprintf(stderr,
+                    "loupe record: pid %ld exec'd from a signal handler while its trace was being "
+                    "written (at its exit): that image's trace is lost, uncounted\n",
+                    pid);
+        }
         snprintf(spath, sizeof spath, "%s.exec", path);
         int handed = access(spath, F_OK) == 0;
         if (handed) {
@@ -1355,7 +1371,8 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         size_t l = strlen(e->d_name);
         int cmd = l > 4 && strcmp(e->d_name + l - 4, ".cmd") == 0;
         int smp = l > 8 && strcmp(e->d_name + l - 8, ".samples") == 0;
-        int exe = l > 5 && strcmp(e->d_name + l - 5, ".exec") == 0;
+        int exe = l > 5 && (strcmp(e->d_name + l - 5, ".exec") == 0 ||
+                            strcmp(e->d_name + l - 5, ".lost") == 0);
         char region[PATH_MAX + 300];
         snprintf(region, sizeof region, "%s/%.*s", dir,
                  (int)(l - (cmd   ? 4
@@ -1969,8 +1986,10 @@ static int record_main(int argc, char **argv) {
     if (pid == 0) {
         restore_ending_signals();
         if (shm >= 0) {
-            char num[32];
             shm = shm_above_limit(shm);
+        }
+        if (shm >= 0) {
+            char num[32];
             (void)fcntl(shm, F_SETFD, 0); /* inherited by the program, and by it alone */
             snprintf(num, sizeof num, "%d", shm);
             setenv("LOUPE_RECORD_SHM_FD", num, 1);
@@ -2106,6 +2125,23 @@ static int record_main(int argc, char **argv) {
     int handed = handover[0] != 0 && access(handover, F_OK) == 0;
     if (handed) {
         (void)unlink(handover);
+    }
+    if (regions[0] != 0) {
+        /* the preload's other marker: an exec from a signal handler interrupted the stop that
+         * was writing an image's trace (at its exit): that image's events are lost */
+        char lost[PATH_MAX + 32];
+        snprintf(lost, sizeof lost, "%s/%ld.lost", regions, (long)pid);
+        if (access(lost, F_OK) == 0) {
+            (void)unlink(lost);
+            char samples_file[PATH_MAX + 64]; /* its samples' spool: nothing reads it now */
+            snprintf(samples_file, sizeof samples_file, "%s/loupe-samples-%ld.bin", run_made,
+                     (long)pid);
+            (void)unlink(samples_file);
+            fprintf(stderr,
+                    "loupe record: %s exec'd from a signal handler while its trace was being "
+                    "written (at its exit): that image's trace is lost, uncounted\n",
+                    argv[i]);
+        }
     }
     if ((status == -1000 || handed) && shm >= 0) {
         /* The program ended without stopping its session: what it recorded is in the memfd. */

@@ -141,6 +141,29 @@ print("ok" if z.get("churn", 0) > 0 and z.get("target") == 1 else z)')
 done
 echo "record_signals: exec from a SIGALRM handler: $exec_runs of 20 runs ended, both images' zones kept"
 
+# 3e. the same exec from a handler that lands in the exit's stop (SIGALRM armed just before
+# main returns, 3 generations): before the stop's collect the region is handed over and
+# recovered; after it the image's events are only in the stop's memory and loupe record says
+# that image is lost. Never silent: each image that recorded (the probe prints "gen N" for each;
+# 3 execs to gen 3, which exits 7) is in the run or said lost (0.4 lost the root's first image
+# without a word).
+for us in 100 3000 20000; do
+  rm -rf "$tmp/logz"
+  timeout 60 "$loupe" record -q -o "$tmp/logz" --print-run-dir "$tmp/runz" -- \
+    "$probe" exec-at-exit 0 "$us" >"$tmp/outz" 2>"$tmp/errz"
+  rc=$?
+  [ "$rc" = 124 ] && fail "exec at exit ($us us): hung"
+  images=$(grep -c '^gen [012]$' "$tmp/outz")
+  lost=$(grep -c "exec'd from a signal handler while its trace was being written (at its exit): that image's trace is lost, uncounted" "$tmp/errz")
+  kept=$("$loupe" summary "$(cat "$tmp/runz")" --json 2>/dev/null | python3 -c '
+import json, sys
+z = {r["name"]: r["count"] for r in json.load(sys.stdin)["zones"]}
+print(sum(1 for g in range(3) if z.get("exit_w%d" % g) == 200000))')
+  [ $((kept + lost)) = "$images" ] ||
+    fail "exec at exit ($us us): $images images recorded, $kept in the run, $lost said lost: $(cat "$tmp/errz")"
+  echo "record_signals: exec from a handler in the exit's stop ($us us): $images images, $kept kept, $lost said lost"
+done
+
 # 4. a full disk: 20,000 zones (a trace of some 100 KiB) into a 64 KiB tmpfs in a mount namespace of our own (root only; else skipped)
 if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
   echo "record_signals: skipped the full-disk cases: mounting a tmpfs needs root"

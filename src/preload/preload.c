@@ -571,6 +571,10 @@ static void stop_and_write_files(int for_exec);
  * that opens to the limit): the stop's files (the trace, the result file) get 16 numbers above
  * the soft limit, within the hard one, while they are written, and the limit is the program's
  * again before the exit or the exec goes on. */
+/* The pid whose stop is writing its trace now (0: none): an exec from a signal handler that
+ * interrupts that write loses the image's trace (hand_over_at_exec() says so). */
+static volatile pid_t writing_pid;
+
 static void stop_and_write(int for_exec) {
     struct rlimit was, more;
     int raised = getrlimit(RLIMIT_NOFILE, &was) == 0 && was.rlim_cur != RLIM_INFINITY &&
@@ -580,7 +584,9 @@ static void stop_and_write(int for_exec) {
         more.rlim_cur = was.rlim_max - was.rlim_cur > 16 ? was.rlim_cur + 16 : was.rlim_max;
         raised = setrlimit(RLIMIT_NOFILE, &more) == 0;
     }
+    writing_pid = getpid();
     stop_and_write_files(for_exec);
+    writing_pid = 0;
     if (raised) {
         (void)setrlimit(RLIMIT_NOFILE, &was);
     }
@@ -889,6 +895,7 @@ static void note_untraced(const char *path, int fd, int search, int from_handler
  * keeps the next image off the memfd: it records into a region file of its own). Only open,
  * close and string copies here. */
 void loupe__crash_exit_names(void); /* libloupe (src/session/crash.c) */
+int loupe__region_collected(void);  /* libloupe (src/session/crash.c) */
 
 typedef struct frame_scan {
     int signal_frame, depth;
@@ -906,7 +913,7 @@ static _Unwind_Reason_Code frame_one(struct _Unwind_Context *c, void *arg) {
 }
 
 static int in_signal_handler(void) {
-    if (!started || getpid() != started_pid) {
+    if ((!started || getpid() != started_pid) && writing_pid != getpid()) {
         return 0; /* nothing of loupe's runs at this exec */
     }
     frame_scan f = {0, 0};
@@ -928,23 +935,29 @@ static void cat3(char *dst, size_t size, const char *a, const char *b, const cha
     dst[n] = 0;
 }
 
-static void hand_over_at_exec(void) {
+static void hand_over_at_exec(int lost) {
     handover_path[0] = 0;
     if (regions_dir[0] == 0) {
         return; /* --no-follow: the root's memfd is recovered as an exec's without a marker */
     }
-    loupe__crash_exit_names();
+    if (!lost) {
+        loupe__crash_exit_names();
+    }
     char pid[24], *p = pid + sizeof pid - 1;
     *p = 0;
     for (unsigned long v = (unsigned long)getpid(); v != 0 || p == pid + sizeof pid - 1; v /= 10) {
         *--p = (char)('0' + v % 10);
     }
+    /* lost: the handler interrupted this image's stop while it wrote the trace (the session
+     * was collected out of the region already): nothing can be handed over, and the marker
+     * <...>.lost has loupe record say so */
+    const char *ext = lost ? ".lost" : ".exec";
     if (region_path[0] != 0) {
-        cat3(handover_path, sizeof handover_path, region_path, ".exec", NULL);
+        cat3(handover_path, sizeof handover_path, region_path, ext, NULL);
     } else {
         cat3(handover_path, sizeof handover_path, regions_dir, "/", p);
         size_t l = strlen(handover_path);
-        cat3(handover_path + l, sizeof handover_path - l, ".exec", NULL, NULL);
+        cat3(handover_path + l, sizeof handover_path - l, ext, NULL, NULL);
     }
     int fd = open(handover_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0) {
@@ -958,8 +971,13 @@ static void hand_over_at_exec(void) {
 static int before_exec(char *const **env, char ***copy, int from_handler) {
     *copy = NULL;
     int ours = started && getpid() == started_pid;
-    if (ours && from_handler) {
-        hand_over_at_exec();
+    if (from_handler && !ours && writing_pid == getpid()) {
+        /* the exit's stop interrupted: before its collect the region still holds the session
+         * (handed over), after it the events are only in the stop's memory (said as lost) */
+        hand_over_at_exec(loupe__region_collected());
+        ours = 2;
+    } else if (ours && from_handler) {
+        hand_over_at_exec(0);
         ours = 2;
     } else if (ours) {
         stop_and_write(1);

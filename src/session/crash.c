@@ -156,6 +156,11 @@ void loupe__crash_disarm(void) {
     }
 }
 
+int loupe__region_collected(void) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    return h != NULL && loupe__region_shared() && __atomic_load_n(&h->stopped, __ATOMIC_ACQUIRE);
+}
+
 void loupe__crash_exit_names(void) {
     loupe__region_hdr *h = LOUPE__HDR;
     if (h == NULL || !loupe__region_shared() || !__atomic_load_n(&h->active, __ATOMIC_ACQUIRE)) {

@@ -50,6 +50,11 @@ void loupe__crash_disarm(void);
  * list it as async-signal-safe). A no-op without a shared region or a session. */
 LOUPE_API void loupe__crash_exit_names(void);
 
+/* Whether this process's last session was collected out of its shared region (the stop's
+ * collect ran: the region holds nothing to recover), for the preload's exec from a signal
+ * handler during a stop. 0 when no shared region. Async-signal-safe (one atomic load). */
+LOUPE_API int loupe__region_collected(void);
+
 /* A Dwfl (returned as void *, for loupe__sample_collect_with(), which ends it) of the files a
  * gone process had mapped (outside.c): one module per file at its load bias, symbols from the
  * files on disk. NULL when libdw is not built in, or no module could be reported. The maps are

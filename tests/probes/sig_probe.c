@@ -62,6 +62,48 @@ static void exec_handler(int sig) {
     _exit(5);
 }
 
+/* "exec-at-exit GEN US": records 200,000 zones "exit_w<GEN>", arms SIGALRM US microseconds on
+ * and returns from main: the alarm lands in the exit's stop (collecting or writing the trace),
+ * and its handler execs GEN + 1; GEN 3 exits 7 at once. */
+static int exit_gen;
+static char exit_us[32], exit_mode[] = "exec-at-exit";
+
+static void exit_exec_handler(int sig) {
+    (void)sig;
+    char g[16];
+    snprintf(g, sizeof g, "%d", exit_gen + 1);
+    char *const args[] = {self_path, exit_mode, g, exit_us, NULL};
+    extern char **environ;
+    execve(self_path, args, environ);
+    _exit(98);
+}
+
+static int exec_at_exit(const char *argv0, int gen, const char *us) {
+    snprintf(self_path, sizeof self_path, "%s", argv0);
+    snprintf(exit_us, sizeof exit_us, "%s", us);
+    exit_gen = gen;
+    sigset_t alrm; /* blocked across the exec from the handler: the next image unblocks it */
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigprocmask(SIG_UNBLOCK, &alrm, NULL);
+    printf("gen %d\n", gen);
+    fflush(stdout);
+    if (gen >= 3) {
+        return 7;
+    }
+    static const char *const names[] = {"exit_w0", "exit_w1", "exit_w2"};
+    for (int i = 0; i < 200000; i++) {
+        LOUPE_ZONE_DYN(names[gen]);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = exit_exec_handler;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 0}, {0, atol(us)}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    return 0;
+}
+
 static _Noreturn void exec_in_handler(const char *argv0) {
     snprintf(self_path, sizeof self_path, "%s", argv0);
     struct sigaction sa;
@@ -135,6 +177,9 @@ int main(int argc, char **argv) {
     }
     if (argc >= 2 && strcmp(argv[1], "exec-in-handler") == 0) {
         exec_in_handler(argv[0]);
+    }
+    if (argc >= 4 && strcmp(argv[1], "exec-at-exit") == 0) {
+        return exec_at_exit(argv[0], atoi(argv[2]), argv[3]);
     }
     if (argc >= 2 && strcmp(argv[1], "exec-target") == 0) {
         { LOUPE_ZONE("target"); }
