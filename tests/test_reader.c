@@ -517,6 +517,40 @@ static void test_counters_instants(void **state) {
     loupe_model_free(m);
 }
 
+/* An integer counter value beyond 2^53 round-trips exactly through the Chrome JSON writer:
+ * written as a string of its digits typed by loupe_types (a JavaScript number would round
+ * INT64_MAX to 9223372036854776000; 0.4 wrote it bare), read back as the int64 it was. */
+static void test_big_counter(void **state) {
+    (void)state;
+    loupe_model *m = read_text("{\"traceEvents\":[{\"ph\":\"C\",\"pid\":1,\"tid\":1,\"ts\":1,"
+                               "\"name\":\"big\",\"args\":{\"value\":9223372036854775807}},"
+                               "{\"ph\":\"C\",\"pid\":1,\"tid\":1,\"ts\":2,\"name\":\"small\","
+                               "\"args\":{\"value\":-9007199254740992}}]}");
+    assert_int_equal(m->counter_count, 2);
+    const char *out = path_in("big.json");
+    assert_int_equal(loupe_trace_write(m, out, LOUPE_FILE_CHROME_JSON), 0);
+    loupe_model_free(m);
+    char *text = tu_read_file(out, NULL);
+    assert_non_null(strstr(text, "\"args\":{\"value\":\"9223372036854775807\",\"loupe_types\":{"
+                                 "\"value\":\"int64\"}}"));
+    assert_non_null(strstr(text, "\"args\":{\"value\":-9007199254740992}"));
+    free(text);
+    m = NULL;
+    assert_int_equal(loupe_trace_read(out, &m), 0);
+    assert_int_equal(m->counter_count, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const loupe_counter_sample *c = &m->counters[i];
+        assert_false(c->is_double);
+        if (strcmp(c->name, "big") == 0) {
+            assert_true(c->i == INT64_MAX);
+        } else {
+            assert_string_equal(c->name, "small");
+            assert_true(c->i == -9007199254740992ll);
+        }
+    }
+    loupe_model_free(m);
+}
+
 static void test_args(void **state) {
     (void)state;
     loupe_model *m = read_text(
@@ -861,13 +895,21 @@ static void test_find(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_uftrace),     cmocka_unit_test(test_nested),
-        cmocka_unit_test(test_fast_x),      cmocka_unit_test(test_gzip),
-        cmocka_unit_test(test_array_forms), cmocka_unit_test(test_unmatched_and_truncated),
-        cmocka_unit_test(test_flows),       cmocka_unit_test(test_counters_instants),
-        cmocka_unit_test(test_args),        cmocka_unit_test(test_loupe_metadata),
-        cmocka_unit_test(test_hostile),     cmocka_unit_test(test_mutations),
-        cmocka_unit_test(test_io_errors),   cmocka_unit_test(test_find),
+        cmocka_unit_test(test_big_counter),
+        cmocka_unit_test(test_uftrace),
+        cmocka_unit_test(test_nested),
+        cmocka_unit_test(test_fast_x),
+        cmocka_unit_test(test_gzip),
+        cmocka_unit_test(test_array_forms),
+        cmocka_unit_test(test_unmatched_and_truncated),
+        cmocka_unit_test(test_flows),
+        cmocka_unit_test(test_counters_instants),
+        cmocka_unit_test(test_args),
+        cmocka_unit_test(test_loupe_metadata),
+        cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_io_errors),
+        cmocka_unit_test(test_find),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,7 +25,9 @@
  * - Every string is escaped (sink.c): any name gives valid JSON.
  * - Integer args beyond +-2^53 are strings of their digits, with "loupe_types": {"<key>":
  *   "int64" | "uint64"} in the same args (JavaScript would round the number); loupe's reader
- *   gives them back typed. Events at or beyond 2^62 ns, which the reader refuses, are left out.
+ *   gives them back typed. An integer counter value beyond +-2^53 likewise ("value": "<digits>",
+ *   "loupe_types": {"value": "int64"}). Events at or beyond 2^62 ns, which the reader refuses, are
+ * left out.
  */
 #include "export/writers.h"
 #include "model/tracks.h"
@@ -492,6 +494,12 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         loupe__puts(s, ",\"args\":{\"value\":");
         if (c->is_double) {
             loupe__put_double(s, c->d);
+        } else if (c->i > (int64_t)JS_SAFE || c->i < -(int64_t)JS_SAFE) {
+            /* as an argument's: a string of its exact digits, typed (a JavaScript number would
+             * round it; loupe's reader gives it back exactly) */
+            loupe__put(s, "\"", 1);
+            loupe__put_i64(s, c->i);
+            loupe__puts(s, "\",\"loupe_types\":{\"value\":\"int64\"}");
         } else {
             loupe__put_i64(s, c->i);
         }

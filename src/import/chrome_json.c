@@ -972,13 +972,22 @@ static int do_counter(reader *r, const evf *ev, size_t idx, int64_t ts) {
         return oom(r);
     }
     const loupe__jp *p = &r->p;
-    int only_value = args->count == 1 && loupe__jp_get(p, args, "value") != NULL;
+    const loupe__jnode *types = loupe__jp_get(p, args, "loupe_types");
+    types = types != NULL && types->type == LOUPE__J_OBJ ? types : NULL;
+    int only_value = args->count == 1u + (types != NULL) && loupe__jp_get(p, args, "value") != NULL;
     for (uint32_t i = args->first; i != 0; i = p->nodes[i].next) {
         const loupe__jnode *v = &p->nodes[i];
+        if (v == types) {
+            continue;
+        }
         loupe_counter_sample c = {.ts_ns = (uint64_t)ts, .process = process};
         uint64_t u;
         double d;
-        if (loupe__jp_i64(v, &c.i)) {
+        char *end = NULL;
+        if (v->type == LOUPE__J_STR && hinted(p, types, v->key) == LOUPE_ARG_INT64 &&
+            (errno = 0, c.i = strtoll(v->s, &end, 10), errno == 0 && end != v->s && *end == 0)) {
+            /* an integer beyond 2^53, as loupe's writer puts it: exact */
+        } else if (loupe__jp_i64(v, &c.i)) {
         } else if (loupe__jp_u64(v, &u)) {
             c.is_double = 1;
             c.d = (double)u;
