@@ -494,9 +494,10 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         loupe__puts(s, ",\"args\":{\"value\":");
         if (c->is_double) {
             loupe__put_double(s, c->d);
-        } else if (c->i > (int64_t)JS_SAFE || c->i < -(int64_t)JS_SAFE) {
+        } else if (!perfetto_variant && (c->i > (int64_t)JS_SAFE || c->i < -(int64_t)JS_SAFE)) {
             /* as an argument's: a string of its exact digits, typed (a JavaScript number would
-             * round it; loupe's reader gives it back exactly) */
+             * round it; loupe's reader gives it back exactly). Not for Perfetto's importer,
+             * which takes a counter's numeric args only (and holds them as doubles anyway). */
             loupe__put(s, "\"", 1);
             loupe__put_i64(s, c->i);
             loupe__puts(s, "\",\"loupe_types\":{\"value\":\"int64\"}");
