@@ -1905,6 +1905,19 @@ static int record_main(int argc, char **argv) {
     } else {
         snprintf(abs_log, sizeof abs_log, "%s", log_dir);
     }
+    /* loupe record needs some numbers of its own (the preload's path, the recorder's lock, the
+     * result file, the run directory's listing, a region at a time): under a hard
+     * RLIMIT_NOFILE below 16 it could run the program but not recover or clean up after it
+     * (the regions' directory was left behind), so it says so first */
+    struct rlimit nf;
+    if (getrlimit(RLIMIT_NOFILE, &nf) == 0 && nf.rlim_max != RLIM_INFINITY && nf.rlim_max < 16) {
+        fprintf(stderr,
+                "loupe record: the hard RLIMIT_NOFILE is %llu: loupe record needs 16 file "
+                "descriptors; start it under a hard limit of 16 or more (the program gets its "
+                "own soft limit back before it runs)\n",
+                (unsigned long long)nf.rlim_max);
+        return REC_EXIT_FAILED;
+    }
     size_t existed;
     int md = make_dirs(abs_log, &existed);
     if (md != 0) {

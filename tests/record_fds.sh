@@ -158,4 +158,12 @@ for lim in 1024:600 16:4 "$low":1; do
   grep -q 'dropped\|could not' "$tmp/nf1" && fail "RLIMIT_NOFILE $n: $(cat "$tmp/nf1")"
   echo "record_fds: RLIMIT_NOFILE $n, $threads threads: $a files untraced, $b under record, $c with --no-sample"
 done
+# a hard limit loupe record cannot work under: said before the program runs, status 120
+( ulimit -n 8; $loupe record -q -o "$tmp/log" -- sh -c 'echo RAN' ) >"$tmp/hard.out" 2>"$tmp/hard.err"
+st=$?
+[ "$st" = 120 ] || fail "hard RLIMIT_NOFILE 8: status $st: $(cat "$tmp/hard.err")"
+[ "$(cat "$tmp/hard.err")" = "loupe record: the hard RLIMIT_NOFILE is 8: loupe record needs 16 file descriptors; start it under a hard limit of 16 or more (the program gets its own soft limit back before it runs)" ] ||
+  fail "hard RLIMIT_NOFILE 8: $(cat "$tmp/hard.err")"
+[ -s "$tmp/hard.out" ] && fail "hard RLIMIT_NOFILE 8: the program ran: $(cat "$tmp/hard.out")"
+echo "record_fds: a hard RLIMIT_NOFILE of 8: refused before the program runs, status 120"
 exit 0
