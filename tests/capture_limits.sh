@@ -47,9 +47,14 @@ run() {
   local mode=$1
   shift
   : >"$tmp/hits"
-  python3 "$tmp/fake.py" "$mode" "$tmp/hits" >"$tmp/port" &
+  # a fresh file per server: the last server's port in it, read before the background job's
+  # redirection truncated it, then read again empty, was a failure at load ("did not start")
+  rm -f "$tmp/port"
+  python3 "$tmp/fake.py" "$mode" "$tmp/hits" >"$tmp/port.new" &
   srv=$!
-  for _ in $(seq 300); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do grep -q '^[0-9][0-9]*$' "$tmp/port.new" 2>/dev/null && break; sleep 0.1; done
+  cp "$tmp/port.new" "$tmp/port" 2>/dev/null
+  rm -f "$tmp/port.new"
   port=$(cat "$tmp/port")
   [ -n "$port" ] || fail "the fake server ($mode) did not start within 30 s"
   out=$(timeout 60 "$loupe" capture "127.0.0.1:$port" --duration-ms 10 --log-dir "$tmp/log" "$@" 2>&1)
