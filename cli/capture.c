@@ -929,6 +929,15 @@ static void grpc_clock(target *t, const env_plane *e, uint64_t req_ns, uint64_t 
     }
     int64_t mid = lo + (hi - lo) / 2;
     uint64_t unc = (uint64_t)(hi - lo + 1) / 2;
+    if (!have_call && e->have_start) {
+        /* The two ends are not alike: the session starts right after the request arrives, but
+         * the reply leaves only after the server's post-processing of the trace (jax 0.10: 17-25
+         * ms of it), so the truth lies near the start's end, hi, and the midpoint put jax's
+         * events that much late under --merge (issue 21: within 0.9-1.4 ms at hi). The estimate
+         * is hi; the uncertainty the whole interval, which still holds the truth. */
+        mid = hi;
+        unc = (uint64_t)(hi - lo);
+    }
     snprintf(vals[0], 32, "%lld", (long long)-mid);
     snprintf(vals[1], 32, "%llu", (unsigned long long)unc);
     snprintf(vals[2], 32, "%llu",
