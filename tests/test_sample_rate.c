@@ -74,9 +74,10 @@ static void test_above_limit_clamped(void **state) {
     assert_string_equal(tu_meta(m, "loupe_sampling", NULL),
                         "2000 Hz task-clock, frame-pointer stacks");
     assert_int_equal(m->sample_period_ns, 500000);
-    /* 200 ms of CPU at 2000 Hz: 400 samples (5000 Hz would give 1000); 10% either way for the
-     * start's and the stop's edges */
-    assert_in_range(m->sample_count, 360, 440);
+    /* 200 ms of CPU at 2000 Hz: 400 samples (5000 Hz would give 1000); 10% over for the start's
+     * and the stop's edges, 25% under for the kernel's frequency mode settling on a loaded
+     * machine (a CI run at load had 336) */
+    assert_in_range(m->sample_count, 300, 440);
 }
 
 static void test_at_limit_silent(void **state) {
@@ -87,7 +88,7 @@ static void test_at_limit_silent(void **state) {
     free(err);
     assert_string_equal(tu_meta(m, "loupe_sampling", NULL),
                         "2000 Hz task-clock, frame-pointer stacks");
-    assert_in_range(m->sample_count, 360, 440);
+    assert_in_range(m->sample_count, 300, 440); /* as above */
 }
 
 int main(void) {
