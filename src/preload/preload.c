@@ -552,7 +552,7 @@ int loupe__kept_counts(loupe_trace_result *res);
  * leaves no files (a shell's fork child that only execs). */
 static void stop_and_write(int for_exec);
 
-/* Registered with atexit() right after the start. */
+/* Registered with atexit() right after the start, and again when main() is entered (below). */
 static void loupe_preload_stop(void) {
     /* A child the program forked inherits this handler: without follow it is not recorded (its
      * session is closed at fork); with follow it stops its own session here, and only the
@@ -561,6 +561,45 @@ static void loupe_preload_stop(void) {
         return;
     }
     stop_and_write(0);
+}
+
+/* ---- the exit stop before the loader's finalisation ----
+ * The constructor's atexit() registration is older than glibc's registration of the loader's
+ * _dl_fini (__libc_start_main makes it after the libraries' constructors ran), so at exit
+ * _dl_fini ran first and the stop ran inside it, from the preload's __cxa_finalize, with the
+ * loader's lock held: a loupe thread in dl_iterate_phdr at that moment (the sampler listing
+ * modules, the keeper symbolising a name) waited for that lock while the stop waited for the
+ * thread, for ever (a fork child that exits 200 ms in, under the preloaded ASan runtime: 5 of 5
+ * hung, record_cli 5c's orphan; gdb: main in pthread_join, both threads in
+ * ___pthread_mutex_lock of _rtld_global). So main() is entered through this wrapper, which
+ * registers the stop again, after _dl_fini: it runs first (LIFO), with the loader unlocked; the
+ * constructor's registration finds the session stopped. */
+typedef int (*main_fn)(int, char **, char **);
+typedef int (*start_main_fn)(main_fn, int, char **, void (*)(void), void (*)(void), void (*)(void),
+                             void *);
+static main_fn real_main;
+
+static int main_wrapper(int argc, char **argv, char **envp) {
+    if (started) {
+        (void)atexit(loupe_preload_stop);
+    }
+    return real_main(argc, argv, envp);
+}
+
+__attribute__((visibility("default"))) int __libc_start_main(main_fn main, int argc, char **argv,
+                                                             void (*init)(void), void (*fini)(void),
+                                                             void (*rtld_fini)(void),
+                                                             void *stack_end);
+__attribute__((visibility("default"))) int __libc_start_main(main_fn main, int argc, char **argv,
+                                                             void (*init)(void), void (*fini)(void),
+                                                             void (*rtld_fini)(void),
+                                                             void *stack_end) {
+    start_main_fn real = (start_main_fn)(uintptr_t)dlsym(RTLD_NEXT, "__libc_start_main");
+    if (real == NULL) {
+        _exit(127); /* no libc to start the program with: nothing else can run it */
+    }
+    real_main = main;
+    return real(main_wrapper, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
 static void set_forks_meta(void);

@@ -967,7 +967,15 @@ static void spool_new(void) {
     if (!loupe__sspool_on()) {
         return;
     }
+    /* Under the table's lock, which fork()'s prepare handler takes: dl_iterate_phdr holds the
+     * loader's lock while it lists the modules, and a fork at that moment left the child's copy
+     * of that lock held by a thread the child does not have, so the child's own sampler (its
+     * first module list) and its exit's stop waited for ever (a fork child under the preloaded
+     * ASan runtime, slow enough to hit the window: 3 of 6 hung, gdb: the child's sampler in
+     * ___pthread_mutex_lock of _rtld_global, its main thread joining it). */
+    pthread_mutex_lock(&s_table_lock);
     loupe__sspool_modules();
+    pthread_mutex_unlock(&s_table_lock);
     for (; s_sp_names < s_nnames; s_sp_names++) {
         loupe__sspool_name(s_names[s_sp_names].tid, s_names[s_sp_names].comm);
     }
