@@ -448,6 +448,18 @@ static void hostile_xspace(const char *path, const unsigned char *nodes, size_t 
     hostile_xspace_as(path, nodes, n, nodes_at, 6);
 }
 
+/* The model of hostile_xspace_as()'s file with its one good stack node {0, 0}: node 0 is "f",
+ * the first sample has it, and the two warnings are the sample without a tid and stack 9. */
+static void assert_one_good_node(const char *path) {
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(path, &m), 0);
+    assert_int_equal(m->stack_node_count, 1);
+    assert_int_equal(m->samples[0].stack, 0);
+    assert_string_equal(m->frames[m->stack_nodes[0].frame].function, "f");
+    assert_int_equal(m->warning_count, 2);
+    loupe_model_free(m);
+}
+
 /* RFC 4648 §10's test vectors, every length of 0..300 bytes of every value round-tripped, and
  * the malformed inputs refused. */
 static void test_b64(void **state) {
@@ -493,15 +505,9 @@ static void test_xplane_samples_base64(void **state) {
     snprintf(path, sizeof path, "%s/b64.xplane.pb", tu_dir);
     size_t at;
     hostile_xspace_as(path, (const unsigned char *)"AAA=", 4, &at, 5); /* {0, 0} */
-    loupe_model *m = NULL;
-    assert_int_equal(loupe_trace_read(path, &m), 0);
-    assert_int_equal(m->stack_node_count, 1);
-    assert_int_equal(m->samples[0].stack, 0);
-    assert_string_equal(m->frames[m->stack_nodes[0].frame].function, "f");
-    assert_int_equal(m->warning_count, 2); /* the sample without a tid, stack 9 */
-    loupe_model_free(m);
+    assert_one_good_node(path);
     hostile_xspace_as(path, (const unsigned char *)"AA=A", 4, &at, 5);
-    m = NULL;
+    loupe_model *m = NULL;
     assert_int_equal(loupe_trace_read(path, &m), LOUPE_EFORMAT);
     assert_null(m);
     /* the stat's offset: its metadata_id field (tag, id 2) and the value's tag and length
@@ -544,12 +550,7 @@ static void test_xplane_hostile_samples(void **state) {
     loupe_model_free(m);
     const unsigned char good[] = {0, 0};
     hostile_xspace(path, good, sizeof good, &at);
-    assert_int_equal(loupe_trace_read(path, &m), 0);
-    assert_int_equal(m->stack_node_count, 1);
-    assert_int_equal(m->samples[0].stack, 0);
-    assert_string_equal(m->frames[m->stack_nodes[0].frame].function, "f");
-    assert_int_equal(m->warning_count, 2); /* the sample without a tid, stack 9 */
-    loupe_model_free(m);
+    assert_one_good_node(path);
     const unsigned char cut[] = {0, 0x80};
     hostile_xspace(path, cut, sizeof cut, &at);
     m = NULL;

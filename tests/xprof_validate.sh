@@ -57,14 +57,19 @@ if ! timeout 120 "$py" "$src/tests/xprof_check.py" --parts 6000 "${parts[@]}" \
 else
   grep -E '^xprof' "$tmp/split.log"
 fi
-if ! timeout 120 "$py" "$src/tests/xprof_check.py" --gpu-processes "$tmp/gpu_processes.xplane.pb" \
-    >"$tmp/gpu.log" 2>&1; then
-  grep -v '^[IW]0000' "$tmp/gpu.log" | tail -20
-  echo "xprof_validate: FAIL: gpu_processes"
-  status=1
-else
-  grep -E '^xprof' "$tmp/gpu.log"
-fi
+# check LABEL PREFIX ARGS...: xprof_check.py ARGS (bounded), its PREFIX lines, or its log's end
+check() {
+  local label=$1 prefix=$2
+  shift 2
+  if ! timeout 120 "$py" "$src/tests/xprof_check.py" "$@" >"$tmp/$label.log" 2>&1; then
+    grep -v '^[IW]0000' "$tmp/$label.log" | tail -20
+    echo "xprof_validate: FAIL: $label"
+    status=1
+  else
+    grep -E "^$prefix" "$tmp/$label.log"
+  fi
+}
+check gpu_processes xprof --gpu-processes "$tmp/gpu_processes.xplane.pb"
 # every stat of every file through jax's ProfileData: test_xplane's dumps and a `loupe record` of
 # a program that sleeps (sampling on: its off-CPU interval's varints are bytes >= 0x80, which
 # 0.4's bytes_values handed to ProfileData's UTF-8 decoding). Not in sanitizer builds (the
@@ -81,12 +86,5 @@ if [ -z "$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")" ]; th
   fi
 fi
 echo "== every stat of ${#every[@]} files"
-if ! timeout 120 "$py" "$src/tests/xprof_check.py" --every-stat "${every[@]}" \
-    >"$tmp/every.log" 2>&1; then
-  grep -v '^[IW]0000' "$tmp/every.log" | tail -20
-  echo "xprof_validate: FAIL: every stat"
-  status=1
-else
-  grep -E '^jax' "$tmp/every.log"
-fi
+check every_stat jax --every-stat "${every[@]}"
 exit $status
