@@ -406,6 +406,10 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
     const loupe__region_hdr *h = r;
     int rc = 0;
     loupe_model *m = NULL;
+    /* before the first goto out: out frees its list (a stopped region's early exit freed an
+     * uninitialised pointer: loupe record's SIGSEGV on the region of an image that exec'd from a
+     * signal handler during its exit's write) */
+    cut_walk cw = {0};
     /* A region cut short (a copy that stopped early, a dump on a full disk): what the file holds
      * is read, its chunks wholly inside it and the parts before them (descriptors, chunk
      * table, names: the first 10% or so); the rest reads as empty, and the chunks in use past
@@ -517,7 +521,7 @@ int loupe_recover_trace(int fd, const loupe_recover_options *o, loupe_trace_resu
                           (o->function_exclude != NULL && o->function_exclude[0] != NULL) ||
                           o->function_depth != 0 || o->function_min_duration_ns != 0,
     };
-    cut_walk cw = {(loupe__region_hdr *)r, cut_at, 0, 0, live, 0, 0, NULL, 0, 0, 0};
+    cw = (cut_walk){(loupe__region_hdr *)r, cut_at, 0, 0, live, 0, 0, NULL, 0, 0, 0};
     int walk = cut_at != 0 || (live && h->shm_anon_chunks != 0);
     if (walk) {
         loupe__threads_each_in(r, cut_thread, &cw);
