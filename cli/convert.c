@@ -58,7 +58,7 @@ static void usage(FILE *f) {
         fprintf(f, "%s\n", d->suffixes[0] != NULL ? ")" : " (--to only)");
     }
     fprintf(f,
-            "                    JSON is gzipped when OUT ends in .gz.\n"
+            "                    JSON and pprof are gzipped when OUT ends in .gz.\n"
             "  --merge-threads   folded stacks and SVG only: one root, \"%s\", for all\n"
             "                    threads (by default each thread is its own root, named by\n"
             "                    the thread's name or \"thread <tid>\", so that two threads'\n"
@@ -237,9 +237,16 @@ int loupe_cmd_convert(int argc, char **argv) {
     }
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
-    fprintf(stderr, "loupe convert: %s -> %s (%s, %lld bytes, %zu thread%s, %zu slice%s)\n", file,
-            out, fd->name, size, m->thread_count, m->thread_count == 1 ? "" : "s", slices,
-            slices == 1 ? "" : "s");
+    if (f == LOUPE_FILE_PPROF) {
+        /* a profile of the samples: its count is what says the file holds what it should */
+        fprintf(stderr, "loupe convert: %s -> %s (%s, %lld bytes, %zu CPU sample%s, %llu lost)\n",
+                file, out, fd->name, size, m->sample_count, m->sample_count == 1 ? "" : "s",
+                (unsigned long long)m->samples_lost);
+    } else {
+        fprintf(stderr, "loupe convert: %s -> %s (%s, %lld bytes, %zu thread%s, %zu slice%s)\n",
+                file, out, fd->name, size, m->thread_count, m->thread_count == 1 ? "" : "s", slices,
+                slices == 1 ? "" : "s");
+    }
     loupe_model_free(m);
     return 0;
 }

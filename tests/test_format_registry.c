@@ -13,29 +13,33 @@
 
 static void test_rows(void **state) {
     (void)state;
-    assert_int_equal(loupe_format_count(), 6);
-    static const char *const names[] = {"json",          "xplane", "perfetto",
-                                        "perfetto-json", "folded", "svg"};
-    static const char *const written[] = {".trace.json.gz",         ".xplane.pb", ".pftrace",
-                                          "perfetto_trace.json.gz", ".folded",    ".svg"};
+    assert_int_equal(loupe_format_count(), 7);
+    static const char *const names[] = {"json",   "xplane", "perfetto", "perfetto-json",
+                                        "folded", "svg",    "pprof"};
+    static const char *const written[] = {
+        ".trace.json.gz", ".xplane.pb", ".pftrace", "perfetto_trace.json.gz",
+        ".folded",        ".svg",       ".pb.gz"};
     static const unsigned bits[] = {LOUPE_FORMAT_CHROME_JSON,
                                     LOUPE_FORMAT_XPLANE,
                                     LOUPE_FORMAT_PERFETTO_PROTO,
                                     LOUPE_FORMAT_PERFETTO_JSON,
                                     0,
+                                    0,
                                     0};
     static const loupe_file_format files[] = {LOUPE_FILE_CHROME_JSON,    LOUPE_FILE_XPLANE,
                                               LOUPE_FILE_PERFETTO_PROTO, LOUPE_FILE_PERFETTO_JSON,
-                                              LOUPE_FILE_FOLDED,         LOUPE_FILE_SVG};
-    static const int gz[] = {1, 0, 0, 1, 0, 0}, host[] = {1, 1, 1, 0, 0, 0},
-                     rd[] = {1, 1, 1, 1, 0, 0};
+                                              LOUPE_FILE_FOLDED,         LOUPE_FILE_SVG,
+                                              LOUPE_FILE_PPROF};
+    static const int gz[] = {1, 0, 0, 1, 0, 0, 1}, host[] = {1, 1, 1, 0, 0, 0, 0},
+                     rd[] = {1, 1, 1, 1, 0, 0, 0};
     static const char *const mime[] = {"application/gzip",
                                        "application/octet-stream",
                                        "application/octet-stream",
                                        NULL,
                                        NULL,
+                                       NULL,
                                        NULL};
-    for (size_t i = 0; i < 6; i++) {
+    for (size_t i = 0; i < 7; i++) {
         const loupe_format_desc *d = loupe_format_info(i);
         assert_non_null(d);
         assert_string_equal(d->name, names[i]);
@@ -57,7 +61,7 @@ static void test_rows(void **state) {
             assert_ptr_equal(loupe_format_by_bit(bits[i]), d);
         }
     }
-    assert_null(loupe_format_info(6));
+    assert_null(loupe_format_info(7));
     assert_null(loupe_format_by_bit(0));
     assert_null(loupe_format_by_bit(LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE));
     assert_null(loupe_format_by_file_format(LOUPE_FILE_UNKNOWN));
@@ -70,6 +74,7 @@ static void test_names_and_paths(void **state) {
     assert_ptr_equal(loupe_format_by_name("collapsed"), loupe_format_info(4));
     assert_null(loupe_format_by_name("JSON")); /* case-sensitive */
     assert_ptr_equal(loupe_format_by_name("flamegraph"), loupe_format_info(5));
+    assert_ptr_equal(loupe_format_by_name("pprof"), loupe_format_info(6));
     assert_null(loupe_format_by_name("png"));
     assert_null(loupe_format_by_name(""));
     assert_null(loupe_format_by_name(NULL));
@@ -89,6 +94,9 @@ static void test_names_and_paths(void **state) {
         {"s.folded", LOUPE_FILE_FOLDED},
         {"s.collapsed", LOUPE_FILE_FOLDED},
         {"s.collapsedstack.txt", LOUPE_FILE_FOLDED},
+        {"cpu.pb.gz", LOUPE_FILE_PPROF},
+        {"cpu.pprof", LOUPE_FILE_PPROF},
+        {"cpu.pprof.gz", LOUPE_FILE_PPROF},
         {"x.yaml", LOUPE_FILE_UNKNOWN},
         {"json", LOUPE_FILE_UNKNOWN},
         {"", LOUPE_FILE_UNKNOWN},

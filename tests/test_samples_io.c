@@ -1,8 +1,8 @@
 /* test_samples_io.c: CPU samples through every format loupe writes and reads back (Perfetto
  * protobuf, Chrome JSON, gzipped Chrome JSON, XPlane): the exact frames (function, file, line,
  * inlined, module, offset), stacks, timestamps, threads and CPUs, the period, the losses and
- * the off-CPU intervals; and the sample-weighted folded stacks. The model is built with the
- * builder (what the sampler fills at a stop). */
+ * the off-CPU intervals; the sample-weighted folded stacks; and pprof's profile.proto. The model is
+ * built with the builder (what the sampler fills at a stop). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -645,6 +645,356 @@ static void test_summary_hot(void **state) {
     free(out);
 }
 
+/* ---- pprof (src/export/pprof.c) ----
+ * A decoder of the profile.proto fields the writer uses (formats.md §6), which renders the
+ * profile as text: sample types, period, mappings, then each sample's values, labels and
+ * locations (a location's lines innermost first, " < " between an inlined call and what it is
+ * inlined into, "@module+0xaddress"), then the comments. */
+
+typedef struct pp_loc {
+    uint64_t id, mapping, address;
+    uint64_t fn[8], line[8];
+    size_t nlines;
+} pp_loc;
+
+typedef struct pp {
+    const char *str[256];
+    size_t str_len[256];
+    size_t nstr;
+    uint64_t fn_id[64], fn_name[64], fn_file[64];
+    size_t nfn;
+    pp_loc loc[64];
+    size_t nloc;
+    uint64_t map_id[16], map_file[16], map_limit[16], map_bid[16], map_flags[16];
+    size_t nmap;
+} pp;
+
+static const char *pp_s(const pp *p, uint64_t i) {
+    assert_true(i < p->nstr);
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) & 3;
+    snprintf(buf[k], sizeof buf[k], "%.*s", (int)p->str_len[i], p->str[i]);
+    return buf[k];
+}
+
+static void pp_field(loupe__pbr *r, loupe__pbf *f) {
+    size_t off;
+    const char *what;
+    assert_int_equal(loupe__pbr_next(r, f, &off, &what), 1);
+}
+
+static loupe__pbr pp_sub(const loupe__pbf *f) {
+    assert_int_equal(f->wire, PB_LEN);
+    return (loupe__pbr){f->data, f->data + f->len, f->data};
+}
+
+static const pp_loc *pp_find_loc(const pp *p, uint64_t id) {
+    for (size_t i = 0; i < p->nloc; i++) {
+        if (p->loc[i].id == id) {
+            return &p->loc[i];
+        }
+    }
+    fail_msg("location %llu is not in the profile", (unsigned long long)id);
+    return NULL;
+}
+
+static const char *pp_fn(const pp *p, uint64_t id, int file) {
+    for (size_t i = 0; i < p->nfn; i++) {
+        if (p->fn_id[i] == id) {
+            return pp_s(p, file ? p->fn_file[i] : p->fn_name[i]);
+        }
+    }
+    fail_msg("function %llu is not in the profile", (unsigned long long)id);
+    return NULL;
+}
+
+static const char *pp_map_file(const pp *p, uint64_t id) {
+    for (size_t i = 0; i < p->nmap; i++) {
+        if (p->map_id[i] == id) {
+            return pp_s(p, p->map_file[i]);
+        }
+    }
+    return "";
+}
+
+/* The profile at path (plain, not gzipped) as text. */
+static char *pprof_text(const char *path) {
+    size_t n;
+    char *bytes = tu_read_file(path, &n);
+    assert_non_null(bytes);
+    static pp p;
+    memset(&p, 0, sizeof p);
+    const uint8_t *b = (const uint8_t *)bytes;
+    /* pass 1: the tables; pass 2: the samples and the rest, in file order */
+    for (int pass = 1; pass <= 2; pass++) {
+        loupe__pbr r = {b, b + n, b};
+        loupe__pbf f;
+        size_t off;
+        const char *what;
+        while (loupe__pbr_next(&r, &f, &off, &what) == 1) {
+            if (pass == 1 && f.field == 6) {
+                assert_true(p.nstr < 256);
+                p.str[p.nstr] = (const char *)f.data;
+                p.str_len[p.nstr++] = f.len;
+            } else if (pass == 1 && f.field == 5) {
+                loupe__pbr q = pp_sub(&f);
+                loupe__pbf g;
+                assert_true(p.nfn < 64);
+                while (loupe__pbr_next(&q, &g, &off, &what) == 1) {
+                    uint64_t *dst = g.field == 1   ? &p.fn_id[p.nfn]
+                                    : g.field == 2 ? &p.fn_name[p.nfn]
+                                    : g.field == 4 ? &p.fn_file[p.nfn]
+                                                   : NULL;
+                    if (g.field == 3) {
+                        assert_true(g.v == p.fn_name[p.nfn]); /* system_name = name */
+                    }
+                    if (dst != NULL) {
+                        *dst = g.v;
+                    }
+                }
+                p.nfn++;
+            } else if (pass == 1 && f.field == 4) {
+                loupe__pbr q = pp_sub(&f);
+                loupe__pbf g;
+                assert_true(p.nloc < 64);
+                pp_loc *l = &p.loc[p.nloc++];
+                while (loupe__pbr_next(&q, &g, &off, &what) == 1) {
+                    if (g.field == 1) {
+                        l->id = g.v;
+                    } else if (g.field == 2) {
+                        l->mapping = g.v;
+                    } else if (g.field == 3) {
+                        l->address = g.v;
+                    } else if (g.field == 4) {
+                        loupe__pbr lr = pp_sub(&g);
+                        loupe__pbf h;
+                        assert_true(l->nlines < 8);
+                        while (loupe__pbr_next(&lr, &h, &off, &what) == 1) {
+                            if (h.field == 1) {
+                                l->fn[l->nlines] = h.v;
+                            } else if (h.field == 2) {
+                                l->line[l->nlines] = h.v;
+                            }
+                        }
+                        l->nlines++;
+                    }
+                }
+            } else if (pass == 1 && f.field == 3) {
+                loupe__pbr q = pp_sub(&f);
+                loupe__pbf g;
+                assert_true(p.nmap < 16);
+                while (loupe__pbr_next(&q, &g, &off, &what) == 1) {
+                    if (g.field == 1) {
+                        p.map_id[p.nmap] = g.v;
+                    } else if (g.field == 3) {
+                        p.map_limit[p.nmap] = g.v;
+                    } else if (g.field == 5) {
+                        p.map_file[p.nmap] = g.v;
+                    } else if (g.field == 6) {
+                        p.map_bid[p.nmap] = g.v;
+                    } else if (g.field >= 7 && g.field <= 10 && g.v != 0) {
+                        p.map_flags[p.nmap] |= 1u << (g.field - 7);
+                    } else {
+                        assert_true(g.v == 0); /* memory_start, file_offset */
+                    }
+                }
+                p.nmap++;
+            }
+        }
+        assert_true(r.p == r.end);
+    }
+    assert_true(p.nstr > 0 && p.str_len[0] == 0); /* string 0 is "" */
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    out[0] = 0;
+#define PUT(...)                                                                                   \
+    (len += (size_t)snprintf(out + len, cap - len, __VA_ARGS__), assert_true(len < cap))
+    loupe__pbr r = {b, b + n, b};
+    loupe__pbf f;
+    size_t off;
+    const char *what;
+    while (loupe__pbr_next(&r, &f, &off, &what) == 1) {
+        if (f.field == 1 || f.field == 11) {
+            loupe__pbr q = pp_sub(&f);
+            loupe__pbf t, u;
+            pp_field(&q, &t);
+            pp_field(&q, &u);
+            PUT("%s %s/%s\n", f.field == 1 ? "type" : "period_type", pp_s(&p, t.v), pp_s(&p, u.v));
+        } else if (f.field == 3) {
+            loupe__pbr q = pp_sub(&f);
+            loupe__pbf g;
+            uint64_t id = 0, limit = 0, file = 0, bid = 0, fl = 0;
+            while (loupe__pbr_next(&q, &g, &off, &what) == 1) {
+                id = g.field == 1 ? g.v : id;
+                limit = g.field == 3 ? g.v : limit;
+                file = g.field == 5 ? g.v : file;
+                bid = g.field == 6 ? g.v : bid;
+                fl |= g.field >= 7 && g.field <= 10 && g.v != 0 ? 1u << (g.field - 7) : 0;
+            }
+            PUT("mapping %llu %s limit 0x%llx%s%s%s%s%s\n", (unsigned long long)id, pp_s(&p, file),
+                (unsigned long long)limit, fl & 1 ? " fn" : "", fl & 2 ? " files" : "",
+                fl & 4 ? " lines" : "", fl & 8 ? " inline" : "", bid != 0 ? " build-id" : "");
+        } else if (f.field == 2) {
+            loupe__pbr q = pp_sub(&f);
+            loupe__pbf g;
+            uint64_t locs[64], vals[3];
+            size_t nl = 0, nv = 0;
+            char labels[256] = "";
+            size_t ll = 0;
+            while (loupe__pbr_next(&q, &g, &off, &what) == 1) {
+                if (g.field == 1) {
+                    assert_true(nl < 64);
+                    locs[nl++] = g.v;
+                } else if (g.field == 2) {
+                    assert_true(nv < 3);
+                    vals[nv++] = g.v;
+                } else if (g.field == 3) {
+                    loupe__pbr lr = pp_sub(&g);
+                    loupe__pbf h;
+                    uint64_t key = 0, sv = 0, num = 0;
+                    int is_num = 0;
+                    while (loupe__pbr_next(&lr, &h, &off, &what) == 1) {
+                        key = h.field == 1 ? h.v : key;
+                        sv = h.field == 2 ? h.v : sv;
+                        if (h.field == 3) {
+                            num = h.v;
+                            is_num = 1;
+                        }
+                    }
+                    ll += (size_t)snprintf(labels + ll, sizeof labels - ll, " %s=", pp_s(&p, key));
+                    ll += is_num ? (size_t)snprintf(labels + ll, sizeof labels - ll, "%llu",
+                                                    (unsigned long long)num)
+                                 : (size_t)snprintf(labels + ll, sizeof labels - ll, "%s",
+                                                    pp_s(&p, sv));
+                }
+            }
+            assert_int_equal(nv, 3);
+            PUT("sample %llu %llu %llu%s |", (unsigned long long)vals[0],
+                (unsigned long long)vals[1], (unsigned long long)vals[2], labels);
+            for (size_t i = 0; i < nl; i++) {
+                const pp_loc *l = pp_find_loc(&p, locs[i]);
+                PUT("%s", i ? " ;" : "");
+                for (size_t k = 0; k < l->nlines; k++) {
+                    PUT("%s %s", k ? " <" : "", pp_fn(&p, l->fn[k], 0));
+                    const char *file = pp_fn(&p, l->fn[k], 1);
+                    if (file[0] != 0 || l->line[k] != 0) {
+                        PUT(" %s:%llu", file, (unsigned long long)l->line[k]);
+                    }
+                }
+                if (l->mapping != 0 || l->address != 0) {
+                    PUT(" @%s+0x%llx", pp_map_file(&p, l->mapping), (unsigned long long)l->address);
+                }
+            }
+            PUT("\n");
+        } else if (f.field == 9 || f.field == 10 || f.field == 12) {
+            PUT("%s %llu\n",
+                f.field == 9    ? "time"
+                : f.field == 10 ? "duration"
+                                : "period",
+                (unsigned long long)f.v);
+        } else if (f.field == 13) {
+            PUT("comment %s\n", pp_s(&p, f.v));
+        } else if (f.field == 14) {
+            PUT("default %s\n", pp_s(&p, f.v));
+        }
+    }
+#undef PUT
+    free(bytes);
+    return out;
+}
+
+static const char expected_pprof_head[] =
+    "type samples/count\n"
+    "type cpu/nanoseconds\n"
+    "type off_cpu/nanoseconds\n"
+    "sample 2 2000000 0 thread=main tid=4242 pid=4242 | helper util.h:3 < work app.c:20 "
+    "@/usr/bin/app+0x1108 ; main app.c:10 @/usr/bin/app+0x1000\n"
+    "sample 1 1000000 0 thread=main tid=4242 pid=4242 | work app.c:20 @/usr/bin/app+0x1100 ; "
+    "main app.c:10 @/usr/bin/app+0x1000\n"
+    "sample 1 1000000 0 thread=worker tid=4243 pid=4242 | do_syscall_64 @[kernel]+0x0 ; memcpy "
+    "@/lib/x86_64-linux-gnu/libc.so.6+0x9abc0 ; work app.c:20 @/usr/bin/app+0x1100 ; main "
+    "app.c:10 @/usr/bin/app+0x1000\n"
+    "sample 1 1000000 0 thread=worker tid=4243 pid=4242 | jit 0x7f00\n"
+    "sample 1 1000000 0 thread=worker tid=4243 pid=4242 | [no stack]\n"
+    "sample 0 0 250 thread=main tid=4242 pid=4242 | [off-CPU]\n"
+    "sample 0 0 1500000 thread=main tid=4242 pid=4242 | [off-CPU: waiting]\n"
+    "sample 0 0 500 thread=main tid=4242 pid=4242 | [off-CPU: preempted]\n"
+    "mapping 1 /usr/bin/app limit 0x1109 fn files lines inline\n"
+    "mapping 2 [kernel] limit 0x1 fn\n"
+    "mapping 3 /lib/x86_64-linux-gnu/libc.so.6 limit 0x9abc1 fn";
+static const char expected_pprof_tail[] = "time 1700000000000000000\n"
+                                          "duration 10000000\n"
+                                          "period_type cpu/nanoseconds\n"
+                                          "period 1000000\n"
+                                          "comment written by loupe " LOUPE_VERSION_STRING "\n"
+                                          "comment 6 CPU samples every 1000000 ns, 3 lost\n"
+                                          "comment process 4242 app on box: 6 samples\n"
+                                          "default cpu\n";
+
+/* The sampled model as pprof: every sample, location, line, mapping and label exact; a second
+ * write gives the same bytes, and a gzipped one the same bytes gzipped. libc's mapping has a
+ * build-id exactly when the file is there to read it from. */
+static void test_pprof(void **state) {
+    (void)state;
+    loupe_model *m = sampled_model();
+    char path[512];
+    snprintf(path, sizeof path, "%s/cpu.pprof", tu_dir);
+    assert_int_equal(loupe_file_format_from_name(path), LOUPE_FILE_PPROF);
+    assert_int_equal(loupe_file_format_from_name("cpu.pb.gz"), LOUPE_FILE_PPROF);
+    assert_int_equal(loupe_file_format_from_name("cpu.pb"), LOUPE_FILE_PERFETTO_PROTO);
+    assert_int_equal(loupe_file_format_parse("pprof"), LOUPE_FILE_PPROF);
+    if (loupe_trace_write(m, path, LOUPE_FILE_PPROF) != 0) {
+        fail_msg("%s: %s", path, loupe_last_error());
+    }
+    char *t = pprof_text(path);
+    size_t head = strlen(expected_pprof_head);
+    assert_memory_equal(t, expected_pprof_head, head);
+    int libc = access("/lib/x86_64-linux-gnu/libc.so.6", R_OK) == 0;
+    const char *rest = t + head;
+    const char *want = libc ? " build-id\n" : "\n";
+    assert_memory_equal(rest, want, strlen(want));
+    assert_string_equal(rest + strlen(want), expected_pprof_tail);
+    size_t n1, n2;
+    char *b1 = tu_read_file(path, &n1);
+    char path2[512];
+    snprintf(path2, sizeof path2, "%s/cpu.pb.gz", tu_dir);
+    assert_int_equal(loupe_trace_write(m, path, LOUPE_FILE_PPROF), 0);
+    char *b2 = tu_read_file(path, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(b1, b2, n1);
+    assert_int_equal(loupe_trace_write(m, path2, LOUPE_FILE_PPROF), 0);
+    char *gz = tu_read_file(path2, &n2); /* gunzipped: the same bytes */
+    assert_int_equal(n1, n2);
+    assert_memory_equal(b1, gz, n1);
+    free(gz);
+    FILE *g = fopen(path2, "rb");
+    assert_non_null(g);
+    assert_int_equal(fgetc(g), 0x1f); /* gzip's magic (RFC 1952) */
+    assert_int_equal(fgetc(g), 0x8b);
+    fclose(g);
+    free(b1);
+    free(b2);
+    free(t);
+    /* no samples and no off-CPU time: an error, and no file */
+    loupe_model bare = *m;
+    loupe_model_thread th[2];
+    memcpy(th, m->threads, sizeof th);
+    th[0].off_cpu_count = 0;
+    th[1].off_cpu_count = 0;
+    bare.threads = th;
+    bare.sample_count = 0;
+    snprintf(path, sizeof path, "%s/none.pb.gz", tu_dir);
+    assert_int_equal(loupe_trace_write(&bare, path, LOUPE_FILE_PPROF), LOUPE_EUNSUPPORTED);
+    assert_string_equal(loupe_last_error(),
+                        "the trace holds no CPU samples, and a pprof profile is made of them: "
+                        "record with sampling on (loupe record samples at 999 Hz unless "
+                        "--no-sample; loupe_trace_options.sampling_hz)");
+    assert_int_equal(access(path, F_OK), -1);
+    loupe_model_free(m);
+}
+
 int main(int argc, char **argv) {
     /* --write-pftrace PATH: the sampled model as a .pftrace, for tests/perfetto_samples.sh */
     if (argc == 3 && strcmp(argv[1], "--write-pftrace") == 0) {
@@ -668,6 +1018,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_xplane_hostile_samples, tu_setup, tu_teardown),
         cmocka_unit_test(test_b64),
         cmocka_unit_test_setup_teardown(test_xplane_samples_base64, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_pprof, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,11 @@
  *                   distinct stack, its width the stack's total time; stacks are cut at 1024
  *                   zones (the rest of a deeper stack is one "[deeper zones]" box); or of the
  *                   CPU samples, widths in samples (loupe_flame_weight)
+ *   PPROF           pprof's profile.proto of the CPU samples (github.com/google/pprof, for
+ *                   `go tool pprof`, Pyroscope, Parca), gzipped when the path ends in ".gz"
+ *                   (cpu.pb.gz); sample types samples/count, cpu/nanoseconds and
+ *                   off_cpu/nanoseconds (docs/formats.md); LOUPE_EUNSUPPORTED and no file for a
+ *                   model with no CPU samples and no off-CPU time
  *
  * The format registry: every format loupe knows is one loupe_format_desc (its names, file names,
  * run-directory bit, ...), listed by loupe_format_count() / loupe_format_info() in a fixed order
@@ -40,7 +45,8 @@ typedef enum loupe_file_format {
     LOUPE_FILE_PERFETTO_PROTO = 3,
     LOUPE_FILE_FOLDED = 4,
     LOUPE_FILE_PERFETTO_JSON = 5,
-    LOUPE_FILE_SVG = 6
+    LOUPE_FILE_SVG = 6,
+    LOUPE_FILE_PPROF = 7
 } loupe_file_format;
 
 /** One format of the registry. Lifetime: static (all strings and arrays too). */
@@ -71,7 +77,7 @@ LOUPE_API const loupe_format_desc *loupe_format_info(size_t i);
 
 /** The format whose name or one of whose aliases is exactly name (case-sensitive): "json" and
  * "chrome"; "xplane"; "perfetto" and "pftrace"; "perfetto-json"; "folded" and "collapsed";
- * "svg" and "flamegraph".
+ * "svg" and "flamegraph"; "pprof".
  * NULL for anything else or NULL. Thread-safety: any thread. */
 LOUPE_API const loupe_format_desc *loupe_format_by_name(const char *name);
 
@@ -99,22 +105,23 @@ LOUPE_API int loupe_format_parse_list(const char *list, unsigned *bits);
 /** The format a file name asks for, from its extension (loupe_format_by_path()): *.json,
  * *.json.gz -> CHROME_JSON; *.xplane.pb, *.xspace.pb -> XPLANE; *.pftrace, *.perfetto-trace,
  * *.perfetto, *.pb -> PERFETTO_PROTO; *.folded, *.collapsed, *.collapsedstack.txt, *.txt ->
- * FOLDED; *.svg -> SVG; else UNKNOWN. Thread-safety: any thread. */
+ * FOLDED; *.svg -> SVG; *.pb.gz, *.pprof, *.pprof.gz -> PPROF; else UNKNOWN. Thread-safety: any
+ * thread. */
 LOUPE_API loupe_file_format loupe_file_format_from_name(const char *path);
 
 /** Parses a format name (loupe_format_by_name()): "json", "xplane", "perfetto", "perfetto-json",
- * "folded", "svg" (also "chrome", "pftrace", "collapsed", "flamegraph"). UNKNOWN for anything
- * else or NULL.
- * Thread-safety: any thread. */
+ * "folded", "svg", "pprof" (also "chrome", "pftrace", "collapsed", "flamegraph"). UNKNOWN for
+ * anything else or NULL. Thread-safety: any thread. */
 LOUPE_API loupe_file_format loupe_file_format_parse(const char *name);
 
-/** Writes m to path in the given format (CHROME_JSON and PERFETTO_JSON gzipped when path ends
- * in ".gz"). The file is written as <path>.tmp and renamed when
+/** Writes m to path in the given format (CHROME_JSON, PERFETTO_JSON and PPROF gzipped when
+ * path ends in ".gz"). The file is written as <path>.tmp and renamed when
  * complete: a failure leaves no file at path that looks finished (an existing file there is
  * kept). Errors: LOUPE_EINVALID (NULL, unknown format), LOUPE_EIO (cannot create or write:
  * the detail names the path and errno), LOUPE_EUNSUPPORTED (a format limit, e.g. an XSpace over
- * 2 GiB: the detail says which), LOUPE_ENOMEM. Memory: the writers stream; XPLANE, FOLDED and SVG
- * keep their name tables (distinct names / stacks), not the events. A gzipped file is deflated
+ * 2 GiB, or PPROF of a model without CPU samples: the detail says which), LOUPE_ENOMEM. Memory:
+ * the writers stream; XPLANE, FOLDED, SVG and PPROF keep their name tables (distinct names /
+ * stacks), not the events. A gzipped file is deflated
  * in 1 MiB blocks on up to 3 helper threads (one less than the CPUs; LOUPE_GZIP_THREADS=1..4
  * sets the threads in all, 1 = this thread alone), joined before the call returns; the file is
  * one gzip member whose bytes do not depend on the number of threads.

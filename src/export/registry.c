@@ -107,6 +107,19 @@ static const loupe__format rows[] = {
       .can_write = 1,
       .can_read = 0},
      loupe__write_svg},
+    {{.name = "pprof",
+      .aliases = NONE,
+      .description = "pprof's profile.proto of the CPU samples (go tool pprof, Pyroscope)",
+      .file_format = LOUPE_FILE_PPROF,
+      .run_dir_bit = 0,
+      .suffix = ".pb.gz",
+      .host_prefixed = 0,
+      .suffixes = LIST(".pb.gz", ".pprof", ".pprof.gz"),
+      .gzip = 1,
+      .mime_type = NULL,
+      .can_write = 1,
+      .can_read = 0},
+     loupe__write_pprof},
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])

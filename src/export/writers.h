@@ -34,6 +34,10 @@ int loupe__write_svg(const loupe_model *m, loupe__sink *s);
 int loupe__write_folded_weighted(const loupe_model *m, loupe__sink *s, int weight);
 int loupe__write_svg_weighted(const loupe_model *m, loupe__sink *s, int weight);
 
+/* pprof's profile.proto of the CPU samples and off-CPU time (pprof.c; gzip is the caller's: the
+ * sink's). LOUPE_EUNSUPPORTED for a model with neither, before writing a byte. */
+int loupe__write_pprof(const loupe_model *m, loupe__sink *s);
+
 /* Perfetto native protobuf (.pftrace; perfetto_proto.c): a sequence per track, interned names,
  * delta timestamps on an incremental clock, streamed packet by packet, deflated into
  * compressed_packets chunks unless LOUPE_PERFETTO_COMPRESS=0. */

@@ -8,12 +8,10 @@
 
 #include "record/sample.h"
 
+#include "base/elf_id.h"
 #include "base/ownfd.h"
 
 #include <elf.h>
-#ifdef LOUPE_HAVE_LIBDW
-#include <gelf.h>
-#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -630,39 +628,12 @@ void loupe__sspool_read_free(loupe__sspool_read *r) {
 }
 
 #ifdef LOUPE_HAVE_LIBDW
-/* 1 when the file's GNU build-id note (in its SHT_NOTE sections) is not id; 0 when it is, or
- * when the file cannot tell (gone, not ELF, no such note). */
+/* 1 when the file's GNU build-id note is not id; 0 when it is, or when the file cannot tell
+ * (gone, not ELF, no such note). */
 static int build_id_differs(const char *path, const unsigned char *id, uint32_t n) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    (void)elf_version(EV_CURRENT);
-    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    int differs = 0;
-    for (Elf_Scn *scn = e != NULL ? elf_nextscn(e, NULL) : NULL; scn != NULL;
-         scn = elf_nextscn(e, scn)) {
-        GElf_Shdr sh;
-        if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_NOTE) {
-            continue;
-        }
-        Elf_Data *d = elf_getdata(scn, NULL);
-        size_t off = 0, name_off, desc_off;
-        GElf_Nhdr nh;
-        while (d != NULL && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0) {
-                differs = nh.n_descsz != n || memcmp((const char *)d->d_buf + desc_off, id, n) != 0;
-                goto done;
-            }
-        }
-    }
-done:
-    if (e != NULL) {
-        elf_end(e);
-    }
-    close(fd);
-    return differs;
+    unsigned char got[MAX_BUILD_ID];
+    size_t k = loupe__elf_build_id(path, got, sizeof got);
+    return k != 0 && (k != n || memcmp(got, id, n) != 0);
 }
 #endif
 
