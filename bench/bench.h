@@ -33,6 +33,7 @@ void bench_least_args(uint64_t n);
 
 /* zones.c: loupe's recording cases (one zone per iteration unless said). */
 void bench_zone_static(uint64_t n);
+void bench_zone_explicit(uint64_t n);
 void bench_zone_dyn(uint64_t n);        /* 16-byte dynamic name */
 void bench_zone_args(uint64_t n);       /* a static zone with two int64 arguments */
 void bench_zone_args_fused(uint64_t n); /* the same in one LOUPE_ZONE_ARGS call */

@@ -32,6 +32,8 @@ static bench_case *cpu_row(const char *name, bench_loop_fn fn, uint64_t n,
 void bench_cases_zones(void) {
     bench_k.zone_static = bench_loupe_case("loupe static zone, tracing", "ns/zone",
                                            bench_zone_static, bench_scaled(500000), 2, 0);
+    bench_loupe_case("loupe explicit zone (loupe_zone_begin/end), tracing", "ns/zone",
+                     bench_zone_explicit, bench_scaled(500000), 2, 0);
     {
         /* A 16-byte name is copied inline after its begin, 15 bytes per 16-byte slot: 2 slots,
          * so a dynamic zone is 4 events (begin, 2 name slots, end). */

@@ -12,6 +12,19 @@ __attribute__((noinline)) void bench_zone_static(uint64_t n) {
     }
 }
 
+/* The explicit form (loupe_zone_begin / loupe_zone_end): out of line while tracing, for the
+ * stack of open explicit zones that lets a skipped end give its slot back. */
+static const loupe_srcloc explicit_sl = {"zone_explicit", "bench_zone_explicit", "zones.c", 0,
+                                         LOUPE_LEVEL_INFO};
+
+__attribute__((noinline)) void bench_zone_explicit(uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        loupe_zone_begin(&explicit_sl);
+        __asm__ volatile("");
+        loupe_zone_end(&explicit_sl);
+    }
+}
+
 __attribute__((noinline)) void bench_zone_dyn(uint64_t n) {
     /* A name the compiler cannot see as a constant: the caller's buffer. */
     static char name[] = BENCH_DYN_NAME;

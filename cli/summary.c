@@ -1053,7 +1053,8 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
                (unsigned long long)m->unmatched_ends);
     }
     if (m->truncated_zones > 0) {
-        printf("truncated zones: %llu (still open at the end of the trace, ended there)\n",
+        printf("truncated zones: %llu (their ends never came: ended by an outer zone's end, or at "
+               "the end of the trace)\n",
                (unsigned long long)m->truncated_zones);
     }
     putchar('\n');

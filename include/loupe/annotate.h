@@ -41,9 +41,11 @@
  * a zone deeper in the stack closes the zones above it there (they lost their ends: an early
  * return, a longjmp) and marks them truncated; an end that matches no open zone is counted
  * (loupe_trace_result.unmatched_ends) and ignored. Neither corrupts the nesting of other zones.
- * The end of a scoped zone (LOUPE_ZONE*, loupe::Zone) also gives back the slots the skipped ends
- * kept (each begin keeps one for its end), so skipped ends never fill a thread's buffer; an
- * explicit loupe_zone_begin()'s skipped end keeps its slot until the session ends.
+ * The end of a zone also gives back the slots the skipped ends kept (each begin keeps one for
+ * its end), so skipped ends never fill a thread's buffer: a scoped zone's (LOUPE_ZONE*,
+ * loupe::Zone) from what its context noted at the begin, an explicit loupe_zone_end()'s from
+ * the thread's stack of open explicit zones (256 deep: zones begun deeper than that keep their
+ * skipped ends' slots until the session ends).
  * Arguments attach to the innermost zone that was recorded: an argument inside a zone filtered
  * out by its level goes to the enclosing recorded zone.
  * Names of static zones are read at the stop: a zone recorded in a shared library that is
@@ -88,9 +90,14 @@ enum {
                                                    the innermost zone that was recorded */
 };
 
-/** Begins a zone at srcloc (explicit form). Returns the session state it was recorded under, or
- * 0 when it was not recorded; pass that to loupe_zone_end_state() or use loupe_zone_end(). */
-LOUPE__INLINE uint64_t loupe_zone_begin(const loupe_srcloc *sl) {
+/* The explicit zones' begin and end, out of line (src/record/record.c): each keeps the zone on
+ * the thread's stack of open explicit zones (LOUPE__XSTACK deep), so that an end that closes
+ * zones above its own (their ends skipped) gives back the ends they kept. */
+LOUPE_API uint64_t loupe__zone_begin_x(uint64_t s, const loupe_srcloc *sl);
+LOUPE_API void loupe__zone_end_x(uint64_t s, const loupe_srcloc *sl);
+
+/* A scoped zone's begin (LOUPE_ZONE*, loupe::Zone): its context keeps what the end needs. */
+LOUPE__INLINE uint64_t loupe__zone_begin_scoped(const loupe_srcloc *sl) {
     uint64_t s = loupe__state_now();
     if (__builtin_expect(LOUPE__STATE_LEVEL(s) < sl->level, 1)) {
         return 0;
@@ -98,11 +105,26 @@ LOUPE__INLINE uint64_t loupe_zone_begin(const loupe_srcloc *sl) {
     return loupe__push(s, LOUPE__ADDR(sl), 1);
 }
 
+/** Begins a zone at srcloc (explicit form). Returns the session state it was recorded under, or
+ * 0 when it was not recorded; pass that to loupe_zone_end_state() or use loupe_zone_end().
+ * Not tracing (or the level filters it out): the three instructions of a zone, inline; tracing:
+ * one call into the library, which records the begin and notes the zone on the thread's stack of
+ * open explicit zones (the 256 innermost are kept: an end beyond that depth gives nothing
+ * back). */
+LOUPE__INLINE uint64_t loupe_zone_begin(const loupe_srcloc *sl) {
+    uint64_t s = loupe__state_now();
+    if (__builtin_expect(LOUPE__STATE_LEVEL(s) < sl->level, 1)) {
+        return 0;
+    }
+    return loupe__zone_begin_x(s, sl);
+}
+
 /** Ends the zone begun with loupe_zone_begin(sl) under state s (its return value); nothing when s
- * is 0 (the begin was not recorded). */
+ * is 0 (the begin was not recorded). When sl is not the innermost open explicit zone, the end
+ * closes the zones above it (see "Nesting" above) and gives back the ends they kept. */
 LOUPE__INLINE void loupe_zone_end_state(const loupe_srcloc *sl, uint64_t s) {
     if (s != 0) {
-        loupe__push_end(s, LOUPE__ADDR(sl) | LOUPE__K_END);
+        loupe__zone_end_x(s, sl);
     }
 }
 
@@ -386,7 +408,7 @@ namespace loupe {
 class Zone {
   public:
     explicit Zone(const loupe_srcloc *sl)
-        : sl_(sl), s_(loupe_zone_begin(sl)), open_(s_ != 0 ? loupe__open_now() : 0) {}
+        : sl_(sl), s_(loupe__zone_begin_scoped(sl)), open_(s_ != 0 ? loupe__open_now() : 0) {}
     /** A zone with its arguments (LOUPE_ZONE_ARGS): n of detail::arg()'s values, 1..4. */
     template <typename... A>
     Zone(const loupe_srcloc *sl, unsigned n, A... a)
@@ -466,7 +488,7 @@ template <typename T> inline loupe__argv arg(const char *k, T v) noexcept {
     LOUPE__SL(id, (level), name);                                                                  \
     loupe_zone_ctx LOUPE__CAT(loupe__z_, id)                                                       \
         __attribute__((cleanup(loupe__zone_cleanup), unused)) = loupe__zone_ctx_make(              \
-            &LOUPE__CAT(loupe__sl_, id), loupe_zone_begin(&LOUPE__CAT(loupe__sl_, id)))
+            &LOUPE__CAT(loupe__sl_, id), loupe__zone_begin_scoped(&LOUPE__CAT(loupe__sl_, id)))
 #define LOUPE_ZONE_L(level, name) LOUPE__ZONE_ID(__COUNTER__, level, name)
 /* C11 _Generic picks each value's type (the controlling expression is not evaluated; the value
  * is, once, as the call's argument). Pointers and structs match no entry: a compile error. */

@@ -682,6 +682,75 @@ void loupe__end_dyn(uint64_t s) {
     loupe__push_end(s, LOUPE__K_END);
 }
 
+/* ---- explicit zones (loupe_zone_begin / loupe_zone_end) ----
+ * A scoped zone's context notes, at its begin, how many ends the thread keeps (loupe__open_now),
+ * so its end gives back those of deeper zones whose ends never came. An explicit end has only
+ * its srcloc: these keep, per thread, the stack of open explicit zones with that same count, and
+ * an end that matches a zone below the top closes the ones above it (as the reader does) and
+ * passes the count to the end, which gives their kept ends back. 0.4 kept them: 10,000
+ * longjmps out of two explicit zones dropped 31,812 of 55,906 events. */
+
+#define XSTACK 256u /* entries: one 4 KiB page */
+
+typedef struct loupe__xent {
+    uint64_t b;    /* the srcloc's address */
+    uint64_t open; /* loupe__open_now() right after its begin */
+} loupe__xent;
+
+_Static_assert(XSTACK * sizeof(loupe__xent) == 4096, "the stack is one page");
+
+uint64_t loupe__zone_begin_x(uint64_t s, const loupe_srcloc *sl) {
+    uint64_t b = LOUPE__ADDR(sl);
+    uint64_t before = loupe__open_now();
+    uint64_t r = loupe__push(s, b, 1);
+    loupe__thread *t = (loupe__thread *)(void *)loupe__tls;
+    if (r == 0 || t == NULL) {
+        return r;
+    }
+    if (t->xstate != s) {
+        t->xstate = s;
+        t->xdepth = 0;
+    }
+    if (t->xs == NULL) {
+        /* mmap, not malloc: a first explicit zone may come from a signal handler */
+        void *p = mmap(NULL, XSTACK * sizeof(loupe__xent), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        t->xs = p != MAP_FAILED ? p : NULL;
+    }
+    uint32_t d = t->xdepth;
+    /* Zones closed meanwhile by a scoped zone's give-back (a longjmp out of an explicit zone
+     * inside a LOUPE_ZONE): one still open noted no more kept ends than are kept now. */
+    while (d > 0 && d <= XSTACK && t->xs != NULL && t->xs[d - 1].open > before) {
+        d--;
+    }
+    if (d < XSTACK && t->xs != NULL) {
+        t->xs[d] = (loupe__xent){b, loupe__open_now()};
+    }
+    t->xdepth = d + 1;
+    return r;
+}
+
+void loupe__zone_end_x(uint64_t s, const loupe_srcloc *sl) {
+    uint64_t b = LOUPE__ADDR(sl);
+    uint64_t open = 0; /* 0: nothing given back */
+    loupe__thread *t = (loupe__thread *)(void *)loupe__tls;
+    if (t != NULL && t->xstate == s && t->xdepth > 0) {
+        uint32_t d = t->xdepth;
+        if (d > XSTACK || t->xs == NULL) {
+            t->xdepth = d - 1; /* beyond the stack: the zone is not known, as before */
+        } else {
+            for (uint32_t i = d; i-- > 0;) {
+                if (t->xs[i].b == b) {
+                    open = t->xs[i].open;
+                    t->xdepth = i;
+                    break;
+                }
+            }
+        }
+    }
+    loupe__push_end_open(s, b | LOUPE__K_END, open);
+}
+
 /* Writes a two-slot record, followed by a copied string when str is not NULL (its length goes
  * in the value). Arguments and flows carry ts 0: the collector does not read it, and skipping
  * the TSC read halves an argument's cost. */

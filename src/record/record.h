@@ -81,12 +81,18 @@ typedef struct loupe__thread {
                                (owner only; valid while fgen is the session's generation) */
     uint64_t depth_over;    /* open zones whose ends did not fit the segment after hot.resv (a
                                ring's segment smaller than the depth; record.c's set_cur) */
+    uint64_t xstate; /* the session state xdepth counts for (owner only) */
+    uint32_t xdepth; /* explicit zones open (loupe_zone_begin; the first LOUPE__XSTACK in xs) */
+    uint32_t pad_x;
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
     uint32_t free_next;      /* free stack link (descriptor index + 1) */
     int32_t free;            /* on the free stack; set to 0 last when it is reused (atomic) */
     uint32_t name_set;       /* loupe_set_thread_name() named it (atomic) */
     uint64_t keeper_scanned; /* slots of this session the keeper scanned for names (keeper.c) */
+    struct loupe__xent *xs;  /* the open explicit zones, innermost last (a page of the owner's
+                                memory, mapped at its first explicit zone; kept with the
+                                descriptor for its next owner; record.c) */
     char name[LOUPE__NAME_MAX];
 } __attribute__((aligned(64))) loupe__thread;
 
@@ -167,7 +173,7 @@ typedef struct loupe__region_hdr {
  * argument is one K_ARG slot (loupe/detail/hot.h), 5 since a shared region grows page by page
  * within its file system's room (the header's shm_* fields, LOUPE__META_ANON). A region of another
  * version is not read (recover.c says which version it found). */
-#define LOUPE__REGION_VERSION 5u
+#define LOUPE__REGION_VERSION 6u
 
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;
