@@ -688,23 +688,34 @@ void loupe__end_dyn(uint64_t s) {
  * its srcloc: these keep, per thread, the stack of open explicit zones with that same count, and
  * an end that matches a zone below the top closes the ones above it (as the reader does) and
  * passes the count to the end, which gives their kept ends back. 0.4 kept them: 10,000
- * longjmps out of two explicit zones dropped 31,812 of 55,906 events. */
+ * longjmps out of two explicit zones dropped 31,812 of 55,906 events. A begin that was dropped
+ * is on the stack too, so that its end is neither written (into a slot an outer zone kept) nor
+ * counted a second time (the begin counted it). */
 
 #define XSTACK 256u /* entries: one 4 KiB page */
+/* An entry of a begin that was dropped (counted with its end): open holds the ends kept before
+ * it, with this bit. Its end is then not written (nor counted again). */
+#define XDROPPED (1ull << 63)
 
 typedef struct loupe__xent {
     uint64_t b;    /* the srcloc's address */
-    uint64_t open; /* loupe__open_now() right after its begin */
+    uint64_t open; /* loupe__open_now() right after its begin; XDROPPED | before it, dropped */
 } loupe__xent;
 
 _Static_assert(XSTACK * sizeof(loupe__xent) == 4096, "the stack is one page");
+
+/* 1 when the entry's zone was closed by an end that gave its kept end back (a scoped zone's,
+ * around it): a zone still open noted no more kept ends than are kept now, kept counting it. */
+static int xent_closed(const loupe__xent *x, uint64_t kept) {
+    return (x->open & XDROPPED) != 0 ? (x->open & ~XDROPPED) > kept : x->open > kept;
+}
 
 uint64_t loupe__zone_begin_x(uint64_t s, const loupe_srcloc *sl) {
     uint64_t b = LOUPE__ADDR(sl);
     uint64_t before = loupe__open_now();
     uint64_t r = loupe__push(s, b, 1);
     loupe__thread *t = (loupe__thread *)(void *)loupe__tls;
-    if (r == 0 || t == NULL) {
+    if (t == NULL) {
         return r;
     }
     if (t->xstate != s) {
@@ -719,12 +730,12 @@ uint64_t loupe__zone_begin_x(uint64_t s, const loupe_srcloc *sl) {
     }
     uint32_t d = t->xdepth;
     /* Zones closed meanwhile by a scoped zone's give-back (a longjmp out of an explicit zone
-     * inside a LOUPE_ZONE): one still open noted no more kept ends than are kept now. */
-    while (d > 0 && d <= XSTACK && t->xs != NULL && t->xs[d - 1].open > before) {
+     * inside a LOUPE_ZONE) leave the stack. */
+    while (d > 0 && d <= XSTACK && t->xs != NULL && xent_closed(&t->xs[d - 1], before)) {
         d--;
     }
     if (d < XSTACK && t->xs != NULL) {
-        t->xs[d] = (loupe__xent){b, loupe__open_now()};
+        t->xs[d] = (loupe__xent){b, r != 0 ? loupe__open_now() : XDROPPED | before};
     }
     t->xdepth = d + 1;
     return r;
@@ -747,6 +758,9 @@ void loupe__zone_end_x(uint64_t s, const loupe_srcloc *sl) {
                 }
             }
         }
+    }
+    if ((open & XDROPPED) != 0) {
+        return; /* its begin was dropped and counted this end with it */
     }
     loupe__push_end_open(s, b | LOUPE__K_END, open);
 }

@@ -81,7 +81,7 @@ typedef struct loupe__thread {
                                (owner only; valid while fgen is the session's generation) */
     uint64_t depth_over;    /* open zones whose ends did not fit the segment after hot.resv (a
                                ring's segment smaller than the depth; record.c's set_cur) */
-    uint64_t xstate; /* the session state xdepth counts for (owner only) */
+    uint64_t xstate;        /* the session state xdepth counts for (owner only) */
     uint32_t xdepth; /* explicit zones open (loupe_zone_begin; the first LOUPE__XSTACK in xs) */
     uint32_t pad_x;
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
