@@ -1053,8 +1053,8 @@ static void print_text(const char *file, const loupe_model *m, const row *rows, 
                (unsigned long long)m->unmatched_ends);
     }
     if (m->truncated_zones > 0) {
-        printf("truncated zones: %llu (their ends never came: ended by an outer zone's end, or at "
-               "the end of the trace)\n",
+        printf("truncated zones: %llu (cut short: an end that never came, closed by an outer "
+               "zone's end or the stop, or a begin before a keep-last window)\n",
                (unsigned long long)m->truncated_zones);
     }
     putchar('\n');
