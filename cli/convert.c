@@ -39,7 +39,10 @@ static void usage(FILE *f) {
     fprintf(f,
             ",\n"
             "gzipped or not, or a run directory / log_dir holding one (as for loupe\n"
-            "summary). The input format is found from the file's bytes.\n"
+            "summary). The input format is found from the file's bytes. What the reader\n"
+            "dropped or repaired in IN (a cut file, excluded events) is printed as warnings\n"
+            "and kept in the output's metadata, \"loupe_reader_warnings\" (one per line), in\n"
+            "the formats that carry metadata (json, xplane, perfetto, perfetto-json).\n"
             "\n"
             "options:\n"
             "  -o, --output OUT  the file to write (replaced only once complete)\n"
@@ -88,6 +91,62 @@ __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
 }
 
 /* Writes m with all its tracks as one (see the top of the file). */
+/* The key under which a converted file keeps what the reader of its input dropped or repaired
+ * (the reader's warnings, one per line), in the formats that carry metadata (Chrome JSON's
+ * "metadata", XPlane's and Perfetto's trace stats): a converted file says what it lost. */
+#define READER_WARNINGS_KEY "loupe_reader_warnings"
+
+/* m with its reader's warnings added to its metadata (joined to any the input already carried
+ * under the key) in *out, whose metadata array and text are allocated in *owned_kv and
+ * *owned_text (the caller frees both); *out = *m when there are none. -1 on out-of-memory. */
+static int with_warnings(const loupe_model *m, loupe_model *out, loupe_kv **owned_kv,
+                         char **owned_text) {
+    *out = *m;
+    *owned_kv = NULL;
+    *owned_text = NULL;
+    if (m->warning_count == 0) {
+        return 0;
+    }
+    const char *prior = NULL;
+    size_t len = 1;
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, READER_WARNINGS_KEY) == 0) {
+            prior = m->metadata[i].value;
+            len += strlen(prior) + 1;
+        }
+    }
+    for (size_t i = 0; i < m->warning_count; i++) {
+        len += strlen(m->warnings[i]) + 1;
+    }
+    char *text = malloc(len);
+    loupe_kv *kv = malloc((m->metadata_count + 1) * sizeof(*kv));
+    if (text == NULL || kv == NULL) {
+        free(text);
+        free(kv);
+        return -1;
+    }
+    size_t n = 0;
+    if (prior != NULL && prior[0] != 0) {
+        n += (size_t)sprintf(text + n, "%s\n", prior);
+    }
+    for (size_t i = 0; i < m->warning_count; i++) {
+        n +=
+            (size_t)sprintf(text + n, "%s%s", m->warnings[i], i + 1 < m->warning_count ? "\n" : "");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, READER_WARNINGS_KEY) != 0) {
+            kv[k++] = m->metadata[i];
+        }
+    }
+    kv[k++] = (loupe_kv){READER_WARNINGS_KEY, text};
+    out->metadata = kv;
+    out->metadata_count = k;
+    *owned_kv = kv;
+    *owned_text = text;
+    return 0;
+}
+
 static int write_merged(const loupe_model *m, const char *out, loupe_file_format f,
                         const loupe_write_options *o) {
     size_t n = 0;
@@ -225,7 +284,17 @@ int loupe_cmd_convert(int argc, char **argv) {
         return 1;
     }
     loupe_cli_reader_warnings("convert", NULL, m);
-    rc = merge ? write_merged(m, out, f, &wo) : loupe_trace_write_opts(m, out, f, &wo);
+    loupe_model marked;
+    loupe_kv *owned_kv;
+    char *owned_text;
+    if (with_warnings(m, &marked, &owned_kv, &owned_text) != 0) {
+        fprintf(stderr, "loupe convert: out of memory\n");
+        loupe_model_free(m);
+        return 1;
+    }
+    rc = merge ? write_merged(&marked, out, f, &wo) : loupe_trace_write_opts(&marked, out, f, &wo);
+    free(owned_kv);
+    free(owned_text);
     if (rc != 0) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
         loupe_model_free(m);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # cli_reader_warnings.sh: loupe convert and loupe diff say what the reader dropped or repaired in
 # their input, as loupe summary does (0.4's convert and diff said nothing of a cut file): the
-# warning on stderr, and in diff --json's "warnings". Args: BUILD_DIR SOURCE_DIR.
+# warning on stderr, in diff --json's "warnings", and in the converted file's metadata
+# ("loupe_reader_warnings") in every format that has metadata, read back by summary --json and
+# kept through a second conversion. Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 build=$1
 tmp=$(mktemp -d)
@@ -19,6 +21,18 @@ head -c "$cut" "$tmp/all.trace.json" >"$tmp/cut.trace.json"
 want="cut.trace.json: the top-level object is not closed: the input ends at byte $cut; keys after that point (\"metadata\", loss accounting) are lost"
 (cd "$tmp" && $loupe convert cut.trace.json -o cut.pftrace) 2>"$tmp/err2" || fail "convert cut: $(cat "$tmp/err2")"
 grep -qxF "loupe convert: warning: $want" "$tmp/err2" || fail "convert: $(cat "$tmp/err2")"
+# the mark in the output: each converted file, read back (a clean read: no warning) and written
+# as JSON, carries the cut file's warning in its metadata
+meta() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["metadata"].get("loupe_reader_warnings"))' "$1"; }
+for out in cut.pftrace cut2.trace.json cut3.xplane.pb; do
+  if [ "$out" != cut.pftrace ]; then
+    (cd "$tmp" && $loupe convert cut.trace.json -o "$out") 2>/dev/null || fail "convert to $out"
+  fi
+  (cd "$tmp" && $loupe convert "$out" -o back.json) 2>"$tmp/err4" || fail "convert $out back: $(cat "$tmp/err4")"
+  grep -q warning "$tmp/err4" && fail "$out read back with a warning: $(cat "$tmp/err4")"
+  got=$(meta "$tmp/back.json")
+  [ "$got" = "$want" ] || fail "$out: loupe_reader_warnings is '$got', want '$want'"
+done
 (cd "$tmp" && $loupe diff cut.trace.json all.trace.json --json) >"$tmp/diff.json" 2>"$tmp/err3"
 st=$?
 [ "$st" = 0 ] || [ "$st" = 1 ] || fail "diff: exit $st: $(cat "$tmp/err3")"
