@@ -210,26 +210,32 @@ static void test_three_processes_merged(void **state) {
     free(out);
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+/* A port nothing listens on, held: the socket is bound and never listens, so a connect is
+ * refused (Linux answers RST for a bound, non-listening port) and no other test's server can take
+ * the number meanwhile (a port closed and freed was taken by a parallel test's server under
+ * TSan: the capture then connected). *fd: the socket, for the caller to close. */
+static int held_dead_port(int *fd) {
+    *fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(*fd >= 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bind(fd, (struct sockaddr *)&a, sizeof a);
+    assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof a), 0);
     socklen_t sl = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &sl);
-    close(fd); /* nothing listens there now */
+    getsockname(*fd, (struct sockaddr *)&a, &sl);
     return ntohs(a.sin_port);
 }
 
 static void test_retries_and_final_error(void **state) {
     (void)state;
     child idle = spawn(0, NULL);
-    int dead = free_port();
+    int dead_fd;
+    int dead = held_dead_port(&dead_fd);
     char cmd[2048], *out = NULL, want[512];
     snprintf(cmd, sizeof cmd,
              "%s capture 127.0.0.1:%d,127.0.0.1:%d --duration-ms 50 --attempts 2 --log-dir %s 2>&1",
              tu_cli(), idle.port, dead, dir);
     int rc = tu_run(cmd, &out);
     reap(&idle, 1);
+    close(dead_fd);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "Starting to trace for 50 ms. Remaining attempt(s): 1\n"));
     assert_non_null(strstr(out, "No trace event is collected. Automatically retrying.\n"));
