@@ -41,6 +41,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/pb.h"
+#include "export/tables.h"
 
 #include <inttypes.h>
 #include <loupe/version.h>
@@ -66,77 +67,6 @@ enum {
 
 #define MAX_INLINE_GROUP 64u /* frames of one Location: an inline stack deeper is cut there */
 
-/* An open-addressing u64 -> u32 map (values 1.., 0 = empty slot). */
-typedef struct u64map {
-    uint64_t *keys;
-    uint32_t *vals;
-    size_t cap, count;
-} u64map;
-
-static uint64_t mix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    return k ^ (k >> 33);
-}
-
-static uint32_t map_get(const u64map *m, uint64_t key) {
-    if (m->cap == 0) {
-        return 0;
-    }
-    for (size_t j = (size_t)mix64(key) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
-        if (m->vals[j] == 0) {
-            return 0;
-        }
-        if (m->keys[j] == key) {
-            return m->vals[j];
-        }
-    }
-}
-
-/* Puts key -> val (key not yet in m); -1 on out-of-memory. */
-static int map_put(u64map *m, uint64_t key, uint32_t val) {
-    if ((m->count + 1) * 2 > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 256;
-        uint64_t *nk = malloc(nc * sizeof(*nk));
-        uint32_t *nv = calloc(nc, sizeof(*nv));
-        if (nk == NULL || nv == NULL) {
-            free(nk);
-            free(nv);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (m->vals[i] != 0) {
-                size_t j = (size_t)mix64(m->keys[i]) & (nc - 1);
-                while (nv[j] != 0) {
-                    j = (j + 1) & (nc - 1);
-                }
-                nk[j] = m->keys[i];
-                nv[j] = m->vals[i];
-            }
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = nk;
-        m->vals = nv;
-        m->cap = nc;
-    }
-    size_t j = (size_t)mix64(key) & (m->cap - 1);
-    while (m->vals[j] != 0) {
-        j = (j + 1) & (m->cap - 1);
-    }
-    m->keys[j] = key;
-    m->vals[j] = val;
-    m->count++;
-    return 0;
-}
-
-static void map_free(u64map *m) {
-    free(m->keys);
-    free(m->vals);
-}
-
 typedef struct mapping {
     uint32_t file;    /* string index */
     uint64_t max_off; /* the largest module offset seen */
@@ -148,16 +78,10 @@ typedef struct pw {
     loupe__sink *s;
     loupe__pb b;
     int oom;
-    /* strings: bytes in chars, entry i at off[i] (length off[i+1] - off[i] - 1, NUL-ended) */
-    char *chars;
-    size_t chars_len, chars_cap;
-    size_t *off;
-    uint32_t nstr, str_cap;
-    uint32_t *str_slot; /* hash -> index + 1 */
-    size_t str_slot_cap;
-    u64map functions; /* (name << 32 | module) string indices -> function id */
+    loupe__strtab strs;      /* the string table, in index order */
+    loupe__u64map functions; /* (name << 32 | module) string indices -> function id */
     uint32_t nfunctions;
-    u64map modules; /* module string index -> mapping id */
+    loupe__u64map modules; /* module string index -> mapping id */
     mapping *maps;
     uint32_t nmaps, maps_cap;
     /* Locations: per stack node its Location id (0: not yet) and the node after its group */
@@ -192,70 +116,12 @@ static void flush(pw *w) {
     w->b.len = 0;
 }
 
-static int grow_str_slots(pw *w) {
-    size_t nc = w->str_slot_cap ? w->str_slot_cap * 2 : 1024;
-    uint32_t *ns = calloc(nc, sizeof(*ns));
-    if (ns == NULL) {
-        return -1;
-    }
-    for (uint32_t i = 0; i < w->nstr; i++) {
-        const char *p = w->chars + w->off[i];
-        size_t j = (size_t)loupe__hash_bytes(p, w->off[i + 1] - w->off[i] - 1) & (nc - 1);
-        while (ns[j] != 0) {
-            j = (j + 1) & (nc - 1);
-        }
-        ns[j] = i + 1;
-    }
-    free(w->str_slot);
-    w->str_slot = ns;
-    w->str_slot_cap = nc;
-    return 0;
-}
-
 /* The string table index of the n bytes at p, added when new; 0 ("") on out-of-memory (with
  * w->oom set, so the writer fails). */
 static uint32_t str_n(pw *w, const char *p, size_t n) {
-    if (w->oom) {
-        return 0;
-    }
-    if ((w->nstr + 1) * 2 > w->str_slot_cap && grow_str_slots(w) != 0) {
-        return oom0(w);
-    }
-    size_t j = (size_t)loupe__hash_bytes(p, n) & (w->str_slot_cap - 1);
-    for (; w->str_slot[j] != 0; j = (j + 1) & (w->str_slot_cap - 1)) {
-        uint32_t i = w->str_slot[j] - 1;
-        if (w->off[i + 1] - w->off[i] - 1 == n && memcmp(w->chars + w->off[i], p, n) == 0) {
-            return i;
-        }
-    }
-    if (w->nstr + 2 > w->str_cap) {
-        uint32_t nc = w->str_cap ? w->str_cap * 2 : 1024;
-        size_t *no = realloc(w->off, nc * sizeof(*no));
-        if (no == NULL) {
-            return oom0(w);
-        }
-        no[0] = 0; /* entry 0 starts the bytes */
-        w->off = no;
-        w->str_cap = nc;
-    }
-    if (w->chars_cap - w->chars_len < n + 1) {
-        size_t nc = w->chars_cap ? w->chars_cap : 65536;
-        while (nc - w->chars_len < n + 1) {
-            nc *= 2;
-        }
-        char *np = realloc(w->chars, nc);
-        if (np == NULL) {
-            return oom0(w);
-        }
-        w->chars = np;
-        w->chars_cap = nc;
-    }
-    memcpy(w->chars + w->chars_len, p, n);
-    w->chars[w->chars_len + n] = 0;
-    w->chars_len += n + 1;
-    w->off[w->nstr + 1] = w->chars_len;
-    w->str_slot[j] = w->nstr + 1;
-    return w->nstr++;
+    uint32_t i = loupe__strtab_add(&w->strs, p, n);
+    w->oom |= w->strs.oom;
+    return i;
 }
 
 static uint32_t str(pw *w, const char *s) {
@@ -294,12 +160,12 @@ static uint32_t frame_name(pw *w, uint32_t f) {
  * filename. */
 static uint32_t function_id(pw *w, uint32_t name, uint32_t module, uint32_t file) {
     uint64_t key = (uint64_t)name << 32 | module;
-    uint32_t id = map_get(&w->functions, key);
+    uint32_t id = loupe__u64map_get(&w->functions, key);
     if (id != 0 || w->oom) {
         return id;
     }
     id = ++w->nfunctions;
-    if (map_put(&w->functions, key, id) != 0) {
+    if (loupe__u64map_put(&w->functions, key, id) != 0) {
         return oom0(w);
     }
     size_t mk = loupe__pb_begin(&w->b, P_FUNCTION);
@@ -319,7 +185,7 @@ static uint32_t mapping_of(pw *w, uint32_t module) {
     if (module == 0 || w->oom) {
         return 0;
     }
-    uint32_t id = map_get(&w->modules, module);
+    uint32_t id = loupe__u64map_get(&w->modules, module);
     if (id != 0) {
         return id;
     }
@@ -334,26 +200,14 @@ static uint32_t mapping_of(pw *w, uint32_t module) {
     }
     w->maps[w->nmaps] = (mapping){.file = module};
     id = ++w->nmaps;
-    if (map_put(&w->modules, module, id) != 0) {
+    if (loupe__u64map_put(&w->modules, module, id) != 0) {
         return oom0(w);
     }
     return id;
 }
 
-/* The group of stack node k: k and its callers while a frame is inlined into the next, at most
- * MAX_INLINE_GROUP nodes; returns their count and sets *next to the node after them. */
 static uint32_t group_of(const loupe_model *m, uint32_t k, uint32_t *next) {
-    uint32_t n = 1;
-    for (;;) {
-        const loupe_stack_node *sn = &m->stack_nodes[k];
-        int inl = sn->frame < m->frame_count && m->frames[sn->frame].inlined != 0;
-        if (!inl || sn->parent >= m->stack_node_count || n == MAX_INLINE_GROUP) {
-            *next = sn->parent;
-            return n;
-        }
-        k = sn->parent;
-        n++;
-    }
+    return loupe__stack_group(m, k, MAX_INLINE_GROUP, next);
 }
 
 static uint64_t group_hash(const loupe_model *m, uint32_t k, uint32_t n) {
@@ -605,7 +459,7 @@ static int has_off_cpu(const loupe_model *m) {
  * Locations. */
 static int put_samples(pw *w) {
     const loupe_model *m = w->m;
-    u64map ix = {0};
+    loupe__u64map ix = {0};
     agg *a = NULL;
     size_t na = 0, acap = 0;
     for (size_t i = 0; i < m->sample_count; i++) {
@@ -613,7 +467,7 @@ static int put_samples(pw *w) {
         uint32_t leaf = s->stack < m->stack_node_count ? s->stack : UINT32_MAX;
         uint32_t th = s->thread < m->thread_count ? (uint32_t)s->thread : UINT32_MAX;
         uint64_t key = (uint64_t)leaf << 32 | th;
-        uint32_t v = map_get(&ix, key);
+        uint32_t v = loupe__u64map_get(&ix, key);
         if (v != 0) {
             a[v - 1].count++;
             continue;
@@ -628,11 +482,11 @@ static int put_samples(pw *w) {
             acap = nc;
         }
         a[na] = (agg){leaf, th, 1};
-        if (map_put(&ix, key, (uint32_t)++na) != 0) {
+        if (loupe__u64map_put(&ix, key, (uint32_t)++na) != 0) {
             goto fail;
         }
     }
-    map_free(&ix);
+    loupe__u64map_free(&ix);
     memset(&ix, 0, sizeof ix);
     size_t ids_cap = 64;
     uint32_t *ids = malloc(ids_cap * sizeof(*ids));
@@ -672,7 +526,7 @@ static int put_samples(pw *w) {
     free(a);
     return w->oom ? -1 : 0;
 fail:
-    map_free(&ix);
+    loupe__u64map_free(&ix);
     free(a);
     return oom(w);
 }
@@ -699,7 +553,7 @@ static void put_off_cpu(pw *w) {
 
 static void put_mapping(pw *w, uint32_t i) {
     const mapping *mp = &w->maps[i];
-    const char *file = w->chars + w->off[mp->file];
+    const char *file = loupe__strtab_at(&w->strs, mp->file, NULL);
     unsigned char id[64];
     size_t n = file[0] == '/' ? loupe__elf_build_id(file, id, sizeof id) : 0;
     char hex[129];
@@ -723,6 +577,13 @@ static void put_mapping(pw *w, uint32_t i) {
     flush(w);
 }
 
+/* The mapping of the program itself (loupe__main_module); UINT32_MAX when none. */
+static uint32_t main_mapping(pw *w) {
+    const char *mod = loupe__main_module(w->m);
+    uint32_t id = mod != NULL ? loupe__u64map_get(&w->modules, str(w, mod)) : 0;
+    return id != 0 ? id - 1 : UINT32_MAX;
+}
+
 /* Samples per process (an array of m->process_count + 1; the last counts samples of no known
  * process), or NULL on out-of-memory. */
 static uint64_t *samples_per_process(const loupe_model *m) {
@@ -735,50 +596,10 @@ static uint64_t *samples_per_process(const loupe_model *m) {
     return n;
 }
 
-/* The mapping of the program itself: that of the process with the most samples (a tree's
- * wrapper scripts and shells have few), the one whose file's base name is the process's name,
- * else that of the outermost frame of its first sample with a stack; UINT32_MAX when neither
- * has one. */
-static uint32_t main_mapping(pw *w, const uint64_t *per_process) {
-    const loupe_model *m = w->m;
-    size_t best = 0;
-    for (size_t p = 1; per_process != NULL && p < m->process_count; p++) {
-        best = per_process[p] > per_process[best] ? p : best;
-    }
-    const char *pname = best < m->process_count ? m->processes[best].name : m->process_name;
-    for (uint32_t i = 0; pname != NULL && pname[0] != 0 && i < w->nmaps; i++) {
-        const char *file = w->chars + w->off[w->maps[i].file];
-        const char *base = strrchr(file, '/');
-        if (strcmp(base != NULL ? base + 1 : file, pname) == 0) {
-            return i;
-        }
-    }
-    for (size_t i = 0; i < m->sample_count; i++) {
-        size_t t = m->samples[i].thread;
-        if (m->process_count > 0 && (t >= m->thread_count || m->threads[t].process != best)) {
-            continue;
-        }
-        uint32_t k = m->samples[i].stack, root = UINT32_MAX;
-        for (size_t depth = 0; k < m->stack_node_count && depth <= m->stack_node_count; depth++) {
-            root = k;
-            k = m->stack_nodes[k].parent;
-        }
-        if (root != UINT32_MAX) {
-            uint32_t f = m->stack_nodes[root].frame;
-            if (f >= m->frame_count || m->frames[f].module[0] == 0) {
-                return UINT32_MAX;
-            }
-            uint32_t id = map_get(&w->modules, str(w, m->frames[f].module));
-            return id != 0 ? id - 1 : UINT32_MAX;
-        }
-    }
-    return UINT32_MAX;
-}
-
 /* The Mappings, the program's first: pprof takes the first as the main binary ("File:" in its
  * reports). */
-static void put_mappings(pw *w, const uint64_t *per_process) {
-    uint32_t first = w->oom ? UINT32_MAX : main_mapping(w, per_process);
+static void put_mappings(pw *w) {
+    uint32_t first = w->oom ? UINT32_MAX : main_mapping(w);
     if (first != UINT32_MAX) {
         put_mapping(w, first);
     }
@@ -831,8 +652,10 @@ static void put_comments(pw *w, const uint64_t *per_process) {
 }
 
 static void put_string_table(pw *w) {
-    for (uint32_t i = 0; i < w->nstr && !w->oom; i++) {
-        loupe__pb_bytes(&w->b, P_STRING_TABLE, w->chars + w->off[i], w->off[i + 1] - w->off[i] - 1);
+    for (uint32_t i = 0; i < w->strs.count && !w->oom; i++) {
+        size_t n;
+        const char *p = loupe__strtab_at(&w->strs, i, &n);
+        loupe__pb_bytes(&w->b, P_STRING_TABLE, p, n);
         if (w->b.len >= 60000) {
             flush(w);
         }
@@ -865,7 +688,7 @@ int loupe__write_pprof(const loupe_model *m, loupe__sink *s) {
     put_off_cpu(&w);
     uint64_t *per_process = samples_per_process(m);
     w.oom |= per_process == NULL;
-    put_mappings(&w, per_process);
+    put_mappings(&w);
     if (m->origin_unix_ns != 0) {
         put_int(&w, P_TIME_NANOS, (int64_t)m->origin_unix_ns);
     }
@@ -878,11 +701,9 @@ int loupe__write_pprof(const loupe_model *m, loupe__sink *s) {
     put_string_table(&w);
     int failed = w.oom;
     loupe__pb_free(&w.b);
-    free(w.chars);
-    free(w.off);
-    free(w.str_slot);
-    map_free(&w.functions);
-    map_free(&w.modules);
+    loupe__strtab_free(&w.strs);
+    loupe__u64map_free(&w.functions);
+    loupe__u64map_free(&w.modules);
     free(w.maps);
     free(w.node_loc);
     free(w.node_next);
