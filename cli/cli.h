@@ -41,6 +41,14 @@ void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns);
  * NULL: none), and the runs loupe_trace_find() skipped on the way. */
 struct loupe_model;
 void loupe_cli_reader_warnings(const char *verb, const char *label, const struct loupe_model *m);
+/* Writes m's sample profile of module (NULL: the program; loupe_fdo_profile) to path, whole or
+ * not at all (path.tmp, then rename); fills *st. 0, or the LOUPE_E* code after one line on
+ * stderr ("loupe <verb>: <path>: <what>"). */
+struct loupe_fdo_stats;
+int loupe_cli_write_fdo(const char *verb, const struct loupe_model *m, const char *module,
+                        const char *path, struct loupe_fdo_stats *st);
+/* One line on stderr: what the profile at path covers and what was left out. */
+void loupe_cli_fdo_report(const char *verb, const char *path, const struct loupe_fdo_stats *st);
 /* The value of m's metadata key (the first of that key), or NULL; owned by m. */
 const char *loupe_cli_meta(const struct loupe_model *m, const char *key);
 /* v with thousands separators ("1,234,567") in buf; returns buf. */

@@ -26,7 +26,7 @@ static void usage(FILE *f) {
     char names[256];
     loupe_cli_format_names(names, sizeof names, writable, " or ");
     fprintf(f, "usage: loupe convert IN -o OUT [--to FORMAT] [--merge-threads] [--weight W]\n"
-               "                    [--no-compress]\n"
+               "                    [--no-compress] [--module PATH]\n"
                "\n"
                "Converts a trace between formats. IN is any trace loupe reads:\n ");
     /* The readable and writable formats, from the registry (loupe/writer.h). */
@@ -70,6 +70,10 @@ static void usage(FILE *f) {
             "                    time (the zones' call tree, ns) or samples (the CPU\n"
             "                    samples' call tree, counts); by default time when the\n"
             "                    trace has zones, samples when it has only samples\n"
+            "  --module PATH     llvm-prof only: the module (ELF file, as the trace names it)\n"
+            "                    the sample profile covers (default: the program of the\n"
+            "                    process with the most samples); one profile per module,\n"
+            "                    for clang -fprofile-sample-use when building that module\n"
             "  --no-compress     Perfetto protobuf only: write the packets as they are\n"
             "                    instead of deflated in compressed_packets chunks (the\n"
             "                    default; Perfetto reads both); the same as\n"
@@ -191,7 +195,7 @@ static int write_merged(const loupe_model *m, const char *out, loupe_file_format
 int loupe_cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *to = NULL;
     int opts_done = 0, merge = 0, no_compress = 0;
-    const char *weight = NULL;
+    const char *weight = NULL, *fdo_module = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (opts_done || a[0] != '-' || strcmp(a, "-") == 0) {
@@ -213,6 +217,11 @@ int loupe_cmd_convert(int argc, char **argv) {
             } else {
                 out = argv[++i];
             }
+        } else if (strcmp(a, "--module") == 0) {
+            if (i + 1 >= argc) {
+                return bad_usage("%s needs a value", a);
+            }
+            fdo_module = argv[++i];
         } else if (strcmp(a, "--no-compress") == 0) {
             no_compress = 1;
         } else if (strcmp(a, "--merge-threads") == 0) {
@@ -259,6 +268,9 @@ int loupe_cmd_convert(int argc, char **argv) {
     if (no_compress) {
         setenv("LOUPE_PERFETTO_COMPRESS", "0", 1); /* the writer's switch (docs/formats.md) */
     }
+    if (fdo_module != NULL && f != LOUPE_FILE_LLVM_PROF) {
+        return bad_usage("--module is for llvm-prof sample profiles, not %s", fd->name);
+    }
     loupe_write_options wo = {.flame_weight = LOUPE_FLAME_WEIGHT_AUTO};
     if (weight != NULL) {
         if (f != LOUPE_FILE_FOLDED && f != LOUPE_FILE_SVG) {
@@ -292,11 +304,17 @@ int loupe_cmd_convert(int argc, char **argv) {
         loupe_model_free(m);
         return 1;
     }
-    rc = merge ? write_merged(&marked, out, f, &wo) : loupe_trace_write_opts(&marked, out, f, &wo);
+    loupe_fdo_stats fst;
+    int fdo = f == LOUPE_FILE_LLVM_PROF;
+    rc = fdo     ? loupe_cli_write_fdo("convert", m, fdo_module, out, &fst)
+         : merge ? write_merged(&marked, out, f, &wo)
+                 : loupe_trace_write_opts(&marked, out, f, &wo);
     free(owned_kv);
     free(owned_text);
     if (rc != 0) {
-        fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
+        if (!fdo) { /* loupe_cli_write_fdo said why */
+            fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());
+        }
         loupe_model_free(m);
         return 1;
     }
@@ -306,7 +324,9 @@ int loupe_cmd_convert(int argc, char **argv) {
     }
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
-    if (f == LOUPE_FILE_PPROF) {
+    if (fdo) {
+        loupe_cli_fdo_report("convert", out, &fst);
+    } else if (f == LOUPE_FILE_PPROF) {
         /* a profile of the samples: its count is what says the file holds what it should */
         fprintf(stderr, "loupe convert: %s -> %s (%s, %lld bytes, %zu CPU sample%s, %llu lost)\n",
                 file, out, fd->name, size, m->sample_count, m->sample_count == 1 ? "" : "s",

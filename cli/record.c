@@ -77,6 +77,11 @@ static void usage(FILE *f) {
             "                         and ns, us, ms or s: 5us), at the stop\n"
             "                         (dropped calls are counted as filtered, not lost)\n"
             "  --print-run-dir FILE   write the run directory's path to FILE (for scripts)\n"
+            "  --fdo-profile FILE     at the end, also write the program's CPU samples as a\n"
+            "                         sample profile for clang -fprofile-sample-use=FILE\n"
+            "                         (LLVM's text format; build it with -g or\n"
+            "                         -gline-tables-only -fdebug-info-for-profiling; the same\n"
+            "                         as loupe convert RUN -o FILE.afdo afterwards)\n"
             "  --no-check             run PROGRAM even when loupe finds it cannot be traced\n"
             "  --sample-hz N          CPU samples per second of each thread's CPU time, with\n"
             "                         call stacks, and on- vs. off-CPU time from context\n"
@@ -1500,6 +1505,33 @@ static int wait_program(pid_t pid) {
 }
 
 /* The run directory: the last line on stderr, and into --print-run-dir's FILE. */
+/* --fdo-profile FILE: the sample profile written at the end (NULL: none). */
+static const char *fdo_out;
+
+/* Writes the --fdo-profile of the trace in run_dir (its program's samples), saying what went
+ * in unless quiet; a failure is said and leaves the exit status alone (the program ran). */
+static void write_fdo_profile(const char *run_dir, int quiet) {
+    if (fdo_out == NULL) {
+        return;
+    }
+    char file[PATH_MAX];
+    loupe_model *m = NULL;
+    int rc = loupe_trace_find(run_dir, file, sizeof file);
+    if (rc == 0) {
+        rc = loupe_trace_read(file, &m);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "loupe record: --fdo-profile %s: cannot read back the trace: %s: %s\n",
+                fdo_out, loupe_strerror(rc), loupe_last_error());
+        return;
+    }
+    loupe_fdo_stats st;
+    if (loupe_cli_write_fdo("record", m, NULL, fdo_out, &st) == 0 && !quiet) {
+        loupe_cli_fdo_report("record", fdo_out, &st);
+    }
+    loupe_model_free(m);
+}
+
 static int say_run_dir(const char *run_dir, const char *print_to) {
     fprintf(stderr, "%s\n", run_dir);
     if (print_to == NULL) {
@@ -1668,6 +1700,7 @@ static int record_outside(char **prog, const char *run_made, const char *abs_log
     } else {
         (void)report_counts(run_made, filt, 1);
     }
+    write_fdo_profile(run_made, quiet);
     (void)say_run_dir(run_made, print_to); /* it ran: its status (a failure here is said) */
     return code;
 }
@@ -1756,6 +1789,8 @@ static int record_main(int argc, char **argv) {
             formats = argv[++i];
         } else if (strcmp(a, "--print-run-dir") == 0 && i + 1 < argc) {
             print_to = argv[++i];
+        } else if (strcmp(a, "--fdo-profile") == 0 && i + 1 < argc) {
+            fdo_out = argv[++i];
         } else if (strcmp(a, "--keep-last") == 0) {
             keep_last = 1;
         } else if (strcmp(a, "--spool") == 0 || strncmp(a, "--spool=", 8) == 0) {
@@ -1818,6 +1853,11 @@ static int record_main(int argc, char **argv) {
     if (buffer != NULL && (parse_u(buffer, UINT32_MAX, &v) != 0 || v < 64)) {
         fprintf(stderr, "loupe record: --buffer-events must be a number from 64 to %u, not '%s'\n",
                 UINT32_MAX, buffer);
+        return REC_EXIT_FAILED;
+    }
+    if (fdo_out != NULL && sample_hz != NULL && strcmp(sample_hz, "0") == 0) {
+        fprintf(stderr, "loupe record: --fdo-profile is made of CPU samples; it cannot be "
+                        "combined with --no-sample or --sample-hz 0\n");
         return REC_EXIT_FAILED;
     }
     if (spool != NULL && keep_last) {
@@ -2281,6 +2321,7 @@ static int record_main(int argc, char **argv) {
     } else {
         (void)report_counts(run_dir, &filt, 1); /* -q: one line when anything was lost */
     }
+    write_fdo_profile(run_dir, quiet);
     (void)say_run_dir(run_dir, print_to); /* it ran: its status (a failure here is said) */
     return code;
 }

@@ -1,5 +1,9 @@
 /* util.c: small helpers the verbs share (cli.h). */
 #include "cli.h"
+#include <errno.h>
+#include <unistd.h>
+#include <loupe/fdo.h>
+#include <loupe/error.h>
 
 #include <loupe/model.h>
 #include <loupe/reader.h>
@@ -111,4 +115,57 @@ const char *loupe_cli_proc_stat(long pid, char *buf, size_t size) {
     buf[n] = 0;
     const char *rp = strrchr(buf, ')');
     return rp != NULL && rp[1] == ' ' ? rp + 1 : NULL;
+}
+
+int loupe_cli_write_fdo(const char *verb, const struct loupe_model *m, const char *module,
+                        const char *path, struct loupe_fdo_stats *st) {
+    loupe_fdo_options o = {.format = LOUPE_FDO_LLVM_TEXT, .module = module};
+    char *text = NULL;
+    size_t len = 0;
+    int rc = loupe_fdo_profile(m, &o, &text, &len, st);
+    if (rc != 0) {
+        fprintf(stderr, "loupe %s: %s: %s: %s\n", verb, path, loupe_strerror(rc),
+                loupe_last_error());
+        return rc;
+    }
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 5);
+    FILE *f = tmp != NULL ? (snprintf(tmp, n + 5, "%s.tmp", path), fopen(tmp, "wb")) : NULL;
+    int ok = f != NULL && fwrite(text, 1, len, f) == len;
+    int e = errno;
+    if (f != NULL && fclose(f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok) {
+        if (tmp != NULL) {
+            unlink(tmp);
+        }
+        rc = LOUPE_EIO;
+        fprintf(stderr, "loupe %s: cannot write %s: %s (errno %d)\n", verb, path, strerror(e), e);
+    }
+    free(tmp);
+    free(text);
+    return rc;
+}
+
+void loupe_cli_fdo_report(const char *verb, const char *path, const struct loupe_fdo_stats *st) {
+    fprintf(stderr,
+            "loupe %s: %s: sample profile of %s (LLVM text, for clang -fprofile-sample-use): "
+            "%llu functions, %llu of %llu samples on its lines",
+            verb, path, st->module, (unsigned long long)st->functions,
+            (unsigned long long)st->samples_used, (unsigned long long)st->samples);
+    if (st->samples_line0 != 0 || st->samples_no_debug_info != 0) {
+        fprintf(stderr, "; left out: %llu on line 0, %llu without line tables",
+                (unsigned long long)st->samples_line0,
+                (unsigned long long)st->samples_no_debug_info);
+    }
+    if (st->samples_elsewhere != 0) {
+        fprintf(stderr, "; %llu in other modules", (unsigned long long)st->samples_elsewhere);
+    }
+    fputc('\n', stderr);
 }

@@ -13,33 +13,35 @@
 
 static void test_rows(void **state) {
     (void)state;
-    assert_int_equal(loupe_format_count(), 7);
+    assert_int_equal(loupe_format_count(), 8);
     static const char *const names[] = {"json",   "xplane", "perfetto", "perfetto-json",
-                                        "folded", "svg",    "pprof"};
+                                        "folded", "svg",    "pprof",    "llvm-prof"};
     static const char *const written[] = {
         ".trace.json.gz", ".xplane.pb", ".pftrace", "perfetto_trace.json.gz",
-        ".folded",        ".svg",       ".pb.gz"};
+        ".folded",        ".svg",       ".pb.gz",   ".afdo"};
     static const unsigned bits[] = {LOUPE_FORMAT_CHROME_JSON,
                                     LOUPE_FORMAT_XPLANE,
                                     LOUPE_FORMAT_PERFETTO_PROTO,
                                     LOUPE_FORMAT_PERFETTO_JSON,
                                     0,
                                     0,
+                                    0,
                                     0};
     static const loupe_file_format files[] = {LOUPE_FILE_CHROME_JSON,    LOUPE_FILE_XPLANE,
                                               LOUPE_FILE_PERFETTO_PROTO, LOUPE_FILE_PERFETTO_JSON,
                                               LOUPE_FILE_FOLDED,         LOUPE_FILE_SVG,
-                                              LOUPE_FILE_PPROF};
-    static const int gz[] = {1, 0, 0, 1, 0, 0, 1}, host[] = {1, 1, 1, 0, 0, 0, 0},
-                     rd[] = {1, 1, 1, 1, 0, 0, 0};
+                                              LOUPE_FILE_PPROF,          LOUPE_FILE_LLVM_PROF};
+    static const int gz[] = {1, 0, 0, 1, 0, 0, 1, 0}, host[] = {1, 1, 1, 0, 0, 0, 0, 0},
+                     rd[] = {1, 1, 1, 1, 0, 0, 0, 0};
     static const char *const mime[] = {"application/gzip",
                                        "application/octet-stream",
                                        "application/octet-stream",
                                        NULL,
                                        NULL,
                                        NULL,
+                                       NULL,
                                        NULL};
-    for (size_t i = 0; i < 7; i++) {
+    for (size_t i = 0; i < 8; i++) {
         const loupe_format_desc *d = loupe_format_info(i);
         assert_non_null(d);
         assert_string_equal(d->name, names[i]);
@@ -61,7 +63,7 @@ static void test_rows(void **state) {
             assert_ptr_equal(loupe_format_by_bit(bits[i]), d);
         }
     }
-    assert_null(loupe_format_info(7));
+    assert_null(loupe_format_info(8));
     assert_null(loupe_format_by_bit(0));
     assert_null(loupe_format_by_bit(LOUPE_FORMAT_CHROME_JSON | LOUPE_FORMAT_XPLANE));
     assert_null(loupe_format_by_file_format(LOUPE_FILE_UNKNOWN));
@@ -75,6 +77,7 @@ static void test_names_and_paths(void **state) {
     assert_null(loupe_format_by_name("JSON")); /* case-sensitive */
     assert_ptr_equal(loupe_format_by_name("flamegraph"), loupe_format_info(5));
     assert_ptr_equal(loupe_format_by_name("pprof"), loupe_format_info(6));
+    assert_ptr_equal(loupe_format_by_name("afdo"), loupe_format_info(7));
     assert_null(loupe_format_by_name("png"));
     assert_null(loupe_format_by_name(""));
     assert_null(loupe_format_by_name(NULL));
@@ -97,6 +100,8 @@ static void test_names_and_paths(void **state) {
         {"cpu.pb.gz", LOUPE_FILE_PPROF},
         {"cpu.pprof", LOUPE_FILE_PPROF},
         {"cpu.pprof.gz", LOUPE_FILE_PPROF},
+        {"app.afdo", LOUPE_FILE_LLVM_PROF},
+        {"code.prof", LOUPE_FILE_LLVM_PROF},
         {"x.yaml", LOUPE_FILE_UNKNOWN},
         {"json", LOUPE_FILE_UNKNOWN},
         {"", LOUPE_FILE_UNKNOWN},

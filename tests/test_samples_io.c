@@ -3,6 +3,8 @@
  * inlined, module, offset), stacks, timestamps, threads and CPUs, the period, the losses and
  * the off-CPU intervals; the sample-weighted folded stacks; and pprof's profile.proto. The model is
  * built with the builder (what the sampler fills at a stop). */
+#include <dlfcn.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -995,6 +997,122 @@ static void test_pprof(void **state) {
     loupe_model_free(m);
 }
 
+/* ---- the FDO sample profile (loupe/fdo.h) of addresses in this program ---- */
+
+static void *fdo_ret; /* the return address of fdo_target's call in fdo_caller */
+__attribute__((noinline, noclone)) static void fdo_target(void) {
+    fdo_ret = __builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+}
+#define FDO_CALLER_LINE (__LINE__ + 1)
+__attribute__((noinline, noclone)) static void fdo_caller(void) {
+    fdo_target(); /* FDO_CALLER_LINE + 1 */
+    __asm__ volatile("" ::: "memory");
+}
+
+static void test_fdo_profile(void **state) {
+    (void)state;
+    char *out = (char *)1;
+    size_t len = 7;
+    /* jax.profiler's message when nothing is tracing */
+    assert_int_equal(loupe_stop_and_get_fdo_profile(NULL, &out, &len, NULL), LOUPE_ENOT_STARTED);
+    assert_string_equal(loupe_strerror(LOUPE_ENOT_STARTED), "No profile started");
+    assert_null(out);
+    assert_int_equal(len, 0);
+    assert_int_equal(loupe_fdo_profile(NULL, NULL, &out, NULL, NULL), LOUPE_EINVALID);
+    assert_string_equal(loupe_last_error(), "loupe_fdo_profile: the model is NULL");
+
+    fdo_caller();
+    Dl_info di;
+    assert_int_not_equal(dladdr(fdo_ret, &di), 0);
+    char exe[PATH_MAX];
+    assert_non_null(realpath("/proc/self/exe", exe));
+    uint64_t base = (uint64_t)(uintptr_t)di.dli_fbase;
+    uint64_t target = (uint64_t)(uintptr_t)fdo_target - base;
+    uint64_t ret = (uint64_t)(uintptr_t)fdo_ret - base;
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *mm = loupe__mb_model(mb);
+    mm->pid = 1;
+    mm->sample_period_ns = 1000000;
+    size_t t0 = loupe__mb_thread(mb, 1);
+    loupe_frame ft = {"fdo_target", "", 0, 0, loupe__mb_str(mb, exe), target};
+    loupe_frame fc = {"fdo_caller", "", 0, 0, loupe__mb_str(mb, exe), ret};
+    loupe_frame fl = {"memcpy", "", 0, 0, "/lib/x86_64-linux-gnu/libc.so.6", 0x9abc0};
+    uint32_t it = loupe__mb_frame(mb, &ft), ic = loupe__mb_frame(mb, &fc);
+    uint32_t il = loupe__mb_frame(mb, &fl);
+    uint32_t a[] = {it, ic}, b[] = {il, ic};
+    uint32_t sa = loupe__mb_stack_of(mb, a, 2), sb = loupe__mb_stack_of(mb, b, 2);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(loupe__mb_sample(mb, t0, 1000000u * (uint64_t)(i + 1), sa, 0), 0);
+    }
+    assert_int_equal(loupe__mb_sample(mb, t0, 5000000, sb, 0), 0);
+    loupe_model *m = loupe__mb_finish(mb);
+    assert_non_null(m);
+
+    loupe_fdo_stats st;
+    loupe_fdo_options o = {.module = exe};
+    int r = loupe_fdo_profile(m, &o, &out, &len, &st);
+    if (r == LOUPE_EUNSUPPORTED && strstr(loupe_last_error(), "without libdw") != NULL) {
+        loupe_model_free(m);
+        skip(); /* a build without elfutils */
+    }
+    if (r != 0) {
+        fail_msg("%s", loupe_last_error());
+    }
+    /* fdo_target's first instruction: on its first line (offset 0, which makes the head) or,
+     * as gcc -O2 places it, on the statement below; fdo_caller has no samples of its own and
+     * one call site, one line below its first */
+    int off = -1, head = -1, n = -1;
+    assert_int_equal(sscanf(out, "fdo_target:3:%d\n %d: 3\n%n", &head, &off, &n), 2);
+    assert_true(n > 0 && (off == 0 || off == 1));
+    assert_int_equal(head, off == 0 ? 3 : 1);
+    char want[256];
+    snprintf(want, sizeof want, "fdo_caller:0:1\n %d: 0 fdo_target:3\n",
+             (FDO_CALLER_LINE + 1) - FDO_CALLER_LINE);
+    assert_string_equal(out + n, want);
+    assert_int_equal(len, strlen(out));
+    assert_int_equal(st.samples, 4);
+    assert_int_equal(st.samples_used, 3);
+    assert_int_equal(st.samples_elsewhere, 1);
+    assert_int_equal(st.samples_line0 + st.samples_no_debug_info, 0);
+    assert_int_equal(st.functions, 2);
+    assert_string_equal(st.module, exe);
+    free(out);
+
+    /* a module that is not there; one that holds none of the samples; an unknown format */
+    o.module = "/nonexistent/app";
+    assert_int_equal(loupe_fdo_profile(m, &o, &out, &len, NULL), LOUPE_EIO);
+    assert_null(out);
+    assert_true(
+        strncmp(loupe_last_error(), "cannot read /nonexistent/app for its line tables: ", 50) == 0);
+    o.module = exe;
+    o.format = (loupe_fdo_format)9;
+    assert_int_equal(loupe_fdo_profile(m, &o, &out, &len, NULL), LOUPE_EINVALID);
+    assert_string_equal(loupe_last_error(), "loupe_fdo_profile: format 9 is not "
+                                            "LOUPE_FDO_LLVM_TEXT (the one format written so far)");
+    loupe_model_free(m);
+    /* a sample of the module at an address no function holds (its ELF header) */
+    mb = loupe__mb_new();
+    assert_non_null(mb);
+    t0 = loupe__mb_thread(mb, 1);
+    loupe_frame fz = {"?", "", 0, 0, loupe__mb_str(mb, exe), 0};
+    uint32_t iz = loupe__mb_frame(mb, &fz);
+    assert_int_equal(loupe__mb_sample(mb, t0, 1000, loupe__mb_stack_of(mb, &iz, 1), 0), 0);
+    m = loupe__mb_finish(mb);
+    assert_non_null(m);
+    o.format = LOUPE_FDO_LLVM_TEXT;
+    assert_int_equal(loupe_fdo_profile(m, &o, &out, &len, NULL), LOUPE_EUNSUPPORTED);
+    assert_null(out);
+    char msg[PATH_MAX + 256];
+    snprintf(msg, sizeof msg,
+             "none of the 1 samples could be placed on a line of %s (1 in it without DWARF line "
+             "tables, 0 on line 0, 0 in other modules): build it with -g or -gline-tables-only",
+             exe);
+    assert_string_equal(loupe_last_error(), msg);
+    loupe_model_free(m);
+}
+
 int main(int argc, char **argv) {
     /* --write-pftrace PATH: the sampled model as a .pftrace, for tests/perfetto_samples.sh */
     if (argc == 3 && strcmp(argv[1], "--write-pftrace") == 0) {
@@ -1019,6 +1137,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_b64),
         cmocka_unit_test_setup_teardown(test_xplane_samples_base64, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_pprof, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_fdo_profile, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

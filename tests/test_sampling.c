@@ -279,6 +279,61 @@ static void spin_ms(long ms) {
     } while ((t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L < ms);
 }
 
+/* The FDO profile of a live session (loupe_stop_and_get_fdo_profile, loupe/fdo.h): the spinning
+ * function's total is its samples in the kept trace, exactly. */
+__attribute__((noinline, noclone)) static void fdo_spin(long ms) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    volatile double x = 1.0;
+    do {
+        for (int i = 0; i < 100000; i++) {
+            x = x * 1.0000001;
+        }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    } while ((t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L < ms);
+}
+
+static void test_stop_and_get_fdo_profile(void **state) {
+    (void)state;
+    if (!tu_perf_allowed()) {
+        skip();
+    }
+    loupe_trace_options o = {.log_dir = tu_dir, .sampling_hz = 999};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    fdo_spin(150);
+    char *prof = NULL;
+    size_t len = 0;
+    int r = loupe_stop_and_get_fdo_profile(NULL, &prof, &len, NULL);
+    if (r == LOUPE_EUNSUPPORTED && strstr(loupe_last_error(), "without libdw") != NULL) {
+        skip();
+    }
+    if (r != 0) {
+        fail_msg("%s", loupe_last_error());
+    }
+    assert_int_equal(strlen(prof), len);
+    const loupe_model *m = loupe__kept_model();
+    assert_non_null(m);
+    uint64_t self = 0;
+    for (size_t i = 0; i < m->sample_count; i++) {
+        uint32_t leaf = m->samples[i].stack;
+        if (leaf < m->stack_node_count &&
+            strcmp(m->frames[m->stack_nodes[leaf].frame].function, "fdo_spin") == 0) {
+            self++;
+        }
+    }
+    assert_true(self >= 100); /* 150 ms of CPU at 999 Hz */
+    char want[64];
+    snprintf(want, sizeof want, "fdo_spin:%llu:", (unsigned long long)self);
+    const char *at = strstr(prof, want);
+    if (at == NULL || (at != prof && at[-1] != '\n')) {
+        fail_msg("no line '%s...' in the profile:\n%s", want, prof);
+    }
+    free(prof);
+    /* a second call: no session */
+    assert_int_equal(loupe_stop_and_get_fdo_profile(NULL, &prof, &len, NULL), LOUPE_ENOT_STARTED);
+    assert_null(prof);
+}
+
 /* The child of a fork while sampling: exit 0, or the number of the check that failed. */
 static int forked_child(const char *dir) {
     if (perf_fds() != 0) {
@@ -824,6 +879,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_zones_before_sampling_began, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_denied, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_off_by_default, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_stop_and_get_fdo_profile, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_record_cli, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_no_network_client, tu_setup, tu_teardown),
     };

@@ -7,6 +7,7 @@
  *   loupe/model.h     the trace model a stop produces and the readers return
  *   loupe/reader.h    reading trace files back into the model
  *   loupe/writer.h    writing a model to a file in any format (JSON, XPlane, Perfetto, folded)
+ *   loupe/fdo.h       sample profiles for -fprofile-sample-use (loupe_stop_and_get_fdo_profile)
  *   loupe/gpu.h       decoding in-kernel GPU timelines; joining them to the session
  *   loupe/server.h    the profiler server (remote capture) and the Perfetto link
  *
@@ -19,6 +20,7 @@
 
 #include <loupe/annotate.h>
 #include <loupe/error.h>
+#include <loupe/fdo.h>
 #include <loupe/gpu.h>
 #include <loupe/model.h>
 #include <loupe/outside.h>

@@ -21,6 +21,8 @@
  *                   (cpu.pb.gz); sample types samples/count, cpu/nanoseconds and
  *                   off_cpu/nanoseconds (docs/formats.md); LOUPE_EUNSUPPORTED and no file for a
  *                   model with no CPU samples and no off-CPU time
+ *   LLVM_PROF       LLVM's text sample profile of the program's samples, for clang's
+ *                   -fprofile-sample-use (loupe/fdo.h: loupe_fdo_profile() with its defaults)
  *
  * The format registry: every format loupe knows is one loupe_format_desc (its names, file names,
  * run-directory bit, ...), listed by loupe_format_count() / loupe_format_info() in a fixed order
@@ -46,7 +48,8 @@ typedef enum loupe_file_format {
     LOUPE_FILE_FOLDED = 4,
     LOUPE_FILE_PERFETTO_JSON = 5,
     LOUPE_FILE_SVG = 6,
-    LOUPE_FILE_PPROF = 7
+    LOUPE_FILE_PPROF = 7,
+    LOUPE_FILE_LLVM_PROF = 8
 } loupe_file_format;
 
 /** One format of the registry. Lifetime: static (all strings and arrays too). */
@@ -77,7 +80,7 @@ LOUPE_API const loupe_format_desc *loupe_format_info(size_t i);
 
 /** The format whose name or one of whose aliases is exactly name (case-sensitive): "json" and
  * "chrome"; "xplane"; "perfetto" and "pftrace"; "perfetto-json"; "folded" and "collapsed";
- * "svg" and "flamegraph"; "pprof".
+ * "svg" and "flamegraph"; "pprof"; "llvm-prof" and "afdo".
  * NULL for anything else or NULL. Thread-safety: any thread. */
 LOUPE_API const loupe_format_desc *loupe_format_by_name(const char *name);
 
@@ -105,13 +108,14 @@ LOUPE_API int loupe_format_parse_list(const char *list, unsigned *bits);
 /** The format a file name asks for, from its extension (loupe_format_by_path()): *.json,
  * *.json.gz -> CHROME_JSON; *.xplane.pb, *.xspace.pb -> XPLANE; *.pftrace, *.perfetto-trace,
  * *.perfetto, *.pb -> PERFETTO_PROTO; *.folded, *.collapsed, *.collapsedstack.txt, *.txt ->
- * FOLDED; *.svg -> SVG; *.pb.gz, *.pprof, *.pprof.gz -> PPROF; else UNKNOWN. Thread-safety: any
+ * FOLDED; *.svg -> SVG; *.pb.gz, *.pprof, *.pprof.gz -> PPROF; *.afdo, *.prof -> LLVM_PROF; else
+ * UNKNOWN. Thread-safety: any
  * thread. */
 LOUPE_API loupe_file_format loupe_file_format_from_name(const char *path);
 
 /** Parses a format name (loupe_format_by_name()): "json", "xplane", "perfetto", "perfetto-json",
- * "folded", "svg", "pprof" (also "chrome", "pftrace", "collapsed", "flamegraph"). UNKNOWN for
- * anything else or NULL. Thread-safety: any thread. */
+ * "folded", "svg", "pprof", "llvm-prof" (also "chrome", "pftrace", "collapsed", "flamegraph").
+ * UNKNOWN for anything else or NULL. Thread-safety: any thread. */
 LOUPE_API loupe_file_format loupe_file_format_parse(const char *name);
 
 /** Writes m to path in the given format (CHROME_JSON, PERFETTO_JSON and PPROF gzipped when

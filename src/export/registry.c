@@ -120,6 +120,19 @@ static const loupe__format rows[] = {
       .can_write = 1,
       .can_read = 0},
      loupe__write_pprof},
+    {{.name = "llvm-prof",
+      .aliases = LIST("afdo"),
+      .description = "LLVM's sample profile of the program, for clang -fprofile-sample-use",
+      .file_format = LOUPE_FILE_LLVM_PROF,
+      .run_dir_bit = 0,
+      .suffix = ".afdo",
+      .host_prefixed = 0,
+      .suffixes = LIST(".afdo", ".prof"),
+      .gzip = 0,
+      .mime_type = NULL,
+      .can_write = 1,
+      .can_read = 0},
+     loupe__write_llvm_prof},
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])

@@ -38,6 +38,9 @@ int loupe__write_svg_weighted(const loupe_model *m, loupe__sink *s, int weight);
  * sink's). LOUPE_EUNSUPPORTED for a model with neither, before writing a byte. */
 int loupe__write_pprof(const loupe_model *m, loupe__sink *s);
 
+/* LLVM's text sample profile of the program's samples (fdo.c: loupe_fdo_profile's defaults). */
+int loupe__write_llvm_prof(const loupe_model *m, loupe__sink *s);
+
 /* Perfetto native protobuf (.pftrace; perfetto_proto.c): a sequence per track, interned names,
  * delta timestamps on an incremental clock, streamed packet by packet, deflated into
  * compressed_packets chunks unless LOUPE_PERFETTO_COMPRESS=0. */

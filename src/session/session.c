@@ -22,6 +22,7 @@
 #include "session/session.h"
 
 #include <assert.h>
+#include <loupe/fdo.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -875,6 +876,30 @@ int loupe_write_last_trace(const char *log_dir, loupe_trace_result *res) {
                        "loupe_write_last_trace: the files of %s were written, but "
                        "the per-thread figures could not be copied (out of memory)",
                        res->run_dir);
+    }
+    pthread_mutex_unlock(&session_lock);
+    return r;
+}
+
+int loupe_stop_and_get_fdo_profile(const loupe_fdo_options *o, char **out, size_t *len,
+                                   loupe_trace_result *res) {
+    if (out == NULL) {
+        return loupe__err(LOUPE_EINVALID, "loupe_stop_and_get_fdo_profile: out is NULL");
+    }
+    *out = NULL;
+    if (len != NULL) {
+        *len = 0;
+    }
+    int r = loupe_stop_trace(res);
+    if (r != 0) {
+        return r;
+    }
+    pthread_mutex_lock(&session_lock);
+    if (kept == NULL) { /* another thread's start dropped it since the stop */
+        r = loupe__err(LOUPE_ENO_TRACE, "loupe_stop_and_get_fdo_profile: the stopped trace was "
+                                        "dropped by a loupe_start_trace() on another thread");
+    } else {
+        r = loupe_fdo_profile(kept, o, out, len, NULL);
     }
     pthread_mutex_unlock(&session_lock);
     return r;
