@@ -7,7 +7,7 @@ PKGS=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libelf-dev libc
       libmicrohttpd-dev libcurl4-openssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
       python3 python3-venv clang clang-format liblttng-ust-dev lttng-tools uftrace strace
       protobuf-compiler iproute2 libcap2-bin openmpi-bin libopenmpi-dev mpich libmpich-dev
-      libdw-dev golang-go)
+      libdw-dev golang-go llvm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
