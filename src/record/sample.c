@@ -1478,10 +1478,19 @@ typedef struct msym {
     int rank; /* at one address: GLOBAL (0) before WEAK (1) before LOCAL (2), as addrsym */
 } msym;
 
+/* One address range of a compile unit (CU addresses), for modules without .debug_aranges. */
+typedef struct curange {
+    uint64_t lo, hi;
+    Dwarf_Die cu;
+} curange;
+
 typedef struct modsyms {
     Dwfl_Module *mod;
     msym *syms;
     size_t n;
+    curange *cur; /* every CU's ranges by lo, made at the first address libdw finds no CU for */
+    size_t ncur, capcur;
+    int cur_made;
 } modsyms;
 
 static int cmp_msym(const void *a, const void *b) {
@@ -1502,7 +1511,7 @@ static modsyms *module_syms(symtab *st, Dwfl_Module *mod) {
         return NULL;
     }
     modsyms *ms = &st->mods[st->nmods++];
-    *ms = (modsyms){mod, NULL, 0};
+    *ms = (modsyms){mod, NULL, 0, NULL, 0, 0, 0};
     int count = dwfl_module_getsymtab(mod);
     if (count <= 0 || (ms->syms = calloc((size_t)count, sizeof *ms->syms)) == NULL) {
         return ms; /* no symbols (or no memory for them): unnamed, as addrinfo would say */
@@ -1548,6 +1557,55 @@ static const char *function_at(symtab *st, Dwfl_Module *mod, uint64_t a) {
     }
     const msym *s = &ms->syms[lo];
     return a < s->hi || s->hi == s->lo ? s->name : NULL;
+}
+
+static int cmp_curange(const void *a, const void *b) {
+    const curange *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* The CU holding a (an address in mod's address space) and *bias, or NULL. libdw finds the CU
+ * through .debug_aranges, which clang does not write (elfutils 0.188, Debian 12, does not make
+ * them up from the CUs): there every CU's own ranges are listed once per module instead, or
+ * clang-built code would get no lines and no inlined frames. */
+static Dwarf_Die *cu_at(symtab *st, Dwfl_Module *mod, uint64_t a, Dwarf_Addr *bias) {
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, a, bias);
+    modsyms *ms = cu == NULL ? module_syms(st, mod) : NULL;
+    if (ms == NULL) {
+        return cu;
+    }
+    Dwarf *dw = dwfl_module_getdwarf(mod, bias);
+    if (dw == NULL) {
+        return NULL;
+    }
+    if (!ms->cur_made) {
+        ms->cur_made = 1;
+        Dwarf_CU *u = NULL;
+        Dwarf_Die d;
+        uint8_t type;
+        while (dwarf_get_units(dw, u, &u, NULL, &type, &d, NULL) == 0) {
+            Dwarf_Addr base, lo, hi;
+            for (ptrdiff_t o = 0; (type == DW_UT_compile || type == DW_UT_partial) &&
+                                  (o = dwarf_ranges(&d, o, &base, &lo, &hi)) > 0;) {
+                if (hi > lo && loupe__grow((void **)&ms->cur, &ms->capcur, ms->ncur + 1,
+                                           sizeof *ms->cur) == 0) {
+                    ms->cur[ms->ncur++] = (curange){lo, hi, d};
+                }
+            }
+        }
+        qsort(ms->cur, ms->ncur, sizeof *ms->cur, cmp_curange);
+    }
+    uint64_t x = a - *bias;
+    size_t lo = 0, hi = ms->ncur; /* past the last range starting at or before x */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ms->cur[mid].lo <= x) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo > 0 && x < ms->cur[lo - 1].hi ? &ms->cur[lo - 1].cu : NULL;
 }
 
 /* The subprograms of one compile unit, sorted by address: dwarf_getscopes() walks the whole CU
@@ -1710,13 +1768,20 @@ static int symbolize_pc(loupe__mb *mb, symtab *st, uint64_t pc, int ret) {
     char *dm = fn != NULL ? loupe__demangle(fn) : NULL;
     f.function = loupe__mb_str(mb, dm ? dm : (fn ? fn : ""));
     free(dm);
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = cu_at(st, mod, a, &bias);
     Dwfl_Line *ln = dwfl_module_getsrc(mod, a);
     int lineno = 0;
     const char *src = ln ? dwfl_lineinfo(ln, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    Dwarf_Line *dl = ln == NULL && cu != NULL ? dwarf_getsrc_die(cu, a - bias) : NULL;
+    if (dl != NULL) { /* a CU libdw's own lookup does not find (no .debug_aranges) */
+        src = dwarf_linesrc(dl, NULL, NULL);
+        if (dwarf_lineno(dl, &lineno) != 0) {
+            lineno = 0;
+        }
+    }
     f.file = loupe__mb_str(mb, src ? src : "");
     f.line = lineno > 0 ? (uint32_t)lineno : 0;
-    Dwarf_Addr bias = 0;
-    Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
     Dwarf_Die sub, scopes[MAX_INLINE];
     int ns = 0;
     if (cu != NULL && cu_function(st, cu, a - bias, &sub)) {
@@ -2131,6 +2196,7 @@ out:
 #ifdef LOUPE_HAVE_LIBDW
     for (size_t i = 0; i < st.nmods; i++) {
         free(st.mods[i].syms);
+        free(st.mods[i].cur);
     }
     free(st.mods);
     for (size_t i = 0; i < st.ncus; i++) {
