@@ -1855,6 +1855,11 @@ static int record_main(int argc, char **argv) {
                 UINT32_MAX, buffer);
         return REC_EXIT_FAILED;
     }
+    if (fdo_out != NULL && sample_hz == NULL && level != NULL && strcmp(level, "0") == 0) {
+        fprintf(stderr, "loupe record: --fdo-profile is made of CPU samples, which --level 0 "
+                        "turns off: add --sample-hz N\n");
+        return REC_EXIT_FAILED;
+    }
     if (fdo_out != NULL && sample_hz != NULL && strcmp(sample_hz, "0") == 0) {
         fprintf(stderr, "loupe record: --fdo-profile is made of CPU samples; it cannot be "
                         "combined with --no-sample or --sample-hz 0\n");

@@ -1086,6 +1086,14 @@ static void test_fdo_profile(void **state) {
     assert_null(out);
     assert_true(
         strncmp(loupe_last_error(), "cannot read /nonexistent/app for its line tables: ", 50) == 0);
+    o.module = "/dev/null"; /* there, but none of the samples is in it */
+    assert_int_equal(loupe_fdo_profile(m, &o, &out, &len, NULL), LOUPE_EUNSUPPORTED);
+    char mods[PATH_MAX + 256];
+    snprintf(mods, sizeof mods,
+             "none of the trace's 4 samples is in /dev/null; the modules its samples are in: %s, "
+             "/lib/x86_64-linux-gnu/libc.so.6",
+             exe);
+    assert_string_equal(loupe_last_error(), mods);
     o.module = exe;
     o.format = (loupe_fdo_format)9;
     assert_int_equal(loupe_fdo_profile(m, &o, &out, &len, NULL), LOUPE_EINVALID);

@@ -48,8 +48,9 @@ typedef enum loupe_fdo_format {
 /** Options for a sample profile; a zeroed struct (or NULL) asks for the defaults. */
 typedef struct loupe_fdo_options {
     loupe_fdo_format format;
-    /* The module (ELF path, as in loupe_frame.module) the profile covers; NULL: the program of
-     * the process with the most samples (its executable). */
+    /* The module (an ELF path; relative paths and links are resolved with realpath(), as the
+     * trace's loupe_frame.module names are the kernel's) the profile covers; NULL: the program
+     * of the process with the most samples (its executable). */
     const char *module;
 } loupe_fdo_options;
 
@@ -67,11 +68,11 @@ typedef struct loupe_fdo_stats {
 /** Makes the sample profile of m's CPU samples in module o->module (see above) into *out, a
  * NUL-terminated buffer of *len bytes (len may be NULL) that the caller frees with free(); fills
  * *stats when stats is not NULL. Errors: LOUPE_EINVALID (m or out NULL, an unknown format),
- * LOUPE_EUNSUPPORTED (no samples; no module to cover; none of the samples on a line of the
- * module, e.g. built without -g; a build without libdw), LOUPE_EIO (the module's file cannot be
- * read), LOUPE_ENOMEM; *out is then NULL. The detail names the module and the counts.
- * Memory: O(distinct stacks + lines), never O(samples). Thread-safety: any thread; m is only
- * read. Not async-signal-safe. */
+ * LOUPE_EUNSUPPORTED (no samples; no module to cover; none of the samples in the module: the
+ * detail lists the modules they are in; none of them on a line of the module, e.g. built
+ * without -g; a build without libdw), LOUPE_EIO (the module's file cannot be read), LOUPE_ENOMEM;
+ * *out is then NULL. The detail names the module and the counts. Memory: O(distinct stacks +
+ * lines), never O(samples). Thread-safety: any thread; m is only read. Not async-signal-safe. */
 LOUPE_API int loupe_fdo_profile(const loupe_model *m, const loupe_fdo_options *o, char **out,
                                 size_t *len, loupe_fdo_stats *stats);
 

@@ -34,6 +34,8 @@
 #include "export/tables.h"
 
 #include <loupe/fdo.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -676,6 +678,45 @@ static void fw_free(fw *w) {
     free(w->fns);
 }
 
+/* The samples whose leaf frame is in module. */
+static size_t leaves_in(const loupe_model *m, const char *module) {
+    size_t n = 0;
+    for (size_t i = 0; i < m->sample_count; i++) {
+        uint32_t leaf = m->samples[i].stack;
+        uint32_t f = leaf < m->stack_node_count ? m->stack_nodes[leaf].frame : UINT32_MAX;
+        n += f < m->frame_count && strcmp(m->frames[f].module, module) == 0;
+    }
+    return n;
+}
+
+/* The distinct modules of the samples' leaf frames, "a, b, c" (cut at size), for a message. */
+static void module_list(const loupe_model *m, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = 0;
+    const char *last = NULL;
+    for (size_t i = 0; i < m->sample_count && len + 8 < size; i++) {
+        uint32_t leaf = m->samples[i].stack;
+        uint32_t f = leaf < m->stack_node_count ? m->stack_nodes[leaf].frame : UINT32_MAX;
+        const char *mod = f < m->frame_count ? m->frames[f].module : NULL;
+        if (mod == NULL || mod[0] == 0 || mod == last) {
+            continue;
+        }
+        last = mod;
+        size_t ml = strlen(mod);
+        int seen = 0; /* already listed: a whole entry of buf */
+        for (const char *p = strstr(buf, mod); p != NULL && !seen; p = strstr(p + 1, mod)) {
+            seen = (p == buf || p[-1] == ' ') && (p[ml] == ',' || p[ml] == 0);
+        }
+        if (!seen) {
+            int k = snprintf(buf + len, size - len, "%s%s", len ? ", " : "", mod);
+            len = k > 0 && (size_t)k < size - len ? len + (size_t)k : size - 1;
+        }
+    }
+    if (buf[0] == 0) {
+        snprintf(buf, size, "none (no sample has a module)");
+    }
+}
+
 static char *debuginfo_path;
 static const Dwfl_Callbacks offline_callbacks = {
     /* local files only: the file itself, or /usr/lib/debug/.build-id/ (never debuginfod) */
@@ -712,14 +753,32 @@ int loupe_fdo_profile(const loupe_model *m, const loupe_fdo_options *o, char **o
         return loupe__err(LOUPE_EUNSUPPORTED,
                           "the trace holds no CPU samples, and a sample profile is made of them: "
                           "record with sampling on (loupe record samples at 999 Hz unless "
-                          "--no-sample; loupe_trace_options.sampling_hz)");
+                          "--no-sample; loupe_trace_options.sampling_hz), and long enough: a "
+                          "sample comes per period of CPU time (1 ms at 999 Hz), so a program "
+                          "that ran for less gets none");
     }
     const char *module = o != NULL && o->module != NULL ? o->module : loupe__main_module(m);
-    if (module == NULL || module[0] != '/') {
+    char resolved_path[PATH_MAX];
+    if (o != NULL && o->module != NULL) {
+        /* the trace names modules as the kernel mapped them: absolute, links resolved */
+        if (realpath(o->module, resolved_path) == NULL) {
+            return loupe__err(LOUPE_EIO, "cannot read %s for its line tables: %s", o->module,
+                              strerror(errno));
+        }
+        module = resolved_path;
+    } else if (module == NULL || module[0] != '/') {
         return loupe__err(LOUPE_EUNSUPPORTED,
                           "no program module found in the trace's samples (none of its frames "
                           "names an ELF file): name one with loupe_fdo_options.module "
                           "(loupe convert --module PATH)");
+    }
+    if (leaves_in(m, module) == 0) {
+        char mods[1024];
+        module_list(m, mods, sizeof mods);
+        return loupe__err(LOUPE_EUNSUPPORTED,
+                          "none of the trace's %zu samples is in %s; the modules its samples are "
+                          "in: %s",
+                          m->sample_count, module, mods);
     }
     fw w = {.m = m, .module = module};
     w.st.samples = m->sample_count;
