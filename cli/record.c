@@ -1504,7 +1504,6 @@ static int wait_program(pid_t pid) {
     return st;
 }
 
-/* The run directory: the last line on stderr, and into --print-run-dir's FILE. */
 /* --fdo-profile FILE: the sample profile written at the end (NULL: none). */
 static const char *fdo_out;
 
@@ -1532,6 +1531,7 @@ static void write_fdo_profile(const char *run_dir, int quiet) {
     loupe_model_free(m);
 }
 
+/* The run directory: the last line on stderr, and into --print-run-dir's FILE. */
 static int say_run_dir(const char *run_dir, const char *print_to) {
     fprintf(stderr, "%s\n", run_dir);
     if (print_to == NULL) {

@@ -29,6 +29,7 @@
  */
 #include "export/writers.h"
 
+#include "base/array.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "export/tables.h"
@@ -115,23 +116,6 @@ typedef struct fw {
     loupe_fdo_stats st;
 } fw;
 
-static int grow(void **p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) {
-        return 0;
-    }
-    size_t nc = *cap ? *cap * 2 : 256;
-    while (nc < need) {
-        nc *= 2;
-    }
-    void *np = realloc(*p, nc * size);
-    if (np == NULL) {
-        return -1;
-    }
-    *p = np;
-    *cap = nc;
-    return 0;
-}
-
 static uint32_t str(fw *w, const char *s) {
     uint32_t i = loupe__strtab_add(&w->strs, s, strlen(s));
     w->oom |= w->strs.oom;
@@ -199,7 +183,7 @@ static int list_fns(fw *w, Dwarf_Die *d, Dwarf_Die *cu, int depth) {
         if (tag == DW_TAG_subprogram) {
             Dwarf_Addr base, lo, hi;
             for (ptrdiff_t o = 0; (o = dwarf_ranges(&c, o, &base, &lo, &hi)) > 0;) {
-                if (grow((void **)&w->fns, &w->fns_cap, w->nfns + 1, sizeof(*w->fns)) != 0) {
+                if (loupe__grow((void **)&w->fns, &w->fns_cap, w->nfns + 1, sizeof(*w->fns)) != 0) {
                     return -1;
                 }
                 w->fns[w->nfns++] = (fnrange){lo, hi, c, *cu};
@@ -284,7 +268,7 @@ static uint32_t resolve(fw *w, uint64_t off, int ret) {
     if (ix != 0) {
         return ix - 1;
     }
-    if (grow((void **)&w->res, &w->res_cap, w->nres + 1, sizeof(*w->res)) != 0) {
+    if (loupe__grow((void **)&w->res, &w->res_cap, w->nres + 1, sizeof(*w->res)) != 0) {
         w->oom = 1;
         return NONE;
     }
@@ -302,8 +286,8 @@ static uint32_t resolve(fw *w, uint64_t off, int ret) {
         }
     }
     Dwarf_Die cu = fr != NULL ? fr->cu : (Dwarf_Die){0};
-    if (np > 0 &&
-        grow((void **)&w->scopes, &w->scopes_cap, w->nscopes + np, sizeof(*w->scopes)) == 0) {
+    if (np > 0 && loupe__grow((void **)&w->scopes, &w->scopes_cap, w->nscopes + np,
+                              sizeof(*w->scopes)) == 0) {
         for (uint32_t k = 0; k < np; k++) {
             Dwarf_Die *d = &chain[k];
             int start = 0;
@@ -371,7 +355,7 @@ static pent *entry(fw *w, uint32_t kind, uint32_t node, uint32_t site, uint32_t 
             return e;
         }
     }
-    if (grow((void **)&w->ents, &w->ents_cap, w->nents + 1, sizeof(*w->ents)) != 0) {
+    if (loupe__grow((void **)&w->ents, &w->ents_cap, w->nents + 1, sizeof(*w->ents)) != 0) {
         w->oom = 1;
         return NULL;
     }
@@ -381,7 +365,7 @@ static pent *entry(fw *w, uint32_t kind, uint32_t node, uint32_t site, uint32_t 
 }
 
 static uint32_t new_node(fw *w, uint32_t name, uint32_t parent, uint32_t site) {
-    if (grow((void **)&w->nodes, &w->nodes_cap, w->nnodes + 1, sizeof(*w->nodes)) != 0) {
+    if (loupe__grow((void **)&w->nodes, &w->nodes_cap, w->nnodes + 1, sizeof(*w->nodes)) != 0) {
         w->oom = 1;
         return NONE;
     }
