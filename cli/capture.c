@@ -91,6 +91,7 @@ typedef struct target {
     char errbuf[CURL_ERROR_SIZE];
     int64_t offset_ns; /* server wall clock minus ours */
     int have_offset;
+    int base_ok; /* its /v1/status says it takes clock_base_ns= (clock_base: true) */
     /* GET /v1/clock's measurement (Cristian): ns to add to the server's trace clock to get our
      * CLOCK_REALTIME, within clock_unc_ns; clock_at_ns is the server's time of the best one */
     int have_clock;
@@ -388,6 +389,10 @@ typedef struct capture_opts {
     const char *run_dir; /* where the files go */
     const char *run_name;
     long sample_hz; /* --sample-hz, -1 when not given (the server's default) */
+    /* The capture's timeline base (model/merge.h), on this machine's clock: the moment before
+     * the first attempt, so before every host's session starts; each HTTP server's trace counts
+     * its XPlane times from it (clock_base_ns=), one timeline for XProf's multi-host view. */
+    int64_t base_ns;
 } capture_opts;
 
 /* The first bytes a trace of format f starts with: gzip's magic for the gzipped formats, a
@@ -1429,6 +1434,7 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
         if (msg->data.result == CURLE_OK && status == 200 && t->buf != NULL) {
             json_t *j = json_loads(t->buf, 0, NULL);
             json_t *u = j ? json_object_get(j, "unix_time_ns") : NULL;
+            t->base_ok = j != NULL && json_is_true(json_object_get(j, "clock_base"));
             if (json_is_integer(u)) {
                 t->offset_ns = (int64_t)json_integer_value(u) - (t0 + (t1 - t0) / 2);
                 t->have_offset = 1;
@@ -1478,11 +1484,14 @@ static int attempt(target *ts, size_t n, const capture_opts *o) {
             w += snprintf(url + w, sizeof url - (size_t)w, "&sample_hz=%ld", o->sample_hz);
         }
         if (t->have_clock && w > 0 && (size_t)w < sizeof url) {
-            snprintf(url + w, sizeof url - (size_t)w,
-                     "&clock_offset_ns=%lld&clock_offset_uncertainty_ns=%llu"
-                     "&clock_offset_at_ns=%llu",
-                     (long long)t->clock_off_ns, (unsigned long long)t->clock_unc_ns,
-                     (unsigned long long)t->clock_at_ns);
+            w += snprintf(url + w, sizeof url - (size_t)w,
+                          "&clock_offset_ns=%lld&clock_offset_uncertainty_ns=%llu"
+                          "&clock_offset_at_ns=%llu",
+                          (long long)t->clock_off_ns, (unsigned long long)t->clock_unc_ns,
+                          (unsigned long long)t->clock_at_ns);
+        }
+        if (t->have_clock && t->base_ok && w > 0 && (size_t)w < sizeof url) {
+            snprintf(url + w, sizeof url - (size_t)w, "&clock_base_ns=%lld", (long long)o->base_ns);
         }
         CURL *e = make_easy(t, url, (long)o->duration_ms + SLACK_MS, o->hdrs);
         if (e != NULL) {
@@ -1948,6 +1957,7 @@ int loupe_cmd_capture(int argc, char **argv) {
     grpc_init();
 #endif
     int made = 0;
+    o.base_ns = now_ns();
     for (int a = 0; a < attempts; a++) {
         made++;
         if (a > 0) {

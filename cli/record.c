@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 /* loupe record's own exit statuses; any other is the program's. */
@@ -2031,6 +2032,16 @@ static int record_main(int argc, char **argv) {
     if (pipe2(ep, O_CLOEXEC) != 0) {
         ep[0] = ep[1] = -1;
     }
+    /* The run's timeline base (model/merge.h): now, before any process of the tree starts its
+     * session. Every file of the tree counts its XPlane times from it (the program's through
+     * its environment, a recovered or outside-sampled process's through this one's), so XProf
+     * shows the tree's processes aligned. */
+    struct timespec now_rt;
+    clock_gettime(CLOCK_REALTIME, &now_rt);
+    char base_ns[32];
+    snprintf(base_ns, sizeof base_ns, "%lld",
+             (long long)now_rt.tv_sec * 1000000000LL + (long long)now_rt.tv_nsec);
+    setenv("LOUPE_RECORD_CLOCK_BASE_NS", base_ns, 1);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "loupe record: fork failed: %s\n", strerror(errno));

@@ -55,6 +55,7 @@ start_probe() {
   pids+=($!)
   for _ in $(seq 100); do grep -q ready "$tmp/$1.out" && break; sleep 0.1; done
   grpc_port=$(sed -n 's/^ready http=[0-9]* grpc=\([0-9]*\)$/\1/p' "$tmp/$1.out")
+  http_port=$(sed -n 's/^ready http=\([0-9]*\) grpc=[0-9]*$/\1/p' "$tmp/$1.out")
   [ -n "$grpc_port" ] || fail "server_probe did not start: $(cat "$tmp/$1.out")"
 }
 # quiet: the consumers log to stderr (absl); keep the lines that matter
@@ -62,8 +63,10 @@ quiet() { grep -vE '^([IWE][0-9]{4} |WARNING: All log messages)'; }
 
 start_probe a
 pa=$grpc_port
+ha=$http_port
 start_probe b
 pb=$grpc_port
+hb=$http_port
 
 # 1. jax.collect_profile
 timeout 120 $py -m jax.collect_profile "$pa" 500 --log_dir "$tmp/jc" --no_perfetto_link \
@@ -168,4 +171,16 @@ want=$(printf '%s\n' "127.0.0.1_$jp.N.xplane.pb" "127.0.0.1_$pa.N.xplane.pb" per
 [ "$got" = "$want" ] || fail "loupe capture --merge: files '$got', want '$want'"
 timeout 60 $check merged "$run/perfetto_trace.json.gz" "127.0.0.1:$jp" "127.0.0.1:$pa" 2>&1 | quiet ||
   fail "merged trace"
+# 5. one timeline (tests/xprof_timeline.py): `loupe capture` of the two processes over HTTP as
+# xplane; XProf's view of the two files has every zone where the merged run has it (each server
+# counts its times from the capture's base, its clock corrected: 0.4 counted each from its own
+# capture start, 1.26 ms apart between two hosts)
+timeout 120 "$loupe" capture "http://127.0.0.1:$ha,http://127.0.0.1:$hb" --duration-ms 500 \
+  --format xplane --log-dir "$tmp/lx" >"$tmp/lx.out" 2>&1 || { cat "$tmp/lx.out"; fail "loupe capture A,B --format xplane"; }
+run=$(tail -1 "$tmp/lx.out")
+"$loupe" convert "$run" -o "$tmp/lx_merged.xplane.pb" >"$tmp/lx.conv" 2>&1 ||
+  { cat "$tmp/lx.conv"; fail "loupe convert of the two-host capture"; }
+timeout 120 $py "$src/tests/xprof_timeline.py" "zone *" 0 "$tmp/lx_merged.xplane.pb" "$run"/*.xplane.pb \
+  >"$tmp/lx.log" 2>&1 || { quiet <"$tmp/lx.log" | tail -5; fail "one timeline of a two-host capture"; }
+grep '^xprof' "$tmp/lx.log"
 echo "$name: OK"

@@ -572,7 +572,7 @@ static void test_bad_requests(void **state) {
          "format: \"svg\" is not json, xplane or perfetto"},
         {"/v1/profile?duration_ms=10&bogus=1",
          "bogus: unknown parameter (known: duration_ms, host_tracer_level, format, sample_hz, "
-         "clock_offset_ns, clock_offset_uncertainty_ns, clock_offset_at_ns)"},
+         "clock_offset_ns, clock_offset_uncertainty_ns, clock_offset_at_ns, clock_base_ns)"},
         {"/v1/profile?duration_ms=%zz", "duration_ms: the value is badly percent-encoded"},
         {"/v1/profile?duration_ms=10&sample_hz=fast",
          "sample_hz: \"fast\" is not a whole number of Hz from 0 (off) to 100000"},

@@ -20,6 +20,7 @@
 #include "export/writers.h"
 #include "import/readers.h"
 #include "model/builder.h"
+#include "model/merge.h"
 #include "model/tracks.h"
 
 #include <loupe/loupe.h>
@@ -35,7 +36,14 @@
 static const char HOSTILE[] =
     "q\"uote\\back\nnl\ttab #a=1# semi;colon \xe2\x82\xac \xf0\x9f\x94\xa5";
 
+/* full_model() with extra metadata: kv[0..n) (key, value) pairs. */
+static loupe_model *full_model_meta(const char *const *kv, size_t n);
+
 static loupe_model *full_model(void) {
+    return full_model_meta(NULL, 0);
+}
+
+static loupe_model *full_model_meta(const char *const *kv, size_t n) {
     loupe__mb *mb = loupe__mb_new();
     assert_non_null(mb);
     loupe_model *m = loupe__mb_model(mb);
@@ -119,6 +127,9 @@ static loupe_model *full_model(void) {
     assert_int_equal(loupe__mb_flow(mb, 18446744073709551615ull, t1, d, g1, k1), 0);
     assert_int_equal(loupe__mb_metadata(mb, "model", "bert"), 0);
     assert_int_equal(loupe__mb_metadata(mb, "profile_start_time", HOSTILE), 0);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(loupe__mb_metadata(mb, kv[2 * i], kv[2 * i + 1]), 0);
+    }
     loupe_model *out = loupe__mb_finish(mb);
     assert_non_null(out);
     return out;
@@ -493,6 +504,77 @@ static void test_protoc_decode(void **state) {
     free(path);
     tu_rmtree(dir);
     free(dir);
+    loupe_model_free(m);
+}
+
+/* One timeline (src/export/xplane.c, Times): a file with a run's base (loupe_clock_base_unix_ns,
+ * 5 s before its origin) and a clock offset of -2 us counts its line timestamps from the base:
+ * the main thread's line, 1 us into the trace, is at 5 s - 2 us + 1 us; the host plane says the
+ * shift, and the reader takes it off again (the model comes back as it was). A base after the
+ * origin (a process that started before it) leaves the times as they are. */
+static void test_timeline_base(void **state) {
+    (void)state;
+    if (system("command -v protoc >/dev/null 2>&1") != 0) {
+        skip(); /* tools/setup.sh installs protobuf-compiler */
+    }
+    static const char *const based[] = {"loupe_clock_base_unix_ns", "1699999995123456789",
+                                        "loupe_clock_offset_ns", "-2000"};
+    static const char *const later[] = {"loupe_clock_base_unix_ns", "1700000000123456790"};
+    char *dir = tu_tmpdir("xplane");
+    for (int k = 0; k < 2; k++) {
+        loupe_model *m = k == 0 ? full_model_meta(based, 2) : full_model_meta(later, 1);
+        assert_int_equal(loupe__model_timeline_shift(m), k == 0 ? 4999998000u : 0u);
+        size_t n;
+        char *bytes = to_mem(m, &n);
+        loupe_model *r = NULL;
+        assert_int_equal(read_bytes(bytes, n, &r), 0);
+        tu_models_equal(m, r);
+        loupe_model_free(r);
+        free(bytes);
+        char *path = write_file(m, dir, "b.xplane.pb");
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd,
+                 "protoc --decode=tensorflow.profiler.XSpace -I %s/proto %s/proto/xplane.proto "
+                 "< %s",
+                 LOUPE_SOURCE_DIR, LOUPE_SOURCE_DIR, path);
+        char *out = NULL;
+        assert_int_equal(tu_run(cmd, &out), 0);
+        const char *line = k == 0 ? "lines {\n    id: 100\n    name: \"main\"\n    "
+                                    "timestamp_ns: 4999999000\n"
+                                  : "lines {\n    id: 100\n    name: \"main\"\n    "
+                                    "timestamp_ns: 1000\n";
+        assert_non_null(strstr(out, line));
+        const char *stat = strstr(out, "name: \"loupe_timeline_shift_ns\"");
+        assert_true(k == 0 ? stat != NULL : stat == NULL);
+        if (k == 0) {
+            assert_non_null(strstr(out, "uint64_value: 4999998000\n"));
+        }
+        free(out);
+        unlink(path);
+        free(path);
+        loupe_model_free(m);
+    }
+    tu_rmtree(dir);
+    free(dir);
+    /* a shift larger than a line's timestamp: refused, not wrapped */
+    loupe_model *m = full_model_meta(based, 2);
+    size_t n;
+    char *bytes = to_mem(m, &n);
+    /* the stat's value 4999998000 as a varint, made larger by one in its top byte */
+    static const unsigned char v[] = {0xB0, 0xD4, 0x97, 0xD0, 0x12};
+    size_t at = SIZE_MAX;
+    for (size_t i = 0; i + sizeof v <= n; i++) {
+        if (memcmp(bytes + i, v, sizeof v) == 0) {
+            at = i;
+        }
+    }
+    assert_true(at != SIZE_MAX);
+    bytes[at + 4] = 0x13; /* + 2^28 ns: after the main line's timestamp */
+    loupe_model *r = NULL;
+    assert_int_equal(read_bytes(bytes, n, &r), LOUPE_EFORMAT);
+    assert_non_null(strstr(loupe_last_error(), "line timestamp_ns before the file's "
+                                               "loupe_timeline_shift_ns"));
+    free(bytes);
     loupe_model_free(m);
 }
 
@@ -1383,12 +1465,13 @@ int main(void) {
         return cmocka_run_group_tests(d, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_protoc_decode),
-        cmocka_unit_test(test_size_limit),    cmocka_unit_test(test_hostile_input),
-        cmocka_unit_test(test_cut_planes),    cmocka_unit_test(test_detect),
-        cmocka_unit_test(test_invalid_utf8),  cmocka_unit_test(test_session_run_dir),
-        cmocka_unit_test(test_jax_file),      cmocka_unit_test(test_flow_conventions),
-        cmocka_unit_test(test_gpu_processes), cmocka_unit_test(test_split_parts),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_protoc_decode),
+        cmocka_unit_test(test_timeline_base),    cmocka_unit_test(test_size_limit),
+        cmocka_unit_test(test_hostile_input),    cmocka_unit_test(test_cut_planes),
+        cmocka_unit_test(test_detect),           cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_session_run_dir),  cmocka_unit_test(test_jax_file),
+        cmocka_unit_test(test_flow_conventions), cmocka_unit_test(test_gpu_processes),
+        cmocka_unit_test(test_split_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,9 @@
 # xprof_mpi.sh BUILD_DIR SOURCE_DIR: a 4-rank `mpirun ... loupe record` run read by the real
 # XProf (tests/xprof_mpi_check.py): its Hosts selector lists the 4 ranks, its trace viewer shows
 # them together with every MPI message as a flow between two ranks' processes (one rank's file
-# alone: half-flows), overview_page converts them, and the run merged into one .xplane.pb shows
-# every message as a flow once. Uses the xprof venv of tests/xprof_validate.sh
+# alone: half-flows), overview_page converts them, the run merged into one .xplane.pb shows
+# every message as a flow once, and the ranks' files are on one timeline (two ranks' clocks 3 s
+# ahead): every MPI_Allreduce where the merged run has it. Uses the xprof venv of tests/xprof_validate.sh
 # (tests/probes/xprof_venv.sh: skipped, 77, when pip cannot fill it). Skipped (77) when the build
 # has no libloupe_mpi.so or mpirun is missing.
 set -uo pipefail
@@ -31,7 +32,11 @@ if ldd "$build/loupe" | grep libasan >/dev/null; then # not -q: ldd would get SI
     export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 fi
 export OMPI_MCA_mpi_yield_when_idle=1
-if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$build/loupe" record -q \
+# ranks 2 and 3 run with their clocks 3 s ahead (MPMD: the same program, another env), which
+# their files' times must not show in XProf's view (check 6)
+if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/loupe" record -q \
+    --format xplane -o "$tmp/log" -- "$build/tests/mpi_app" : -np 2 \
+    env LOUPE_TEST_CLOCK_SHIFT_NS=3000000000 "$build/loupe" record -q \
     --format xplane -o "$tmp/log" -- "$build/tests/mpi_app" >"$tmp/out" 2>&1; then
     cat "$tmp/out"
     echo "xprof_mpi: FAIL: mpirun -np 4"

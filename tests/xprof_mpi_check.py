@@ -17,11 +17,21 @@ read by the real XProf, as its UI reads it (tests/xprof_mpi.sh):
    flows, producer/consumer stats): its trace_viewer@ has exactly NRANKS * ITER flows, each a
    flow_out on an MPI_Send and a flow_in on an MPI_Wait with one bind_id, on two ranks' threads
    (one XSpace: XProf shows its threads as one host's), and no second arrow per message.
+6. one timeline: XProf lines the rank files up by their times as they are, so each file counts
+   them from the run's base on rank 0's clock (loupe_clock_base_unix_ns; tests/xprof_mpi.sh runs
+   half the ranks with their clocks 3 s ahead): every MPI_Allreduce's start and end in the view
+   of the N files is where the merged run (loupe's own alignment, checked against the injected
+   shift by tests/mpi_record.sh) puts it, to within twice the largest clock offset uncertainty
+   the ranks' files state plus 2 us (the offset drifts between its two measurements; each file
+   takes it at its middle). On 0.4 the ranks were 13 ms apart (each file from its own start),
+   and the shifted ones 3 s.
 Prints what differs and exits 1; exits 0 when all matches."""
 import collections
 import json
 import os
 import sys
+
+from xprof_timeline import check_one_timeline, sample_line_ids
 
 
 def fail(msg):
@@ -74,9 +84,7 @@ def main():
     events = json.loads(data)["traceEvents"]
     # zones only: a CPU sample whose leaf is the MPI_Allreduce wrapper is an event of that name
     # on a "CPU samples <tid>" line (loupe record samples by default)
-    sample_lines = {(e["pid"], e["tid"]) for e in events
-                    if e.get("ph") == "M" and e.get("name") == "thread_name"
-                    and e.get("args", {}).get("name", "").startswith("CPU samples")}
+    sample_lines = sample_line_ids(events)
     per_pid = collections.Counter(
         e["pid"] for e in events if e.get("ph") == "X" and e.get("name") == "MPI_Allreduce"
         and (e["pid"], e.get("tid")) not in sample_lines)
@@ -100,11 +108,14 @@ def main():
     data, _ = raw_to_tool_data.xspace_to_tool_data([merged], "trace_viewer@", {"hosts": [host]})
     if isinstance(data, bytes):
         data = data.decode("utf-8")
-    ends = flow_ends(json.loads(data)["traceEvents"])
+    merged_events = json.loads(data)["traceEvents"]
+    ends = flow_ends(merged_events)
     check_flows(ends, n * it, "trace_viewer@ of the merged run", "thread")
+    worst, tol, _ = check_one_timeline(events, merged_events, paths, "MPI_Allreduce", n * it)
     print("xprof: hosts %s; trace_viewer@: %d MPI_Allreduce on each of %d processes; "
           "overview_page: %d bytes; the rank files: %d flows, MPI_Send to MPI_Wait across ranks; "
-          "rank0000 alone: %d half-flows; merged run: %d flows" % (
-              ",".join(hosts), it, n, len(ov), n * it, 2 * it, len(ends)))
+          "rank0000 alone: %d half-flows; merged run: %d flows; one timeline: every "
+          "MPI_Allreduce within %.3f us of the merged run's (allowed %.3f)" % (
+              ",".join(hosts), it, n, len(ov), n * it, 2 * it, len(ends), worst, tol))
 
 main()

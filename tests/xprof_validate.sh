@@ -85,6 +85,30 @@ if [ -z "$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")" ]; th
     status=1
   fi
 fi
+# one timeline (tests/xprof_timeline.py): a process tree under `loupe record` (follow server 3 20:
+# a parent and 3 workers of 20 "worker" zones each) is 4 files; XProf's view of them together
+# has every worker zone where the merged run has it (each file counts from loupe record's start;
+# 0.4 counted each from its own, so the workers were their start-up apart). Not in sanitizer
+# builds, as above.
+if [ -z "$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")" ]; then
+  if "$build/loupe" record -q --format xplane -o "$tmp/tree" --print-run-dir "$tmp/tree.run" \
+      -- "$build/tests/follow_probe" server 3 20 >/dev/null 2>"$tmp/tree.err" &&
+      "$build/loupe" convert "$(cat "$tmp/tree.run")" -o "$tmp/tree_merged.xplane.pb" \
+      >/dev/null 2>>"$tmp/tree.err"; then
+    if ! timeout 120 "$py" "$src/tests/xprof_timeline.py" worker 60 "$tmp/tree_merged.xplane.pb" \
+        "$(cat "$tmp/tree.run")"/*.xplane.pb >"$tmp/tree.log" 2>&1; then
+      grep -v '^[IWE]0000' "$tmp/tree.log" | tail -20
+      echo "xprof_validate: FAIL: one timeline of a process tree"
+      status=1
+    else
+      grep '^xprof' "$tmp/tree.log"
+    fi
+  else
+    cat "$tmp/tree.err"
+    echo "xprof_validate: FAIL: loupe record -- follow_probe server 3 20"
+    status=1
+  fi
+fi
 echo "== every stat of ${#every[@]} files"
 check every_stat jax --every-stat "${every[@]}"
 exit $status

@@ -28,7 +28,13 @@
  * Times: line timestamp_ns is relative to the session start, as jax.profiler's post-processed
  * files hold it (jax-ml/jax#26288): xprof computes timestamp_ns * 1000 in
  * int64, which overflows for epoch times (checked with xprof 2.24: events land 2.9e12 µs off).
- * The wall-clock start is profile_start_time. Events: offset_ps from the line's timestamp_ns
+ * The wall-clock start is profile_start_time. A file of a run of several files (loupe record's
+ * process tree, MPI ranks, a capture's hosts: metadata loupe_clock_base_unix_ns) counts its line
+ * timestamps from the run's base instead, its clock corrected (loupe__model_timeline_shift(),
+ * the host plane's stat loupe_timeline_shift_ns says by how much; the reader takes it off): XProf
+ * lines up the files of a run by their times as they are, so its multi-host view of the ranks is
+ * aligned where each file counted from its own start put them 13 ms apart (4 Open MPI ranks).
+ * Events: offset_ps from the line's timestamp_ns
  * (the line's first event), duration_ps; per line in start order (outer before inner).
  * Metadata: event metadata deduplicated per plane by (name, category, instant, function), ids
  * from 1 in order of first use; its own stats carry what is per name: loupe_category (ref),
@@ -57,6 +63,7 @@
 #include "base/hash.h"
 #include "base/pb.h"
 #include "base/utf8.h"
+#include "model/merge.h"
 
 #include <loupe/loupe.h>
 #include <errno.h>
@@ -274,6 +281,7 @@ typedef struct writer {
     size_t nkeys;
     uint64_t max_line_id; /* over every thread's lines (GPU tracks: their tid) */
     uint64_t lo, hi;      /* the part being written: the events that start in [lo, hi) ns */
+    uint64_t tshift;      /* added to every line's timestamp_ns: the run's timeline (Times) */
 } writer;
 
 static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -603,7 +611,7 @@ static void line_body(writer *w, pb *p, size_t t, uint32_t lane) {
         put_str(p, 2, ln);
         free(ln);
     }
-    put_u64f(p, 3, t0);
+    put_u64f(p, 3, t0 + w->tshift);
     if (end > t0) {
         put_u64f(p, 9, ps(w, end - t0));
     }
@@ -673,7 +681,7 @@ static void counters_body(writer *w, pb *p) {
     /* An id no host thread has: XProf takes the tid from it. */
     put_u64f(p, 1, max_id < (uint64_t)INT64_MAX ? max_id + 1 : 0);
     put_str(p, 2, "_counters_");
-    put_u64f(p, 3, t0);
+    put_u64f(p, 3, t0 + w->tshift);
     for (size_t i = 0; i < m->counter_count; i++) {
         ev e;
         memset(&e, 0, sizeof e);
@@ -925,6 +933,9 @@ static void plane_stats(writer *w, pb *p, const plane_spec *spec) {
         put_stat(p, 6, sid(w, "process_id", 0), (stat_val){4, m->pid, 0}); /* as jax */
         stat_ref(w, p, "process_name", m->process_name ? m->process_name : "");
         stat_u64(w, p, "unmatched_ends", m->unmatched_ends);
+        if (w->tshift != 0) {
+            stat_u64(w, p, "loupe_timeline_shift_ns", w->tshift);
+        }
         samples_stats(w, p);
     }
     for (size_t t = 0; t < m->thread_count; t++) {
@@ -1341,6 +1352,7 @@ int loupe__write_xplane(const loupe_model *m, loupe__sink *s) {
     writer w;
     memset(&w, 0, sizeof w);
     w.m = m;
+    w.tshift = loupe__model_timeline_shift(m);
     int rc = 0;
     /* planes: /host:CPU, /device:GPU:<n> by n, Task Environment */
     size_t nplanes = 0;
@@ -1716,7 +1728,7 @@ static void sample_line_body(writer *w, pb *p, size_t l) {
     snprintf(name, sizeof name, th->name[0] ? "CPU samples %llu (%s)" : "CPU samples %llu",
              (unsigned long long)th->tid, th->name);
     put_str(p, 2, name);
-    put_u64f(p, 3, t0);
+    put_u64f(p, 3, t0 + w->tshift);
     uint64_t end = m->samples[xs->order[b - 1]].ts_ns;
     if (end > t0) {
         put_u64f(p, 9, ps(w, end - t0));

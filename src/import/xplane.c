@@ -33,8 +33,10 @@
  * - A split trace (src/export/xplane.c write_parts()): given <x>.xplane.pb, the parts
  *   <x>.part2.xplane.pb, <x>.part3... beside it (until one is missing) are read with it, each
  *   pass over every part in turn, into the same tracks: one trace (parts_list()).
- * - Times: a loupe file's are relative to the session start already; any other file's are made
- *   relative to its earliest event (or kept when profile_start_time says they are relative).
+ * - Times: a loupe file's are relative to the session start already, less the host plane's
+ *   loupe_timeline_shift_ns where a run's base put them later (src/export/xplane.c, Times); any
+ *   other file's are made relative to its earliest event (or kept when profile_start_time says
+ *   they are relative).
  *
  * Rejected (LOUPE_EFORMAT, the detail names the byte offset in the file): a varint longer than
  * 10 bytes or cut short, a length that runs past its message, wire types 3, 4, 6, 7 (groups and
@@ -431,6 +433,7 @@ typedef struct reader {
     int have_time;
     uint64_t min_ns, max_ns;
     uint64_t env_start_ns; /* Task Environment's profile_start_time (0: none) */
+    uint64_t tshift;       /* loupe_timeline_shift_ns: taken off every line's timestamp_ns */
     struct rsamples *rs;   /* the CPU samples' tables (samples_*() below); NULL when none */
     lmap *lines;           /* by id once pass 0 is done */
     size_t nlines, lines_cap;
@@ -956,6 +959,10 @@ static int read_line(reader *x, plane *pl, span s, int gpu, const gpu_plane *gp)
     if (ts < 0 || ts >= NS_LIMIT) {
         return fail(&x->r, body.off, "line timestamp_ns before 0 or beyond 2^62 ns");
     }
+    if ((uint64_t)ts < x->tshift) {
+        return fail(&x->r, body.off, "line timestamp_ns before the file's loupe_timeline_shift_ns");
+    }
+    ts -= (int64_t)x->tshift;
     if (!gpu && samples_is_line(x, name.p, name.n)) {
         return samples_line(x, pl, body, ts);
     }
@@ -1291,6 +1298,8 @@ static int read_plane(reader *x, span s, int pass) {
                     m->origin_unix_ns = v;
                 } else if (plane_u64(x, &pl, &st, "profile_stop_time", &v)) {
                     m->duration_ns = v; /* minus the start at the end */
+                } else if (plane_u64(x, &pl, &st, "loupe_timeline_shift_ns", &v)) {
+                    x->tshift = v < (uint64_t)NS_LIMIT ? v : (uint64_t)NS_LIMIT;
                 }
                 continue;
             }

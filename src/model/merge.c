@@ -105,6 +105,20 @@ int64_t loupe__clock_fix_at(const loupe__clock_fix *f, uint64_t t) {
     return f->offset_ns + (int64_t)((double)(f->end_ns - f->offset_ns) * frac);
 }
 
+uint64_t loupe__model_timeline_shift(const loupe_model *m) {
+    if (m == NULL) {
+        return 0;
+    }
+    int ok;
+    int64_t base = meta_i64(m, "loupe_clock_base_unix_ns", &ok);
+    if (!ok || base <= 0 || m->origin_unix_ns == 0 || m->origin_unix_ns > (uint64_t)INT64_MAX / 2) {
+        return 0;
+    }
+    loupe__clock_fix f = loupe__clock_fix_of(m);
+    int64_t shift = (int64_t)m->origin_unix_ns + loupe__clock_fix_at(&f, m->duration_ns / 2) - base;
+    return shift > 0 && shift < ((int64_t)1 << 52) ? (uint64_t)shift : 0;
+}
+
 /* One part's time transform: ts + shift + the correction at ts, never below 0. */
 typedef struct part_time {
     int64_t shift;
@@ -466,10 +480,15 @@ int loupe__model_merge(loupe_model *const *parts, const char *const *names, size
             m->sample_period_ns = p->sample_period_ns;
         }
     }
-    /* The first part's metadata, then each other part's keys the first lacks. */
+    /* The first part's metadata, then each other part's keys the first lacks; not the clock
+     * corrections, which the merged times have already had. */
     for (size_t i = n; i-- > 0 && r == 0;) {
         for (size_t k = 0; k < parts[i]->metadata_count && r == 0; k++) {
-            r = loupe__mb_metadata(mb, parts[i]->metadata[k].key, parts[i]->metadata[k].value);
+            const char *key = parts[i]->metadata[k].key;
+            if (strncmp(key, "loupe_clock_offset_", 19) == 0) {
+                continue;
+            }
+            r = loupe__mb_metadata(mb, key, parts[i]->metadata[k].value);
         }
     }
     if (r == 0) {

@@ -43,6 +43,10 @@
  *   loupe_clock_offset_uncertainty_ns  half the smallest round trip (the larger of the two
  *                                  measurements): the offset is exact to within this
  *   loupe_clock_sync_round_trip_ns the smallest round trip at MPI_Init
+ *   loupe_clock_base_unix_ns       the run's timeline base: the earliest rank's session start
+ *                                  on rank 0's clock (an MPI_Allreduce at MPI_Init), one value
+ *                                  in every rank's file; each rank's .xplane.pb counts its times
+ *                                  from it, so XProf shows the ranks' files aligned
  *
  * The trace's clock is wall-clock time at the session's start plus the monotonic clock since
  * (model.h's origin_unix_ns): this file measures with that same clock (loupe__trace_unix_ns), so
@@ -72,6 +76,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* In libloupe (src/session/session.c): now on the trace's clock, unix-epoch ns. */
 int64_t loupe__trace_unix_ns(void);
+
+/* In libloupe: the active session's origin, unix-epoch ns (0: none). */
+int64_t loupe__trace_origin_unix_ns(void);
 
 static int64_t clock_ns(void) {
     return loupe__trace_unix_ns();
@@ -158,6 +165,15 @@ static void after_init(void) {
     meta_i64("loupe_clock_offset_at_ns", s.at_ns);
     meta_i64("loupe_clock_offset_uncertainty_ns", s.rtt_ns / 2);
     meta_i64("loupe_clock_sync_round_trip_ns", s.rtt_ns);
+    /* The run's timeline base: the earliest rank's start on rank 0's clock, which every rank's
+     * file counts its XPlane times from (model/merge.h), so that XProf's view of the ranks'
+     * files together is aligned as the merged run is. */
+    int64_t mine = loupe__trace_origin_unix_ns(), base = INT64_MAX;
+    mine = mine > 0 ? mine + s.offset_ns : INT64_MAX;
+    if (PMPI_Allreduce(&mine, &base, 1, MPI_INT64_T, MPI_MIN, sync_comm) == MPI_SUCCESS &&
+        base > 0 && base != INT64_MAX) {
+        meta_i64("loupe_clock_base_unix_ns", base);
+    }
 }
 
 static void before_finalize(void) {

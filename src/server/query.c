@@ -142,9 +142,9 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
         return bad(err, size);
     }
     out->sample_hz = LOUPE__CAPTURE_SAMPLING_HZ;
-    out->have_clock = out->have_uncertainty = out->have_at = 0;
+    out->have_clock = out->have_uncertainty = out->have_at = out->have_base = 0;
     out->clock_offset_ns = 0;
-    out->clock_uncertainty_ns = out->clock_at_ns = 0;
+    out->clock_uncertainty_ns = out->clock_at_ns = out->clock_base_ns = 0;
     int seen_duration = 0, seen_level = 0, seen_format = 0, seen_hz = 0, nparams = 0;
     size_t i = 0;
     while (i < len) {
@@ -237,11 +237,15 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
             out->sample_hz = (uint32_t)x;
         } else if (strcmp(key, "clock_offset_ns") == 0 ||
                    strcmp(key, "clock_offset_uncertainty_ns") == 0 ||
-                   strcmp(key, "clock_offset_at_ns") == 0) {
-            int which = strcmp(key, "clock_offset_ns") == 0 ? 0 : key[13] == 'u' ? 1 : 2;
+                   strcmp(key, "clock_offset_at_ns") == 0 || strcmp(key, "clock_base_ns") == 0) {
+            int which = strcmp(key, "clock_offset_ns") == 0 ? 0
+                        : strcmp(key, "clock_base_ns") == 0 ? 3
+                        : key[13] == 'u'                    ? 1
+                                                            : 2;
             int *seen = which == 0   ? &out->have_clock
                         : which == 1 ? &out->have_uncertainty
-                                     : &out->have_at;
+                        : which == 2 ? &out->have_at
+                                     : &out->have_base;
             if ((*seen)++) {
                 snprintf(err, size, "%s: given more than once", ks);
                 return bad(err, size);
@@ -256,14 +260,16 @@ int loupe__query_parse(const char *q, size_t len, loupe__query *out, char *err, 
                 out->clock_offset_ns = y;
             } else if (which == 1) {
                 out->clock_uncertainty_ns = (uint64_t)y;
-            } else {
+            } else if (which == 2) {
                 out->clock_at_ns = (uint64_t)y;
+            } else {
+                out->clock_base_ns = (uint64_t)y;
             }
         } else {
             snprintf(err, size,
                      "%s: unknown parameter (known: duration_ms, host_tracer_level, format, "
                      "sample_hz, clock_offset_ns, clock_offset_uncertainty_ns, "
-                     "clock_offset_at_ns)",
+                     "clock_offset_at_ns, clock_base_ns)",
                      ks);
             return bad(err, size);
         }

@@ -25,6 +25,11 @@ typedef struct loupe__query {
     int64_t clock_offset_ns;
     int have_uncertainty, have_at;
     uint64_t clock_uncertainty_ns, clock_at_ns;
+    /* clock_base_ns= (uint64): the run's timeline base on the client's clock (loupe capture: the
+     * moment before its first request), written into the trace as loupe_clock_base_unix_ns, so
+     * that the hosts' .xplane.pb files are on one timeline in XProf (model/merge.h). */
+    int have_base;
+    uint64_t clock_base_ns;
 } loupe__query;
 
 /* Non-zero when the registry's format i is one the server sends. */

@@ -374,12 +374,12 @@ static enum MHD_Result on_status(struct MHD_Connection *c) {
             json_array_append_new(fmts, json_string(loupe_format_info(i)->name));
         }
     }
-    json_t *j =
-        json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:I, s:i, s:I, s:o}", "pid", (json_int_t)getpid(),
-                  "host", host, "version", LOUPE_VERSION_STRING, "state", loupe__state_name(state),
-                  "tracing", state == LOUPE__TRACING, "capturing", state == LOUPE__CAPTURING,
-                  "unix_time_ns", (json_int_t)loupe__realtime_ns(), "port", cfg_port,
-                  "max_duration_ms", (json_int_t)srv_max_ms, "formats", fmts);
+    json_t *j = json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:I, s:i, s:I, s:o, s:b}", "pid",
+                          (json_int_t)getpid(), "host", host, "version", LOUPE_VERSION_STRING,
+                          "state", loupe__state_name(state), "tracing", state == LOUPE__TRACING,
+                          "capturing", state == LOUPE__CAPTURING, "unix_time_ns",
+                          (json_int_t)loupe__realtime_ns(), "port", cfg_port, "max_duration_ms",
+                          (json_int_t)srv_max_ms, "formats", fmts, "clock_base", 1);
     if (j == NULL) {
         return MHD_NO;
     }
@@ -541,8 +541,8 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const conn *k, const
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     /* The client's clock measurement (GET /v1/clock), carried in the trace under the keys
      * libloupe_mpi.so writes (docs/mpi.md), so that the run directory's merge aligns it. */
-    char off[24], unc[24], at[24];
-    loupe_kv kv[3];
+    char off[24], unc[24], at[24], base[24];
+    loupe_kv kv[4];
     size_t nkv = 0;
     if (q.have_clock) {
         snprintf(off, sizeof off, "%lld", (long long)q.clock_offset_ns);
@@ -555,6 +555,10 @@ static enum MHD_Result on_profile(struct MHD_Connection *c, const conn *k, const
             snprintf(at, sizeof at, "%llu", (unsigned long long)q.clock_at_ns);
             kv[nkv++] = (loupe_kv){"loupe_clock_offset_at_ns", at};
         }
+    }
+    if (q.have_base) { /* the capture's timeline base (model/merge.h), on the client's clock */
+        snprintf(base, sizeof base, "%llu", (unsigned long long)q.clock_base_ns);
+        kv[nkv++] = (loupe_kv){"loupe_clock_base_unix_ns", base};
     }
     loupe__capture_opts co = {
         .level = q.level, .sampling_hz = q.sample_hz, .metadata = kv, .metadata_count = nkv};

@@ -560,6 +560,14 @@ int loupe__session_process_meta(loupe__mb *mb, uint64_t parent_pid, const char *
     if (r == 0 && parent_pid != 0) {
         r = loupe__mb_metadata(mb, "loupe_parent_pid", ppid);
     }
+    /* The run's timeline base, which loupe record puts in the tree's environment (its own start:
+     * every file of the tree counts its XPlane times from it, model/merge.h); a key of the
+     * session's own (libloupe_mpi.so's base for the ranks) replaces it in the collect. */
+    const char *base = getenv("LOUPE_RECORD_CLOCK_BASE_NS");
+    size_t nb = base != NULL ? strspn(base, "0123456789") : 0;
+    if (r == 0 && nb > 0 && nb < 20 && base[nb] == 0) {
+        r = loupe__mb_metadata(mb, "loupe_clock_base_unix_ns", base);
+    }
     return r;
 }
 
@@ -948,6 +956,12 @@ int64_t loupe__trace_unix_ns(void) {
         return (int64_t)loupe__realtime_ns();
     }
     return (int64_t)start_real_ns + (int64_t)(loupe__mono_ns() - start_mono_ns);
+}
+
+/* For libloupe_mpi.so: the active session's origin (unix-epoch ns, what its events' times count
+ * from); 0 when no session is active. */
+int64_t loupe__trace_origin_unix_ns(void) {
+    return __atomic_load_n(&active, __ATOMIC_ACQUIRE) ? (int64_t)start_real_ns : 0;
 }
 
 /* For libloupe_mpi.so (src/mpi/pmpi.c), which writes loupe's own MPI and clock-offset keys:

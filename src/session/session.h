@@ -21,6 +21,9 @@ LOUPE_API int loupe__set_metadata_mpi(const char *key, const char *value);
  * start), CLOCK_REALTIME with no session: libloupe_mpi.so measures clock offsets with it, so
  * that they correct the origin's own error. Async-signal-safe; any thread. */
 LOUPE_API int64_t loupe__trace_unix_ns(void);
+/* The active session's origin (unix-epoch ns: what its events' times count from), 0 when none
+ * is active: libloupe_mpi.so's timeline base (the earliest rank's). Any thread. */
+LOUPE_API int64_t loupe__trace_origin_unix_ns(void);
 
 /* The model kept from the last stop (NULL when none): for tests that look at what the collector
  * built before any writer. Valid until the next start. */
@@ -28,8 +31,9 @@ const loupe_model *loupe__kept_model(void);
 
 /* Writes the process's "loupe_cmdline" (cmdline, or /proc/self/cmdline when NULL, NUL separators
  * made spaces) and "loupe_parent_pid" (when not 0) into the builder's metadata: what the merged
- * view of a process tree (src/import/run.c) reads back into processes[].cmdline / parent_pid.
- * 0 or LOUPE_ENOMEM. */
+ * view of a process tree (src/import/run.c) reads back into processes[].cmdline / parent_pid;
+ * and "loupe_clock_base_unix_ns" from $LOUPE_RECORD_CLOCK_BASE_NS (loupe record's start: the
+ * tree's timeline base, model/merge.h) when that is a decimal number. 0 or LOUPE_ENOMEM. */
 struct loupe__mb;
 int loupe__session_process_meta(struct loupe__mb *mb, uint64_t parent_pid, const char *cmdline);
 
