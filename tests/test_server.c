@@ -399,15 +399,16 @@ static void test_capture_json(void **state) {
     free(dir);
 }
 
-/* The client's clock measurement comes back as the trace's loupe_clock_offset_* metadata, and
- * sample_hz=0 turns sampling off. */
+/* The client's clock measurement comes back as the trace's loupe_clock_offset_* metadata, its
+ * timeline base as loupe_clock_base_unix_ns, and sample_hz=0 turns sampling off. */
 static void test_capture_clock_keys(void **state) {
     (void)state;
     assert_int_equal(loupe_start_server(0), 0);
     int port = loupe_server_port();
     resp r = req(port,
                  "/v1/profile?duration_ms=20&sample_hz=0&clock_offset_ns=-5000000042&clock_offset_"
-                 "uncertainty_ns=7&clock_offset_at_ns=1795950000123456789",
+                 "uncertainty_ns=7&clock_offset_at_ns=1795950000123456789&clock_base_ns="
+                 "1795950000000000000",
                  NULL, NULL, NULL);
     assert_int_equal(r.status, 200);
     char *dir = tu_tmpdir("srv_clock_keys");
@@ -423,6 +424,7 @@ static void test_capture_clock_keys(void **state) {
         {"loupe_clock_offset_ns", "-5000000042"},
         {"loupe_clock_offset_uncertainty_ns", "7"},
         {"loupe_clock_offset_at_ns", "1795950000123456789"},
+        {"loupe_clock_base_unix_ns", "1795950000000000000"},
         {"loupe_sampling", "off"},
     };
     for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
@@ -589,6 +591,10 @@ static void test_bad_requests(void **state) {
          "clock_offset_ns: given more than once"},
         {"/v1/profile?duration_ms=10&clock_offset_at_ns=5",
          "clock_offset_at_ns: needs clock_offset_ns"},
+        {"/v1/profile?duration_ms=10&clock_base_ns=-1",
+         "clock_base_ns: \"-1\" is not a whole number of ns (not negative)"},
+        {"/v1/profile?duration_ms=10&clock_base_ns=1&clock_base_ns=1",
+         "clock_base_ns: given more than once"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         resp r = req(port, cases[i].path, NULL, NULL, NULL);
@@ -599,6 +605,7 @@ static void test_bad_requests(void **state) {
     resp r = req(port, "/v1/status", NULL, NULL, NULL);
     json_t *st = json_loads(r.body, 0, NULL);
     json_t *fm = json_object_get(st, "formats");
+    assert_true(json_is_true(json_object_get(st, "clock_base"))); /* loupe capture's cue */
     resp_free(&r);
     static const char *const names[] = {"xplane", "perfetto"};
     for (size_t i = 0; i < 2; i++) {
