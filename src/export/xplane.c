@@ -1794,6 +1794,11 @@ static void samples_stats(writer *w, pb *p) {
     }
     stat_u64(w, p, "loupe_sample_period_ns", w->m->sample_period_ns);
     stat_u64(w, p, "loupe_samples_lost", w->m->samples_lost);
+    if (xs->line_id0 != 0) {
+        /* the first samples line's id: the reader takes a line for samples by its id, so a
+         * thread that is named "CPU samples ..." stays a thread (found by fuzz_xplane) */
+        stat_u64(w, p, "loupe_samples_line0", xs->line_id0);
+    }
     stat_b64(w, p, "loupe_stack_nodes", xs->nodes, xs->nodes_len);
     if (xs->off_len > 0) {
         stat_b64(w, p, "loupe_off_cpu", xs->off, xs->off_len);

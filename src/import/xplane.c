@@ -432,17 +432,18 @@ typedef struct reader {
     size_t args_cap;
     int have_time;
     uint64_t min_ns, max_ns;
-    uint64_t env_start_ns; /* Task Environment's profile_start_time (0: none) */
-    uint64_t tshift;       /* loupe_timeline_shift_ns: taken off every line's timestamp_ns */
-    struct rsamples *rs;   /* the CPU samples' tables (samples_*() below); NULL when none */
-    lmap *lines;           /* by id once pass 0 is done */
+    uint64_t env_start_ns;  /* Task Environment's profile_start_time (0: none) */
+    uint64_t tshift;        /* loupe_timeline_shift_ns: taken off every line's timestamp_ns */
+    uint64_t samples_line0; /* loupe_samples_line0: the first samples line's id (0: by name) */
+    struct rsamples *rs;    /* the CPU samples' tables (samples_*() below); NULL when none */
+    lmap *lines;            /* by id once pass 0 is done */
     size_t nlines, lines_cap;
     rproc *procs;
     size_t nprocs, procs_cap;
 } reader;
 
 static int samples_plane_stat(reader *x, const plane *pl, const stat *st);
-static int samples_is_line(const reader *x, const unsigned char *name, size_t n);
+static int samples_is_line(const reader *x, uint64_t id, const unsigned char *name, size_t n);
 static int samples_line(reader *x, plane *pl, span s, int64_t line_ns);
 static int samples_plane_end(reader *x, plane *pl);
 static int samples_finish(reader *x);
@@ -963,7 +964,7 @@ static int read_line(reader *x, plane *pl, span s, int gpu, const gpu_plane *gp)
         return fail(&x->r, body.off, "line timestamp_ns before the file's loupe_timeline_shift_ns");
     }
     ts -= (int64_t)x->tshift;
-    if (!gpu && samples_is_line(x, name.p, name.n)) {
+    if (!gpu && samples_is_line(x, id, name.p, name.n)) {
         return samples_line(x, pl, body, ts);
     }
     int counters = !gpu && name.n == 10 && memcmp(name.p, "_counters_", 10) == 0;
@@ -1762,6 +1763,10 @@ static int samples_plane_stat(reader *x, const plane *pl, const stat *st) {
         x->m->samples_lost = st->u;
         return 1;
     }
+    if (key_is(pl, st->mid, "loupe_samples_line0")) {
+        x->samples_line0 = st->u;
+        return 1;
+    }
     if (!nodes && !off && !kinds) {
         return 0;
     }
@@ -1798,10 +1803,14 @@ static int samples_plane_stat(reader *x, const plane *pl, const stat *st) {
     return 1;
 }
 
-static int samples_is_line(const reader *x, const unsigned char *name, size_t n) {
+/* A samples line: named "CPU samples ...", in a loupe file with a stack table, and (since 0.5,
+ * which writes loupe_samples_line0) at or after the first samples line's id, so that a thread
+ * named like one stays a thread. */
+static int samples_is_line(const reader *x, uint64_t id, const unsigned char *name, size_t n) {
     static const char pre[] = "CPU samples";
     return x->is_loupe && x->rs != NULL && x->rs->have_nodes && n >= sizeof(pre) - 1 &&
-           memcmp(name, pre, sizeof(pre) - 1) == 0;
+           memcmp(name, pre, sizeof(pre) - 1) == 0 &&
+           (x->samples_line0 == 0 || id >= x->samples_line0);
 }
 
 /* A frame from an event metadata with a loupe_frame stat: 1 with *fi and *fr set, 0 when it
