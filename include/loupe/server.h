@@ -2,6 +2,10 @@
  * over gRPC as jax.profiler.start_server() does) and the Perfetto link (hand a trace file to
  * ui.perfetto.dev). Protocols: docs/server.md.
  *
+ * Linked with libloupe.so, these calls live in libloupe_server.so.0 (installed beside it), which
+ * libloupe loads at the first start or link (dlopen): a program that starts no server loads none
+ * of the server's libraries (libmicrohttpd, jansson, gRPC, protobuf-c). libloupe.a has them in it.
+ *
  * Server state machine (one server per process):
  *
  *            loupe_start_server() / loupe_start_server_ex()         loupe_stop_server()
@@ -83,11 +87,12 @@ LOUPE_API int loupe_start_server(int port);
  * gRPC beside it. Returns once both listen (0) or failed.
  * Errors: LOUPE_EINVALID (NULL options, port or grpc_port out of range, an address that is not
  * numeric, a token over 255 bytes), LOUPE_EUNSUPPORTED (a grpc_port in a build without the gRPC
- * service), LOUPE_ESERVER_RUNNING (a server runs: the detail names its address and
- * port), LOUPE_EIO (a socket cannot be made or bound, e.g. the port is in use: the detail names
- * the address, port and errno, for the gRPC port too ("loupe_start_server (gRPC): ..."); or a
- * server thread cannot start), LOUPE_ENOMEM. On error nothing changes. Thread-safety: any thread;
- * start and stop calls are serialised. */
+ * service; with libloupe.so, libloupe_server.so.0, which holds the server and is loaded at the
+ * first start, cannot be loaded: the detail gives the loader's reason), LOUPE_ESERVER_RUNNING (a
+ * server runs: the detail names its address and port), LOUPE_EIO (a socket cannot be made or bound,
+ * e.g. the port is in use: the detail names the address, port and errno, for the gRPC port too
+ * ("loupe_start_server (gRPC): ..."); or a server thread cannot start), LOUPE_ENOMEM. On error
+ * nothing changes. Thread-safety: any thread; start and stop calls are serialised. */
 LOUPE_API int loupe_start_server_ex(const loupe_server_options *options);
 
 /** Stops the server: stops accepting, ends a capture in progress (its client gets 503, or gRPC

@@ -4,6 +4,8 @@
 #ifndef LOUPE_BASE_CLOCK_H
 #define LOUPE_BASE_CLOCK_H
 
+#include <loupe/export.h>
+
 #include <stdint.h>
 
 /* Chooses the clock once per process (CPUID invariant TSC, env LOUPE_CLOCK=monotonic) and takes
@@ -11,7 +13,7 @@
 void loupe__clock_init(void);
 /* CLOCK_MONOTONIC / CLOCK_REALTIME in ns. Async-signal-safe (clock_gettime). */
 uint64_t loupe__mono_ns(void);
-uint64_t loupe__realtime_ns(void);
+LOUPE_API uint64_t loupe__realtime_ns(void);
 /* CLOCK_REALTIME at the moment CLOCK_MONOTONIC read mono_ns, from the tightest of a few
  * (monotonic, realtime, monotonic) brackets. Async-signal-safe. */
 uint64_t loupe__realtime_at(uint64_t mono_ns);

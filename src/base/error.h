@@ -10,17 +10,20 @@
 #ifndef LOUPE_BASE_ERROR_H
 #define LOUPE_BASE_ERROR_H
 
+#include <loupe/export.h>
+
 #include <loupe/error.h>
 #include <stdarg.h>
 #include <stddef.h>
 
 /* Sets this thread's error detail (printf format) and returns code, for `return loupe__err(...)`.
  */
-int loupe__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+LOUPE_API int loupe__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends "; ..." to the detail. */
-void loupe__err_append(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+LOUPE_API void loupe__err_append(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Puts "...: " in front of the detail (a caller naming itself: "loupe_start_trace: ") and returns
  * code, for `return loupe__err_prefix(r, "...")`. */
-int loupe__err_prefix(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+LOUPE_API int loupe__err_prefix(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

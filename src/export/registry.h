@@ -5,6 +5,8 @@
 #ifndef LOUPE_EXPORT_REGISTRY_H
 #define LOUPE_EXPORT_REGISTRY_H
 
+#include <loupe/export.h>
+
 #include "export/sink.h"
 
 #include <loupe/model.h>
@@ -24,6 +26,6 @@ static inline const loupe__format *loupe__format_row(const loupe_format_desc *d)
 }
 
 /* The row whose file format is f, or NULL. */
-const loupe__format *loupe__format_by_file(loupe_file_format f);
+LOUPE_API const loupe__format *loupe__format_by_file(loupe_file_format f);
 
 #endif

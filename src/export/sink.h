@@ -5,6 +5,8 @@
 #ifndef LOUPE_EXPORT_SINK_H
 #define LOUPE_EXPORT_SINK_H
 
+#include <loupe/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,14 +44,14 @@ void loupe__pgz_discard(loupe__pgz *g);
  * path must stay valid until loupe__sink_close(). Returns 0, or LOUPE_EIO / LOUPE_ENOMEM with the
  * detail "cannot create <path>: <strerror> (errno N)". */
 int loupe__sink_open_file(loupe__sink *s, const char *path, int gz);
-void loupe__sink_open_mem(loupe__sink *s);
+LOUPE_API void loupe__sink_open_mem(loupe__sink *s);
 /* Flushes and closes; returns 0 or the first error's LOUPE_E* code (LOUPE_EIO, LOUPE_ENOMEM) with
  * the detail "cannot write <path>: <strerror> (errno N)". A memory sink keeps s->mem (caller
  * frees). */
-int loupe__sink_close(loupe__sink *s);
+LOUPE_API int loupe__sink_close(loupe__sink *s);
 /* Closes after a failure that is already reported (a writer's): frees what the sink holds, memory
  * included, and leaves the detail alone. */
-void loupe__sink_discard(loupe__sink *s);
+LOUPE_API void loupe__sink_discard(loupe__sink *s);
 
 void loupe__sink_flush(loupe__sink *s);
 

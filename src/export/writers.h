@@ -22,7 +22,7 @@ void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s);
  * LOUPE_TEST_XPLANE_PART_BYTES) written to a file sink is split by time into parts: part 1 in
  * s, part k in <x>.part<k>.xplane.pb beside it. Into any other sink (memory), or when no split
  * fits, it fails with LOUPE_EUNSUPPORTED before writing a byte. */
-int loupe__write_xplane(const loupe_model *m, loupe__sink *s);
+LOUPE_API int loupe__write_xplane(const loupe_model *m, loupe__sink *s);
 extern uint64_t loupe__xplane_limit;
 
 /* Folded stacks ("root;child;leaf <self ns>", one line per distinct stack; folded.c). */
@@ -59,8 +59,8 @@ int loupe__write_perfetto_samples(const loupe_model *m, loupe__sink *s, uint64_t
 /* Writes one file atomically: streams m through write into <path>.tmp (gzipped when gz), then
  * renames it to path; on any failure removes the .tmp. Returns 0 or a LOUPE_E* code with the
  * detail set (the path and errno, or the writer's own detail). */
-int loupe__write_file(const loupe_model *m, const char *path, int gz,
-                      int (*write)(const loupe_model *m, loupe__sink *s));
+LOUPE_API int loupe__write_file(const loupe_model *m, const char *path, int gz,
+                                int (*write)(const loupe_model *m, loupe__sink *s));
 
 /* The formats a session writes: options.formats (0 = the default set) plus
  * LOUPE_FORMAT_PERFETTO_JSON when create_perfetto_trace is set. */

@@ -5,6 +5,8 @@
 #ifndef LOUPE_CORE_CAPTURE_H
 #define LOUPE_CORE_CAPTURE_H
 
+#include <loupe/export.h>
+
 #include <loupe/model.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,13 +38,13 @@ typedef struct loupe__capture_opts {
  * a local trace or another capture runs, or LOUPE_EINVALID (a level, rate or key out of range),
  * LOUPE_ENOMEM. Sampling that the process does not allow (perf_event_paranoid, seccomp) never
  * fails the capture: the trace's loupe_sampling metadata says why. Thread-safety: any thread. */
-int loupe__capture_start(const loupe__capture_opts *o);
+LOUPE_API int loupe__capture_start(const loupe__capture_opts *o);
 
 /* Ends the capture started by loupe__capture_start() and collects it into *out (caller frees with
  * loupe_model_free()). Returns 0, LOUPE_ENOT_STARTED (no capture runs), LOUPE_ENOMEM. */
-int loupe__capture_stop(loupe_model **out);
+LOUPE_API int loupe__capture_stop(loupe_model **out);
 
 /* LOUPE__IDLE, LOUPE__TRACING or LOUPE__CAPTURING. Thread-safety: any thread. */
-int loupe__session_state(void);
+LOUPE_API int loupe__session_state(void);
 
 #endif

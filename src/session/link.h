@@ -5,10 +5,12 @@
 #ifndef LOUPE_SESSION_LINK_H
 #define LOUPE_SESSION_LINK_H
 
+#include <loupe/export.h>
+
 #include <stdint.h>
 
 /* Serves path once on 127.0.0.1:9001 and waits up to timeout_ms (0 = the default) for the UI to
  * fetch it: loupe_serve_perfetto_link() (loupe/server.h). 0 or a LOUPE_E* code, detail set. */
-int loupe__session_serve_link(const char *path, uint32_t timeout_ms);
+LOUPE_API int loupe__session_serve_link(const char *path, uint32_t timeout_ms);
 
 #endif
