@@ -1349,27 +1349,34 @@ static int add_clock_end(target *t, loupe_file_format f) {
     const char *u = kv_get(m, "loupe_clock_offset_uncertainty_ns");
     uint64_t unc = u != NULL ? strtoull(u, NULL, 10) : t->clock_unc_ns;
     unc = t->clock_end_unc_ns > unc ? t->clock_end_unc_ns : unc;
-    char off[32], at[32], uncs[32];
+    char off[32], at[32], uncs[32], us[32], ue[32];
     snprintf(off, sizeof off, "%lld", (long long)t->clock_end_off_ns);
     snprintf(at, sizeof at, "%llu", (unsigned long long)t->clock_end_at_ns);
     snprintf(uncs, sizeof uncs, "%llu", (unsigned long long)unc);
-    const char *keys[3] = {"loupe_clock_offset_end_ns", "loupe_clock_offset_end_at_ns",
-                           "loupe_clock_offset_uncertainty_ns"};
-    const char *vals[3] = {off, at, uncs};
-    loupe_kv *kv = calloc(m->metadata_count + 3, sizeof *kv);
+    /* each measurement's own too: no drift is inferred from two that do not tell it */
+    snprintf(us, sizeof us, "%llu",
+             (unsigned long long)(u != NULL ? strtoull(u, NULL, 10) : t->clock_unc_ns));
+    snprintf(ue, sizeof ue, "%llu", (unsigned long long)t->clock_end_unc_ns);
+    enum { NKEYS = 5 };
+    const char *keys[NKEYS] = {"loupe_clock_offset_end_ns", "loupe_clock_offset_end_at_ns",
+                               "loupe_clock_offset_uncertainty_ns",
+                               "loupe_clock_offset_start_uncertainty_ns",
+                               "loupe_clock_offset_end_uncertainty_ns"};
+    const char *vals[NKEYS] = {off, at, uncs, us, ue};
+    loupe_kv *kv = calloc(m->metadata_count + NKEYS, sizeof *kv);
     int rc = -1;
     if (kv != NULL) {
         size_t n = 0;
         for (size_t i = 0; i < m->metadata_count; i++) {
             int ours = 0;
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < NKEYS; k++) {
                 ours |= strcmp(m->metadata[i].key, keys[k]) == 0;
             }
             if (!ours) {
                 kv[n++] = m->metadata[i];
             }
         }
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < NKEYS; k++) {
             kv[n++] = (loupe_kv){keys[k], vals[k]};
         }
         /* the model is ours (read above): its metadata array is lent the new one for the

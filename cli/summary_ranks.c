@@ -24,9 +24,7 @@ enum { MAX_RANKS = 4096 };
 typedef struct rank_file {
     int rank;
     char path[PATH_MAX];
-    loupe_model *m;               /* while it is being counted: one model in memory at a time */
-    int64_t off0, off1, at0, at1; /* offsets (ns) and when measured (unix ns, own clock) */
-    int has_end;
+    loupe_model *m; /* while it is being counted: one model in memory at a time */
 } rank_file;
 
 static const char *meta(const loupe_model *m, const char *key) {
@@ -41,15 +39,10 @@ static int64_t meta_i64(const loupe_model *m, const char *key, int64_t dflt, int
     return v != NULL ? strtoll(v, NULL, 10) : dflt;
 }
 
-/* A time of rank file f (ns from its origin) on rank 0's clock, as unix ns. */
+/* A time of rank file f (ns from its origin) on rank 0's clock, as unix ns (the library's
+ * correction: drift only where the two measurements tell it). */
 static int64_t on_rank0(const rank_file *f, uint64_t ts) {
-    int64_t t = (int64_t)f->m->origin_unix_ns + (int64_t)ts;
-    int64_t off = f->off0;
-    if (f->has_end && f->at1 != f->at0) { /* linear drift between the two measurements */
-        off += (int64_t)((double)(f->off1 - f->off0) * (double)(t - f->at0) /
-                         (double)(f->at1 - f->at0));
-    }
-    return t + off;
+    return (int64_t)f->m->origin_unix_ns + (int64_t)ts + loupe_model_clock_offset(f->m, ts);
 }
 
 static int has_rank_file(const char *dir) {
@@ -173,16 +166,8 @@ static int open_rank(rank_file *x) {
                 loupe_last_error(), x->rank);
         return -1;
     }
-    {
-        x->rank = (int)meta_i64(m, "loupe_mpi_rank", x->rank, NULL);
-        x->m = m;
-        x->off0 = meta_i64(m, "loupe_clock_offset_ns", 0, NULL);
-        x->at0 = meta_i64(m, "loupe_clock_offset_at_ns", 0, NULL);
-        int e1, e2;
-        x->off1 = meta_i64(m, "loupe_clock_offset_end_ns", 0, &e1);
-        x->at1 = meta_i64(m, "loupe_clock_offset_end_at_ns", 0, &e2);
-        x->has_end = e1 && e2;
-    }
+    x->rank = (int)meta_i64(m, "loupe_mpi_rank", x->rank, NULL);
+    x->m = m;
     return 0;
 }
 

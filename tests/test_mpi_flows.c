@@ -486,12 +486,130 @@ static void test_run_without_ids(void **state) {
     loupe_model_free(m);
 }
 
+/* A one-thread model with origin 1e18 ns and the metadata pairs kv[0..n). */
+static loupe_model *clock_model(const char *const *kv, size_t n) {
+    loupe__mb *mb = loupe__mb_new();
+    assert_non_null(mb);
+    loupe_model *m = loupe__mb_model(mb);
+    m->origin_unix_ns = 1000000000000000000ull;
+    m->duration_ns = 1000000000;
+    (void)loupe__mb_thread(mb, 1);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(loupe__mb_metadata(mb, kv[2 * i], kv[2 * i + 1]), 0);
+    }
+    loupe_model *out = loupe__mb_finish(mb);
+    assert_non_null(out);
+    return out;
+}
+
+/* loupe_model_clock_offset(): drift only where the two measurements tell it. Measured at 0.1 s
+ * and 0.9 s of a 1 s trace (origin 1e18). */
+static void test_clock_offset_drift_rule(void **state) {
+    (void)state;
+    assert_int_equal(loupe_model_clock_offset(NULL, 0), 0);
+    /* MPICH's case (issue 21): +1.2 ms, then -3.2 ms, with only the larger uncertainty known,
+     * 2.9 ms: 4.4 ms apart is within 2 x 2.9 ms, so no drift is inferred; neither measurement is
+     * known better: their mean throughout (0.4 interpolated, 4.4 ms over the run) */
+    static const char *const both_bad[] = {"loupe_clock_offset_ns",
+                                           "1200000",
+                                           "loupe_clock_offset_at_ns",
+                                           "1000000000100000000",
+                                           "loupe_clock_offset_end_ns",
+                                           "-3200000",
+                                           "loupe_clock_offset_end_at_ns",
+                                           "1000000000900000000",
+                                           "loupe_clock_offset_uncertainty_ns",
+                                           "2900000"};
+    loupe_model *m = clock_model(both_bad, 5);
+    assert_int_equal(loupe_model_clock_offset(m, 100000000), -1000000);
+    assert_int_equal(loupe_model_clock_offset(m, 900000000), -1000000);
+    loupe_model_free(m);
+    /* the same offsets with each measurement's own uncertainty, 2.9 ms and 3 us: 4.4 ms apart is
+     * beyond their 2.903 ms, so it is drift: linear between them */
+    static const char *const told[] = {"loupe_clock_offset_ns",
+                                       "1200000",
+                                       "loupe_clock_offset_at_ns",
+                                       "1000000000100000000",
+                                       "loupe_clock_offset_end_ns",
+                                       "-3200000",
+                                       "loupe_clock_offset_end_at_ns",
+                                       "1000000000900000000",
+                                       "loupe_clock_offset_uncertainty_ns",
+                                       "2900000",
+                                       "loupe_clock_offset_start_uncertainty_ns",
+                                       "2900000",
+                                       "loupe_clock_offset_end_uncertainty_ns",
+                                       "3000"};
+    m = clock_model(told, 7);
+    assert_int_equal(loupe_model_clock_offset(m, 100000000), 1200000);
+    assert_int_equal(loupe_model_clock_offset(m, 500000000), -1000000);
+    assert_int_equal(loupe_model_clock_offset(m, 900000000), -3200000);
+    assert_int_equal(loupe_model_clock_offset(m, 950000000), -3200000); /* the nearer outside */
+    loupe_model_free(m);
+    /* 0.5 ms apart with 2.9 ms and 3 us: not told; the better (the end's) offset throughout */
+    static const char *const better_end[] = {"loupe_clock_offset_ns",
+                                             "200000",
+                                             "loupe_clock_offset_at_ns",
+                                             "1000000000100000000",
+                                             "loupe_clock_offset_end_ns",
+                                             "-300000",
+                                             "loupe_clock_offset_end_at_ns",
+                                             "1000000000900000000",
+                                             "loupe_clock_offset_uncertainty_ns",
+                                             "2900000",
+                                             "loupe_clock_offset_start_uncertainty_ns",
+                                             "2900000",
+                                             "loupe_clock_offset_end_uncertainty_ns",
+                                             "3000"};
+    m = clock_model(better_end, 7);
+    assert_int_equal(loupe_model_clock_offset(m, 0), -300000);
+    assert_int_equal(loupe_model_clock_offset(m, 100000000), -300000);
+    loupe_model_free(m);
+    /* an MPI file of 0.4 (round trip at MPI_Init 10 us, the larger uncertainty 2.9 ms: the end
+     * was the slow one): 0.5 ms apart, not told; the start's offset */
+    static const char *const mpi04[] = {"loupe_clock_offset_ns",
+                                        "200000",
+                                        "loupe_clock_offset_at_ns",
+                                        "1000000000100000000",
+                                        "loupe_clock_offset_end_ns",
+                                        "-300000",
+                                        "loupe_clock_offset_end_at_ns",
+                                        "1000000000900000000",
+                                        "loupe_clock_offset_uncertainty_ns",
+                                        "2900000",
+                                        "loupe_clock_sync_round_trip_ns",
+                                        "10000"};
+    m = clock_model(mpi04, 6);
+    assert_int_equal(loupe_model_clock_offset(m, 800000000), 200000);
+    loupe_model_free(m);
+    /* real drift, told: 0 to 100 us with 5 us at each end */
+    static const char *const drift[] = {"loupe_clock_offset_ns",
+                                        "0",
+                                        "loupe_clock_offset_at_ns",
+                                        "1000000000100000000",
+                                        "loupe_clock_offset_end_ns",
+                                        "100000",
+                                        "loupe_clock_offset_end_at_ns",
+                                        "1000000000900000000",
+                                        "loupe_clock_offset_uncertainty_ns",
+                                        "5000"};
+    m = clock_model(drift, 5);
+    assert_int_equal(loupe_model_clock_offset(m, 500000000), 50000);
+    loupe_model_free(m);
+    /* one measurement: constant */
+    static const char *const one[] = {"loupe_clock_offset_ns", "-5000000000"};
+    m = clock_model(one, 1);
+    assert_int_equal(loupe_model_clock_offset(m, 123), -5000000000LL);
+    loupe_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_run_dir_flows, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_one_rank_self, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_run_without_ids, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_rank_xplane_flow_stats, tu_setup, tu_teardown),
+        cmocka_unit_test(test_clock_offset_drift_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -279,6 +279,19 @@ LOUPE_API void loupe_model_free(loupe_model *m);
 LOUPE_API uint64_t loupe_model_events_recorded(const loupe_model *m);
 LOUPE_API uint64_t loupe_model_events_dropped(const loupe_model *m);
 
+/** The clock correction of model m at its time t_ns (ns from its origin): the ns to add to put
+ * that time on its run's reference clock (rank 0's in an MPI run, the capturing machine's in a
+ * `loupe capture`), from its metadata loupe_clock_offset_* (docs/mpi.md); 0 when it has none.
+ * With a second measurement (loupe_clock_offset_end_ns at loupe_clock_offset_end_at_ns) the
+ * offset drifts linearly between the two and is the nearer one's outside them, except when the
+ * two differ by no more than their uncertainties together
+ * (loupe_clock_offset_start_uncertainty_ns + loupe_clock_offset_end_uncertainty_ns; an older
+ * file's loupe_clock_sync_round_trip_ns / 2 and loupe_clock_offset_uncertainty_ns stand in):
+ * then the difference may be all error, and the offset is constant, the measurement's with the
+ * smaller uncertainty (their mean on a tie). What `loupe summary RUN` and `--by-rank` apply.
+ * NULL gives 0. Thread-safety: any thread (the model is read-only). */
+LOUPE_API int64_t loupe_model_clock_offset(const loupe_model *m, uint64_t t_ns);
+
 #ifdef __cplusplus
 }
 #endif

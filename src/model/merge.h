@@ -28,7 +28,9 @@ typedef struct loupe__clock_fix {
 
 /* Reads a part's correction from its metadata ("loupe_clock_offset_ns", optionally
  * "loupe_clock_offset_end_ns", "loupe_clock_offset_at_ns", "loupe_clock_offset_end_at_ns", the
- * last two unix-epoch ns on the part's own clock): all zero when it has none. */
+ * last two unix-epoch ns on the part's own clock): all zero when it has none. Drift only where
+ * the two offsets differ by more than their uncertainties together (loupe_model_clock_offset()
+ * in loupe/model.h says the rule). */
 loupe__clock_fix loupe__clock_fix_of(const loupe_model *m);
 /* The offset at the part's own time t (ns). */
 int64_t loupe__clock_fix_at(const loupe__clock_fix *f, uint64_t t);

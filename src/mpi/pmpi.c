@@ -42,6 +42,9 @@
  *   loupe_clock_offset_end_at_ns
  *   loupe_clock_offset_uncertainty_ns  half the smallest round trip (the larger of the two
  *                                  measurements): the offset is exact to within this
+ *   loupe_clock_offset_start_uncertainty_ns, loupe_clock_offset_end_uncertainty_ns  each
+ *                                  measurement's own: the merge infers no drift from two
+ *                                  offsets that differ by less than their sum
  *   loupe_clock_sync_round_trip_ns the smallest round trip at MPI_Init
  *   loupe_clock_base_unix_ns       the run's timeline base: the earliest rank's session start
  *                                  on rank 0's clock (an MPI_Allreduce at MPI_Init), one value
@@ -164,6 +167,7 @@ static void after_init(void) {
     meta_i64("loupe_clock_offset_ns", s.offset_ns);
     meta_i64("loupe_clock_offset_at_ns", s.at_ns);
     meta_i64("loupe_clock_offset_uncertainty_ns", s.rtt_ns / 2);
+    meta_i64("loupe_clock_offset_start_uncertainty_ns", s.rtt_ns / 2);
     meta_i64("loupe_clock_sync_round_trip_ns", s.rtt_ns);
     /* The run's timeline base: the earliest rank's start on rank 0's clock, which every rank's
      * file counts its XPlane times from (model/merge.h), so that XProf's view of the ranks'
@@ -187,6 +191,7 @@ static void before_finalize(void) {
     }
     meta_i64("loupe_clock_offset_end_ns", s.offset_ns);
     meta_i64("loupe_clock_offset_end_at_ns", s.at_ns);
+    meta_i64("loupe_clock_offset_end_uncertainty_ns", s.rtt_ns / 2);
     int64_t rtt = s.rtt_ns > init_rtt ? s.rtt_ns : init_rtt;
     meta_i64("loupe_clock_offset_uncertainty_ns", rtt / 2);
     PMPI_Comm_free(&sync_comm);
