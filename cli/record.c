@@ -869,6 +869,118 @@ static int split_part(const char *run_dir, const char *name, size_t plen) {
     return access(base, F_OK) == 0;
 }
 
+static void put_counts(rec_proc *p, const loupe_model_counts *c) {
+    p->events = c->events_recorded;
+    p->dropped = c->events_dropped;
+    p->samples = c->samples;
+    p->lost = c->samples_lost;
+    p->filtered = c->functions_filtered;
+    p->reentered = c->events_reentered;
+    p->shm_lost = c->shm_lost;
+    p->need = c->capacity_needed;
+    p->total = c->session_needed;
+    p->threads = c->threads;
+}
+
+/* The directory the tree's writers put a counts file per trace into (src/export/rundir.c:
+ * $LOUPE_RECORD_COUNTS_DIR): made when following the tree, removed with what is in it when
+ * loupe record returns (drop_counts()); "" when none. */
+static char counts_dir[PATH_MAX];
+
+static void drop_counts(void) {
+    if (counts_dir[0] == 0) {
+        return;
+    }
+    DIR *d = opendir(counts_dir);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] != '.') {
+            char path[PATH_MAX + 300];
+            snprintf(path, sizeof path, "%s/%s", counts_dir, e->d_name);
+            (void)unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    (void)rmdir(counts_dir);
+    counts_dir[0] = 0;
+}
+
+/* The process's counts from the counts file its trace's writer left (<counts_dir>/<prefix>.counts:
+ * src/export/rundir.c), without reading the trace: 0, or -1 when there is none or it is not
+ * one (then the trace is read back). */
+static int read_counts_file(rec_proc *p) {
+    char path[PATH_MAX + 300], line[1024];
+    if (counts_dir[0] == 0) {
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%s.counts", counts_dir, p->prefix);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        return -1;
+    }
+    loupe_model_counts c;
+    memset(&c, 0, sizeof c);
+    int ok = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = 0;
+        char *v = strchr(line, '=');
+        if (v == NULL) {
+            continue;
+        }
+        *v++ = 0;
+        unsigned long long x = strtoull(v, NULL, 10);
+        static const char *const keys[] = {
+            "events_recorded",    "events_dropped",   "samples",
+            "samples_lost",       "events_reentered", "shm_lost",
+            "functions_filtered", "capacity_needed",  "session_needed"};
+        uint64_t *dst[] = {&c.events_recorded,    &c.events_dropped,   &c.samples,
+                           &c.samples_lost,       &c.events_reentered, &c.shm_lost,
+                           &c.functions_filtered, &c.capacity_needed,  &c.session_needed};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            if (strcmp(line, keys[i]) == 0) {
+                *dst[i] = x;
+            }
+        }
+        if (strcmp(line, "loupe_counts") == 0) {
+            ok = x == 1;
+        } else if (strcmp(line, "pid") == 0) {
+            p->pid = x;
+        } else if (strcmp(line, "threads") == 0) {
+            c.threads = (size_t)x;
+        } else if (strcmp(line, "name") == 0) {
+            snprintf(p->name, sizeof p->name, "%s", v);
+        } else if (strcmp(line, "spool_error") == 0) {
+            snprintf(p->spool_error, sizeof p->spool_error, "%s", v);
+        }
+    }
+    fclose(f);
+    if (!ok) {
+        return -1;
+    }
+    put_counts(p, &c);
+    return 0;
+}
+
+/* The process's counts from its trace, read back (a file without a counts file beside it):
+ * 0, or -1 with the error said. */
+static int read_back(rec_proc *p) {
+    loupe_model *m = NULL;
+    if (loupe_trace_read(p->path, &m) != 0) {
+        fprintf(stderr, "loupe record: cannot read back %s: %s\n", p->path, loupe_last_error());
+        return -1;
+    }
+    p->pid = m->pid;
+    snprintf(p->name, sizeof p->name, "%s", m->process_name ? m->process_name : "");
+    const char *se = loupe_cli_meta(m, "loupe_spool_error");
+    snprintf(p->spool_error, sizeof p->spool_error, "%s", se != NULL ? se : "");
+    loupe_model_counts c;
+    loupe_model_counts_of(m, &c);
+    put_counts(p, &c);
+    loupe_model_free(m);
+    return 0;
+}
+
 /* The process sets of run_dir, each read: *out (malloc'd), their count, or -1 when the directory
  * cannot be read. A file that cannot be read back is said, and its set left out. */
 static int read_procs(const char *run_dir, rec_proc **out) {
@@ -915,44 +1027,10 @@ static int read_procs(const char *run_dir, rec_proc **out) {
     closedir(d);
     size_t kept = 0;
     for (size_t k = 0; k < n; k++) {
-        loupe_model *m = NULL;
         rec_proc *p = &ps[k];
-        if (loupe_trace_read(p->path, &m) != 0) {
-            fprintf(stderr, "loupe record: cannot read back %s: %s\n", p->path, loupe_last_error());
+        if (read_counts_file(p) != 0 && read_back(p) != 0) {
             continue;
         }
-        p->pid = m->pid;
-        snprintf(p->name, sizeof p->name, "%s", m->process_name ? m->process_name : "");
-        p->events = loupe_model_events_recorded(m);
-        p->dropped = loupe_model_events_dropped(m);
-        p->samples = m->sample_count;
-        p->lost = m->samples_lost;
-        for (size_t i = 0; i < m->metadata_count; i++) {
-            if (strcmp(m->metadata[i].key, "loupe_functions_filtered") == 0) {
-                p->filtered += strtoull(m->metadata[i].value, NULL, 10);
-            } else if (strcmp(m->metadata[i].key, "loupe_events_reentered") == 0) {
-                p->reentered += strtoull(m->metadata[i].value, NULL, 10);
-            } else if (strcmp(m->metadata[i].key, "loupe_recover_shm_lost") == 0) {
-                p->shm_lost += strtoull(m->metadata[i].value, NULL, 10);
-            } else if (strcmp(m->metadata[i].key, "loupe_spool_error") == 0) {
-                snprintf(p->spool_error, sizeof p->spool_error, "%s", m->metadata[i].value);
-            }
-        }
-        for (size_t i = 0; i < m->thread_count; i++) {
-            const loupe_model_thread *t = &m->threads[i];
-            uint64_t c = t->capacity_needed;
-            p->need = c > p->need ? c : p->need;
-            /* each thread holds whole chunks of the session's capacity */
-            p->total += (c + LOUPE_CHUNK_EVENTS - 1) / LOUPE_CHUNK_EVENTS * LOUPE_CHUNK_EVENTS;
-            /* the program's threads that recorded: not loupe's own (keeper, sampler: named
-             * "loupe-*", or registered without an event), nor GPU, async or overlap tracks */
-            if (t->kind == LOUPE_TRACK_THREAD && t->sibling == 0 &&
-                strncmp(t->name ? t->name : "", "loupe-", 6) != 0 &&
-                (t->events_recorded != 0 || t->slice_count != 0 || t->instant_count != 0)) {
-                p->threads++;
-            }
-        }
-        loupe_model_free(m);
         ps[kept++] = *p;
     }
     qsort(ps, kept, sizeof(*ps), cmp_proc);
@@ -1744,6 +1822,7 @@ static void end_as_program(void) {
 int loupe_cmd_record(int argc, char **argv) {
     std_hold();
     int code = record_main(argc, argv);
+    drop_counts();
     fflush(NULL);
     restore_ending_signals(); /* a signal held since the program ended takes effect now */
     end_as_program();
@@ -2025,6 +2104,19 @@ static int record_main(int argc, char **argv) {
         if (make_regions_dir(regions, sizeof regions) == 0) {
             hold_recorder_lock(regions);
         }
+        /* Each trace's writer leaves its counts here (rundir.c), so that the report reads no
+         * trace back: 0.4 took 2.3 GB for one of 100 M events. Without it (TMPDIR full), the
+         * report reads the traces as before. */
+        snprintf(counts_dir, sizeof counts_dir, "%s/loupe-counts-XXXXXX",
+                 tmpdir != NULL && tmpdir[0] ? tmpdir : "/tmp");
+        if (mkdtemp(counts_dir) == NULL) {
+            counts_dir[0] = 0;
+        }
+    }
+    if (counts_dir[0] != 0) {
+        setenv("LOUPE_RECORD_COUNTS_DIR", counts_dir, 1); /* for this process's recoveries too */
+    } else {
+        unsetenv("LOUPE_RECORD_COUNTS_DIR");
     }
     /* The exec's errno comes back on this pipe (closed by a successful exec): a program's own
      * exit status 122 or 123 (or 126, 127) is then never taken for a failed exec. */

@@ -84,6 +84,26 @@ for p, t in forks:
     assert int(root[0]["origin_unix_ns"]) <= t <= kids[p], (p, t, root[0]["origin_unix_ns"], kids[p])
 PY
 echo "record_follow: server: 4 processes, 3 workers x 50 zones, parent pids, 3 fork points"
+# 2b. the report comes from the counts file each process's writer leaves in loupe record's
+# counts directory (src/export/rundir.c, $LOUPE_RECORD_COUNTS_DIR), not from reading the traces
+# back (0.4: 2.3 GB for 100 M events): under strace, loupe record (its first process) opens no
+# trace file of the run, writes its report from the counts, and leaves no counts directory
+if command -v strace >/dev/null; then
+  strace -f -qq -e trace=openat,mkdir -o "$tmp/st2b" "$build/loupe" record --no-sample \
+    --print-run-dir "$tmp/run2b" -o "$tmp/log2b" -- "$probe" server 3 50 >/dev/null 2>"$tmp/err2b" ||
+    fail "server under strace: $(cat "$tmp/err2b")"
+  rec=$(head -1 "$tmp/st2b" | cut -d' ' -f1)
+  if grep "^$rec " "$tmp/st2b" | grep -E '\.(xplane\.pb|trace\.json\.gz|pftrace)", O_RDONLY' >"$tmp/reads"; then
+    fail "loupe record read the traces back: $(head -2 "$tmp/reads")"
+  fi
+  n=$(grep -c '/loupe-counts-[A-Za-z0-9]*/[^"]*\.counts\.tmp", O_WRONLY' "$tmp/st2b")
+  [ "$n" = 4 ] || fail "counts: $n counts files written, want 4 (one per process)"
+  grep -qxF "loupe record: 4 processes, 452 events recorded, 0 dropped" "$tmp/err2b" ||
+    fail "server under strace: the report: $(cat "$tmp/err2b")"
+  dir=$(sed -n 's/.*mkdir("\([^"]*loupe-counts-[A-Za-z0-9]*\)".*/\1/p' "$tmp/st2b" | head -1)
+  [ -n "$dir" ] && [ ! -e "$dir" ] || fail "counts: the directory '$dir' is left behind"
+  echo "record_follow: counts: 4 counts files, the report from them (no trace read back), none left"
+fi
 
 # 3. --no-follow: only the direct process
 "$build/loupe" record -q --print-run-dir "$tmp/run3" --no-follow -o "$tmp/log3" -- "$probe" server 3 50 >/dev/null 2>"$tmp/err3" || fail "no-follow: $(cat "$tmp/err3")"

@@ -279,6 +279,30 @@ LOUPE_API void loupe_model_free(loupe_model *m);
 LOUPE_API uint64_t loupe_model_events_recorded(const loupe_model *m);
 LOUPE_API uint64_t loupe_model_events_dropped(const loupe_model *m);
 
+/** The counts of a model that a report of a recording gives (what `loupe record` says at the
+ * end, per process): zero-initialised by loupe_model_counts_of(). */
+typedef struct loupe_model_counts {
+    /** Events recorded and dropped, over every thread. */
+    uint64_t events_recorded, events_dropped;
+    /** CPU samples kept, and lost to a full ring (samples_lost). */
+    uint64_t samples, samples_lost;
+    /** Of events_dropped: recording calls re-entered (metadata loupe_events_reentered), and lost
+     * with a death past the regions' file system (loupe_recover_shm_lost). */
+    uint64_t events_reentered, shm_lost;
+    /** Function-tracing calls filtered out (metadata loupe_functions_filtered). */
+    uint64_t functions_filtered;
+    /** The busiest thread's capacity_needed, and the session's: every thread's rounded up to
+     * whole chunks of LOUPE_CHUNK_EVENTS (each thread holds whole chunks of the session). */
+    uint64_t capacity_needed, session_needed;
+    /** The program's threads that recorded: THREAD tracks (not siblings of an overlap split),
+     * not named "loupe-*" (loupe's own), with an event. */
+    size_t threads;
+} loupe_model_counts;
+
+/** Fills *out from m (NULL m or out: nothing). O(threads + metadata). Thread-safety: any thread
+ * (the model is read-only). */
+LOUPE_API void loupe_model_counts_of(const loupe_model *m, loupe_model_counts *out);
+
 /** The clock correction of model m at its time t_ns (ns from its origin): the ns to add to put
  * that time on its run's reference clock (rank 0's in an MPI run, the capturing machine's in a
  * `loupe capture`), from its metadata loupe_clock_offset_* (docs/mpi.md); 0 when it has none.

@@ -231,6 +231,63 @@ int loupe_run_dir_make(const char *log_dir, const char *run_name, char *buf, siz
     return 0;
 }
 
+/* A value on one line of the counts file: its newlines and carriage returns as spaces. */
+static void put_line_value(FILE *f, const char *key, const char *v) {
+    fprintf(f, "%s=", key);
+    for (const char *c = v != NULL ? v : ""; *c; c++) {
+        fputc(*c == '\n' || *c == '\r' ? ' ' : *c, f);
+    }
+    fputc('\n', f);
+}
+
+/* The counts file of a process's trace under `loupe record` ($LOUPE_RECORD_COUNTS_DIR, a
+ * directory of its own: a file in the run directory would be a host to XProf, which takes every
+ * file name there for one): <dir>/<prefix>.counts, the figures of its report
+ * (loupe_model_counts_of(), its pid, name and spool error) as key=value lines, so that `loupe
+ * record` says them without reading the traces back (2.3 GB for 100 M events in 0.4). Written
+ * as .tmp and renamed; a failure only costs the reader the read back. */
+static void write_counts(const loupe_model *m, const char *prefix) {
+    const char *dir = getenv("LOUPE_RECORD_COUNTS_DIR");
+    if (dir == NULL || dir[0] == 0 || strlen(dir) >= LOUPE_PATH_MAX) {
+        return;
+    }
+    loupe_model_counts c;
+    loupe_model_counts_of(m, &c);
+    if (c.events_recorded == 0 && c.events_dropped == 0 && c.samples == 0) {
+        return; /* an empty trace reads back in no time (and a fork child that only execs
+                 * removes its files again: no counts file outlives them) */
+    }
+    char path[LOUPE_PATH_MAX + 300], tmp[LOUPE_PATH_MAX + 310];
+    snprintf(path, sizeof path, "%s/%.200s.counts", dir, prefix);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "we");
+    if (f == NULL) {
+        return;
+    }
+    const char *spool_error = "";
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, "loupe_spool_error") == 0) {
+            spool_error = m->metadata[i].value;
+        }
+    }
+    fprintf(f, "loupe_counts=1\npid=%llu\n", (unsigned long long)m->pid);
+    put_line_value(f, "name", m->process_name);
+    fprintf(f,
+            "events_recorded=%llu\nevents_dropped=%llu\nsamples=%llu\nsamples_lost=%llu\n"
+            "events_reentered=%llu\nshm_lost=%llu\nfunctions_filtered=%llu\n"
+            "capacity_needed=%llu\nsession_needed=%llu\nthreads=%zu\n",
+            (unsigned long long)c.events_recorded, (unsigned long long)c.events_dropped,
+            (unsigned long long)c.samples, (unsigned long long)c.samples_lost,
+            (unsigned long long)c.events_reentered, (unsigned long long)c.shm_lost,
+            (unsigned long long)c.functions_filtered, (unsigned long long)c.capacity_needed,
+            (unsigned long long)c.session_needed, c.threads);
+    put_line_value(f, "spool_error", spool_error);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        (void)unlink(tmp);
+    }
+}
+
 /* Writes m's files into the existing directory run, named <prefix><suffix> (prefix: the host
  * name when NULL or ""; the formats that are not host-prefixed get "<prefix>." in front when a
  * prefix is given, so that processes sharing run never write the same file). made: run was made
@@ -340,6 +397,9 @@ static int write_files(const loupe_model *m, const char *run, const char *prefix
         return r;
     }
     free(written);
+    if (own_prefix && nwritten != 0) {
+        write_counts(m, host);
+    }
     if (res != NULL) {
         res->run_dir = run_copy;
         res->files = files;
