@@ -270,6 +270,11 @@ samples=$("$build/loupe" summary "$(cat "$tmp/run14")" --json | python3 -c 'impo
 if [ "$samples" -gt 0 ]; then
   grep -qxE "loupe record: [0-9,]+ samples?(, [0-9,]+ lost)?" "$tmp/err14" || fail "sampling-only: $(cat "$tmp/err14")"
   echo "record_follow: sampling-only: says its $samples samples"
+  # two sampled processes without a zone: each line says its 1 thread (0.4: "0 threads")
+  "$build/loupe" record --sample-hz 999 -o "$tmp/log14b" -- bash -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; bash -c "i=0; while [ \$i -lt 200000 ]; do i=\$((i+1)); done"' \
+    >/dev/null 2>"$tmp/err14b" || fail "sampling-only, 2 processes: $(cat "$tmp/err14b")"
+  n=$(grep -cE "^loupe record:   pid [0-9]+ bash: [0-9,]+ samples?(, [0-9,]+ lost)?, 1 thread \(" "$tmp/err14b")
+  [ "$n" = 2 ] || fail "sampling-only, 2 processes: $(cat "$tmp/err14b")"
 else
   echo "record_follow: sampling-only: not checked (no samples here: perf events not allowed)"
 fi

@@ -295,12 +295,13 @@ typedef struct loupe_model_counts {
      * whole chunks of LOUPE_CHUNK_EVENTS (each thread holds whole chunks of the session). */
     uint64_t capacity_needed, session_needed;
     /** The program's threads that recorded: THREAD tracks (not siblings of an overlap split),
-     * not named "loupe-*" (loupe's own), with an event. */
+     * not named "loupe-*" (loupe's own), with an event or a CPU sample. */
     size_t threads;
 } loupe_model_counts;
 
-/** Fills *out from m (NULL m or out: nothing). O(threads + metadata). Thread-safety: any thread
- * (the model is read-only). */
+/** Fills *out from m (NULL m or out: nothing). O(threads + samples + metadata); allocates a
+ * byte per thread while it runs (without it, a thread's samples alone do not count it).
+ * Thread-safety: any thread (the model is read-only). */
 LOUPE_API void loupe_model_counts_of(const loupe_model *m, loupe_model_counts *out);
 
 /** The clock correction of model m at its time t_ns (ns from its origin): the ns to add to put

@@ -29,6 +29,14 @@ void loupe_model_counts_of(const loupe_model *m, loupe_model_counts *out) {
     out->events_reentered = meta_u64(m, "loupe_events_reentered");
     out->shm_lost = meta_u64(m, "loupe_recover_shm_lost");
     out->functions_filtered = meta_u64(m, "loupe_functions_filtered");
+    /* a thread with samples and no zone recorded too (a program without annotations: 0.4 said
+     * "0 threads" for it) */
+    unsigned char *sampled = m->sample_count != 0 ? calloc(m->thread_count + 1, 1) : NULL;
+    for (size_t i = 0; sampled != NULL && i < m->sample_count; i++) {
+        if (m->samples[i].thread < m->thread_count) {
+            sampled[m->samples[i].thread] = 1;
+        }
+    }
     for (size_t i = 0; i < m->thread_count; i++) {
         const loupe_model_thread *t = &m->threads[i];
         uint64_t c = t->capacity_needed;
@@ -37,8 +45,10 @@ void loupe_model_counts_of(const loupe_model *m, loupe_model_counts *out) {
             (c + LOUPE_CHUNK_EVENTS - 1) / LOUPE_CHUNK_EVENTS * LOUPE_CHUNK_EVENTS;
         if (t->kind == LOUPE_TRACK_THREAD && t->sibling == 0 &&
             strncmp(t->name ? t->name : "", "loupe-", 6) != 0 &&
-            (t->events_recorded != 0 || t->slice_count != 0 || t->instant_count != 0)) {
+            (t->events_recorded != 0 || t->slice_count != 0 || t->instant_count != 0 ||
+             (sampled != NULL && sampled[i]))) {
             out->threads++;
         }
     }
+    free(sampled);
 }
