@@ -10,11 +10,13 @@
 
 #include <loupe/loupe.h>
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MERGED_NAME "all threads"
 
@@ -45,7 +47,8 @@ static void usage(FILE *f) {
             "the formats that carry metadata (json, xplane, perfetto, perfetto-json).\n"
             "\n"
             "options:\n"
-            "  -o, --output OUT  the file to write (replaced only once complete)\n"
+            "  -o, --output OUT  the file to write (replaced only once complete); - writes\n"
+            "                    to standard output (name the format with --to)\n"
             "  --to FORMAT       the output format: %s;\n"
             "                    without it, from OUT's extension:\n",
             names);
@@ -192,6 +195,11 @@ static int write_merged(const loupe_model *m, const char *out, loupe_file_format
     return rc;
 }
 
+static int copy_to_stdout(const char *path);
+static int convert_to(const char *in, const char *out, loupe_file_format f,
+                      const loupe_format_desc *fd, int merge, const char *fdo_module,
+                      const loupe_write_options *wo_in, int to_stdout);
+
 int loupe_cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *to = NULL;
     int opts_done = 0, merge = 0, no_compress = 0;
@@ -247,6 +255,10 @@ int loupe_cmd_convert(int argc, char **argv) {
     if (out == NULL) {
         return bad_usage("no output given (-o OUT)");
     }
+    int to_stdout = strcmp(out, "-") == 0;
+    if (to_stdout && to == NULL) {
+        return bad_usage("-o - writes to standard output: name the format with --to");
+    }
     loupe_file_format f =
         to != NULL ? loupe_file_format_parse(to) : loupe_file_format_from_name(out);
     const loupe_format_desc *fd = loupe_format_by_file_format(f);
@@ -285,6 +297,61 @@ int loupe_cmd_convert(int argc, char **argv) {
             return bad_usage("unknown weight '%s' (time or samples)", weight);
         }
     }
+    /* -o -: the file is written as a temporary one (the writers write files, complete or not
+     * at all), then copied to standard output and removed */
+    char tmp_out[4200] = "";
+    if (to_stdout) {
+        const char *td = getenv("TMPDIR");
+        snprintf(tmp_out, sizeof tmp_out, "%s/loupe-convert-XXXXXX",
+                 td != NULL && td[0] ? td : "/tmp");
+        int tfd = mkstemp(tmp_out);
+        if (tfd < 0) {
+            fprintf(stderr, "loupe convert: -o -: cannot create a temporary file (%s): %s\n",
+                    tmp_out, strerror(errno));
+            return 1;
+        }
+        close(tfd);
+        out = tmp_out;
+    }
+    int rc = convert_to(in, out, f, fd, merge, fdo_module, &wo, to_stdout);
+    if (to_stdout) {
+        if (rc == 0 && copy_to_stdout(tmp_out) != 0) {
+            rc = 1;
+        }
+        unlink(tmp_out);
+    }
+    return rc;
+}
+
+/* Copies the file at path to standard output: 0, or -1 with the error said. */
+static int copy_to_stdout(const char *path) {
+    FILE *in = fopen(path, "rb");
+    if (in == NULL) {
+        fprintf(stderr, "loupe convert: -o -: cannot read %s back: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char buf[65536];
+    size_t n;
+    int bad = 0;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0) {
+        bad = fwrite(buf, 1, n, stdout) != n;
+    }
+    bad |= ferror(in) || fflush(stdout) != 0;
+    fclose(in);
+    if (bad) {
+        fprintf(stderr, "loupe convert: -o -: writing to standard output failed: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The conversion of in into out (format f): 0, or 1 with the error said. The report names
+ * the output "-" when it goes to standard output. */
+static int convert_to(const char *in, const char *out, loupe_file_format f,
+                      const loupe_format_desc *fd, int merge, const char *fdo_module,
+                      const loupe_write_options *wo_in, int to_stdout) {
+    loupe_write_options wo = *wo_in;
     char file[4096];
     int rc = loupe_trace_find(in, file, sizeof file);
     loupe_model *m = NULL;
@@ -324,6 +391,9 @@ int loupe_cmd_convert(int argc, char **argv) {
     }
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
+    if (to_stdout) {
+        out = "-";
+    }
     if (fdo) {
         loupe_cli_fdo_report("convert", out, &fst);
     } else if (f == LOUPE_FILE_PPROF) {

@@ -336,6 +336,38 @@ static void test_errors(void **state) {
     free(out);
 }
 
+/* -o -: the file on standard output, as the same conversion into a file has it (byte for byte
+ * for folded stacks, whose writer has no timestamps or paths in it), the report on stderr with
+ * "-" for the output, nothing named "-" left; without --to it is refused (0.4 wrote a file named
+ * "-"). */
+static void test_stdout(void **state) {
+    (void)state;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' convert in.json -o - --to folded > stdout.folded 2> stdout.err && "
+             "'%s' convert in.json -o file.folded 2>/dev/null && cmp stdout.folded file.folded "
+             "&& test ! -e ./-",
+             g_dir, tu_cli(), tu_cli());
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/stdout.err", g_dir);
+    char *err = tu_read_file(p, NULL);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "in.json -> - (folded, "));
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' convert in.json -o - --to json > stdout.json", g_dir,
+             tu_cli());
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    loupe_model *a = read_in_dir("stdout.json"), *b = read_in_dir("in.json");
+    same_zones(a, b);
+    loupe_model_free(a);
+    loupe_model_free(b);
+    char *out;
+    assert_int_equal(convert("in.json -o -", &out), 2);
+    assert_non_null(strstr(out, "-o - writes to standard output: name the format with --to"));
+    free(out);
+}
+
 static void test_format_names(void **state) {
     (void)state;
     assert_int_equal(loupe_file_format_from_name("a/h.xplane.pb"), LOUPE_FILE_XPLANE);
@@ -354,7 +386,7 @@ int main(void) {
         cmocka_unit_test(test_folded_roots),     cmocka_unit_test(test_folded_deep),
         cmocka_unit_test(test_svg_golden),       cmocka_unit_test(test_svg_invalid_utf8),
         cmocka_unit_test(test_perfetto),         cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_format_names),
+        cmocka_unit_test(test_stdout),           cmocka_unit_test(test_format_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
