@@ -82,7 +82,8 @@ static void usage(FILE *f) {
             "                         sample profile for clang -fprofile-sample-use=FILE\n"
             "                         (LLVM's text format; build it with -g or\n"
             "                         -gline-tables-only -fdebug-info-for-profiling; the same\n"
-            "                         as loupe convert RUN -o FILE.afdo afterwards)\n"
+            "                         as loupe convert RUN -o FILE.afdo afterwards); a run\n"
+            "                         that cannot write one removes an older FILE\n"
             "  --no-check             run PROGRAM even when loupe finds it cannot be traced\n"
             "  --sample-hz N          CPU samples per second of each thread's CPU time, with\n"
             "                         call stacks, and on- vs. off-CPU time from context\n"
@@ -1588,6 +1589,15 @@ static const char *fdo_out;
 
 /* Writes the --fdo-profile of the trace in run_dir (its program's samples), saying what went
  * in unless quiet; a failure is said and leaves the exit status alone (the program ran). */
+/* A --fdo-profile FILE that this run could not write is an older run's (the writer replaces it
+ * only when complete): removed, and said, so that a build never takes it for this run's. */
+static void drop_stale_fdo(void) {
+    if (access(fdo_out, F_OK) == 0 && unlink(fdo_out) == 0) {
+        fprintf(stderr, "loupe record: removed %s, an earlier run's profile: this run wrote none\n",
+                fdo_out);
+    }
+}
+
 static void write_fdo_profile(const char *run_dir, int quiet) {
     if (fdo_out == NULL) {
         return;
@@ -1601,11 +1611,16 @@ static void write_fdo_profile(const char *run_dir, int quiet) {
     if (rc != 0) {
         fprintf(stderr, "loupe record: --fdo-profile %s: cannot read back the trace: %s: %s\n",
                 fdo_out, loupe_strerror(rc), loupe_last_error());
+        drop_stale_fdo();
         return;
     }
     loupe_fdo_stats st;
-    if (loupe_cli_write_fdo("record", m, NULL, fdo_out, &st) == 0 && !quiet) {
-        loupe_cli_fdo_report("record", fdo_out, &st);
+    if (loupe_cli_write_fdo("record", m, NULL, fdo_out, &st) == 0) {
+        if (!quiet) {
+            loupe_cli_fdo_report("record", fdo_out, &st);
+        }
+    } else {
+        drop_stale_fdo();
     }
     loupe_model_free(m);
 }

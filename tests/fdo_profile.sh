@@ -208,6 +208,20 @@ EOF
 }
 
 check gcc g++ -O2 -g -fno-omit-frame-pointer
+# a run that cannot make a profile (sh, built without DWARF, and too short for more than a
+# sample or two) removes an earlier run's FILE and says so, and exits with the program's status:
+# a build never takes the old one for this run's
+echo stale >"$tmp/stale.afdo"
+set +e
+"$loupe" record -o "$tmp/stale-log" --fdo-profile "$tmp/stale.afdo" -- sh -c 'exit 3' \
+  >/dev/null 2>"$tmp/stale.err"
+st=$?
+set -e
+[ "$st" = 3 ] || fail "stale profile: exit $st, want the program's 3: $(cat "$tmp/stale.err")"
+[ ! -e "$tmp/stale.afdo" ] || fail "stale profile: the earlier FILE is still there"
+grep -qxF "loupe record: removed $tmp/stale.afdo, an earlier run's profile: this run wrote none" \
+  "$tmp/stale.err" || fail "stale profile: $(cat "$tmp/stale.err")"
+echo "$name: a run without a profile removes the earlier FILE, says so, exits 3 as its program"
 if [ "$have_clang" = 1 ]; then
   check clang clang++ -O2 -gline-tables-only -fdebug-info-for-profiling -fno-omit-frame-pointer
 else
