@@ -208,6 +208,23 @@ EOF
 }
 
 check gcc g++ -O2 -g -fno-omit-frame-pointer
+# the program rebuilt after the run (another build-id at the path the run sampled): the trace
+# knows the run's (loupe_module_build_ids), and a profile of it is refused, not written from the
+# new binary's lines (0.4 wrote one without a word)
+run=$(cat "$tmp/gcc/run")
+ran=$(readelf -n "$tmp/gcc/app" | sed -n 's/.*Build ID: //p')
+g++ -O1 -g -fno-omit-frame-pointer "$tmp/app.cc" -o "$tmp/gcc/app" -Wl,--build-id=0x0123456789abcdef ||
+  fail "rebuilt: cannot build"
+now=$(readelf -n "$tmp/gcc/app" | sed -n 's/.*Build ID: //p')
+[ "$now" != "$ran" ] || fail "rebuilt: the same build-id ($now): the test cannot tell"
+set +e
+"$loupe" convert "$run" -o "$tmp/rebuilt.afdo" >"$tmp/rebuilt.out" 2>&1
+st=$?
+set -e
+want="loupe convert: $tmp/rebuilt.afdo: Invalid argument: $tmp/gcc/app is not the file the run sampled: its build-id is $now, the run's was $ran (rebuilt since?), so the profile's lines would be another build's: record the program again"
+[ "$st" = 1 ] && grep -qxF "$want" "$tmp/rebuilt.out" && [ ! -e "$tmp/rebuilt.afdo" ] ||
+  fail "rebuilt: exit $st: $(cat "$tmp/rebuilt.out"), want 1 and '$want'"
+echo "$name: a rebuilt program: refused, both build-ids said"
 # a run that cannot make a profile (sh, built without DWARF, and too short for more than a
 # sample or two) removes an earlier run's FILE and says so, and exits with the program's status:
 # a build never takes the old one for this run's

@@ -67,7 +67,10 @@ typedef struct loupe_fdo_stats {
 
 /** Makes the sample profile of m's CPU samples in module o->module (see above) into *out, a
  * NUL-terminated buffer of *len bytes (len may be NULL) that the caller frees with free(); fills
- * *stats when stats is not NULL. Errors: LOUPE_EINVALID (m or out NULL, an unknown format),
+ * *stats when stats is not NULL. Errors: LOUPE_EINVALID (m or out NULL, an unknown format; the
+ * module's file is not the one the run sampled: its build-id differs from the one the trace's
+ * metadata loupe_module_build_ids recorded for that path, a rebuilt binary, whose lines would be
+ * another build's),
  * LOUPE_EUNSUPPORTED (no samples; no module to cover; none of the samples in the module: the
  * detail lists the modules they are in; none of them on a line of the module, e.g. built
  * without -g; a build without libdw), LOUPE_EIO (the module's file cannot be read), LOUPE_ENOMEM;

@@ -673,6 +673,24 @@ static size_t leaves_in(const loupe_model *m, const char *module) {
     return n;
 }
 
+/* The build-id (hex) of the module's file as it is now. 1 with now set, 0 when it has none. */
+static int disk_build_id(Dwfl_Module *mod, char *now, size_t size) {
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr;
+    Dwarf_Addr bias;
+    int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (len <= 0 && dwfl_module_getelf(mod, &bias) != NULL) {
+        len = dwfl_module_build_id(mod, &bits, &vaddr);
+    }
+    if (len <= 0 || (size_t)len * 2 + 1 > size) {
+        return 0;
+    }
+    for (int k = 0; k < len; k++) {
+        snprintf(now + 2 * k, size - 2 * (size_t)k, "%02x", bits[k]);
+    }
+    return 1;
+}
+
 /* The distinct modules of the samples' leaf frames, "a, b, c" (cut at size), for a message. */
 static void module_list(const loupe_model *m, char *buf, size_t size) {
     size_t len = 0;
@@ -779,6 +797,17 @@ int loupe_fdo_profile(const loupe_model *m, const loupe_fdo_options *o, char **o
         return r;
     }
     (void)dwfl_module_info(w.mod, NULL, &w.low, NULL, NULL, NULL, NULL, NULL);
+    char ran[130], now[130];
+    if (loupe__ran_build_id(m, module, ran, sizeof ran) && disk_build_id(w.mod, now, sizeof now) &&
+        strcmp(ran, now) != 0) {
+        int r = loupe__err(LOUPE_EINVALID,
+                           "%s is not the file the run sampled: its build-id is %s, the run's was "
+                           "%s (rebuilt since?), so the profile's lines would be another build's: "
+                           "record the program again",
+                           module, now, ran);
+        fw_free(&w);
+        return r;
+    }
     if (fn_table(&w) != 0) {
         w.oom = 1;
     }

@@ -554,13 +554,17 @@ static void put_off_cpu(pw *w) {
 static void put_mapping(pw *w, uint32_t i) {
     const mapping *mp = &w->maps[i];
     const char *file = loupe__strtab_at(&w->strs, mp->file, NULL);
-    unsigned char id[64];
-    size_t n = file[0] == '/' ? loupe__elf_build_id(file, id, sizeof id) : 0;
-    char hex[129];
-    for (size_t k = 0; k < n; k++) {
-        snprintf(hex + 2 * k, 3, "%02x", id[k]);
+    /* the build-id the run saw (the trace's), else the file's as it is now */
+    char hex[130];
+    size_t n = loupe__ran_build_id(w->m, file, hex, sizeof hex) ? strlen(hex) / 2 : 0;
+    if (n == 0 && file[0] == '/') {
+        unsigned char id[64];
+        n = loupe__elf_build_id(file, id, sizeof id);
+        for (size_t k = 0; k < n; k++) {
+            snprintf(hex + 2 * k, 3, "%02x", id[k]);
+        }
+        hex[2 * n] = 0;
     }
-    hex[2 * n] = 0;
     uint32_t bid = n != 0 ? str(w, hex) : 0;
     size_t mk = loupe__pb_begin(&w->b, P_MAPPING);
     loupe__pb_uint(&w->b, 1, i + 1);

@@ -204,3 +204,29 @@ const char *loupe__main_module(const loupe_model *m) {
     }
     return NULL;
 }
+
+/* The build-id (hex) the run saw for module: its line in the metadata loupe_module_build_ids
+ * ("<hex> <path>" per module: src/record/sample.c). 1 with ran set, 0 when the trace has none
+ * for it (a trace of 0.4, another tool's, a module without a build-id). */
+int loupe__ran_build_id(const loupe_model *m, const char *module, char *ran, size_t size) {
+    const char *ids = NULL;
+    for (size_t i = 0; i < m->metadata_count; i++) {
+        if (strcmp(m->metadata[i].key, "loupe_module_build_ids") == 0) {
+            ids = m->metadata[i].value;
+        }
+    }
+    size_t ml = strlen(module);
+    for (const char *p = ids; p != NULL && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+        const char *sp = memchr(p, ' ', n);
+        if (sp != NULL && (size_t)(p + n - sp - 1) == ml && memcmp(sp + 1, module, ml) == 0 &&
+            (size_t)(sp - p) < size) {
+            memcpy(ran, p, (size_t)(sp - p));
+            ran[sp - p] = 0;
+            return 1;
+        }
+        p = eol != NULL ? eol + 1 : p + n;
+    }
+    return 0;
+}

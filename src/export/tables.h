@@ -50,4 +50,10 @@ uint32_t loupe__stack_group(const loupe_model *m, uint32_t k, uint32_t max, uint
  * frame of its first sample with a stack. NULL when neither has one. */
 const char *loupe__main_module(const loupe_model *m);
 
+/* The build-id (lowercase hex) the run saw for the module at path module: its line in the
+ * metadata loupe_module_build_ids ("<hex> <path>" per module, written by the sampler's
+ * collector: src/record/sample.c). 1 with hex set (NUL-terminated, size bytes at most), 0 when
+ * the trace has none for it (a trace of 0.4 or of another tool, a module without one). */
+int loupe__ran_build_id(const loupe_model *m, const char *module, char *hex, size_t size);
+
 #endif

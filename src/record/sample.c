@@ -2078,6 +2078,62 @@ int loupe__sample_collect(loupe__mb *mb, uint64_t stop_ns) {
     return collect_as_loupe(mb, stop_ns, NULL, 0);
 }
 
+#ifdef LOUPE_HAVE_LIBDW
+typedef struct ids_buf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} ids_buf;
+
+static int add_build_id(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr start,
+                        void *arg) {
+    (void)ud;
+    (void)start;
+    ids_buf *b = arg;
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr;
+    Dwarf_Addr bias;
+    const char *mainfile = NULL;
+    (void)dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
+    const char *path = mainfile != NULL ? mainfile : name;
+    if (path == NULL || path[0] != '/' || strchr(path, '\n') != NULL) {
+        return DWARF_CB_OK;
+    }
+    int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (len <= 0 && dwfl_module_getelf(mod, &bias) != NULL) {
+        len = dwfl_module_build_id(mod, &bits, &vaddr);
+    }
+    if (len <= 0 || len > 64) {
+        return DWARF_CB_OK;
+    }
+    size_t need = b->n + (size_t)len * 2 + strlen(path) + 3;
+    if (loupe__grow((void **)&b->s, &b->cap, need, 1) != 0) {
+        b->oom = 1;
+        return DWARF_CB_ABORT;
+    }
+    for (int k = 0; k < len; k++) {
+        b->n += (size_t)snprintf(b->s + b->n, b->cap - b->n, "%02x", bits[k]);
+    }
+    b->n += (size_t)snprintf(b->s + b->n, b->cap - b->n, " %s\n", path);
+    return DWARF_CB_OK;
+}
+
+/* The metadata "loupe_module_build_ids": a line "<hex build-id> <path>" per module of the
+ * process that has one, as the run saw it, so that a sample profile written later can tell a
+ * module rebuilt since from the one that ran (src/export/fdo.c). 0 or -1 (out of memory). */
+static int put_build_ids(loupe__mb *mb, Dwfl *dwfl) {
+    ids_buf b = {0};
+    (void)dwfl_getmodules(dwfl, add_build_id, &b, 0);
+    int rc = b.oom ? -1 : 0;
+    if (rc == 0 && b.n != 0) {
+        b.s[b.n - 1] = 0; /* the last newline */
+        rc = loupe__mb_metadata(mb, "loupe_module_build_ids", b.s) != 0 ? -1 : 0;
+    }
+    free(b.s);
+    return rc;
+}
+#endif
+
 int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
     return collect_as_loupe(mb, stop_ns, dwfl, 1);
 }
@@ -2179,6 +2235,12 @@ int loupe__sample_collect_with(loupe__mb *mb, uint64_t stop_ns, void *dwfl) {
             goto out;
         }
     }
+#ifdef LOUPE_HAVE_LIBDW
+    if (st.dwfl != NULL && s_nsamples != 0 && put_build_ids(mb, st.dwfl) != 0) {
+        rc = -1;
+        goto out;
+    }
+#endif
     loupe_model *mm = loupe__mb_model(mb);
     mm->samples_lost += s_lost + (s_oom ? 1 : 0);
     if (s_hz != 0 && strncmp(s_note, "unavailable", 11) != 0 && strcmp(s_note, "off") != 0) {
