@@ -447,6 +447,44 @@ static int copy_part(loupe__mb *mb, const loupe_model *p, const char *name, cons
     return r == LOUPE_ENOMEM ? loupe__err(LOUPE_ENOMEM, "merging %s: out of memory", name) : r;
 }
 
+/* The parts' loupe_module_build_ids into one: each "<hex> <path>" line once, in the parts'
+ * order (a path another part gave another build-id keeps both lines; the reader of the list
+ * takes the first). 0 or LOUPE_ENOMEM. */
+static int merge_build_ids(loupe__mb *mb, loupe_model *const *parts, size_t n) {
+    char *all = NULL;
+    size_t len = 0, cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = meta_get(parts[i], "loupe_module_build_ids");
+        for (const char *p = v; p != NULL && *p;) {
+            const char *eol = strchr(p, '\n');
+            size_t l = eol != NULL ? (size_t)(eol - p) : strlen(p);
+            int seen = 0;
+            for (const char *q = all; q != NULL && q < all + len && !seen;) {
+                const char *qe = memchr(q, '\n', (size_t)(all + len - q));
+                size_t ql = qe != NULL ? (size_t)(qe - q) : (size_t)(all + len - q);
+                seen = ql == l && memcmp(q, p, l) == 0;
+                q = qe != NULL ? qe + 1 : all + len;
+            }
+            if (!seen && l != 0) {
+                if (loupe__grow((void **)&all, &cap, len + l + 2, 1) != 0) {
+                    free(all);
+                    return loupe__err(LOUPE_ENOMEM, "merging: out of memory");
+                }
+                if (len != 0) {
+                    all[len++] = '\n';
+                }
+                memcpy(all + len, p, l);
+                len += l;
+                all[len] = 0;
+            }
+            p = eol != NULL ? eol + 1 : p + l;
+        }
+    }
+    int r = all != NULL ? loupe__mb_metadata(mb, "loupe_module_build_ids", all) : 0;
+    free(all);
+    return r;
+}
+
 int loupe__model_merge(loupe_model *const *parts, const char *const *names, size_t n,
                        loupe_model **out) {
     *out = NULL;
@@ -508,15 +546,20 @@ int loupe__model_merge(loupe_model *const *parts, const char *const *names, size
         }
     }
     /* The first part's metadata, then each other part's keys the first lacks; not the clock
-     * corrections, which the merged times have already had. */
+     * corrections, which the merged times have already had; the modules' build-ids of every
+     * part (one line per module path). */
     for (size_t i = n; i-- > 0 && r == 0;) {
         for (size_t k = 0; k < parts[i]->metadata_count && r == 0; k++) {
             const char *key = parts[i]->metadata[k].key;
-            if (strncmp(key, "loupe_clock_offset_", 19) == 0) {
+            if (strncmp(key, "loupe_clock_offset_", 19) == 0 ||
+                strcmp(key, "loupe_module_build_ids") == 0) {
                 continue;
             }
             r = loupe__mb_metadata(mb, key, parts[i]->metadata[k].value);
         }
+    }
+    if (r == 0) {
+        r = merge_build_ids(mb, parts, n);
     }
     if (r == 0) {
         r = link_messages(mb, &ends);
