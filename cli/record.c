@@ -172,8 +172,19 @@ static unsigned std_closed;
  * this back before its exec (std_release_in_child()). */
 static struct rlimit prog_nofile;
 static int prog_nofile_known;
+/* The program's SIGPIPE disposition: loupe record ignores SIGPIPE for itself (its stderr may be
+ * a pipe whose reader is gone: `loupe record ... 2>&1 | head -1` killed it with SIGPIPE, 141,
+ * before it gave the program's status, and left its counts directory behind), and each child
+ * gets the disposition back before its exec, as it had it untraced. */
+static struct sigaction prog_pipe;
+static int prog_pipe_known;
 
 static void std_hold(void) {
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    prog_pipe_known = sigaction(SIGPIPE, &ign, &prog_pipe) == 0;
     if (getrlimit(RLIMIT_NOFILE, &prog_nofile) == 0) {
         prog_nofile_known = 1;
         struct rlimit more = prog_nofile;
@@ -197,6 +208,9 @@ static void std_hold(void) {
 }
 
 static void std_release_in_child(void) {
+    if (prog_pipe_known) {
+        (void)sigaction(SIGPIPE, &prog_pipe, NULL);
+    }
     for (int i = 0; i < 3; i++) {
         if (std_closed & (1u << i)) {
             close(i);

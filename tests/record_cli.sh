@@ -163,4 +163,20 @@ grep -qx "loupe record: 2 processes, 60,000 events recorded, 0 dropped" "$tmp/er
 [ "$(grep -c '^loupe record:   pid [0-9]* sig_probe: 60,000 events recorded, 0 dropped,' "$tmp/err7")" = 1 ] ||
   fail "split: the child's line: $(cat "$tmp/err7")"
 grep -q '\.part[0-9]' "$tmp/err7" && fail "split: a part as a process: $(cat "$tmp/err7")"
+# 8. loupe record's stderr a pipe whose reader is gone (`2>&1 | true`): the program's status (7),
+# not SIGPIPE's 141, and nothing left in TMPDIR (0.4 died of SIGPIPE; the counts directory was
+# left); the program's SIGPIPE disposition is its own (loupe record ignores it for itself only)
+mkdir "$tmp/td8"
+set +e
+TMPDIR=$tmp/td8 "$loupe" record --no-sample -o "$tmp/log8" -- "$build/tests/sig_probe" forks 3 5 2>&1 | true
+st=${PIPESTATUS[0]}
+TMPDIR=$tmp/td8 "$loupe" record --no-sample -o "$tmp/log8" -- sh -c 'exit 7' 2>&1 | true
+st7=${PIPESTATUS[0]}
+set -e
+[ "$st" = 0 ] && [ "$st7" = 7 ] || fail "stderr pipe closed: exit $st and $st7, want 0 and 7"
+[ -z "$(ls -A "$tmp/td8")" ] || fail "stderr pipe closed: left in TMPDIR: $(ls -A "$tmp/td8")"
+want=$(grep SigIgn /proc/self/status)
+got=$("$loupe" record -q --no-sample -o "$tmp/log8" -- grep SigIgn /proc/self/status 2>/dev/null)
+[ "$got" = "$want" ] || fail "the program's ignored signals: '$got', untraced '$want'"
+echo "record_cli: stderr pipe closed: the program's status, nothing left; SigIgn as untraced"
 echo "record_cli: all checks passed"

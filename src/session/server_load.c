@@ -15,7 +15,8 @@
  *
  * When it cannot be loaded, a start returns LOUPE_EUNSUPPORTED with the loader's reason, and the
  * calls that only ask (the ports) or stop answer as when no server runs. Thread-safety: the load
- * happens once (pthread_once); every call may come from any thread. */
+ * happens once (pthread_once), and a fork waits for a load in progress (load_lock); every call
+ * may come from any thread. */
 #include "base/error.h"
 #include "session/link.h"
 
@@ -42,6 +43,23 @@ static struct {
 static int loaded; /* 1 once every entry point was found */
 static char why[768];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* Held while the library is being loaded, and by fork()'s prepare handler: a fork never lands
+ * inside the dlopen of another thread, whose child would find the library in its link map half
+ * relocated (a helper's children crashed in their own first start, 5-26 of 40, when another
+ * thread's first start was loading it: pthread_once@plt jumped to an unrelocated address). */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void fork_prepare(void) {
+    pthread_mutex_lock(&load_lock);
+}
+
+static void fork_after(void) {
+    pthread_mutex_unlock(&load_lock);
+}
+
+__attribute__((constructor)) static void server_load_init(void) {
+    (void)pthread_atfork(fork_prepare, fork_after, fork_after);
+}
 
 static void *open_beside_self(void) {
     Dl_info di;
@@ -62,7 +80,15 @@ static void *open_beside_self(void) {
     return dlopen(SERVER_SONAME, RTLD_NOW | RTLD_LOCAL);
 }
 
+static void load_locked(void);
+
 static void load(void) {
+    pthread_mutex_lock(&load_lock);
+    load_locked();
+    pthread_mutex_unlock(&load_lock);
+}
+
+static void load_locked(void) {
     void *h = open_beside_self();
     if (h == NULL) {
         const char *e = dlerror();
