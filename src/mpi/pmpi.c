@@ -47,7 +47,8 @@
  *                                  offsets that differ by less than their sum
  *   loupe_clock_sync_round_trip_ns the smallest round trip at MPI_Init
  *   loupe_clock_base_unix_ns       the run's timeline base: the earliest rank's session start
- *                                  on rank 0's clock (an MPI_Allreduce at MPI_Init), one value
+ *                                  (a rank without a session yet: the sync's time) on rank 0's
+ *                                  clock (an MPI_Allreduce at MPI_Init), one value
  *                                  in every rank's file; each rank's .xplane.pb counts its times
  *                                  from it, so XProf shows the ranks' files aligned
  *
@@ -172,8 +173,10 @@ static void after_init(void) {
     /* The run's timeline base: the earliest rank's start on rank 0's clock, which every rank's
      * file counts its XPlane times from (model/merge.h), so that XProf's view of the ranks'
      * files together is aligned as the merged run is. */
+    /* a rank without a session yet (a program that starts its trace after MPI_Init): now, on
+     * its clock, which its session's start will be after */
     int64_t mine = loupe__trace_origin_unix_ns(), base = INT64_MAX;
-    mine = mine > 0 ? mine + s.offset_ns : INT64_MAX;
+    mine = (mine > 0 ? mine : clock_ns()) + s.offset_ns;
     if (PMPI_Allreduce(&mine, &base, 1, MPI_INT64_T, MPI_MIN, sync_comm) == MPI_SUCCESS &&
         base > 0 && base != INT64_MAX) {
         meta_i64("loupe_clock_base_unix_ns", base);
