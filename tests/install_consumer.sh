@@ -63,4 +63,35 @@ cc -std=c11 -O0 -finstrument-functions "$tmp/fi.c" -o "$tmp/fi"
 rt "$prefix/bin/loupe" record -q -o "$tmp/log3" --print-run-dir "$tmp/run3" -- "$tmp/fi"
 run=$(cat "$tmp/run3")
 [ -d "$run" ] || { echo "FAIL: installed loupe record gave '$run'"; exit 1; }
+# the profiler server from the installed prefix: libloupe_server.so.0 beside libloupe.so.0 is
+# what a -lloupe program's first start loads, and a static consumer links with pkg-config
+# --static (its Libs.private name every library the server calls: 0.4's lacked -lgpr)
+if grep -q '^LOUPE_WITH_SERVER:BOOL=ON' "$build/CMakeCache.txt"; then
+  cat >"$tmp/consumer/srv.c" <<'C'
+#include <loupe/loupe.h>
+#include <stdio.h>
+int main(void) {
+    int rc = loupe_start_server(0);
+    if (rc != 0) { printf("start: %s: %s\n", loupe_strerror(rc), loupe_last_error()); return 1; }
+    int up = loupe_server_port() > 0;
+    rc = loupe_stop_server();
+    printf("%s %d\n", up ? "served" : "no port", rc);
+    return 0;
+}
+C
+  libs=$(dirname "$libdir")
+  [ -e "$libs/libloupe_server.so.0" ] || { echo "FAIL: no libloupe_server.so.0 in $libs"; exit 1; }
+  cc -std=c11 "$tmp/consumer/srv.c" -o "$tmp/srv" $flags -Wl,-rpath,"$libs"
+  out=$(rt "$tmp/srv")
+  [ "$out" = "served 0" ] || { echo "FAIL: the installed server: '$out'"; exit 1; }
+  if [ -z "$sanitize" ]; then
+    sflags=$(PKG_CONFIG_PATH="$libdir" pkg-config --static --cflags --libs loupe)
+    cc -std=c11 "$tmp/consumer/srv.c" -o "$tmp/srv_static" -static-libgcc \
+      $(echo "$sflags" | sed 's/-lloupe\b/-l:libloupe.a/') ||
+      { echo "FAIL: a static consumer of the server does not link: $sflags"; exit 1; }
+    out=$("$tmp/srv_static")
+    [ "$out" = "served 0" ] || { echo "FAIL: the static consumer's server: '$out'"; exit 1; }
+  fi
+  echo "install_consumer: the server: loaded from the prefix, and linked statically"
+fi
 echo "install_consumer: find_package and pkg-config consumers work"
