@@ -52,8 +52,16 @@ unshare -m sh "$tmp/small.sh" >/dev/null 2>"$tmp/err2"; st=$?
 [ "$st" = 99 ] && { echo "record_shm: skipped the 64 MiB case: cannot mount a tmpfs"; exit 0; }
 [ "$st" = 0 ] || fail "64 MiB: exit $st: $(tail -5 "$tmp/err2")"
 read -r zones dropped <<<"$(zones_dropped "$(cat "$tmp/run2")")"
-[ $((zones * 2 + dropped)) = 8000000 ] ||
-  fail "64 MiB: $zones zones x 2 + $dropped dropped is not 8000000: $(tail -3 "$tmp/err2")"
+# A child that starts while the file system is full has no room for even its region's first
+# pages: its events live in its own memory only, and its death loses them uncounted; loupe record
+# says how many such processes there were ("N processes died with their events in their own
+# memory, not counted"), and each of them recorded 40,000 events. Seen in 1 of 4 stage runs since
+# the children start faster (the server libraries are no longer loaded into each): not counted
+# yet (issue 20: counting them needs the dying process to say its count somewhere with room).
+uncounted=$(sed -n 's/^loupe record: \([0-9]*\) process\(es\)\{0,1\} died with .* not counted: .*/\1/p' "$tmp/err2")
+uncounted=${uncounted:-0}
+[ $((zones * 2 + dropped + uncounted * 40000)) = 8000000 ] ||
+  fail "64 MiB: $zones zones x 2 + $dropped dropped + $uncounted uncounted processes x 40000 is not 8000000: $(tail -3 "$tmp/err2")"
 [ "$dropped" -gt 0 ] || fail "64 MiB: nothing dropped (the file system did not fill?)"
 [ "$zones" -gt 400000 ] || fail "64 MiB: only $zones zones kept"
 # -q: the one line of totals, with the cause and the count the summary has
@@ -64,4 +72,4 @@ said=$(printf '%s' "$line" | sed -n 's/.* events recorded, \([0-9,]*\) dropped (
 printf '%s' "$line" | grep -qF "processes that died: the regions' file system (/dev/shm) had no room for them, so they were recorded in the processes' own memory; a larger /dev/shm keeps them)" ||
   fail "64 MiB: the cause: $line"
 grep -q "rerun with --buffer-events" "$tmp/err2" && fail "64 MiB: a capacity hint: $line"
-echo "record_shm: 64 MiB /dev/shm, 200 children of 40000 events: $((zones * 2)) kept + $dropped counted lost = 8000000"
+echo "record_shm: 64 MiB /dev/shm, 200 children of 40000 events: $((zones * 2)) kept + $dropped counted lost + $uncounted processes said uncounted = 8000000"
