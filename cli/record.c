@@ -1040,11 +1040,23 @@ static int read_procs(const char *run_dir, rec_proc **out) {
         }
     }
     closedir(d);
+    /* An MPI rank's loupe record shares the run directory with the other ranks' (docs/mpi.md):
+     * it reports its own processes, those whose counts its counts directory holds, and reads
+     * no other rank's trace, which may be still being written (a helper saw 4 ranks report 3,
+     * 3, 3 and 4 processes of one run, each reading the others' traces back) */
+    int rank, size, own = 0;
+    if (counts_dir[0] != 0 && loupe_cli_mpi_rank(&rank, &size)) {
+        for (size_t k = 0; k < n; k++) {
+            char path[PATH_MAX + 300];
+            snprintf(path, sizeof path, "%s/%s.counts", counts_dir, ps[k].prefix);
+            own += access(path, F_OK) == 0;
+        }
+    }
     size_t kept = 0;
     for (size_t k = 0; k < n; k++) {
         rec_proc *p = &ps[k];
-        if (read_counts_file(p) != 0 && read_back(p) != 0) {
-            continue;
+        if (read_counts_file(p) != 0 && (own != 0 || read_back(p) != 0)) {
+            continue; /* own != 0: another rank's */
         }
         ps[kept++] = *p;
     }

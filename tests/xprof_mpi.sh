@@ -34,14 +34,19 @@ fi
 export OMPI_MCA_mpi_yield_when_idle=1
 # ranks 2 and 3 run with their clocks 3 s ahead (MPMD: the same program, another env), which
 # their files' times must not show in XProf's view (check 6)
-if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/loupe" record -q \
+if ! timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$build/loupe" record \
     --format xplane -o "$tmp/log" -- "$build/tests/mpi_app" : -np 2 \
-    env LOUPE_TEST_CLOCK_SHIFT_NS=3000000000 "$build/loupe" record -q \
+    env LOUPE_TEST_CLOCK_SHIFT_NS=3000000000 "$build/loupe" record \
     --format xplane -o "$tmp/log" -- "$build/tests/mpi_app" >"$tmp/out" 2>&1; then
     cat "$tmp/out"
     echo "xprof_mpi: FAIL: mpirun -np 4"
     exit 1
 fi
+# each rank's loupe record reports its own process, from its counts, and reads no other rank's
+# trace (a helper saw the 4 reports say 3, 3, 3 and 4 processes: each read the others back)
+n=$(grep -cE '^loupe record: [0-9,]+ events recorded, [0-9,]+ dropped$' "$tmp/out")
+[ "$n" = 4 ] && ! grep -q '^loupe record: [0-9]* processes' "$tmp/out" || {
+  cat "$tmp/out"; echo "xprof_mpi: FAIL: the ranks' reports (want 4 lines of one process each)"; exit 1; }
 run=$(ls -d "$tmp"/log/plugins/profile/*)
 # the merged run as one XSpace (the MPI messages as flows: src/model/merge.c)
 if ! "$build/loupe" convert "$run" -o "$tmp/merged.xplane.pb" >"$tmp/convert.log" 2>&1; then
