@@ -152,6 +152,17 @@ static int read_bytes(const void *p, size_t n, loupe_model **out) {
     return loupe__xplane_read_mem("t.xplane.pb", buf, n, out);
 }
 
+/* m written and read back: the model that comes back, equal to m (the caller frees it). */
+static loupe_model *written_and_read(const loupe_model *m) {
+    size_t n;
+    char *bytes = to_mem(m, &n);
+    loupe_model *r = NULL;
+    assert_int_equal(read_bytes(bytes, n, &r), 0);
+    tu_models_equal(m, r);
+    free(bytes);
+    return r;
+}
+
 static void gpu_track(loupe__mb *mb, size_t process, uint32_t device, uint64_t tid,
                       const char *name, uint64_t start) {
     size_t t = loupe__mb_thread_add(mb, tid);
@@ -399,13 +410,9 @@ static void test_round_trip(void **state) {
     assert_int_equal(read_bytes(bytes, n, &r), 0);
     tu_models_equal(m, r);
     /* and once more: the second file is byte for byte the first */
-    size_t n2;
-    char *bytes2 = to_mem(r, &n2);
-    loupe_model *r2 = NULL;
-    assert_int_equal(read_bytes(bytes2, n2, &r2), 0);
+    loupe_model *r2 = written_and_read(r);
     tu_models_equal(m, r2);
     loupe_model_free(r2);
-    free(bytes2);
     loupe_model_free(r);
     free(bytes);
     loupe_model_free(m);
@@ -524,13 +531,7 @@ static void test_timeline_base(void **state) {
     for (int k = 0; k < 2; k++) {
         loupe_model *m = k == 0 ? full_model_meta(based, 2) : full_model_meta(later, 1);
         assert_int_equal(loupe__model_timeline_shift(m), k == 0 ? 4999998000u : 0u);
-        size_t n;
-        char *bytes = to_mem(m, &n);
-        loupe_model *r = NULL;
-        assert_int_equal(read_bytes(bytes, n, &r), 0);
-        tu_models_equal(m, r);
-        loupe_model_free(r);
-        free(bytes);
+        loupe_model_free(written_and_read(m));
         char *path = write_file(m, dir, "b.xplane.pb");
         char cmd[8192];
         snprintf(cmd, sizeof cmd,
