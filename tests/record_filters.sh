@@ -94,8 +94,9 @@ check "0 10 0 3 41" "26 events recorded, 0 dropped, 41 calls filtered (--filter 
 # --depth works before the buffer: the calls deeper than N are not recorded at all
 check "1 10 0 3 40" "28 events recorded, 0 dropped, 40 calls filtered (--depth 2)" --depth 2
 check "1 0 0 0 53" "2 events recorded, 0 dropped, 53 calls filtered (--depth 1)" --depth 1
-# --min-duration drops at the stop: mid and leaf take microseconds, slow 20 ms
-check "1 0 0 3 50" "108 events recorded, 0 dropped, 50 calls filtered (--min-duration 5ms)" \
+# --min-duration decides at each call's exit: mid and leaf take microseconds and never stay in
+# the buffer (0.4 recorded all 108 events and dropped them at the stop), slow takes 20 ms
+check "1 0 0 3 50" "8 events recorded, 0 dropped, 50 calls filtered (--min-duration 5ms)" \
   --min-duration 5ms
 check "1 10 0 0 43" "22 events recorded, 0 dropped, 43 calls filtered (--depth 2 --exclude slow)" \
   --depth 2 --exclude slow
@@ -109,6 +110,59 @@ got=$(counts "$(cat "$tmp/runx")")
 grep -qxF "loupe record: $tmp/calls exited with status 0 without stopping its session (_exit() or exec()); 27 events recovered, 0 dropped" "$tmp/errx" ||
   fail "_exit: message: $(cat "$tmp/errx")"
 echo "record_filters: _exit, recovered: $got"
+
+# --min-duration keeps what uftrace -t keeps, in a buffer far smaller than the short calls: 31
+# blocks of 300 us, each making 2,000 or more calls of nanoseconds (0.4: 11 of 31 blocks kept,
+# the rest dropped, with the buffer full of calls it would drop at the stop). A short call
+# preempted past 100 us is kept by both; the blocks and main are compared.
+cat >"$tmp/blocks.c" <<'C'
+#define _POSIX_C_SOURCE 200809L
+#include <time.h>
+static volatile int sink;
+static long ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+static void tiny(int i) { sink += i; }
+static void block(void) {
+    long t0 = ns();
+    int i = 0;
+    do {
+        tiny(i++);
+    } while (ns() - t0 < 300000L || i < 2000);
+}
+int main(void) {
+    for (int k = 0; k < 31; k++) {
+        block();
+    }
+    return 0;
+}
+C
+cc -std=c11 -O0 -finstrument-functions "$tmp/blocks.c" -o "$tmp/blocks"
+"$loupe" record --no-sample --buffer-events 512 --min-duration 100us -o "$tmp/logb" \
+  --print-run-dir "$tmp/runb" -- "$tmp/blocks" 2>"$tmp/errb" || fail "blocks: exit $?: $(cat "$tmp/errb")"
+grep -qE "^loupe record: [0-9,]+ events recorded, 0 dropped, [0-9,]+ calls filtered \(--min-duration 100us\)$" "$tmp/errb" ||
+  fail "blocks: $(cat "$tmp/errb")"
+got=$(python3 - "$(ls "$(cat "$tmp/runb")"/*.trace.json.gz)" <<'PY'
+import gzip, json, sys
+d = json.load(gzip.open(sys.argv[1]))
+n = {}
+for e in d["traceEvents"]:
+    if e.get("ph") == "X":
+        n[e["name"]] = n.get(e["name"], 0) + 1
+print(n.get("main", 0), n.get("block", 0))
+PY
+)
+[ "$got" = "1 31" ] || fail "blocks: main and block kept: '$got', want '1 31'"
+if command -v uftrace >/dev/null; then
+  uftrace record -t 100us -d "$tmp/uft" "$tmp/blocks" >/dev/null 2>&1 || fail "uftrace record failed"
+  uf=$(uftrace report -d "$tmp/uft" 2>/dev/null | awk '$NF == "main" || $NF == "block" { n[$NF] = $(NF-1) } END { print n["main"] + 0, n["block"] + 0 }')
+  [ "$uf" = "$got" ] || fail "blocks: uftrace -t kept '$uf' (main, block), loupe '$got'"
+  echo "record_filters: --min-duration 100us in 512 events: main and 31 blocks, as uftrace -t"
+else
+  echo "record_filters: --min-duration 100us in 512 events: main and 31 blocks (no uftrace to compare)"
+fi
 
 # a library loaded after the start: its functions are recorded and decided at the stop (the
 # same globs): plug_fn's 5 calls reach the buffer (10 events beside main's 2), then are dropped

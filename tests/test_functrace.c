@@ -14,6 +14,7 @@
 #include <loupe/loupe.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char *dir;
 static volatile int sink;
@@ -120,13 +121,69 @@ static void test_function_filters(void **state) {
     /* --depth: top_fn is 1 deep (the calls open before the start do not count) */
     o = (loupe_trace_options){.log_dir = dir, .function_tracing = 1, .function_depth = 2};
     filtered_run(&o, 22, 1, 10, 0, "20");
-    /* --min-duration: decided at the stop (the calls were recorded) */
+    /* --min-duration: decided at each call's exit, none recorded (0.4 recorded the 62 events
+     * and dropped them at the stop) */
     o = (loupe_trace_options){
         .log_dir = dir, .function_tracing = 1, .function_min_duration_ns = 1000000000};
-    filtered_run(&o, 62, 0, 0, 0, "31");
+    filtered_run(&o, 0, 0, 0, 0, "31");
     /* an empty glob array is no filter; a session without filters records every call */
     o = (loupe_trace_options){.log_dir = dir, .function_tracing = 1, .function_filter = none};
     filtered_run(&o, 62, 1, 10, 20, "-");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+#define SHORT_CALLS 30000
+
+static __attribute__((noinline)) void slow_fn(void) {
+    struct timespec t = {0, 25000000}; /* 25 ms: nanosleep sleeps at least that (POSIX) */
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
+static __attribute__((noinline)) void outer_fn(void) {
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < SHORT_CALLS / 3; i++) {
+            leaf_fn(i);
+        }
+        slow_fn();
+    }
+}
+
+/* --min-duration 20 ms in a buffer of 1,024 events, 30,000 calls of a few ns and 4 of 25 ms or
+ * more: the short calls are taken back at their exits, so nothing is dropped and every long call
+ * is kept (0.4 recorded every call first: the buffer held 512 calls, the first slow_fn's end
+ * never fit and the later ones were dropped). A leaf preempted for 20 ms is kept: the kept and
+ * the filtered make 30,000 exactly, whatever the load. */
+static void test_min_duration_at_exit(void **state) {
+    (void)state;
+    dir = tu_tmpdir("functrace_min");
+    loupe_trace_options o = {.log_dir = dir,
+                             .function_tracing = 1,
+                             .buffer_events = 1024,
+                             .function_min_duration_ns = 20000000};
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    outer_fn();
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &m),
+                     0);
+    assert_int_equal(r.events_dropped, 0);
+    assert_int_equal(m->thread_count, 1);
+    const loupe_model_thread *t = &m->threads[0];
+    assert_int_equal(count(t, "outer_fn"), 1);
+    assert_int_equal(count(t, "slow_fn"), 3);
+    size_t leaves = count(t, "leaf_fn");
+    assert_int_equal(r.events_recorded, 2 * (4 + leaves));
+    char want[32];
+    snprintf(want, sizeof want, "%d", SHORT_CALLS - (int)leaves);
+    assert_string_equal(tu_meta(m, "loupe_functions_filtered", "-"), want);
+    for (size_t i = 0; i < t->slice_count; i++) {
+        assert_true(t->slices[i].dur_ns >= 20000000); /* what is kept took the time */
+    }
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
     tu_rmtree(dir);
     free(dir);
 }
@@ -135,6 +192,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_function_zones),
         cmocka_unit_test(test_function_filters),
+        cmocka_unit_test(test_min_duration_at_exit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

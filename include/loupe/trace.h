@@ -147,8 +147,11 @@ typedef struct loupe_trace_options {
      * is 1); 0 = no limit. Applied before the events reach the buffer: deeper calls take no
      * space. */
     uint32_t function_depth;
-    /** Calls that took less than this many nanoseconds are dropped at the stop; 0 = keep all.
-     * A call that holds an annotation zone or a flow end is kept. */
+    /** Calls that took less than this many nanoseconds are dropped; 0 = keep all. Decided at
+     * each call's exit: a shorter call with nothing kept inside it is taken back out of the
+     * thread's buffer, so short calls take no space (uftrace -t); one within 2% of the bound,
+     * or whose enter is in an earlier chunk of the buffer, is decided at the stop. A call that
+     * holds a kept call, an annotation zone or a flow end is kept. */
     uint64_t function_min_duration_ns;
     /* Every call that function_filter, function_exclude, function_depth or
      * function_min_duration_ns dropped is counted (not lost): the trace's metadata

@@ -199,10 +199,20 @@ static void scan_thread(loupe__thread *t, void *arg) {
         /* a ring: scan what it holds now (it is at most a chunk, or chunks rewritten) */
         t->keeper_scanned = 0;
     }
+    /* Calls taken back since the last scan (--min-duration, record.c's take_back_short): their
+     * slots may hold other events now, so the scan reads again from the chunk of the first one
+     * (retract_chunk; a chunk not in the chain: from the chain's head). The count is read
+     * before cur (acquire: the owner writes it after the cur it took back), and acknowledged
+     * after the scan. */
+    uint32_t seq = __atomic_load_n(&t->retract_seq, __ATOMIC_ACQUIRE);
+    int again = seq != t->retract_ack;
+    uint32_t again_chunk = again ? __atomic_load_n(&t->retract_chunk, __ATOMIC_RELAXED) : 0;
     uint64_t done = 0, from = t->keeper_scanned;
     uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
     if (tail != LOUPE__NO_CHUNK && tail < LOUPE__HDR->nchunks) {
         /* an exited thread's packed tail: the same slots its first chunk held */
+        from = again ? 0 : from;
+        __atomic_store_n(&t->retract_ack, seq, __ATOMIC_RELAXED);
         if (t->tail_n > from && t->tail_off + t->tail_n <= LOUPE__CHUNK_SLOTS) {
             scan_slots(loupe__chunk(r, tail) + t->tail_off + from, t->tail_n - from);
             t->keeper_scanned = t->tail_n;
@@ -210,6 +220,23 @@ static void scan_thread(loupe__thread *t, void *arg) {
         return;
     }
     uint32_t c = __atomic_load_n(&t->first_chunk, __ATOMIC_ACQUIRE);
+    if (again) {
+        uint64_t at = 0; /* the first slot of again_chunk, counted from the chain's head */
+        int found = 0;
+        for (uint32_t k = c, guard = 0;
+             k != LOUPE__NO_CHUNK && k < LOUPE__HDR->nchunks && guard < 1u << 20 && !found;
+             guard++) {
+            found = k == again_chunk;
+            if (!found) {
+                uint32_t u = loupe__meta(r, k)->used;
+                at += u > LOUPE__CHUNK_SLOTS ? LOUPE__CHUNK_SLOTS : u;
+                k = k == __atomic_load_n(&t->cur_chunk, __ATOMIC_ACQUIRE)
+                        ? LOUPE__NO_CHUNK
+                        : __atomic_load_n(&loupe__meta(r, k)->next, __ATOMIC_RELAXED);
+            }
+        }
+        from = found && at < from ? at : found ? from : 0;
+    }
     for (uint64_t guard = 0; c != LOUPE__NO_CHUNK && c < LOUPE__HDR->nchunks && guard < 1u << 20;
          guard++) {
         const loupe__ev *base = loupe__chunk(r, c);
@@ -233,6 +260,7 @@ static void scan_thread(loupe__thread *t, void *arg) {
         c = __atomic_load_n(&loupe__meta(r, c)->next, __ATOMIC_RELAXED);
     }
     t->keeper_scanned = done > from ? done : from;
+    __atomic_store_n(&t->retract_ack, seq, __ATOMIC_RELAXED);
 }
 
 void loupe__names_scan(void) {

@@ -1074,8 +1074,14 @@ void __cyg_profile_func_exit(void *fn, void *site) __attribute__((no_instrument_
  * again at 0. The table is read-only while the gate is open: an address is looked up by
  * open addressing, without a lock or a system call (async-signal-safe). */
 static uint32_t func_depth; /* 0 = no limit; written under the session lock before the gate */
-static int ftab_on;         /* the table decides (written while the gate is closed) */
-static int ftab_include;    /* there is a function_filter: only calls inside a match are kept */
+/* --min-duration in clock ticks, 2% under the option (0 = off): a call shorter than this whose
+ * enter is still its thread's last slot is taken back at its exit (take_back_short). The 2%
+ * covers the error of the start's tick rate (a baseline of 100 us or more: 5e-4 at most); a call
+ * within it of the option is recorded and decided at the stop, with the final rate, exactly as
+ * before. Written under the session lock before the gate opens. */
+static uint64_t func_min_ticks;
+static int ftab_on;      /* the table decides (written while the gate is closed) */
+static int ftab_include; /* there is a function_filter: only calls inside a match are kept */
 static uintptr_t ftab_keys[LOUPE__FTAB_SLOTS]; /* 0 = empty */
 static uint8_t ftab_dec[LOUPE__FTAB_SLOTS];
 static size_t ftab_used;
@@ -1240,6 +1246,57 @@ LOUPE_API void __cyg_profile_func_enter(void *fn, void *site) {
     (void)loupe__push(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER, 1);
 }
 
+/* --min-duration at a call's exit, as uftrace -t decides at record time: a call shorter than
+ * min ticks whose enter is still the thread's last slot (nothing was kept inside it: no call, zone,
+ * argument, instant or flow) is taken back. cur and resv return to where they were before its
+ * enter, so short calls take no buffer, however many there are (0.4 recorded them all and dropped
+ * them at the stop: 11 of 31 long calls kept where uftrace -t kept 31); it is counted in
+ * func_filtered (loupe_functions_filtered), as a call dropped at the stop was. Only the fast
+ * path's case is taken back: the thread's state is the session's (so the timestamps are TSC
+ * ticks), the enter is in the current segment, and every open zone's end is kept there
+ * (depth_over 0); any other call is recorded and decided at the stop, as before. The keeper may
+ * have scanned the enter's slot for names already, and the slot will hold another event: the
+ * thread's retract_seq, written after cur, tells it to scan from the chunk in retract_chunk again
+ * (names.c). Async-signal-safe: loupe__push's busy guard (a handler that interrupts this finds
+ * busy set and drops its own event, counted). 1 when taken back. */
+static inline __attribute__((always_inline, no_instrument_function)) int
+take_back_short(uint64_t s, void *fn, uint64_t min) {
+    loupe__tbuf *b = loupe__tls;
+    if (b == NULL || __atomic_load_n(&b->state, __ATOMIC_RELAXED) != s) {
+        return 0;
+    }
+    loupe__thread *t = (loupe__thread *)(void *)b; /* hot is the first member */
+    uint64_t now = loupe__tsc();
+    uint32_t busy = b->busy;
+    b->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    loupe__ev *e = b->cur;
+    int took = 0;
+    if (busy == 0 && e != NULL && e > t->seg && t->depth_over == 0 && b->resv > e &&
+        e[-1].b == ((uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER) && now >= e[-1].a &&
+        now - e[-1].a < min) {
+        uint32_t seq = t->retract_seq;
+        if (__atomic_load_n(&t->retract_ack, __ATOMIC_RELAXED) == seq) {
+            /* the keeper has read every earlier one: this is the first since */
+            __atomic_store_n(&t->retract_chunk, t->cur_chunk, __ATOMIC_RELAXED);
+        }
+        b->resv -= 2; /* the enter's slot and its end's, as loupe__push kept them */
+        __atomic_store_n(&b->cur, e - 1, __ATOMIC_RELEASE);
+        /* after cur: a keeper that reads this count reads the cur taken back, or a later one */
+        __atomic_store_n(&t->retract_seq, seq + 1, __ATOMIC_RELEASE);
+        took = 1;
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    b->busy = busy;
+    if (took) {
+        loupe__thread *ft = func_self(s); /* the counter of this session's generation */
+        if (ft != NULL) {
+            __atomic_store_n(&ft->func_filtered, ft->func_filtered + 1, __ATOMIC_RELAXED);
+        }
+    }
+    return took;
+}
+
 LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
     (void)site;
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
@@ -1262,6 +1319,10 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
     loupe__tbuf *t = loupe__tls;
     if (t != NULL && t->skip_exits != 0 && t->busy == 0 && thread_state(t) == s) {
         t->skip_exits--; /* its enter was dropped (and counted with it) */
+        return;
+    }
+    uint64_t min = __atomic_load_n(&func_min_ticks, __ATOMIC_RELAXED);
+    if (min != 0 && take_back_short(s, fn, min)) {
         return;
     }
     loupe__push_end(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_EXIT);
@@ -1294,6 +1355,13 @@ int loupe__rec_prepare(const loupe__session_params *p) {
     __atomic_store_n(&params.thread_slots, p->spool ? UINT64_MAX : ts, __ATOMIC_RELAXED);
     __atomic_store_n(&params.ring, p->ring, __ATOMIC_RELAXED);
     __atomic_store_n(&func_depth, p->func_depth, __ATOMIC_RELAXED);
+    uint64_t min_ticks = 0;
+    loupe__clock_init(); /* chooses the clock: loupe__use_tsc is not known before */
+    if (p->func_min_ns != 0 && loupe__use_tsc) {
+        double v = (double)p->func_min_ns * loupe__ticks_per_ns() * 0.98;
+        min_ticks = v >= 1.0 && v < 1e18 ? (uint64_t)v : 0;
+    }
+    __atomic_store_n(&func_min_ticks, min_ticks, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_chunks, chunks, __ATOMIC_RELAXED);
     __atomic_store_n(&h->session_slots, p->session_slots, __ATOMIC_RELAXED);
     __atomic_store_n(&h->unregistered, 0, __ATOMIC_RELAXED);

@@ -76,14 +76,20 @@ typedef struct loupe__thread {
     int32_t ring;   /* keep-last this session */
     int32_t exited; /* the thread is gone (atomic) */
     uint32_t finc;  /* open calls to functions that match function_filter (owner only) */
-    uint32_t pad_f;
+    /* --min-duration's calls taken back at their exit (record.c's take_back_short): the owner
+     * counts them (retract_seq) and notes the chunk of the first one since the keeper last
+     * acknowledged (retract_ack, written by the keeper only), whose slots the keeper's name
+     * scan then reads again (names.c): a slot it scanned may hold another event now. */
+    uint32_t retract_seq;
     uint64_t func_filtered; /* calls the hooks filtered (--depth, the table), not recorded
                                (owner only; valid while fgen is the session's generation) */
     uint64_t depth_over;    /* open zones whose ends did not fit the segment after hot.resv (a
                                ring's segment smaller than the depth; record.c's set_cur) */
     uint64_t xstate;        /* the session state xdepth counts for (owner only) */
     uint32_t xdepth; /* explicit zones open (loupe_zone_begin; the first LOUPE__XSTACK in xs) */
-    uint32_t pad_x;
+    uint32_t retract_ack;   /* the retract_seq the keeper's name scan last read (keeper only) */
+    uint32_t retract_chunk; /* the chunk of the first call taken back since retract_ack */
+    uint32_t pad_r;
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
     uint32_t free_next;      /* free stack link (descriptor index + 1) */
@@ -171,9 +177,11 @@ typedef struct loupe__region_hdr {
 /* The region layout's version (the header's version field): 2 since the descriptors hold the
  * function filters' counters, 3 since the header ends with the spool's fields, 4 since an
  * argument is one K_ARG slot (loupe/detail/hot.h), 5 since a shared region grows page by page
- * within its file system's room (the header's shm_* fields, LOUPE__META_ANON). A region of another
- * version is not read (recover.c says which version it found). */
-#define LOUPE__REGION_VERSION 6u
+ * within its file system's room (the header's shm_* fields, LOUPE__META_ANON), 6 since a descriptor
+ * holds its stack of open explicit zones, 7 since it holds the taken-back calls' fields
+ * (retract_seq, retract_ack, retract_chunk). A region of another version is not read (recover.c
+ * says which version it found). */
+#define LOUPE__REGION_VERSION 7u
 
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;
@@ -201,6 +209,7 @@ typedef struct loupe__session_params {
     uint64_t thread_slots;  /* each thread's limit, in slots (<= session_slots) */
     int ring;               /* keep-last */
     uint32_t func_depth;    /* function tracing: deepest call recorded per thread, 0 = all */
+    uint64_t func_min_ns;   /* function tracing: shorter calls are taken back at their exit */
     int spool;              /* the keeper spools full chunks (spool.c): thread_slots is lifted */
 } loupe__session_params;
 

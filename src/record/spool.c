@@ -202,8 +202,9 @@ static void spool_thread(loupe__thread *t, void *arg) {
         /* Under `loupe record` the names of the chunk's events must be in the region's table
          * before the chunk leaves memory (a recovery cannot follow the dead program's
          * pointers): the scan, just before this pass, may not have reached it yet. */
-        if (shared && t->keeper_scanned < used) {
-            return;
+        if (shared && (t->keeper_scanned < used ||
+                       __atomic_load_n(&t->retract_seq, __ATOMIC_ACQUIRE) != t->retract_ack)) {
+            return; /* a call taken back since the scan: the scan reads the chain again first */
         }
         if (put(t, c, used) != 0) {
             return; /* the chunk stays: the thread's events count against the capacity again */

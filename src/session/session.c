@@ -247,12 +247,13 @@ static void open_session(int level, int function_tracing) {
 
 /* The recorder's parameters for a session: its capacity and each thread's limit, in slots. */
 static int prepare_recorder(uint64_t session_events, uint32_t buffer_events, int ring,
-                            uint32_t func_depth, int spool) {
+                            uint32_t func_depth, uint64_t func_min_ns, int spool) {
     loupe__session_params p = {
         .session_slots = session_events ? session_events : LOUPE_DEFAULT_SESSION_EVENTS,
         .thread_slots = buffer_events ? buffer_events : LOUPE_DEFAULT_BUFFER_EVENTS,
         .ring = ring,
         .func_depth = func_depth,
+        .func_min_ns = func_min_ns,
         .spool = spool,
     };
     return loupe__rec_prepare(&p);
@@ -395,7 +396,7 @@ int loupe_start_trace(const loupe_trace_options *o) {
     }
     r = prepare_recorder(o->session_events, o->buffer_events,
                          o->overflow == LOUPE_OVERFLOW_KEEP_LAST, o->function_depth,
-                         o->spool_dir != NULL);
+                         o->function_min_duration_ns, o->spool_dir != NULL);
     if (r == 0) {
         r = open_spool(o->spool_dir, ld);
     }
@@ -796,7 +797,7 @@ int loupe__capture_start(const loupe__capture_opts *o) {
      * capacities, keeping the first events. */
     int r = cap_meta_set(o->metadata, o->metadata_count);
     if (r == 0) {
-        r = prepare_recorder(0, 0, 0, 0, 0);
+        r = prepare_recorder(0, 0, 0, 0, 0, 0);
     }
     if (r == 0) {
         r = open_spool(NULL, NULL); /* no spool in a capture */
