@@ -8,7 +8,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 bash "$here/tools/setup.sh"
 build="$here/build"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
+# Only what the main job runs: the CLI, the preload library (and libloupe.so, libloupe_server.so
+# with them) and the workload; tools/test.sh builds everything, in build-test/.
+cmake --build "$build" -j"$(nproc)" --target loupe_cli loupe_preload compress_workload >/dev/null
 log_dir=${1:-"$PWD/loupe-log"}
 echo "== loupe record: examples/compress_workload on /usr/share =="
 # stdout is the program's; loupe writes the run directory's path to --print-run-dir's file.
