@@ -75,7 +75,7 @@ static void usage(FILE *f) {
             "  --depth N              function tracing: keep calls at most N deep on each thread\n"
             "                         (main is 1); deeper ones are not recorded at all\n"
             "  --min-duration TIME    function tracing: drop calls shorter than TIME (a number\n"
-            "                         and ns, us, ms or s: 5us), at the stop\n"
+            "                         and ns, us, ms or s: 5us), at each call's exit\n"
             "                         (dropped calls are counted as filtered, not lost)\n"
             "  --print-run-dir FILE   write the run directory's path to FILE (for scripts)\n"
             "  --fdo-profile FILE     at the end, also write the program's CPU samples as a\n"

@@ -188,11 +188,58 @@ static void test_min_duration_at_exit(void **state) {
     free(dir);
 }
 
+static __attribute__((noinline)) void nap_fn(void) {
+    struct timespec t = {0, 1000000}; /* 1 ms at least */
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
+/* --min-duration with --keep-last in a ring of 64 events: 100 naps of 1 ms, each followed by 10
+ * mid_fn -> 2 leaf_fn calls of nanoseconds, which are taken back after the ring wrapped. The ring
+ * holds the last naps and nothing else (a helper saw the ring's oldest slot still hold a
+ * taken-back enter: one cut-short leaf and none of the long calls). */
+static void test_min_duration_keep_last(void **state) {
+    (void)state;
+    dir = tu_tmpdir("functrace_min_kl");
+    loupe_trace_options o = {.log_dir = dir,
+                             .function_tracing = 1,
+                             .buffer_events = 64,
+                             .overflow = LOUPE_OVERFLOW_KEEP_LAST,
+                             .function_min_duration_ns = 500000};
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (int k = 0; k < 100; k++) {
+        nap_fn();
+        for (int i = 0; i < 10; i++) {
+            mid_fn(i);
+        }
+    }
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &m),
+                     0);
+    assert_int_equal(m->thread_count, 1);
+    const loupe_model_thread *t = &m->threads[0];
+    size_t naps = count(t, "nap_fn");
+    print_message("keep-last ring of 64: %zu naps of the last 100 kept\n", naps);
+    assert_true(naps >= 25 && naps <= 32); /* 64 slots, 2 a call */
+    assert_int_equal(t->slice_count, naps);
+    for (size_t i = 0; i < t->slice_count; i++) {
+        assert_true(t->slices[i].dur_ns >= 500000);
+        assert_false(t->slices[i].flags & LOUPE_SLICE_TRUNCATED);
+    }
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_function_zones),
         cmocka_unit_test(test_function_filters),
         cmocka_unit_test(test_min_duration_at_exit),
+        cmocka_unit_test(test_min_duration_keep_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,7 +89,9 @@ typedef struct loupe__thread {
     uint32_t xdepth; /* explicit zones open (loupe_zone_begin; the first LOUPE__XSTACK in xs) */
     uint32_t retract_ack;   /* the retract_seq the keeper's name scan last read (keeper only) */
     uint32_t retract_chunk; /* the chunk of the first call taken back since retract_ack */
-    uint32_t pad_r;
+    /* owner only: the chunk of the last take-back, and retract_seq before the first one there
+     * (every take-back up to it was in an earlier chunk) */
+    uint32_t retract_here, retract_here_seq;
     /* --- the links and what follows them are not cleared at registration (record.c) --- */
     uint32_t next;           /* registry list (descriptor index + 1; 0 ends it) */
     uint32_t free_next;      /* free stack link (descriptor index + 1) */
