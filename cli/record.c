@@ -921,6 +921,41 @@ static void drop_counts(void) {
     counts_dir[0] = 0;
 }
 
+/* The processes that recorded into their own memory (the regions' file system had no room for
+ * them when they started) and ended with _exit(): each left <pid>.<ppid>.memlost in the counts
+ * directory (src/session/crash.c: lines "events=N dropped=D reentered=R"), the events that died
+ * with it. Summed over the files into out[0..2]; the number of processes. */
+static int read_memlost(uint64_t out[3]) {
+    out[0] = out[1] = out[2] = 0;
+    int procs = 0;
+    DIR *d = counts_dir[0] != 0 ? opendir(counts_dir) : NULL;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        size_t l = strlen(e->d_name);
+        if (l <= 8 || strcmp(e->d_name + l - 8, ".memlost") != 0) {
+            continue;
+        }
+        char path[PATH_MAX + 300], line[256];
+        snprintf(path, sizeof path, "%s/%s", counts_dir, e->d_name);
+        FILE *f = fopen(path, "re");
+        while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+            unsigned long long a, b, c;
+            if (sscanf(line, "events=%llu dropped=%llu reentered=%llu", &a, &b, &c) == 3) {
+                out[0] += a;
+                out[1] += b;
+                out[2] += c;
+                procs++;
+            }
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return procs;
+}
+
 /* The process's counts from the counts file its trace's writer left (<counts_dir>/<prefix>.counts:
  * src/export/rundir.c), without reading the trace: 0, or -1 when there is none or it is not
  * one (then the trace is read back). */
@@ -1065,10 +1100,11 @@ static int read_procs(const char *run_dir, rec_proc **out) {
     return (int)kept;
 }
 
-/* "N events recorded, D dropped", or "N samples" for a run that recorded samples alone. */
+/* "N events recorded, D dropped", or "N samples" for a run that recorded samples alone (and
+ * lost no event: a tree whose every event died with its processes said "63 samples" alone). */
 static void say_counts(uint64_t events, uint64_t dropped, uint64_t samples, uint64_t lost) {
     char b1[32], b2[32];
-    if (events == 0 && samples != 0) {
+    if (events == 0 && dropped == 0 && samples != 0) {
         fprintf(stderr, "%s sample%s", loupe_cli_group(samples, b1, sizeof b1),
                 samples == 1 ? "" : "s");
         if (lost != 0) {
@@ -1098,6 +1134,13 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
     }
     uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0, shm = 0, re = 0;
     int has_filtered = 0, shm_procs = 0;
+    /* the processes that died with their events in their own memory: all lost, and counted */
+    uint64_t ml[3];
+    int ml_procs = read_memlost(ml);
+    shm = ml[0];
+    shm_procs = ml_procs;
+    dr = ml[0] + ml[1] + ml[2];
+    re = ml[2];
     for (int k = 0; k < n; k++) {
         ev += ps[k].events;
         dr += ps[k].dropped;
@@ -1119,8 +1162,8 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
         return 0;
     }
     fprintf(stderr, "loupe record: ");
-    if (n > 1) {
-        fprintf(stderr, "%d processes, ", n);
+    if (n + ml_procs > 1) {
+        fprintf(stderr, "%d processes, ", n + ml_procs);
     }
     say_counts(ev, dr, sa, lo);
     if (has_filtered) {
@@ -1355,8 +1398,12 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         }
         struct stat rst;
         if (fstat(fd, &rst) == 0 && rst.st_size == 1) {
-            /* region.c's mark: no room for the region's first pages at the process's start */
-            no_room++;
+            /* region.c's mark: no room for the region's first pages at the process's start.
+             * One that ended with _exit() said what it lost (<pid>.<ppid>.memlost: counted in
+             * the totals); one killed by a signal could not. */
+            char ml[PATH_MAX + 300];
+            snprintf(ml, sizeof ml, "%s/%ld.%ld.memlost", counts_dir, pid, ppid);
+            no_room += counts_dir[0] == 0 || access(ml, F_OK) != 0;
         }
         char spath[PATH_MAX + 310], cause[256], prefix[512];
         snprintf(spath, sizeof spath, "%s/%ld.status", dir, pid);

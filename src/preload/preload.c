@@ -235,9 +235,10 @@ static void set_prefix(void) {
  * removes its file. The parent's wait*() calls leave <pid>.status (the raw wait status) beside
  * it, so that loupe record can say how a child it did not wait for itself ended. */
 static char regions_dir[4096], region_path[4200];
-static pid_t root_pid;     /* LOUPE_RECORD_ROOT_PID: the process loupe record started */
-static int no_follow_seen; /* under loupe record --no-follow: exec'd programs get no loupe */
-static int untraced_noted; /* this image execs a program the preload cannot enter (below) */
+static char counts_dir[4096]; /* LOUPE_RECORD_COUNTS_DIR, following the tree only */
+static pid_t root_pid;        /* LOUPE_RECORD_ROOT_PID: the process loupe record started */
+static int no_follow_seen;    /* under loupe record --no-follow: exec'd programs get no loupe */
+static int untraced_noted;    /* this image execs a program the preload cannot enter (below) */
 
 /* The memfd loupe record passed, when it is this process's and still open. */
 static int shm_fd_ours(void) {
@@ -452,6 +453,8 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     }
     const char *rg = getenv("LOUPE_RECORD_REGIONS");
     snprintf(regions_dir, sizeof regions_dir, "%s", rg != NULL && following ? rg : "");
+    const char *cd = getenv("LOUPE_RECORD_COUNTS_DIR");
+    snprintf(counts_dir, sizeof counts_dir, "%s", cd != NULL && following ? cd : "");
     /* The result file is the root pid's (its last image writes it at exit): the variable stays,
      * since a shell's copy of it would reach the other processes anyway. */
     const char *rp = getenv("LOUPE_RECORD_RESULT");
@@ -1561,8 +1564,36 @@ INTERPOSE int system(const char *command) {
  * `loupe record` recovers its region, whose name table the keeper fills every millisecond; names
  * first used in the last one would read "(name lost 0x...)". */
 
+void loupe__crash_exit_memlost(const char *path); /* libloupe (src/session/crash.c) */
+
+/* "<counts_dir>/<pid>.<ppid>.memlost": where a process recording into its own memory (no room
+ * in the regions' file system) says what its death loses. Built at the exit, without stdio
+ * (async-signal-safe), since a fork child has another pid. */
+static void memlost_path(char *b, size_t size) {
+    char num[2][24];
+    long v[2] = {(long)getpid(), (long)getppid()};
+    for (int i = 0; i < 2; i++) {
+        char *p = num[i] + sizeof num[i] - 1;
+        *p = 0;
+        unsigned long x = v[i] > 0 ? (unsigned long)v[i] : 0;
+        do {
+            *--p = (char)('0' + x % 10);
+            x /= 10;
+        } while (x != 0);
+        memmove(num[i], p, strlen(p) + 1);
+    }
+    cat3(b, size, counts_dir, "/", num[0]);
+    size_t l = strlen(b);
+    cat3(b + l, size - l, ".", num[1], ".memlost");
+}
+
 static _Noreturn void exit_now(exit_fn real, int status) {
     loupe__crash_exit_names();
+    if (counts_dir[0] != 0) {
+        char path[4200];
+        memlost_path(path, sizeof path);
+        loupe__crash_exit_memlost(path);
+    }
     if (real != NULL) {
         real(status);
     }

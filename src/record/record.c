@@ -1058,6 +1058,50 @@ void loupe__rec_recycle(void) {
     pthread_mutex_unlock(&tail_lock);
 }
 
+/* ---- what a process that records into its own memory holds at its death ---- */
+
+static void count_memory(loupe__thread *t, void *arg) {
+    uint64_t *out = arg;
+    uint64_t state = __atomic_load_n(&LOUPE__HDR->state, __ATOMIC_ACQUIRE);
+    if ((__atomic_load_n(&t->hot.state, __ATOMIC_ACQUIRE) & ~(uint64_t)LOUPE__STATE_NOTSC) !=
+        state) {
+        return;
+    }
+    void *r = loupe__region;
+    uint64_t n = 0;
+    uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
+    if (t->ring && __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE) != 0 && t->seg != NULL) {
+        n = (uint64_t)(t->hot.limit - t->seg); /* a wrapped ring holds a whole segment */
+    } else if (tail != LOUPE__NO_CHUNK) {
+        n = t->tail_n;
+    } else {
+        uint32_t c = __atomic_load_n(&t->first_chunk, __ATOMIC_ACQUIRE);
+        for (uint64_t guard = 0;
+             c != LOUPE__NO_CHUNK && c < LOUPE__HDR->nchunks && guard < LOUPE__HDR->nchunks;
+             guard++) {
+            if (c == __atomic_load_n(&t->cur_chunk, __ATOMIC_ACQUIRE)) {
+                const loupe__ev *base = loupe__chunk(r, c);
+                const loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+                n += cur >= base && cur <= base + LOUPE__CHUNK_SLOTS ? (uint64_t)(cur - base) : 0;
+                break;
+            }
+            uint32_t u = loupe__meta(r, c)->used;
+            n += u > LOUPE__CHUNK_SLOTS ? LOUPE__CHUNK_SLOTS : u;
+            c = __atomic_load_n(&loupe__meta(r, c)->next, __ATOMIC_RELAXED);
+        }
+    }
+    out[0] += n;
+    out[1] += __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
+    out[2] += __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
+}
+
+void loupe__rec_count_memory(uint64_t out[3]) {
+    out[0] = out[1] = out[2] = 0;
+    if (loupe__region != NULL) {
+        loupe__threads_each(count_memory, out);
+    }
+}
+
 /* ---- -finstrument-functions ----
  * GCC/Clang call these around every function of an instrumented program. libloupe itself is not
  * built with -finstrument-functions, and its inline functions carry no_instrument_function, so

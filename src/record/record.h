@@ -215,6 +215,13 @@ typedef struct loupe__session_params {
     int spool;              /* the keeper spools full chunks (spool.c): thread_slots is lifted */
 } loupe__session_params;
 
+/* What the session holds in the process's memory now, for a process whose region is its own
+ * (no room in the regions' file system) that is about to die: out[0] the events in its threads'
+ * chunks (slots, as the collector counts events_recorded; not those spooled), out[1] the events
+ * dropped for capacity, out[2] those dropped on re-entry. Async-signal-safe (reads the region
+ * only). */
+void loupe__rec_count_memory(uint64_t out[3]);
+
 /* Prepares the region for a session (maps it at the first call, or when shm_fd >= 0 maps that
  * memfd instead: `loupe record`), populates the first chunks and starts the keeper. Called by
  * the session under its lock, before the gate opens. 0, or LOUPE_ENOMEM with the detail naming

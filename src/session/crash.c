@@ -25,9 +25,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGINT, SIGTERM};
@@ -159,6 +161,46 @@ void loupe__crash_disarm(void) {
 int loupe__region_collected(void) {
     loupe__region_hdr *h = LOUPE__HDR;
     return h != NULL && loupe__region_shared() && __atomic_load_n(&h->stopped, __ATOMIC_ACQUIRE);
+}
+
+/* Appends the decimal digits of v to b at *n (within size). */
+static void put_u64(char *b, size_t size, size_t *n, uint64_t v) {
+    char d[24];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (k > 0 && *n + 1 < size) {
+        b[(*n)++] = d[--k];
+    }
+}
+
+void loupe__crash_exit_memlost(const char *path) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    if (path == NULL || path[0] == 0 || h == NULL || loupe__region_shared() ||
+        !__atomic_load_n(&h->active, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    uint64_t c[3];
+    loupe__rec_count_memory(c);
+    char line[160];
+    size_t n = 0;
+    static const char *const keys[3] = {"events=", " dropped=", " reentered="};
+    for (int i = 0; i < 3; i++) {
+        for (const char *k = keys[i]; *k && n + 1 < sizeof line; k++) {
+            line[n++] = *k;
+        }
+        put_u64(line, sizeof line, &n, c[i]);
+    }
+    line[n++] = '\n';
+    int e = errno;
+    long fd = syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        (void)!syscall(SYS_write, (int)fd, line, n); /* one write: whole or nothing */
+        (void)syscall(SYS_close, (int)fd);
+    }
+    errno = e;
 }
 
 void loupe__crash_exit_names(void) {
