@@ -255,6 +255,11 @@ grep -qxF "loupe record: the hottest functions were leaf (31 calls): try --exclu
   fail "hot --exclude: exit $?"
 grep -qxF "loupe record: 2 events recorded, 0 dropped, 1,000 calls filtered (--exclude leaf)" "$tmp/errh2" ||
   fail "hot --exclude: $(cat "$tmp/errh2")"
+# with --min-duration set, a --min-duration is no remedy: the hint leaves it out
+"$loupe" record -o "$tmp/logh3" --buffer-events 64 --min-duration 1ns -- "$tmp/hot" 2>"$tmp/errh3" ||
+  fail "hot --min-duration: exit $?"
+grep -qxF "loupe record: the hottest functions were leaf (31 calls): try --exclude 'leaf', --depth N, or build without their hooks: -finstrument-functions-exclude-function-list=leaf or -finstrument-functions-exclude-file-list=HEADER (docs/record.md)" "$tmp/errh3" ||
+  fail "hot --min-duration: hint: $(cat "$tmp/errh3")"
 echo "record_filters: drops: the hint names leaf; --exclude leaf drops nothing"
 
 # a trace beyond the reader's limit: the report needs no read back (the counts file its writer
