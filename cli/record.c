@@ -926,10 +926,11 @@ static void drop_counts(void) {
 
 /* The processes that recorded into their own memory (the regions' file system had no room for
  * them when they started) and ended with _exit(): each left <pid>.<ppid>.memlost in the counts
- * directory (src/session/crash.c: lines "events=N dropped=D reentered=R"), the events that died
- * with it. Summed over the files into out[0..2]; the number of processes. */
-static int read_memlost(uint64_t out[3]) {
-    out[0] = out[1] = out[2] = 0;
+ * directory (src/session/crash.c: lines "events=N dropped=D reentered=R need=T total=S"), the
+ * events that died with it. Summed over the files into out[0..2], out[3] the largest need,
+ * out[4] the largest total; the number of processes. */
+static int read_memlost(uint64_t out[5]) {
+    out[0] = out[1] = out[2] = out[3] = out[4] = 0;
     int procs = 0;
     DIR *d = counts_dir[0] != 0 ? opendir(counts_dir) : NULL;
     for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
@@ -941,11 +942,14 @@ static int read_memlost(uint64_t out[3]) {
         snprintf(path, sizeof path, "%s/%s", counts_dir, e->d_name);
         FILE *f = fopen(path, "re");
         while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-            unsigned long long a, b, c;
-            if (sscanf(line, "events=%llu dropped=%llu reentered=%llu", &a, &b, &c) == 3) {
+            unsigned long long a, b, c, need = 0, total = 0;
+            if (sscanf(line, "events=%llu dropped=%llu reentered=%llu need=%llu total=%llu", &a, &b,
+                       &c, &need, &total) >= 3) {
                 out[0] += a;
                 out[1] += b;
                 out[2] += c;
+                out[3] = need > out[3] ? need : out[3];
+                out[4] = total > out[4] ? total : out[4];
                 procs++;
             }
         }
@@ -1138,12 +1142,14 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
     uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0, shm = 0, re = 0;
     int has_filtered = 0, shm_procs = 0;
     /* the processes that died with their events in their own memory: all lost, and counted */
-    uint64_t ml[3];
+    uint64_t ml[5];
     int ml_procs = read_memlost(ml);
     shm = ml[0];
     shm_procs = ml_procs;
     dr = ml[0] + ml[1] + ml[2];
     re = ml[2];
+    need = ml[3]; /* their capacity drops need the hint's figures too */
+    total = ml[4];
     for (int k = 0; k < n; k++) {
         ev += ps[k].events;
         dr += ps[k].dropped;

@@ -394,7 +394,10 @@ static void drop_region_file(void) {
     }
 }
 
+static long session_ppid; /* the parent at this process's session start (memlost_path) */
+
 static void start_session(void) {
+    session_ppid = (long)getppid(); /* as make_region_file names the region */
     make_region_file();
     int r = loupe_start_trace(&opts);
     if (r != 0) {
@@ -1571,7 +1574,9 @@ void loupe__crash_exit_memlost(const char *path); /* libloupe (src/session/crash
  * (async-signal-safe), since a fork child has another pid. */
 static void memlost_path(char *b, size_t size) {
     char num[2][24];
-    long v[2] = {(long)getpid(), (long)getppid()};
+    /* the parent at the start, as the region file's name has it: an orphan's getppid() at its
+     * exit is another process (a helper saw an orphan counted and said "not counted" too) */
+    long v[2] = {(long)syscall(SYS_getpid), session_ppid};
     for (int i = 0; i < 2; i++) {
         char *p = num[i] + sizeof num[i] - 1;
         *p = 0;

@@ -1069,9 +1069,13 @@ static void count_memory(loupe__thread *t, void *arg) {
     }
     void *r = loupe__region;
     uint64_t n = 0;
+    uint64_t wraps = __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE);
     uint32_t tail = __atomic_load_n(&t->tail_chunk, __ATOMIC_ACQUIRE);
-    if (t->ring && __atomic_load_n(&t->wraps, __ATOMIC_ACQUIRE) != 0 && t->seg != NULL) {
-        n = (uint64_t)(t->hot.limit - t->seg); /* a wrapped ring holds a whole segment */
+    const loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
+    if (t->ring && wraps != 0 && t->seg != NULL && cur >= t->seg && t->hot.limit >= t->seg) {
+        /* a single-segment ring: every event it took, also those it wrote over (all lost
+         * now, as the collector counts a ring's overwritten events as dropped) */
+        n = wraps * (uint64_t)(t->hot.limit - t->seg) + (uint64_t)(cur - t->seg);
     } else if (tail != LOUPE__NO_CHUNK) {
         n = t->tail_n;
     } else {
@@ -1081,7 +1085,6 @@ static void count_memory(loupe__thread *t, void *arg) {
              guard++) {
             if (c == __atomic_load_n(&t->cur_chunk, __ATOMIC_ACQUIRE)) {
                 const loupe__ev *base = loupe__chunk(r, c);
-                const loupe__ev *cur = __atomic_load_n(&t->hot.cur, __ATOMIC_ACQUIRE);
                 n += cur >= base && cur <= base + LOUPE__CHUNK_SLOTS ? (uint64_t)(cur - base) : 0;
                 break;
             }
@@ -1090,16 +1093,23 @@ static void count_memory(loupe__thread *t, void *arg) {
             c = __atomic_load_n(&loupe__meta(r, c)->next, __ATOMIC_RELAXED);
         }
     }
+    n += t->ring ? __atomic_load_n(&t->recycled, __ATOMIC_ACQUIRE) : 0; /* chunks reused */
+    uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
     out[0] += n;
-    out[1] += __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
+    out[1] += dropped;
     out[2] += __atomic_load_n(&t->reentered, __ATOMIC_RELAXED);
+    out[3] = n + dropped > out[3] ? n + dropped : out[3]; /* what the busiest thread needed */
+    out[4] += n + dropped;
 }
 
-void loupe__rec_count_memory(uint64_t out[3]) {
-    out[0] = out[1] = out[2] = 0;
-    if (loupe__region != NULL) {
-        loupe__threads_each(count_memory, out);
+int loupe__rec_count_memory(uint64_t out[5]) {
+    out[0] = out[1] = out[2] = out[3] = out[4] = 0;
+    /* a vfork() or clone() child shares its parent's memory: the session is not its own */
+    if (loupe__region == NULL || (pid_t)syscall(SYS_getpid) != region_pid) {
+        return -1;
     }
+    loupe__threads_each(count_memory, out);
+    return 0;
 }
 
 /* ---- -finstrument-functions ----

@@ -216,11 +216,13 @@ typedef struct loupe__session_params {
 } loupe__session_params;
 
 /* What the session holds in the process's memory now, for a process whose region is its own
- * (no room in the regions' file system) that is about to die: out[0] the events in its threads'
- * chunks (slots, as the collector counts events_recorded; not those spooled), out[1] the events
- * dropped for capacity, out[2] those dropped on re-entry. Async-signal-safe (reads the region
- * only). */
-void loupe__rec_count_memory(uint64_t out[3]);
+ * (no room in the regions' file system) that is about to die: out[0] the events its threads
+ * took (slots, as the collector counts events_recorded, a keep-last ring's overwritten ones
+ * included; not those spooled), out[1] the events dropped for capacity, out[2] those dropped on
+ * re-entry, out[3] what its busiest thread needed (taken + dropped) and out[4] what all of them
+ * did. 0, or -1 (out all 0) when the region is not the calling process's (a vfork() or clone()
+ * child, which shares its parent's memory). Async-signal-safe (reads the region only). */
+int loupe__rec_count_memory(uint64_t out[5]);
 
 /* Prepares the region for a session (maps it at the first call, or when shm_fd >= 0 maps that
  * memfd instead: `loupe record`), populates the first chunks and starts the keeper. Called by

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define REC_SIZE (sizeof(loupe__spool_rec) + (size_t)LOUPE__CHUNK_SLOTS * sizeof(loupe__ev))
@@ -43,6 +44,7 @@
 static int spool_fd = -1;
 static int spool_failed;     /* a write failed: no more spooling this session (atomic) */
 static uint64_t spool_n;     /* records written (atomic: loupe__spool_chunks reads it) */
+static uint64_t spool_slots; /* the events in them (atomic: loupe__spool_slots) */
 static uint32_t *spool_desc; /* the descriptor of each record */
 static size_t spool_cap;
 static char spool_file[1024]; /* as the header's spool_path */
@@ -54,6 +56,7 @@ int loupe__spool_open(const char *dir) {
     __atomic_store_n(&spool_failed, 0, __ATOMIC_RELAXED);
     spool_err[0] = 0;
     __atomic_store_n(&spool_n, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&spool_slots, 0, __ATOMIC_RELAXED);
     if (dir == NULL) {
         return 0;
     }
@@ -173,7 +176,8 @@ static int put(const loupe__thread *t, uint32_t c, uint32_t used) {
 
 /* Counts the record put() wrote last, once its chunk is out of the chain (the order a recovery
  * relies on: written, out of the chain, counted, back in the pool). */
-static void counted(void) {
+static void counted(uint32_t used) {
+    __atomic_store_n(&spool_slots, spool_slots + used, __ATOMIC_RELAXED);
     __atomic_store_n(&spool_n, spool_n + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&LOUPE__HDR->spool_chunks, spool_n, __ATOMIC_RELEASE);
 }
@@ -215,7 +219,7 @@ static void spool_thread(loupe__thread *t, void *arg) {
             return; /* the chunk stays: the thread's events count against the capacity again */
         }
         __atomic_store_n(&t->first_chunk, next, __ATOMIC_RELEASE);
-        counted();
+        counted(used);
         if (shared) {
             t->keeper_scanned -= used; /* the scan counts from the chain's head */
         }
@@ -243,6 +247,16 @@ int loupe__spool_on(void) {
 
 int loupe__spool_failed(void) {
     return __atomic_load_n(&spool_failed, __ATOMIC_ACQUIRE);
+}
+
+uint64_t loupe__spool_slots(void) {
+    return __atomic_load_n(&spool_slots, __ATOMIC_RELAXED);
+}
+
+void loupe__spool_unlink_own(void) {
+    if (spool_file[0] != 0 && spool_pid == (pid_t)syscall(SYS_getpid)) {
+        (void)syscall(SYS_unlinkat, AT_FDCWD, spool_file, 0);
+    }
 }
 
 uint64_t loupe__spool_chunks(void) {

@@ -53,6 +53,13 @@ int loupe__spool_each_in(const void *region, uint32_t desc,
 
 /* Chunks spooled this session; 0 when off. Any thread. */
 uint64_t loupe__spool_chunks(void);
+/* The events in the chunks spooled so far (their slots, as events_recorded counts them). Async-
+ * signal-safe (one load). */
+uint64_t loupe__spool_slots(void);
+/* Removes the spool file when this process opened it (a death whose spooled events cannot be
+ * recovered: a process recording into its own memory, whose region no one can read).
+ * Async-signal-safe (raw unlinkat). */
+void loupe__spool_unlink_own(void);
 /* Non-zero once a write failed this session (the spool is off). Any thread. */
 int loupe__spool_failed(void);
 /* Whether this session spools (a spool file is open and no write failed): the keeper then never

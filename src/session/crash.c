@@ -20,6 +20,7 @@
 #include "record/names.h"
 #include "record/record.h"
 #include "record/region.h"
+#include "record/spool.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -182,12 +183,20 @@ void loupe__crash_exit_memlost(const char *path) {
         !__atomic_load_n(&h->active, __ATOMIC_ACQUIRE)) {
         return;
     }
-    uint64_t c[3];
-    loupe__rec_count_memory(c);
-    char line[160];
+    uint64_t c[5];
+    if (loupe__rec_count_memory(c) != 0) {
+        return; /* a vfork() child's _exit(): the session is its parent's */
+    }
+    /* --spool: the chunks spooled die too (the spool alone cannot be read without the region):
+     * counted, and the file goes (a helper found 10 spool files left in the log directory) */
+    uint64_t spooled = loupe__spool_slots();
+    c[0] += spooled;
+    c[4] += spooled;
+    loupe__spool_unlink_own();
+    char line[200];
     size_t n = 0;
-    static const char *const keys[3] = {"events=", " dropped=", " reentered="};
-    for (int i = 0; i < 3; i++) {
+    static const char *const keys[5] = {"events=", " dropped=", " reentered=", " need=", " total="};
+    for (int i = 0; i < 5; i++) {
         for (const char *k = keys[i]; *k && n + 1 < sizeof line; k++) {
             line[n++] = *k;
         }

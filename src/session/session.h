@@ -55,9 +55,10 @@ void loupe__crash_disarm(void);
 LOUPE_API void loupe__crash_exit_names(void);
 /* At an _exit() of a process under `loupe record` whose region is its own memory (the regions'
  * file system had no room for it when it started): appends one line "events=N dropped=D
- * reentered=R" (loupe__rec_count_memory) to path, a file in loupe record's counts directory, so
- * that its report counts the events that die with the process as lost, not nothing. Nothing for a
- * shared region (recovered) or no session. Async-signal-safe: raw openat/write/close. */
+ * reentered=R need=T total=S" (loupe__rec_count_memory) to path, a file in loupe record's counts
+ * directory, so that its report counts the events that die with the process as lost, not nothing.
+ * Nothing for a shared region (recovered) or no session. Async-signal-safe: raw openat/write/close.
+ */
 LOUPE_API void loupe__crash_exit_memlost(const char *path);
 
 /* Whether this process's last session was collected out of its shared region (the stop's
