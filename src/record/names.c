@@ -39,11 +39,13 @@ static uint64_t slot_of(uint64_t key) {
     return (key * 0x9E3779B97F4A7C15ull) >> 48; /* 16 bits */
 }
 
+static int slot_readable(const void *r, const name_slot *p);
+
 const char *loupe__names_find(const void *r, int kind, uint64_t addr) {
     uint64_t key = addr << 2 | (uint64_t)kind;
     const name_slot *s = slots_of(r);
     for (uint64_t i = slot_of(key), n = 0; n < NAME_SLOTS; i = (i + 1) & (NAME_SLOTS - 1), n++) {
-        if (s[i].key == 0) {
+        if (!slot_readable(r, &s[i]) || s[i].key == 0) {
             return NULL;
         }
         if (s[i].key == key) {
@@ -86,6 +88,20 @@ static uint64_t backed_for; /* loupe__region_gen + 1 of the bits */
 
 static int page_backed(uint64_t pg) {
     return backed_for == loupe__region_gen + 1 && (backed[pg / 8] >> (pg % 8) & 1);
+}
+
+/* Whether this process may read the table's slot p of region r: a page of its own shared region
+ * that the keeper never backed is a hole of the file, and on a full file system touching it,
+ * even to read, is a SIGBUS (a helper's fork children that exit() with /dev/shm full died of it
+ * in their stop's collection, 3 of 3 runs). Such a page was never written (add() backs a page
+ * before it writes a slot there): its slots are empty. Another process's region (a recovery's
+ * mapping) is read as it is. */
+static int slot_readable(const void *r, const name_slot *p) {
+    if (r != loupe__region || !loupe__region_shared()) {
+        return 1;
+    }
+    uint64_t pg = (uint64_t)((const char *)p - (const char *)slots_of(r)) / 4096;
+    return pg < NAME_PAGES && page_backed(pg);
 }
 
 /* Makes the table's bytes [p, p + len) safe to touch: 0, or -1 (no room: leave them). */
