@@ -53,19 +53,22 @@ int main(int argc, char **argv) {
 C
 cc -std=c11 -O0 -finstrument-functions "$tmp/calls.c" -o "$tmp/calls"
 
-# counts RUN_DIR: "main mid leaf slow filtered" from the JSON trace
-counts() {
-  python3 - "$(ls "$1"/*.trace.json.gz)" <<'PY'
+# slices RUN_DIR NAME...: the JSON trace's complete slices of each NAME, in order; a NAME of
+# "-" gives the loupe_functions_filtered metadata ("-" when absent)
+slices() {
+  python3 - "$(ls "$1"/*.trace.json.gz)" "${@:2}" <<'PY'
 import gzip, json, sys
 d = json.load(gzip.open(sys.argv[1]))
 n = {}
 for e in d["traceEvents"]:
     if e.get("ph") == "X":
         n[e["name"]] = n.get(e["name"], 0) + 1
-print(n.get("main", 0), n.get("mid", 0), n.get("leaf", 0), n.get("slow", 0),
-      d["metadata"].get("loupe_functions_filtered", "-"))
+print(*[d["metadata"].get("loupe_functions_filtered", "-") if a == "-" else n.get(a, 0)
+        for a in sys.argv[2:]])
 PY
 }
+# counts RUN_DIR: "main mid leaf slow filtered" from the JSON trace
+counts() { slices "$1" main mid leaf slow -; }
 k=0
 check() { # want_counts want_line options...
   local want=$1 line=$2
@@ -115,11 +118,14 @@ echo "record_filters: _exit, recovered: $got"
 # blocks of 300 us, each making 2,000 or more calls of nanoseconds (0.4: 11 of 31 blocks kept,
 # the rest dropped, with the buffer full of calls it would drop at the stop). A short call
 # preempted past 100 us is kept by both; the blocks and main are compared.
-cat >"$tmp/blocks.c" <<'C'
+# short.c blocks: 31 x block() of 300 us and >= 2,000 tiny() calls; short.c spool: 100,000 x
+# kept() of 3 us, each followed by 10 tiny() (the --spool case below). ns() has no hooks.
+cat >"$tmp/short.c" <<'C'
 #define _POSIX_C_SOURCE 200809L
+#include <string.h>
 #include <time.h>
 static volatile int sink;
-static long ns(void) {
+__attribute__((no_instrument_function)) static long ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1000000000L + t.tv_nsec;
@@ -132,31 +138,37 @@ static void block(void) {
         tiny(i++);
     } while (ns() - t0 < 300000L || i < 2000);
 }
-int main(void) {
-    for (int k = 0; k < 31; k++) {
-        block();
+static void kept(void) {
+    long t0 = ns();
+    while (ns() - t0 < 3000L) {
+        sink++;
+    }
+}
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "blocks") == 0) {
+        for (int k = 0; k < 31; k++) {
+            block();
+        }
+        return 0;
+    }
+    for (int k = 0; k < 100000; k++) {
+        kept();
+        for (int i = 0; i < 10; i++) {
+            tiny(i);
+        }
     }
     return 0;
 }
 C
-cc -std=c11 -O0 -finstrument-functions "$tmp/blocks.c" -o "$tmp/blocks"
+cc -std=c11 -O0 -finstrument-functions "$tmp/short.c" -o "$tmp/short"
 "$loupe" record --no-sample --buffer-events 512 --min-duration 100us -o "$tmp/logb" \
-  --print-run-dir "$tmp/runb" -- "$tmp/blocks" 2>"$tmp/errb" || fail "blocks: exit $?: $(cat "$tmp/errb")"
+  --print-run-dir "$tmp/runb" -- "$tmp/short" blocks 2>"$tmp/errb" || fail "blocks: exit $?: $(cat "$tmp/errb")"
 grep -qE "^loupe record: [0-9,]+ events recorded, 0 dropped, [0-9,]+ calls filtered \(--min-duration 100us\)$" "$tmp/errb" ||
   fail "blocks: $(cat "$tmp/errb")"
-got=$(python3 - "$(ls "$(cat "$tmp/runb")"/*.trace.json.gz)" <<'PY'
-import gzip, json, sys
-d = json.load(gzip.open(sys.argv[1]))
-n = {}
-for e in d["traceEvents"]:
-    if e.get("ph") == "X":
-        n[e["name"]] = n.get(e["name"], 0) + 1
-print(n.get("main", 0), n.get("block", 0))
-PY
-)
+got=$(slices "$(cat "$tmp/runb")" main block)
 [ "$got" = "1 31" ] || fail "blocks: main and block kept: '$got', want '1 31'"
 if command -v uftrace >/dev/null; then
-  uftrace record -t 100us -d "$tmp/uft" "$tmp/blocks" >/dev/null 2>&1 || fail "uftrace record failed"
+  uftrace record -t 100us -d "$tmp/uft" "$tmp/short" blocks >/dev/null 2>&1 || fail "uftrace record failed"
   uf=$(uftrace report -d "$tmp/uft" 2>/dev/null | awk '$NF == "main" || $NF == "block" { n[$NF] = $(NF-1) } END { print n["main"] + 0, n["block"] + 0 }')
   [ "$uf" = "$got" ] || fail "blocks: uftrace -t kept '$uf' (main, block), loupe '$got'"
   echo "record_filters: --min-duration 100us in 512 events: main and 31 blocks, as uftrace -t"
@@ -172,35 +184,8 @@ fi
 # little), and the trace's calls plus those filtered and dropped are main's 1, the 100,000 and
 # the 1,000,000 exactly. ("events recorded" also counts a call decided at the stop, which is
 # then filtered too: the trace is counted instead.)
-cat >"$tmp/spoolmin.c" <<'C'
-#define _POSIX_C_SOURCE 200809L
-#include <time.h>
-static volatile int sink;
-__attribute__((no_instrument_function)) static long ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000000L + t.tv_nsec;
-}
-static void tiny(int i) { sink += i; }
-static void kept(void) {
-    long t0 = ns();
-    while (ns() - t0 < 3000L) {
-        sink++;
-    }
-}
-int main(void) {
-    for (int k = 0; k < 100000; k++) {
-        kept();
-        for (int i = 0; i < 10; i++) {
-            tiny(i);
-        }
-    }
-    return 0;
-}
-C
-cc -std=c11 -O0 -finstrument-functions "$tmp/spoolmin.c" -o "$tmp/spoolmin"
 "$loupe" record --no-sample --spool --session-events 65536 --min-duration 1us -o "$tmp/logsp" \
-  --print-run-dir "$tmp/runsp" -- "$tmp/spoolmin" 2>"$tmp/errsp" || fail "spool: exit $?: $(cat "$tmp/errsp")"
+  --print-run-dir "$tmp/runsp" -- "$tmp/short" spool 2>"$tmp/errsp" || fail "spool: exit $?: $(cat "$tmp/errsp")"
 line=$(grep "events recorded" "$tmp/errsp")
 rec=$(printf '%s' "$line" | sed -n 's/.*: \([0-9,]*\) events recorded.*/\1/p' | tr -d ,)
 drp=$(printf '%s' "$line" | sed -n 's/.* events recorded, \([0-9,]*\) dropped.*/\1/p' | tr -d ,)

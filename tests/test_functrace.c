@@ -84,20 +84,25 @@ static void test_function_zones(void **state) {
     loupe_trace_result_free(&r);
 }
 
-/* The value of a metadata key, or "-" when absent. */
+/* One session with options o around body(), read back from its JSON file: the model (the
+ * caller frees it), r filled (the caller frees it). */
+static loupe_model *traced(loupe_trace_options *o, void (*body)(void), loupe_trace_result *r) {
+    assert_int_equal(loupe_start_trace(o), 0);
+    body();
+    assert_int_equal(loupe_stop_trace(r), 0);
+    loupe_model *m = NULL;
+    assert_int_equal(loupe_trace_read(loupe_trace_result_path(r, LOUPE_FORMAT_CHROME_JSON), &m), 0);
+    assert_int_equal(m->thread_count, 1);
+    return m;
+}
+
 /* One session of top_fn() (1 top_fn, 10 mid_fn, 20 leaf_fn calls) with o's filters: checks the
  * events recorded, the calls of each kept and loupe_functions_filtered. */
 static void filtered_run(loupe_trace_options *o, uint64_t events, size_t top, size_t mid,
                          size_t leaf, const char *filtered) {
     loupe_trace_result r = {.size = sizeof r};
-    assert_int_equal(loupe_start_trace(o), 0);
-    top_fn();
-    assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = NULL;
-    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &m),
-                     0);
+    loupe_model *m = traced(o, top_fn, &r);
     assert_int_equal(r.events_recorded, events);
-    assert_int_equal(m->thread_count, 1);
     assert_int_equal(count(&m->threads[0], "top_fn"), top);
     assert_int_equal(count(&m->threads[0], "mid_fn"), mid);
     assert_int_equal(count(&m->threads[0], "leaf_fn"), leaf);
@@ -163,14 +168,8 @@ static void test_min_duration_at_exit(void **state) {
                              .buffer_events = 1024,
                              .function_min_duration_ns = 20000000};
     loupe_trace_result r = {.size = sizeof r};
-    assert_int_equal(loupe_start_trace(&o), 0);
-    outer_fn();
-    assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = NULL;
-    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &m),
-                     0);
+    loupe_model *m = traced(&o, outer_fn, &r);
     assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(m->thread_count, 1);
     const loupe_model_thread *t = &m->threads[0];
     assert_int_equal(count(t, "outer_fn"), 1);
     assert_int_equal(count(t, "slow_fn"), 3);
@@ -194,6 +193,15 @@ static __attribute__((noinline)) void nap_fn(void) {
     }
 }
 
+static void naps_and_short_calls(void) {
+    for (int k = 0; k < 100; k++) {
+        nap_fn();
+        for (int i = 0; i < 10; i++) {
+            mid_fn(i);
+        }
+    }
+}
+
 /* --min-duration with --keep-last in a ring of 64 events: 100 naps of 1 ms, each followed by 10
  * mid_fn -> 2 leaf_fn calls of nanoseconds, which are taken back after the ring wrapped. The ring
  * holds the last naps and nothing else (a helper saw the ring's oldest slot still hold a
@@ -207,18 +215,7 @@ static void test_min_duration_keep_last(void **state) {
                              .overflow = LOUPE_OVERFLOW_KEEP_LAST,
                              .function_min_duration_ns = 500000};
     loupe_trace_result r = {.size = sizeof r};
-    assert_int_equal(loupe_start_trace(&o), 0);
-    for (int k = 0; k < 100; k++) {
-        nap_fn();
-        for (int i = 0; i < 10; i++) {
-            mid_fn(i);
-        }
-    }
-    assert_int_equal(loupe_stop_trace(&r), 0);
-    loupe_model *m = NULL;
-    assert_int_equal(loupe_trace_read(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON), &m),
-                     0);
-    assert_int_equal(m->thread_count, 1);
+    loupe_model *m = traced(&o, naps_and_short_calls, &r);
     const loupe_model_thread *t = &m->threads[0];
     size_t naps = count(t, "nap_fn");
     print_message("keep-last ring of 64: %zu naps of the last 100 kept\n", naps);

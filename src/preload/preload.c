@@ -1573,23 +1573,15 @@ void loupe__crash_exit_memlost(const char *path); /* libloupe (src/session/crash
  * in the regions' file system) says what its death loses. Built at the exit, without stdio
  * (async-signal-safe), since a fork child has another pid. */
 static void memlost_path(char *b, size_t size) {
-    char num[2][24];
     /* the parent at the start, as the region file's name has it: an orphan's getppid() at its
      * exit is another process (a helper saw an orphan counted and said "not counted" too) */
-    long v[2] = {(long)syscall(SYS_getpid), session_ppid};
-    for (int i = 0; i < 2; i++) {
-        char *p = num[i] + sizeof num[i] - 1;
-        *p = 0;
-        unsigned long x = v[i] > 0 ? (unsigned long)v[i] : 0;
-        do {
-            *--p = (char)('0' + x % 10);
-            x /= 10;
-        } while (x != 0);
-        memmove(num[i], p, strlen(p) + 1);
-    }
-    cat3(b, size, counts_dir, "/", num[0]);
+    char num[64], *p = put_num(num, (long)syscall(SYS_getpid));
+    *p++ = '.';
+    p = put_num(p, session_ppid);
+    *p = 0;
+    cat3(b, size, counts_dir, "/", num);
     size_t l = strlen(b);
-    cat3(b + l, size - l, ".", num[1], ".memlost");
+    cat3(b + l, size - l, ".memlost", NULL, NULL);
 }
 
 static _Noreturn void exit_now(exit_fn real, int status) {

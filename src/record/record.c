@@ -97,8 +97,7 @@ uint64_t loupe__gettid(void) {
     return (uint64_t)syscall(SYS_gettid);
 }
 
-/* Decimal digits of v into buf (no stdio: async-signal-safe). Returns the length. */
-static size_t put_dec(char *buf, uint64_t v) {
+size_t loupe__put_dec(char *buf, uint64_t v) {
     char tmp[24];
     size_t n = 0;
     do {
@@ -114,7 +113,7 @@ static size_t put_dec(char *buf, uint64_t v) {
 void loupe__read_comm(uint64_t tid, char *buf, size_t size) {
     char path[64] = "/proc/self/task/";
     size_t n = strlen(path);
-    n += put_dec(path + n, tid);
+    n += loupe__put_dec(path + n, tid);
     memcpy(path + n, "/comm", 6);
     buf[0] = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);

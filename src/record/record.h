@@ -215,6 +215,10 @@ typedef struct loupe__session_params {
     int spool;              /* the keeper spools full chunks (spool.c): thread_slots is lifted */
 } loupe__session_params;
 
+/* Writes the decimal digits of v into buf (room for 20 bytes; no NUL): their count. No stdio:
+ * async-signal-safe. */
+size_t loupe__put_dec(char *buf, uint64_t v);
+
 /* What the session holds in the process's memory now, for a process whose region is its own
  * (no room in the regions' file system) that is about to die: out[0] the events its threads
  * took (slots, as the collector counts events_recorded, a keep-last ring's overwritten ones

@@ -164,19 +164,6 @@ int loupe__region_collected(void) {
     return h != NULL && loupe__region_shared() && __atomic_load_n(&h->stopped, __ATOMIC_ACQUIRE);
 }
 
-/* Appends the decimal digits of v to b at *n (within size). */
-static void put_u64(char *b, size_t size, size_t *n, uint64_t v) {
-    char d[24];
-    int k = 0;
-    do {
-        d[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    while (k > 0 && *n + 1 < size) {
-        b[(*n)++] = d[--k];
-    }
-}
-
 void loupe__crash_exit_memlost(const char *path) {
     loupe__region_hdr *h = LOUPE__HDR;
     if (path == NULL || path[0] == 0 || h == NULL || loupe__region_shared() ||
@@ -193,14 +180,14 @@ void loupe__crash_exit_memlost(const char *path) {
     c[0] += spooled;
     c[4] += spooled;
     loupe__spool_unlink_own();
-    char line[200];
+    char line[200]; /* 5 keys of at most 11 bytes, 5 numbers of at most 20 */
     size_t n = 0;
     static const char *const keys[5] = {"events=", " dropped=", " reentered=", " need=", " total="};
     for (int i = 0; i < 5; i++) {
-        for (const char *k = keys[i]; *k && n + 1 < sizeof line; k++) {
-            line[n++] = *k;
-        }
-        put_u64(line, sizeof line, &n, c[i]);
+        size_t k = strlen(keys[i]);
+        memcpy(line + n, keys[i], k);
+        n += k;
+        n += loupe__put_dec(line + n, c[i]);
     }
     line[n++] = '\n';
     int e = errno;
