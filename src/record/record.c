@@ -1332,15 +1332,17 @@ take_back_short(uint64_t s, void *fn, uint64_t min) {
         return 0;
     }
     loupe__thread *t = (loupe__thread *)(void *)b; /* hot is the first member */
-    uint64_t now = loupe__tsc();
     uint32_t busy = b->busy;
     b->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     loupe__ev *e = b->cur;
     int took = 0;
+    uint64_t now;
+    /* the clock is read only for a call whose enter is last: a call that kept others inside
+     * reads it once, in its end's push */
     if (busy == 0 && e != NULL && e > t->seg && t->depth_over == 0 && b->resv > e &&
-        e[-1].b == ((uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER) && now >= e[-1].a &&
-        now - e[-1].a < min) {
+        e[-1].b == ((uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER) &&
+        (now = loupe__tsc()) >= e[-1].a && now - e[-1].a < min) {
         uint32_t seq = t->retract_seq;
         if (t->retract_here != t->cur_chunk) {
             t->retract_here = t->cur_chunk;
