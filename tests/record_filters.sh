@@ -180,8 +180,8 @@ fi
 # first version's spool waited on a chunk long sealed: 9-60% of ~200,000 events dropped at
 # --session-events 65536, a helper; a run without the short calls dropped none). 100,000 kept
 # calls of 3 us, each followed by 10 of nanoseconds, into 65,536 events of memory: the spool
-# keeps up (under 2% dropped: a keeper starved on a loaded machine may still fall behind a
-# little), and the trace's calls plus those filtered and dropped are main's 1, the 100,000 and
+# keeps up (under 5% dropped: a keeper starved on a loaded machine may still fall behind a
+# little; the first version dropped 8.8% in this case), and the trace's calls plus those filtered and dropped are main's 1, the 100,000 and
 # the 1,000,000 exactly. ("events recorded" also counts a call decided at the stop, which is
 # then filtered too: the trace is counted instead.)
 "$loupe" record --no-sample --spool --session-events 65536 --min-duration 1us -o "$tmp/logsp" \
@@ -190,7 +190,7 @@ line=$(grep "events recorded" "$tmp/errsp")
 rec=$(printf '%s' "$line" | sed -n 's/.*: \([0-9,]*\) events recorded.*/\1/p' | tr -d ,)
 drp=$(printf '%s' "$line" | sed -n 's/.* events recorded, \([0-9,]*\) dropped.*/\1/p' | tr -d ,)
 [ -n "$rec" ] && [ -n "$drp" ] || fail "spool: $line"
-[ $((drp * 50)) -lt "$rec" ] || fail "spool: the take-backs held the spool back: $line"
+[ $((drp * 20)) -lt "$rec" ] || fail "spool: the take-backs held the spool back: $line"
 python3 - "$(ls "$(cat "$tmp/runsp")"/*.trace.json.gz)" "$drp" <<'PY' || fail "spool: calls kept, dropped and filtered: $line"
 import gzip, json, sys
 d = json.load(gzip.open(sys.argv[1]))

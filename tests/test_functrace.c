@@ -204,8 +204,9 @@ static void naps_and_short_calls(void) {
 
 /* --min-duration with --keep-last in a ring of 64 events: 100 naps of 1 ms, each followed by 10
  * mid_fn -> 2 leaf_fn calls of nanoseconds, which are taken back after the ring wrapped. The ring
- * holds the last naps and nothing else (a helper saw the ring's oldest slot still hold a
- * taken-back enter: one cut-short leaf and none of the long calls). */
+ * holds the last naps (and a short call a preemption stretched past 0.5 ms), nothing cut short (a
+ * helper saw the ring's oldest slot still hold a taken-back enter: one cut-short leaf and none of
+ * the long calls). */
 static void test_min_duration_keep_last(void **state) {
     (void)state;
     dir = tu_tmpdir("functrace_min_kl");
@@ -218,9 +219,11 @@ static void test_min_duration_keep_last(void **state) {
     loupe_model *m = traced(&o, naps_and_short_calls, &r);
     const loupe_model_thread *t = &m->threads[0];
     size_t naps = count(t, "nap_fn");
-    print_message("keep-last ring of 64: %zu naps of the last 100 kept\n", naps);
-    assert_true(naps >= 25 && naps <= 32); /* 64 slots, 2 a call */
-    assert_int_equal(t->slice_count, naps);
+    print_message("keep-last ring of 64: %zu naps of the last 100 kept, %zu calls in all\n", naps,
+                  t->slice_count);
+    /* 64 slots, 2 a call; a short call preempted past 0.5 ms is kept too, in a nap's place */
+    assert_true(t->slice_count >= 25 && t->slice_count <= 32);
+    assert_true(naps >= 20);
     for (size_t i = 0; i < t->slice_count; i++) {
         assert_true(t->slices[i].dur_ns >= 500000);
         assert_false(t->slices[i].flags & LOUPE_SLICE_TRUNCATED);
