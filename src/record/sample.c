@@ -1295,6 +1295,16 @@ void loupe__sample_thread_born(void) {
     errno = saved; /* registration may run in a signal handler */
 }
 
+int loupe__sample_watching(uint64_t tid) {
+    int found = 0;
+    pthread_mutex_lock(&s_table_lock);
+    for (size_t i = 0; i < s_ntasks && !found; i++) {
+        found = s_tasks[i].tid == tid;
+    }
+    pthread_mutex_unlock(&s_table_lock);
+    return found;
+}
+
 void loupe__sample_fork_prepare(void) {
     pthread_mutex_lock(&s_table_lock);
 }

@@ -81,6 +81,9 @@ void loupe__sample_restore(uint32_t hz, uint64_t origin_mono_ns, const char *not
 int loupe__sample_inject_off(uint64_t tid, uint64_t start, uint64_t end, unsigned kind);
 int loupe__sample_inject_name(uint64_t tid, const char comm[16]);
 void loupe__sample_inject_lost(uint64_t lost);
+/* Tests (test_sample_accuracy): 1 when the sampler has an event open on thread tid, else 0.
+ * Any thread; takes the task table's lock. */
+int loupe__sample_watching(uint64_t tid);
 /* "off", "999 Hz task-clock, dwarf stacks", "unavailable: ...": the last session's state. */
 const char *loupe__sample_note(void);
 
