@@ -1415,11 +1415,16 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
             no_room += counts_dir[0] == 0 || access(ml, F_OK) != 0;
         }
         char spath[PATH_MAX + 310], cause[256], prefix[512];
-        snprintf(spath, sizeof spath, "%s/%ld.status", dir, pid);
-        FILE *sf = fopen(spath, "r");
-        int st = 0, known = sf != NULL && fscanf(sf, "%d", &st) == 1;
-        if (sf != NULL) {
-            fclose(sf);
+        /* the parent's wait status, beside the region, or in the counts directory when the
+         * regions' file system had no room for it (the preload's note_status) */
+        int st = 0, known = 0;
+        for (int w = 0; w < 2 && !known; w++) {
+            snprintf(spath, sizeof spath, "%s/%ld.status", w == 0 ? dir : counts_dir, pid);
+            FILE *sf = (w == 0 || counts_dir[0] != 0) ? fopen(spath, "r") : NULL;
+            known = sf != NULL && fscanf(sf, "%d", &st) == 1;
+            if (sf != NULL) {
+                fclose(sf);
+            }
         }
         if (!known && zknown) { /* not reaped yet: the kernel still has the status */
             st = zst;
@@ -1445,8 +1450,11 @@ static int recover_regions(const char *dir, const char *run_dir, const char *hos
         } else if (signaled) {
             const char *abbrev = sigabbrev_np(WTERMSIG(st));
             snprintf(cause, sizeof cause, "killed by SIG%s", abbrev != NULL ? abbrev : "?");
-        } else {
+        } else if (known) {
             snprintf(cause, sizeof cause, "exited without writing its trace");
+        } else {
+            /* no wait status: its parent never waited for it (or died first) and it is reaped */
+            snprintf(cause, sizeof cause, "ended without writing its trace (how is unknown)");
         }
         free_prefix(run_dir, host, pid, prefix, sizeof prefix);
         /* its command line, which the preload wrote beside the region (NUL-separated) */

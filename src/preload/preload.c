@@ -1225,6 +1225,17 @@ static char *put_num(char *p, long v) {
     return p;
 }
 
+/* Writes the n bytes of a wait status line to path (created or replaced): 0 when all were
+ * written. Async-signal-safe. */
+static int put_status(const char *path, const char *line, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return -1;
+    }
+    ssize_t w = write(fd, line, n);
+    return close(fd) == 0 && w == (ssize_t)n ? 0 : -1;
+}
+
 static void note_status(pid_t pid, int status) {
     if (pid <= 0 || regions_dir[0] == 0 || !(WIFEXITED(status) || WIFSIGNALED(status))) {
         return;
@@ -1254,13 +1265,24 @@ static void note_status(pid_t pid, int status) {
         return;
     }
     memcpy(p, ".status", 8);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-        char *q = put_num(num, status);
-        *q++ = '\n';
-        (void)!write(fd, num, (size_t)(q - num));
-        close(fd);
+    char *q = put_num(num, status);
+    *q++ = '\n';
+    if (put_status(path, num, (size_t)(q - num)) == 0 || counts_dir[0] == 0) {
+        return;
     }
+    /* The regions' file system is full (a region's pages took it: a new file gets its inode,
+     * but its first byte no page, ENOSPC): the counts directory, in $TMPDIR, has it instead. A
+     * helper saw "exited without writing its trace" for a child killed by SIGKILL, from an empty
+     * status file on a full /dev/shm. */
+    (void)unlink(path);
+    cat3(path, sizeof path, counts_dir, "/", NULL);
+    size_t cl = strlen(path);
+    if (cl + 40 > sizeof path) {
+        return;
+    }
+    p = put_num(path + cl, pid);
+    memcpy(p, ".status", 8);
+    (void)put_status(path, num, (size_t)(q - num));
 }
 
 INTERPOSE pid_t waitpid(pid_t pid, int *wstatus, int options);
