@@ -74,8 +74,9 @@ static void usage(FILE *f) {
         "                \"mean_ns\", \"p50_ns\", \"p99_ns\", \"max_ns\", \"percent\",\n"
         "                \"threads_ran_on\"}], \"events_dropped\", \"capacity_needed\",\n"
         "                \"dropped\": [{\"thread\", \"thread_name\", \"events_dropped\",\n"
-        "                \"self_inflated\": [names], \"overflow\" (keep-first or\n"
-        "                keep-last), \"missing\" (after or before), \"missing_ns\"}],\n"
+        "                \"self_inflated\": [names], \"overflow\" (keep-first,\n"
+        "                keep-last, or lost: a GPU tracer's lost records), \"missing\"\n"
+        "                (after, before, or anywhere), \"missing_ns\"}],\n"
         "                \"unmatched_ends\",\n"
         "                \"truncated_zones\", \"samples\", \"samples_lost\",\n"
         "                \"sample_period_ns\", \"hot_functions\": [{\"function\", \"thread\",\n"
@@ -619,6 +620,18 @@ static void put_names(const char *const *z, size_t n) {
     }
 }
 
+/* Whether a GPU track's drops are an in-kernel trace's cut tail (src/gpu/join.c marks it with a
+ * "loupe: truncated" instant: its buffer kept the first events, so the zones after its last are
+ * missing), not CUPTI's lost records, which may be anywhere. */
+static int gpu_tail_cut(const loupe_model_thread *th) {
+    for (size_t i = 0; i < th->instant_count; i++) {
+        if (th->instants[i].name != NULL && strcmp(th->instants[i].name, "loupe: truncated") == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The warnings that come first: the events each thread dropped, and their effect. */
 static void print_warnings(const loupe_model *m) {
     for (size_t i = 0; i < m->metadata_count; i++) {
@@ -649,6 +662,19 @@ static void print_warnings(const loupe_model *m) {
         const char *z[MAX_INFLATED];
         size_t n =
             g_keep_last ? cut_short(th, z, MAX_INFLATED) : self_inflated(th, z, MAX_INFLATED);
+        if (th->kind == LOUPE_TRACK_GPU && !gpu_tail_cut(th)) {
+            /* CUPTI's lost records (its activity buffers were full, or it gave them no
+             * timestamps): charged to the first stream, from anywhere in the session, so no
+             * zone "after" anything is known to be missing */
+            const char *dt = loupe_cli_meta(m, "device_tracer");
+            printf("warning: GPU track ");
+            put_name(th->name[0] ? th->name : "(unnamed)");
+            printf(": %llu GPU activity records were lost, from any stream (which kernels, "
+                   "copies or memsets is not known); every GPU zone recorded is whole%s%s%s\n",
+                   (unsigned long long)th->events_dropped, dt != NULL ? " (" : "",
+                   dt != NULL ? dt : "", dt != NULL ? ")" : "");
+            continue;
+        }
         printf("warning: thread %llu", (unsigned long long)th->tid);
         if (th->name[0]) {
             fputs(" (", stdout);
@@ -1518,15 +1544,22 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
         }
         /* the zones missing: those after the last kept zone's start (keep-first) or before the
          * first one's (keep-last) */
-        uint64_t at = th->slice_count == 0 ? 0
-                      : g_keep_last        ? th->slices[0].start_ns
-                                           : th->slices[th->slice_count - 1].start_ns;
+        int anywhere = th->kind == LOUPE_TRACK_GPU && !gpu_tail_cut(th); /* CUPTI's lost */
+        uint64_t at = th->slice_count == 0 || anywhere ? 0
+                      : g_keep_last                    ? th->slices[0].start_ns
+                                                       : th->slices[th->slice_count - 1].start_ns;
         json_t *d = json_pack("{sIsosIsosssssI}", "thread", loupe_cli_jint(th->tid), "thread_name",
                               loupe_cli_jstr(th->name), "events_dropped",
                               loupe_cli_jint(th->events_dropped), "self_inflated",
                               names != NULL ? names : json_null(), "overflow",
-                              g_keep_last ? "keep-last" : "keep-first", "missing",
-                              g_keep_last ? "before" : "after", "missing_ns", loupe_cli_jint(at));
+                              anywhere      ? "lost"
+                              : g_keep_last ? "keep-last"
+                                            : "keep-first",
+                              "missing",
+                              anywhere      ? "anywhere"
+                              : g_keep_last ? "before"
+                                            : "after",
+                              "missing_ns", loupe_cli_jint(at));
         bad |= d == NULL || json_array_append_new(dropped, d);
     }
     bad |= json_object_set_new(root, "unmatched_ends",

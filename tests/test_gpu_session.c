@@ -469,6 +469,26 @@ static void test_cupti_records(void **state) {
         strstr(json_string_value(json_object_get(meta, "gpu_launch_0")), "aligned by cupti"));
     json_decref(j);
     assert_int_equal(r.events_dropped, 4);
+    /* summary: CUPTI's lost records are from anywhere, not a cut tail (it said "its zones after
+     * the one that began at ... are missing" of the stream they were charged to) */
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' summary '%s' 2>&1 | grep '^warning'", tu_cli(),
+             loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_string_equal(out, "warning: GPU track stream 7: 4 GPU activity records were lost, from "
+                             "any stream (which kernels, copies or memsets is not known); every "
+                             "GPU zone recorded is whole (CUPTI: 1 kernels, 1 memcpys, 1 memsets, "
+                             "3 records dropped by CUPTI, 1 without timestamps or outside the "
+                             "session)\n");
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "'%s' summary '%s' --json | python3 -c 'import json,sys; d=json.load(sys.stdin)"
+             "[\"dropped\"]; print([(x[\"overflow\"], x[\"missing\"], x[\"events_dropped\"]) "
+             "for x in d])'",
+             tu_cli(), loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_string_equal(out, "[('lost', 'anywhere', 4)]\n");
+    free(out);
     loupe_trace_result_free(&r);
 }
 
