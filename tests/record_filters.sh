@@ -176,6 +176,27 @@ else
   echo "record_filters: --min-duration 100us in 512 events: main and 31 blocks (no uftrace to compare)"
 fi
 
+# --min-duration past a full buffer: short.c's spool mode makes 100,000 kept() calls of 3 us (with
+# main: 200,002 events to keep) and 1,000,000 tiny() calls of nanoseconds, into a 64-event buffer.
+# The tiny calls whose enters found the buffer full are filtered at their exit, as the take-back
+# would have (the enter's time is kept), not dropped: the first take-back counted every one of
+# them dropped (2.2 M) and asked for a buffer that size. A tiny() that an interrupt stretches past
+# 1 us is a long call, kept or dropped: 1,000 of them are allowed for.
+"$loupe" record --no-sample --buffer-events 64 --min-duration 1us -o "$tmp/logf" \
+  -- "$tmp/short" 2>"$tmp/errf" || fail "full buffer: exit $?: $(cat "$tmp/errf")"
+line=$(grep "events recorded" "$tmp/errf")
+rec=$(printf '%s' "$line" | sed -n 's/^loupe record: \([0-9,]*\) events recorded.*/\1/p' | tr -d ,)
+drp=$(printf '%s' "$line" | sed -n 's/.* events recorded, \([0-9,]*\) dropped.*/\1/p' | tr -d ,)
+flt=$(printf '%s' "$line" | sed -n 's/.* dropped, \([0-9,]*\) calls filtered.*/\1/p' | tr -d ,)
+need=$(printf '%s' "$line" | sed -n 's/.*the busiest thread needed \([0-9]*\) events.*/\1/p')
+[ -n "$rec" ] && [ -n "$drp" ] && [ -n "$flt" ] && [ -n "$need" ] || fail "full buffer: $line"
+[ $((rec + drp)) -ge 200002 ] && [ $((rec + drp)) -le 202002 ] ||
+  fail "full buffer: $rec recorded + $drp dropped, want 200,002 (main and 100,000 kept()) to 202,002: $line"
+[ $((flt + (rec + drp - 200002) / 2)) = 1000000 ] ||
+  fail "full buffer: $flt filtered and $(((rec + drp - 200002) / 2)) long tiny() calls, want 1,000,000: $line"
+[ "$need" = $((rec + drp)) ] || fail "full buffer: the advice asks for $need events: $line"
+echo "record_filters: --min-duration 1us past a full 64-event buffer: $rec recorded + $drp dropped (200,002 wanted), $flt filtered"
+
 # --min-duration with --spool: calls taken back every ~100 ns must not hold the spool back (the
 # first version's spool waited on a chunk long sealed: 9-60% of ~200,000 events dropped at
 # --session-events 65536, a helper; a run without the short calls dropped none). 100,000 kept

@@ -55,6 +55,15 @@ static __thread uint64_t no_desc_page __attribute__((tls_model("initial-exec")))
  * tears it down (its allocator's zones, say) registers a descriptor with the same id, which the
  * collector folds into the same thread. */
 static __thread uint64_t my_id __attribute__((tls_model("initial-exec")));
+/* --min-duration when the buffer is full: the innermost dropped function enter's timestamp, and
+ * whether no enter was dropped inside it since (a leaf call). Its exit then knows whether the
+ * call was shorter than the option, which the take-back would have filtered: counted filtered,
+ * not dropped (0.5's first take-back still counted every short call past a full buffer as
+ * dropped, and its buffer advice asked for room for them: 404,202 dropped and "needed 404402
+ * events" where 600 held every call the option keeps). Owner only; read only while skip_exits
+ * says an enter was dropped. */
+static __thread uint64_t skip_at __attribute__((tls_model("initial-exec")));
+static __thread int skip_leaf __attribute__((tls_model("initial-exec")));
 /* A name given by loupe_set_thread_name() before the thread had a descriptor. */
 static __thread char pending_name[LOUPE__NAME_MAX] __attribute__((tls_model("initial-exec")));
 
@@ -568,6 +577,8 @@ uint64_t loupe__record_slow(uint64_t s, uint64_t ts, uint64_t b, int role) {
     if (e == NULL) {
         if (role > 0 && (b & 15u) == LOUPE__K_FUNC_ENTER) {
             t->hot.skip_exits++; /* its exit must not take the room kept for recorded ends */
+            skip_at = ts;
+            skip_leaf = 1;
         }
         slow_leave(t);
         return 0;
@@ -1394,11 +1405,20 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
         }
     }
     loupe__tbuf *t = loupe__tls;
+    uint64_t min = __atomic_load_n(&func_min_ticks, __ATOMIC_RELAXED);
     if (t != NULL && t->skip_exits != 0 && t->busy == 0 && thread_state(t) == s) {
-        t->skip_exits--; /* its enter was dropped (and counted with it) */
+        t->skip_exits--; /* its enter was dropped (and counted with it: 2 events) */
+        if (min != 0 && skip_leaf && loupe__tsc() - skip_at < min) {
+            /* a leaf shorter than --min-duration: filtered, as the take-back would have. One
+             * locked instruction each, which a signal handler's own count cannot split. */
+            loupe__thread *th = (loupe__thread *)(void *)t; /* hot is the first member */
+            __atomic_fetch_sub(&th->dropped, 2, __ATOMIC_RELAXED);
+            (void)func_self(s); /* the counter of this session's generation */
+            count_one(&th->func_filtered);
+        }
+        skip_leaf = 0; /* its caller, if its enter was dropped too, had a call inside */
         return;
     }
-    uint64_t min = __atomic_load_n(&func_min_ticks, __ATOMIC_RELAXED);
     if (min != 0 && take_back_short(s, fn, min)) {
         return;
     }
