@@ -1296,14 +1296,16 @@ static void free_prefix(const char *run_dir, const char *host, long pid, char *o
  * *known 1. */
 static int alive_status(long pid, int *status, int *known) {
     char buf[2048];
-    const char *rp = loupe_cli_proc_stat(pid, buf, sizeof buf); /* ") state ..." */
+    const char *rp = loupe_cli_proc_stat(pid, buf, sizeof buf); /* " state ..." */
     if (rp == NULL) {
         return 0;
     }
-    if (rp[2] != 'Z' && rp[2] != 'X') {
+    /* rp[1] is the state (rp[2] was: the space after it, so no zombie was ever seen and its
+     * exit_code never read; a helper's zombie killed by SIGKILL read "how is unknown") */
+    if (rp[1] != 'Z' && rp[1] != 'X') {
         return 1;
     }
-    const char *p = rp + 2; /* field 3, state */
+    const char *p = rp + 1; /* field 3, state */
     for (int field = 3; field < 52 && p != NULL; field++) {
         p = strchr(p, ' ');
         p = p != NULL ? p + 1 : NULL;

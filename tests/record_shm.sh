@@ -260,3 +260,44 @@ pid=$(printf '%s' "$out" | sed -n 's/^pid \([0-9]*\) killed by signal 9$/\1/p')
 want="loupe record: pid $pid killed by SIGKILL: recovered 2 events"
 grep -qxF "$want" "$tmp/err6" || fail "kill: want '$want', got: $(cat "$tmp/err6")"
 echo "record_shm: a child killed on a full /dev/shm: $want"
+
+# 7. a child that dies while its parent lives on without waiting (a zombie when loupe record
+# reports): its cause is the zombie's exit_code (proc_pid_stat(5) field 52). The state letter was
+# read one character off, so no zombie was ever seen: "ended without writing its trace (how is
+# unknown)" for a grandchild killed by SIGKILL whose parent was asleep (a helper's probe).
+cat >"$tmp/zombie.c" <<'C'
+#define _POSIX_C_SOURCE 200809L
+#include <loupe/loupe.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    if (fork() == 0) {
+        pid_t g = fork();
+        if (g == 0) {
+            for (int i = 0; i < 100; i++) {
+                LOUPE_ZONE("z");
+            }
+            raise(SIGKILL);
+        }
+        printf("grandchild %d\n", (int)g);
+        fflush(stdout);
+        struct timespec t = {3, 0};
+        nanosleep(&t, NULL); /* never waits: the grandchild stays a zombie meanwhile */
+        _exit(0);
+    }
+    struct timespec t = {0, 500000000};
+    nanosleep(&t, NULL);
+    return 0;
+}
+C
+cc -std=c11 -O1 -I"$2/include" "$tmp/zombie.c" -o "$tmp/zombie" -L"$build" -lloupe -Wl,-rpath,"$build" ||
+  fail "cannot build the zombie probe"
+out=$("$loupe" record -q --no-sample -o "$tmp/log7" -- "$tmp/zombie" 2>"$tmp/err7"); st=$?
+[ "$st" = 0 ] || fail "zombie: exit $st: $(tail -5 "$tmp/err7")"
+g=$(printf '%s' "$out" | sed -n 's/^grandchild \([0-9]*\)$/\1/p')
+want="loupe record: pid $g killed by SIGKILL: recovered 200 events"
+grep -qxF "$want" "$tmp/err7" || fail "zombie: want '$want', got: $(cat "$tmp/err7")"
+sleep 3 # the sleeping parent ends (its own trace goes into the run directory)
+echo "record_shm: a zombie whose parent never waited: $want"

@@ -824,6 +824,11 @@ static void open_task(uint64_t tid) {
         s_skipped++;
         return;
     }
+    /* Its CPU time so far, read before the open: a thread in its last moments is often gone by
+     * the time the open and the mapping are done, and its clock then reads nothing (a helper's
+     * 100 concurrent threads: 1-5 neither sampled nor counted, when it was read after). A
+     * thread gone before this read has no event either, and is counted as one that never had. */
+    uint64_t cpu = thread_cpu_ns(tid);
     struct perf_event_attr a;
     fill_attr(&a);
     int fd = (int)sys_perf_event_open(&a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
@@ -846,7 +851,7 @@ static void open_task(uint64_t tid) {
         return;
     }
     /* the state after the open: a thread switched out now has a switch-in as its first record */
-    uint64_t opened = mono_ns(), cpu = thread_cpu_ns(tid);
+    uint64_t opened = mono_ns();
     /* running from the open on, until a first switch-in says it was not */
     s_tasks[s_ntasks++] =
         (task){fd, 1, tid, base, len, 0, 0, opened, task_state_kind(tid), 0, opened};
@@ -2048,8 +2053,9 @@ typedef struct late_ctx {
     uint64_t period;
 } late_ctx;
 
-/* A thread born while sampling (s_born, sorted), with no sample, whose event opened after a
- * period or more of its CPU time: none of that time is in the trace. */
+/* A thread born while sampling (s_born, sorted), with no sample, that had a period or more of
+ * CPU time (before its event opened, and counted by the event after): none of it is in the
+ * trace's samples. */
 static int opened_late(const late_ctx *c, uint64_t tid) {
     if (has_tid(c->sampled, c->nsampled, tid) || !has_tid(s_born, s_nborn, tid)) {
         return 0;
@@ -2057,7 +2063,15 @@ static int opened_late(const late_ctx *c, uint64_t tid) {
     named key = {.tid = tid};
     const named *n =
         c->nnames > 0 ? bsearch(&key, c->names, c->nnames, sizeof *c->names, cmp_tid) : NULL;
-    return n != NULL && n->cpu_at_open >= c->period;
+    if (n == NULL) {
+        return 0;
+    }
+    /* and its CPU time after the open, its event's count at the close (s_tclk, sorted): a
+     * thread run in slices shorter than the period among 100 others on 2 CPUs got none of its
+     * 1.5 ms there sampled (1 of 100 in a helper's run) */
+    tclk tk = {tid, 0, 0};
+    const tclk *t = s_ntclk > 0 ? bsearch(&tk, s_tclk, s_ntclk, sizeof *s_tclk, cmp_tclk) : NULL;
+    return n->cpu_at_open + (t != NULL ? t->count : 0) >= c->period;
 }
 
 static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t end_mono) {
@@ -2095,6 +2109,9 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t e
     if (s_nnames > 0) {
         memcpy(names, s_names, s_nnames * sizeof *names);
         qsort(names, s_nnames, sizeof *names, cmp_tid);
+    }
+    if (s_ntclk > 1) {
+        qsort(s_tclk, s_ntclk, sizeof *s_tclk, cmp_tclk);
     }
     late_ctx lc = {sampled, nsampled, names, s_nnames, s_hz != 0 ? 1000000000u / s_hz : UINT64_MAX};
     for (size_t k = 0; k < s_noffs; k++) {
