@@ -14,6 +14,7 @@
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 build=$1
+src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -31,6 +32,17 @@ zones_dropped() { # RUN_DIR: "<child_work zones> <events dropped>" from loupe su
 import json, sys
 d = json.load(sys.stdin)
 print(sum(r["count"] for r in d["zones"] if r["name"] == "child_work"), d["events_dropped"])'
+}
+
+build_probe() { # NAME: $tmp/NAME.c against libloupe into $tmp/NAME
+  cc -std=c11 -O1 -I"$src/include" "$tmp/$1.c" -o "$tmp/$1" -L"$build" -lloupe -Wl,-rpath,"$build" ||
+    fail "cannot build the $1 probe"
+}
+record_in_shm() { # SIZE N PROG: loupe record -q --no-sample PROG in a private SIZE tmpfs
+  # /dev/shm; PROG's stdout is ours, loupe's stderr goes to $tmp/errN
+  printf 'mount -t tmpfs -o size=%s tmpfs /dev/shm || exit 99\n"%s" record -q --no-sample -o "%s" -- "%s"\n' \
+    "$1" "$loupe" "$tmp/log$2" "$3" >"$tmp/shm$2.sh"
+  unshare -m sh "$tmp/shm$2.sh" 2>"$tmp/err$2"
 }
 
 # 1. 2,000 short children, 50 at a time
@@ -141,8 +153,7 @@ int main(void) {
     return 0;
 }
 C
-cc -std=c11 -O1 -I"$2/include" "$tmp/shapes.c" -o "$tmp/shapes" -L"$build" -lloupe -Wl,-rpath,"$build" ||
-  fail "cannot build the shapes probe"
+build_probe shapes
 cat >"$tmp/shapes.sh" <<EOF
 mount -t tmpfs -o size=1m tmpfs /dev/shm || exit 99
 head -c 1040384 /dev/zero >/dev/shm/fill # 8 KiB left: no process has room for its region
@@ -193,14 +204,9 @@ int main(void) {
     return 0;
 }
 C
-cc -std=c11 -O1 -I"$2/include" "$tmp/bus.c" -o "$tmp/bus" -L"$build" -lloupe -Wl,-rpath,"$build" ||
-  fail "cannot build the bus probe"
+build_probe bus
 [ "$("$tmp/bus")" = "children killed by a signal: 0" ] || fail "bus: untraced"
-cat >"$tmp/bus.sh" <<EOF
-mount -t tmpfs -o size=1m tmpfs /dev/shm || exit 99
-"$loupe" record -q --no-sample -o "$tmp/log5" -- "$tmp/bus"
-EOF
-out=$(unshare -m sh "$tmp/bus.sh" 2>"$tmp/err5"); st=$?
+out=$(record_in_shm 1m 5 "$tmp/bus"); st=$?
 [ "$st" = 0 ] || fail "bus: exit $st: $(tail -5 "$tmp/err5")"
 [ "$out" = "children killed by a signal: 0" ] || fail "bus: under loupe record: $out"
 echo "record_shm: 1 MiB /dev/shm: 20 children that exit() and 60 that _exit(), none killed (as untraced)"
@@ -247,13 +253,8 @@ int main(void) {
     return 0;
 }
 C
-cc -std=c11 -O1 -I"$2/include" "$tmp/kill.c" -o "$tmp/kill" -L"$build" -lloupe -Wl,-rpath,"$build" ||
-  fail "cannot build the kill probe"
-cat >"$tmp/kill.sh" <<EOF
-mount -t tmpfs -o size=16m tmpfs /dev/shm || exit 99
-"$loupe" record -q --no-sample -o "$tmp/log6" -- "$tmp/kill"
-EOF
-out=$(unshare -m sh "$tmp/kill.sh" 2>"$tmp/err6"); st=$?
+build_probe kill
+out=$(record_in_shm 16m 6 "$tmp/kill"); st=$?
 [ "$st" = 0 ] || fail "kill: exit $st: $(tail -5 "$tmp/err6")"
 pid=$(printf '%s' "$out" | sed -n 's/^pid \([0-9]*\) killed by signal 9$/\1/p')
 [ -n "$pid" ] || fail "kill: the probe said: $out"
@@ -292,8 +293,7 @@ int main(void) {
     return 0;
 }
 C
-cc -std=c11 -O1 -I"$2/include" "$tmp/zombie.c" -o "$tmp/zombie" -L"$build" -lloupe -Wl,-rpath,"$build" ||
-  fail "cannot build the zombie probe"
+build_probe zombie
 out=$("$loupe" record -q --no-sample -o "$tmp/log7" -- "$tmp/zombie" 2>"$tmp/err7"); st=$?
 [ "$st" = 0 ] || fail "zombie: exit $st: $(tail -5 "$tmp/err7")"
 g=$(printf '%s' "$out" | sed -n 's/^grandchild \([0-9]*\)$/\1/p')
