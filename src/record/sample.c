@@ -2053,6 +2053,12 @@ typedef struct late_ctx {
     uint64_t period;
 } late_ctx;
 
+/* The entry of a thread that had an event, or NULL. */
+static const named *find_named(const late_ctx *c, uint64_t tid) {
+    named key = {.tid = tid};
+    return c->nnames > 0 ? bsearch(&key, c->names, c->nnames, sizeof *c->names, cmp_tid) : NULL;
+}
+
 /* A thread born while sampling (s_born, sorted), with no sample, that had a period or more of
  * CPU time (before its event opened, and counted by the event after): none of it is in the
  * trace's samples. */
@@ -2060,9 +2066,7 @@ static int opened_late(const late_ctx *c, uint64_t tid) {
     if (has_tid(c->sampled, c->nsampled, tid) || !has_tid(s_born, s_nborn, tid)) {
         return 0;
     }
-    named key = {.tid = tid};
-    const named *n =
-        c->nnames > 0 ? bsearch(&key, c->names, c->nnames, sizeof *c->names, cmp_tid) : NULL;
+    const named *n = find_named(c, tid);
     if (n == NULL) {
         return 0;
     }
@@ -2077,17 +2081,10 @@ static int opened_late(const late_ctx *c, uint64_t tid) {
 static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t end_mono) {
     const loupe_model *m = loupe__mb_model(mb);
     size_t nseen = 0;
-    uint64_t missed = 0, *opened = malloc((s_nnames + 1) * sizeof *opened);
-    uint64_t *seen = malloc((s_nsamples + s_noffs + 1) * sizeof *seen);
-    if (opened == NULL || seen == NULL) {
-        free(opened);
-        free(seen);
+    uint64_t missed = 0, *seen = malloc((s_nsamples + s_noffs + 1) * sizeof *seen);
+    if (seen == NULL) {
         return -1;
     }
-    for (size_t k = 0; k < s_nnames; k++) {
-        opened[k] = s_names[k].tid; /* every tid that had an event */
-    }
-    qsort(opened, s_nnames, sizeof *opened, cmp_tid);
     for (size_t k = 0; k < s_nsamples; k++) {
         if (s_samples[k].ts >= s_origin && s_samples[k].ts <= end_mono) {
             seen[nseen++] = s_samples[k].tid;
@@ -2097,9 +2094,9 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t e
     size_t nsampled = nseen;
     qsort(seen, nsampled, sizeof *seen, cmp_tid);
     uint64_t *sampled = malloc((nsampled + 1) * sizeof *sampled);
-    named *names = malloc((s_nnames + 1) * sizeof *names); /* by tid (named starts with it) */
+    /* every tid that had an event, by tid (named starts with it) */
+    named *names = malloc((s_nnames + 1) * sizeof *names);
     if (sampled == NULL || names == NULL) {
-        free(opened);
         free(seen);
         free(sampled);
         free(names);
@@ -2130,7 +2127,7 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t e
     for (size_t i = 0; i < nmap; i++) {
         const loupe_model_thread *t = &m->threads[map[i].index];
         int mine = map[i].tid == s_sampler_tid || strncmp(t->name, "loupe-", 6) == 0;
-        missed += !mine && (!has_tid(opened, s_nnames, map[i].tid) || opened_late(&lc, map[i].tid));
+        missed += !mine && (find_named(&lc, map[i].tid) == NULL || opened_late(&lc, map[i].tid));
     }
     for (size_t i = 0; i < s_nborn; i++) {
         uint64_t tid = s_born[i];
@@ -2142,7 +2139,6 @@ static int put_missed(loupe__mb *mb, const tid_map *map, size_t nmap, uint64_t e
         }
         missed += !has_tid(seen, nseen, tid) || opened_late(&lc, tid);
     }
-    free(opened);
     free(seen);
     free(sampled);
     free(names);
