@@ -271,9 +271,11 @@ cat >"$tmp/zombie.c" <<'C'
 #include <loupe/loupe.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
     if (fork() == 0) {
         pid_t g = fork();
         if (g == 0) {
@@ -282,11 +284,16 @@ int main(void) {
             }
             raise(SIGKILL);
         }
-        printf("grandchild %d\n", (int)g);
+        printf("grandchild %d middle %d\n", (int)g, (int)getpid());
         fflush(stdout);
-        struct timespec t = {3, 0};
-        nanosleep(&t, NULL); /* never waits: the grandchild stays a zombie meanwhile */
-        _exit(0);
+        close(1); /* the test's $(...) reads until every writer is gone */
+        /* never waits: the grandchild stays a zombie until the test says go (argv[1] exists),
+         * 60 s at most; an order, not a time: loupe record reports before that */
+        struct timespec t = {0, 100000000};
+        for (int i = 0; i < 600 && access(argv[1], F_OK) != 0; i++) {
+            nanosleep(&t, NULL);
+        }
+        exit(0);
     }
     struct timespec t = {0, 500000000};
     nanosleep(&t, NULL);
@@ -294,10 +301,12 @@ int main(void) {
 }
 C
 build_probe zombie
-out=$("$loupe" record -q --no-sample -o "$tmp/log7" -- "$tmp/zombie" 2>"$tmp/err7"); st=$?
+out=$("$loupe" record -q --no-sample -o "$tmp/log7" -- "$tmp/zombie" "$tmp/go7" 2>"$tmp/err7"); st=$?
+touch "$tmp/go7" # the waiting parent ends now (its own trace goes into the run directory)
+middle=$(printf '%s' "$out" | sed -n 's/^grandchild [0-9]* middle \([0-9]*\)$/\1/p')
+for _ in $(seq 300); do [ -n "$middle" ] && kill -0 "$middle" 2>/dev/null || break; sleep 0.1; done
 [ "$st" = 0 ] || fail "zombie: exit $st: $(tail -5 "$tmp/err7")"
-g=$(printf '%s' "$out" | sed -n 's/^grandchild \([0-9]*\)$/\1/p')
+g=$(printf '%s' "$out" | sed -n 's/^grandchild \([0-9]*\) middle [0-9]*$/\1/p')
 want="loupe record: pid $g killed by SIGKILL: recovered 200 events"
 grep -qxF "$want" "$tmp/err7" || fail "zombie: want '$want', got: $(cat "$tmp/err7")"
-sleep 3 # the sleeping parent ends (its own trace goes into the run directory)
 echo "record_shm: a zombie whose parent never waited: $want"
