@@ -48,7 +48,14 @@ static void run_hot(const char *exe, const char *mode, int want_main) {
     if (want_main) {
         assert_true(main_hot * 10 >= samples * 8); /* and main > hot is their stack */
     }
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    /* the sanitizer's sampler thread drains slower: a full ring loses samples, counted (a
+     * fresh-clone TSan run lost 7 of about 300 DWARF samples); the count is what is checked */
+    print_message("hot (%s): %zu samples, %llu lost\n", mode, samples, lost);
+    assert_true(lost * 20 <= samples);
+#else
     assert_int_equal(lost, 0);
+#endif
     char note[128];
     snprintf(note, sizeof note, "note=999 Hz task-clock, %s stacks\n",
              strcmp(mode, "fp") == 0 ? "frame-pointer" : "dwarf");
