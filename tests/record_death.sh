@@ -67,7 +67,7 @@ cp "$dump" "$tmp/v3.region"
 printf '\003\000\000\000' | dd of="$tmp/v3.region" bs=1 seek=8 conv=notrunc status=none
 "$build/loupe" recover "$tmp/v3.region" -o "$tmp/v3" 2>"$tmp/err-v3"; st=$?
 [ "$st" = 1 ] || fail "v3: exit $st"
-grep -qF "the region's layout is version 3, this loupe reads version 7 only (recover it with the loupe that recorded it)" "$tmp/err-v3" ||
+grep -qF "the region's layout is version 3, this loupe reads version 8 only (recover it with the loupe that recorded it)" "$tmp/err-v3" ||
   fail "v3: $(cat "$tmp/err-v3")"
 # a dump cut short (a copy that stopped early) is recovered as far as it goes, what was lost
 # said and counted as dropped, the dump kept. The worker (joined first) filled chunks 0..3 (15,000

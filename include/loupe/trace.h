@@ -83,7 +83,15 @@ typedef struct loupe_trace_options {
     uint32_t buffer_events;
     /** Overflow policy; 0 = keep the first events. */
     loupe_overflow overflow;
-    /** Non-zero: record -finstrument-functions calls (one zone per call, at LOUPE_LEVEL_INFO). */
+    /** Non-zero: record -finstrument-functions calls (one zone per call, at LOUPE_LEVEL_INFO).
+     * A call whose exit never comes (a longjmp out of it; an exception through a clang build's
+     * frames, whose exit hooks clang calls only before a return) is found gone at the next enter
+     * whose frame took its place, or at the exit of a call below it: it gets an exit marked cut
+     * (one event, in the slot its enter kept) and reads back truncated at its own depth, nothing
+     * dropped (docs/api.md, "Function tracing"). The hooks find each call's frame from the
+     * return address the compiler passes as their second argument (x86-64; elsewhere calls are
+     * paired as they come, as in 0.4). A program that calls __cyg_profile_func_enter/exit itself
+     * passes its own return address (__builtin_return_address(0)) or NULL there. */
     int function_tracing;
     /** Optional run directory name instead of the local time (like ProfileOptions.session_id).
      * Must be a single path component. Copied. */

@@ -8,8 +8,10 @@
  * when it matches it (same srcloc / dynamic / same function). When it matches a zone deeper in
  * the stack, the zones above it lost their ends (an early return, a longjmp): they are closed at
  * this time and marked truncated. An end that matches nothing open is counted as unmatched and
- * ignored. In a ring that wrapped, an end whose begin was overwritten becomes a slice from the
- * first retained timestamp, marked truncated.
+ * ignored. A function's exit marked LOUPE__FUNC_CUT (record.c found the call gone: a longjmp
+ * out of it) closes it the same way, and marks it truncated too. In a ring that wrapped, an end
+ * whose begin was overwritten becomes a slice from the first retained timestamp, marked
+ * truncated.
  *
  * Async slices (annotate.h: loupe_async_begin) are gathered from every thread and paired after
  * the walk, by id and then time (an end closes the latest unended begin of its id); each name
@@ -529,7 +531,10 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
         case LOUPE__K_END:
         case LOUPE__K_FUNC_EXIT: {
             int zk = kind == LOUPE__K_FUNC_EXIT ? Z_FUNC : (b == LOUPE__K_END ? Z_DYN : Z_STATIC);
-            uint64_t key = zk == Z_FUNC ? b >> 4 : (zk == Z_STATIC ? (b & ~(uint64_t)15) : 0);
+            /* a call found gone (record.c's stack of open calls): closed here, truncated */
+            int cut = zk == Z_FUNC && (b & LOUPE__FUNC_CUT) != 0;
+            uint64_t key = zk == Z_FUNC ? (b & ~LOUPE__FUNC_CUT) >> 4
+                                        : (zk == Z_STATIC ? (b & ~(uint64_t)15) : 0);
             size_t d = depth;
             while (d > 0 && !(c->stack[d - 1].kind == zk && c->stack[d - 1].key == key)) {
                 d--;
@@ -581,7 +586,10 @@ static int walk(collector *c, size_t ti, const loupe__ev *slots, size_t n, int w
             }
             loupe_slice *s = loupe__mb_slice_at(mb, ti, z->slice);
             s->dur_ns = ns - s->start_ns;
-            if (zk == Z_FUNC && s->dur_ns < c->p->func_min_ns && drop_last(c, ti, z->slice)) {
+            if (cut) {
+                s->flags |= LOUPE_SLICE_TRUNCATED;
+            } else if (zk == Z_FUNC && s->dur_ns < c->p->func_min_ns &&
+                       drop_last(c, ti, z->slice)) {
                 c->filtered++;
             }
             break;

@@ -1301,26 +1301,307 @@ func_self(uint64_t s) {
     return t;
 }
 
-LOUPE_API void __cyg_profile_func_enter(void *fn, void *site) {
+/* ---- the thread's stack of open instrumented calls ----
+ * A call's exit never comes when a longjmp (or an exception through a clang build's frames,
+ * whose exits clang calls only before a return) leaves it. 0.4 then kept the call's end slot for
+ * good and nested every later call inside it: 10,000 such errors in a C server's loop dropped
+ * 69,084 events, with nonsense nesting, and its filters' depth counters stayed raised. Each
+ * thread keeps the calls open on it, innermost last, each with where its frame is (as uftrace
+ * keeps a shadow stack of its calls).
+ *
+ * Where a frame is. The hooks' own CFA (__builtin_dwarf_cfa) is the instrumented function's
+ * stack pointer at the hook's call: after its prologue at the enter; at the exit the same, or,
+ * when gcc makes the exit hook a tail call after the epilogue, the function's own CFA. The
+ * function's own CFA is the exact mark: the stack address just above its return address, which
+ * the compiler passes as site. fs_frame finds it as the first word holding site from the
+ * hook's CFA up, within LOUPE__FSCAN words (a frame with more locals than that before its enter
+ * hook gets the hook's CFA, a lower bound of its CFA, marked so). The stack grows down: a live
+ * call's CFA is above its stack pointer when it calls, so above every call it makes, each one's
+ * CFA and lower bound included. Hence:
+ *  - At an enter, the calls on top that are at or below the new call's mark are gone (the new
+ *    call took their frames): an exact mark at or below, a lower bound below (a caller's lower
+ *    bound may equal its callee's exact mark). They are taken off, and when one of them was
+ *    recorded the lowest such one gets an exit marked LOUPE__FUNC_CUT in the end slot it kept,
+ *    with its open count, so that the ends kept for the others are given back too
+ *    (loupe__push_end_open) and the collector closes them there, truncated. This is the loop
+ *    whose setjmp never returns. An enter takes calls off only below a call that stays open: a
+ *    frame above every open call (a handler on an alternate signal stack above the thread's
+ *    stack, another fiber's stack) takes nothing off.
+ *  - At an exit, the call is the innermost call of the function at the exit's mark itself (an
+ *    inlined call's hooks share its caller's frame, so inner ones exit first), or else the
+ *    outermost one below it (a lower bound under the exit's exact mark; calls deeper than it are
+ *    lower still; its caller's mark is above). The calls above it are gone: each recorded one
+ *    gets its cut exit. When no call is found (an alloca lowered the exit's stack pointer), the
+ *    innermost call, if it is the function's.
+ * Calls whose enter was filtered or dropped are kept too, so that leaving them lowers the
+ * filters' counters (fdepth, finc) and skip_exits as their exits would have. Past
+ * LOUPE__FSTACK open calls the deeper ones are only counted (fsd): their exits run as in 0.4
+ * until the stack is that shallow again. x86-64 only (elsewhere the return address need not be
+ * on the stack, and the calls run as in 0.4). Owner only and async-signal-safe: a signal
+ * handler's calls push above the interrupted ones and pop back to them (fsd is one word, restored
+ * by the time the handler returns); a handler that longjmps out leaves its calls, which the
+ * next enter or exit takes off. */
+
+#define LOUPE__FSTACK 1024u /* entries: 24 KiB of address space, touched only as deep as used */
+#define LOUPE__FSCAN 16u    /* words searched for a frame's return address */
+#define FE_REC 1u           /* the enter was recorded: an end slot is kept for it */
+#define FE_DROP 2u          /* the enter was dropped (full buffer): skip_exits counts it */
+#define FE_INC 4u           /* a call to a function_filter match: finc counts it */
+#define FE_LEAF 8u          /* dropped, and nothing was kept inside it so far (--min-duration) */
+#define FE_LOWER 16u        /* at is a lower bound of the frame's CFA (its enter hook's CFA) */
+#define FE_BITS 8u          /* the flags' bits below the function's address in b */
+
+typedef struct loupe__fent {
+    uintptr_t at;  /* the call's CFA, or a lower bound of it (FE_LOWER) */
+    uint64_t b;    /* the function's address << FE_BITS | FE_* */
+    uint64_t open; /* FE_REC: loupe__open_now() after the enter; FE_DROP: the enter's ticks */
+} loupe__fent;
+
+/* Where a frame's return address was found, past the first LOUPE__FSCAN words: by function, the
+ * word's index from the hook's CFA - 8 (low 16 bits) under the function's address (direct-mapped,
+ * racy: one word, read and written whole; a stale or colliding entry fails the check of the word
+ * it names and is searched again). A frame of up to LOUPE__FSCAN_FAR words (PATH_MAX buffers
+ * and the like) is searched once per function this way, then checked with one load. */
+#define LOUPE__FSCAN_FAR 2048u
+#define FS_OFFS 4096u
+static uint64_t fs_offs[FS_OFFS];
+
+/* The word at p, by inline assembly: it is in the instrumented function's frame, whose locals a
+ * sanitizer may have poisoned. */
+static inline __attribute__((always_inline, no_instrument_function)) uintptr_t
+fs_word(uintptr_t p) {
+    uintptr_t v;
+#if defined(__x86_64__)
+    __asm__("movq (%1), %0" : "=r"(v) : "r"(p));
+#else
+    v = 0;
+    (void)p;
+#endif
+    return v;
+}
+
+static __attribute__((noinline, no_instrument_function)) uintptr_t
+fs_frame_far(uintptr_t base, void *fn, void *site) {
+    uint64_t key = (uint64_t)(uintptr_t)fn & 0xffffffffffffull;
+    uint64_t *slot = &fs_offs[(size_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (FS_OFFS - 1)];
+    uint64_t e = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if ((e >> 16) == key && fs_word(base + (e & 0xffffu) * 8) == (uintptr_t)site) {
+        return base + (e & 0xffffu) * 8 + 8;
+    }
+    for (uintptr_t i = LOUPE__FSCAN; i < LOUPE__FSCAN_FAR; i++) {
+        if (fs_word(base + i * 8) == (uintptr_t)site) {
+            __atomic_store_n(slot, key << 16 | i, __ATOMIC_RELAXED);
+            return base + i * 8 + 8;
+        }
+    }
+    return 0;
+}
+
+/* The instrumented function fn's CFA from its hook's CFA hc and its return address site; FE_LOWER
+ * in *lower when it is not found (hc, a lower bound, is returned). A program that calls the hooks
+ * itself passes its own return address (__builtin_return_address(0)), as the compilers do, or
+ * NULL, which is not searched for. */
+static inline __attribute__((always_inline, no_instrument_function)) uintptr_t
+fs_frame(uintptr_t hc, void *fn, void *site, unsigned *lower) {
+    *lower = 0;
+#if defined(__x86_64__)
+    uintptr_t base = (hc - 8) & ~(uintptr_t)7;
+    for (uintptr_t i = 0; site != NULL && i < LOUPE__FSCAN; i++) {
+        if (fs_word(base + i * 8) == (uintptr_t)site) {
+            return base + i * 8 + 8;
+        }
+    }
+    uintptr_t far = site != NULL ? fs_frame_far(base, fn, site) : 0;
+    if (far != 0) {
+        return far;
+    }
+#else
+    (void)fn;
     (void)site;
+#endif
+    *lower = FE_LOWER;
+    return hc;
+}
+
+/* Whether entry e's frame is at or below the mark at (its call is gone, or is the one at): an
+ * exact CFA at or below, a lower bound below (lax: also at, for an exit's lower bound). */
+static inline __attribute__((always_inline, no_instrument_function)) int
+fs_below(const loupe__fent *e, uintptr_t at, int lax) {
+    return (e->b & FE_LOWER) && !lax ? e->at < at : e->at <= at;
+}
+
+/* Takes the tracked calls from index j up off t's stack (they are gone), and the untracked ones
+ * past LOUPE__FSTACK: each recorded one gets its cut exit in the end slot it kept, innermost
+ * first (the collector closes the innermost open call of a function at its exit, so a recursive
+ * function's calls are each closed at their own depth), and the filters' counters and
+ * skip_exits go down as their exits would have taken them. */
+static __attribute__((noinline, no_instrument_function)) void fs_leave(loupe__thread *t, uint64_t s,
+                                                                       uint32_t j) {
+    uint32_t d = t->fsd, top = d < LOUPE__FSTACK ? d : LOUPE__FSTACK;
+    for (uint32_t i = top; i-- > j;) {
+        const loupe__fent *e = &t->fs[i];
+        if (e->b & FE_REC) {
+            loupe__push_end_open(s, (e->b >> FE_BITS) << 4 | LOUPE__FUNC_CUT | LOUPE__K_FUNC_EXIT,
+                                 e->open);
+        }
+        if ((e->b & FE_DROP) && t->hot.skip_exits > 0) {
+            t->hot.skip_exits--;
+        }
+        if ((e->b & FE_INC) && t->finc > 0) {
+            t->finc--;
+        }
+    }
+    uint32_t n = d - j; /* every call raised fdepth while the filters were on */
+    t->fdepth = t->fdepth > n ? t->fdepth - n : 0;
+    t->fsd = j;
+}
+
+/* At the enter of fn from site, with the hook's CFA hc: takes the calls gone off t's stack and
+ * returns the new call's entry (NULL past LOUPE__FSTACK or without a stack), whose flags the
+ * caller adds. */
+static inline __attribute__((always_inline, no_instrument_function)) loupe__fent *
+fs_enter(loupe__thread *t, uint64_t s, void *fn, void *site, uintptr_t hc) {
+#if !defined(__x86_64__)
+    return NULL;
+#endif
+    if (__builtin_expect(t->fstate != s, 0)) {
+        t->fstate = s;
+        t->fsd = 0;
+    }
+    loupe__fent *fs = t->fs;
+    if (__builtin_expect(fs == NULL, 0)) {
+        /* mmap, not malloc: a first traced call may be a signal handler's */
+        void *p = mmap(NULL, LOUPE__FSTACK * sizeof(loupe__fent), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            return NULL; /* no stack: the calls run as in 0.4 */
+        }
+        t->fs = fs = p;
+        t->fsd = 0;
+    }
+    unsigned lower;
+    uintptr_t at = fs_frame(hc, fn, site, &lower);
+    uint32_t d = t->fsd;
+    uint32_t top = d < LOUPE__FSTACK ? d : LOUPE__FSTACK;
+    if (top > 0 && __builtin_expect(fs_below(&fs[top - 1], at, 0), 0)) {
+        uint32_t j = top - 1;
+        while (j > 0 && fs_below(&fs[j - 1], at, 0)) {
+            j--;
+        }
+        if (j > 0) { /* a call stays open below: the ones from j up are gone */
+            fs_leave(t, s, j);
+            d = j;
+        }
+    }
+    t->fsd = d + 1;
+    if (d >= LOUPE__FSTACK) {
+        return NULL;
+    }
+    fs[d] = (loupe__fent){at, (uint64_t)(uintptr_t)fn << FE_BITS | lower, 0};
+    return &fs[d];
+}
+
+/* At fn's exit to site, with the hook's CFA hc: takes its call off t's stack, and the calls
+ * above it that are gone, and returns its FE_* flags (its open count or enter ticks in *open),
+ * or 0 when the stack does not know the call (FE_REC and FE_DROP both clear: the exit runs as in
+ * 0.4). */
+static inline __attribute__((always_inline, no_instrument_function)) unsigned
+fs_exit(loupe__thread *t, uint64_t s, void *fn, void *site, uintptr_t hc, uint64_t *open) {
+    uint32_t d = t->fsd;
+    if (t->fstate != s || d == 0 || t->fs == NULL) {
+        return 0;
+    }
+    const loupe__fent *fs = t->fs;
+    unsigned lower;
+    uintptr_t at = fs_frame(hc, fn, site, &lower);
+    uint64_t key = (uint64_t)(uintptr_t)fn;
+    if (d > LOUPE__FSTACK) {
+        if (!fs_below(&fs[LOUPE__FSTACK - 1], at, lower != 0)) {
+            t->fsd = d - 1; /* an untracked call (deeper than every tracked one) */
+            return 0;
+        }
+        d = LOUPE__FSTACK; /* a tracked call's exit: the untracked ones are gone */
+    }
+    /* the innermost call of fn at the mark itself (an inlined call shares its caller's frame), or
+     * else the outermost of fn below it (a lower bound below the exact mark); under a lower bound
+     * (the hooks called with no site, a frame too large to search), the innermost one at or
+     * below it. Those above it are gone. */
+    uint32_t m = UINT32_MAX;
+    for (uint32_t i = d; i-- > 0 && fs_below(&fs[i], at, lower != 0);) {
+        if ((fs[i].b >> FE_BITS) == key) {
+            m = i;
+            if (lower != 0 || fs[i].at == at) {
+                break;
+            }
+        }
+    }
+    if (m == UINT32_MAX) {
+        if ((fs[d - 1].b >> FE_BITS) != key) {
+            return 0; /* not a call the stack knows (entered before the session, say) */
+        }
+        m = d - 1;
+    }
+    if (m + 1 < t->fsd) {
+        fs_leave(t, s, m + 1); /* the calls above m are gone */
+    }
+    t->fsd = m;
+    *open = fs[m].open;
+    return (unsigned)(fs[m].b & (FE_REC | FE_DROP | FE_LEAF));
+}
+
+/* A call was kept (its end recorded, or counted dropped): the call around it is not a leaf. */
+static inline __attribute__((always_inline, no_instrument_function)) void
+fs_kept_inside(loupe__thread *t) {
+    uint32_t d = t->fsd;
+    if (d > 0 && d <= LOUPE__FSTACK && t->fs != NULL) {
+        t->fs[d - 1].b &= ~(uint64_t)FE_LEAF;
+    }
+}
+
+LOUPE_API void __cyg_profile_func_enter(void *fn, void *site) {
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
         return;
     }
+    uintptr_t hc = (uintptr_t)__builtin_dwarf_cfa();
+    loupe__thread *t = (loupe__thread *)(void *)loupe__tls; /* hot is the first member */
+    loupe__fent *fe = t != NULL ? fs_enter(t, s, fn, site, hc) : NULL;
     uint32_t max = __atomic_load_n(&func_depth, __ATOMIC_RELAXED);
     int ft = __atomic_load_n(&ftab_on, __ATOMIC_RELAXED);
     if (max != 0 || ft) {
-        loupe__thread *t = func_self(s);
-        if (t != NULL) {
+        loupe__thread *ft_t = func_self(s);
+        if (ft_t != NULL) {
+            if (t == NULL) {
+                t = ft_t; /* the thread's first call made its descriptor */
+                fe = fs_enter(t, s, fn, site, hc);
+            }
+            uint32_t finc = t->finc;
             uint32_t depth = ++t->fdepth;
             int skip = ft && ftab_skip(t, fn, 1);
+            if (fe != NULL && t->finc != finc) {
+                fe->b |= FE_INC;
+            }
             if (skip || (max != 0 && depth > max)) {
                 count_one(&t->func_filtered);
                 return;
             }
         }
     }
-    (void)loupe__push(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER, 1);
+    uint64_t sx = t != NULL ? t->hot.skip_exits : 0;
+    uint64_t r = loupe__push(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_ENTER, 1);
+    if (t == NULL && (t = (loupe__thread *)(void *)loupe__tls) != NULL) {
+        fe = fs_enter(t, s, fn, site, hc); /* the thread's first event made its descriptor */
+    }
+    if (fe == NULL) {
+        return;
+    }
+    if (r != 0) {
+        fe->b |= FE_REC;
+        fe->open = loupe__open_now();
+    } else if (t->hot.skip_exits != sx) {
+        fe->b |= FE_DROP | FE_LEAF;
+        fe->open = skip_at;
+    }
 }
 
 /* --min-duration at a call's exit, as uftrace -t decides at record time: a call shorter than
@@ -1386,11 +1667,14 @@ take_back_short(uint64_t s, void *fn, uint64_t min) {
 }
 
 LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
-    (void)site;
     uint64_t s = __atomic_load_n(&loupe__state, __ATOMIC_RELAXED);
     if (__builtin_expect(!(s & LOUPE__STATE_FUNC), 1)) {
         return;
     }
+    uintptr_t hc = (uintptr_t)__builtin_dwarf_cfa();
+    loupe__thread *th = (loupe__thread *)(void *)loupe__tls; /* hot is the first member */
+    uint64_t open = 0;
+    unsigned fl = th != NULL ? fs_exit(th, s, fn, site, hc, &open) : 0;
     uint32_t max = __atomic_load_n(&func_depth, __ATOMIC_RELAXED);
     int ft = __atomic_load_n(&ftab_on, __ATOMIC_RELAXED);
     if (max != 0 || ft) {
@@ -1406,15 +1690,20 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
     }
     loupe__tbuf *t = loupe__tls;
     uint64_t min = __atomic_load_n(&func_min_ticks, __ATOMIC_RELAXED);
-    if (t != NULL && t->skip_exits != 0 && t->busy == 0 && thread_state(t) == s) {
+    if (t != NULL && t->skip_exits != 0 && !(fl & FE_REC) && t->busy == 0 && thread_state(t) == s) {
         t->skip_exits--; /* its enter was dropped (and counted with it: 2 events) */
-        if (min != 0 && skip_leaf && loupe__tsc() - skip_at < min) {
-            /* a leaf shorter than --min-duration: filtered, as the take-back would have. One
-             * locked instruction each, which a signal handler's own count cannot split. */
-            loupe__thread *th = (loupe__thread *)(void *)t; /* hot is the first member */
+        /* A leaf shorter than --min-duration: filtered, as the take-back would have. The stack
+         * of open calls knows the call's enter and whether anything inside it was kept; for a
+         * call it does not know, the innermost dropped enter's (skip_at, skip_leaf) stand in. */
+        int leaf = (fl & FE_DROP) ? (fl & FE_LEAF) != 0 : skip_leaf;
+        uint64_t at = (fl & FE_DROP) ? open : skip_at;
+        if (min != 0 && leaf && loupe__tsc() - at < min) {
+            /* one locked instruction each, which a signal handler's own count cannot split */
             __atomic_fetch_sub(&th->dropped, 2, __ATOMIC_RELAXED);
             (void)func_self(s); /* the counter of this session's generation */
             count_one(&th->func_filtered);
+        } else {
+            fs_kept_inside(th);
         }
         skip_leaf = 0; /* its caller, if its enter was dropped too, had a call inside */
         return;
@@ -1422,7 +1711,10 @@ LOUPE_API void __cyg_profile_func_exit(void *fn, void *site) {
     if (min != 0 && take_back_short(s, fn, min)) {
         return;
     }
-    loupe__push_end(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_EXIT);
+    if (th != NULL) {
+        fs_kept_inside(th);
+    }
+    loupe__push_end_open(s, (uint64_t)(uintptr_t)fn << 4 | LOUPE__K_FUNC_EXIT, open);
 }
 
 /* ---- the session's side ---- */

@@ -46,6 +46,12 @@
 enum { LOUPE__EXT_ASYNC_BEGIN = 16, LOUPE__EXT_ASYNC_END = 17 };
 #define LOUPE__ASYNC_DYN 1u
 
+/* A K_FUNC_EXIT whose call's exit never came (a longjmp out of it, an exception through a clang
+ * build's frames): the thread's stack of open calls (record.c) found it gone at this time, at the
+ * next enter or exit below it. The collector closes the call and those above it here, truncated.
+ * Bit 63 of b: a code address << 4 leaves it clear (user-space addresses are below 2^56). */
+#define LOUPE__FUNC_CUT (1ull << 63)
+
 #define LOUPE__CHUNK_SLOTS 4096u /* 64 KiB: 16 pages, a few µs to populate */
 #define LOUPE__NO_CHUNK UINT32_MAX
 #define LOUPE__NAME_MAX 64
@@ -101,6 +107,11 @@ typedef struct loupe__thread {
     struct loupe__xent *xs;  /* the open explicit zones, innermost last (a page of the owner's
                                 memory, mapped at its first explicit zone; kept with the
                                 descriptor for its next owner; record.c) */
+    struct loupe__fent *fs;  /* the open instrumented calls, innermost last (LOUPE__FSTACK
+                                entries of the owner's memory, mapped at its first traced call;
+                                kept with the descriptor for its next owner; record.c) */
+    uint64_t fstate;         /* the session state fsd counts for (owner only) */
+    uint32_t fsd;            /* instrumented calls open (the first LOUPE__FSTACK in fs) */
     char name[LOUPE__NAME_MAX];
 } __attribute__((aligned(64))) loupe__thread;
 
@@ -181,9 +192,11 @@ typedef struct loupe__region_hdr {
  * argument is one K_ARG slot (loupe/detail/hot.h), 5 since a shared region grows page by page
  * within its file system's room (the header's shm_* fields, LOUPE__META_ANON), 6 since a descriptor
  * holds its stack of open explicit zones, 7 since it holds the taken-back calls' fields
- * (retract_seq, retract_ack, retract_chunk). A region of another version is not read (recover.c
+ * (retract_seq, retract_ack, retract_chunk), 8 since it holds its stack of open instrumented
+ * calls (fs, fstate, fsd) and a function's exit may carry LOUPE__FUNC_CUT. A region of another
+ * version is not read (recover.c
  * says which version it found). */
-#define LOUPE__REGION_VERSION 7u
+#define LOUPE__REGION_VERSION 8u
 
 /* The process's region (NULL before the first start). */
 extern void *loupe__region;

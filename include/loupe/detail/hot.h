@@ -52,7 +52,7 @@ enum {
     LOUPE__K_END = 1,       /* a = ts, b = srcloc pointer | 1, or 1 for the end of a dynamic zone */
     LOUPE__K_BEGIN_DYN = 2, /* a = ts, b = name length << 4 | 2; the name follows in STR slots */
     LOUPE__K_FUNC_ENTER = 3, /* a = ts, b = code address << 4 | 3 */
-    LOUPE__K_FUNC_EXIT = 4,  /* a = ts, b = code address << 4 | 4 */
+    LOUPE__K_FUNC_EXIT = 4,  /* a = ts, b = code address << 4 | 4 (bit 63: cut, record.h) */
     LOUPE__K_EXT = 5,        /* two slots: see src/record/record.c */
     LOUPE__K_PAD = 6,        /* an unused slot before a ring wraps */
     LOUPE__K_EXT_DATA = 7,   /* the second slot of an EXT record */
