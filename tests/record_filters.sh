@@ -119,7 +119,8 @@ echo "record_filters: _exit, recovered: $got"
 # the rest dropped, with the buffer full of calls it would drop at the stop). A short call
 # preempted past 100 us is kept by both; the blocks and main are compared.
 # short.c blocks: 31 x block() of 300 us and >= 2,000 tiny() calls; short.c spool: 100,000 x
-# kept() of 3 us, each followed by 10 tiny() (the --spool case below). ns() has no hooks.
+# kept() of 3 us, each followed by 10 tiny() (the --spool case below); short.c nested: the same
+# with the 10 tiny() calls made by 5 pair() calls. ns() has no hooks.
 cat >"$tmp/short.c" <<'C'
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
@@ -144,7 +145,20 @@ static void kept(void) {
         sink++;
     }
 }
+static void pair(int i) {
+    tiny(i);
+    tiny(i + 1);
+}
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "nested") == 0) {
+        for (int k = 0; k < 100000; k++) {
+            kept();
+            for (int i = 0; i < 5; i++) {
+                pair(i);
+            }
+        }
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "blocks") == 0) {
         for (int k = 0; k < 31; k++) {
             block();
@@ -196,6 +210,23 @@ need=$(printf '%s' "$line" | sed -n 's/.*the busiest thread needed \([0-9]*\) ev
   fail "full buffer: $flt filtered and $(((rec + drp - 200002) / 2)) long tiny() calls, want 1,000,000: $line"
 [ "$need" = $((rec + drp)) ] || fail "full buffer: the advice asks for $need events: $line"
 echo "record_filters: --min-duration 1us past a full 64-event buffer: $rec recorded + $drp dropped (200,002 wanted), $flt filtered"
+
+# The same with short calls nested (pair() calls tiny() twice): a dropped call whose calls inside
+# were all filtered is a leaf too, as the take-back would have found it (the thread's stack of
+# open calls keeps each dropped enter's time; one time per thread counted every pair() dropped:
+# 1,000,000 events).
+"$loupe" record --no-sample --buffer-events 64 --min-duration 1us -o "$tmp/logn" \
+  -- "$tmp/short" nested 2>"$tmp/errn" || fail "nested: exit $?: $(cat "$tmp/errn")"
+line=$(grep "events recorded" "$tmp/errn")
+rec=$(printf '%s' "$line" | sed -n 's/^loupe record: \([0-9,]*\) events recorded.*/\1/p' | tr -d ,)
+drp=$(printf '%s' "$line" | sed -n 's/.* events recorded, \([0-9,]*\) dropped.*/\1/p' | tr -d ,)
+flt=$(printf '%s' "$line" | sed -n 's/.* dropped, \([0-9,]*\) calls filtered.*/\1/p' | tr -d ,)
+[ -n "$rec" ] && [ -n "$drp" ] && [ -n "$flt" ] || fail "nested: $line"
+[ $((rec + drp)) -ge 200002 ] && [ $((rec + drp)) -le 203002 ] ||
+  fail "nested: $rec recorded + $drp dropped, want 200,002 (main and 100,000 kept()) to 203,002: $line"
+[ $((flt + (rec + drp - 200002) / 2)) = 1500000 ] ||
+  fail "nested: $flt filtered and $(((rec + drp - 200002) / 2)) long calls, want 1,500,000: $line"
+echo "record_filters: --min-duration 1us, nested short calls past a full 64-event buffer: $rec recorded + $drp dropped (200,002 wanted), $flt filtered"
 
 # --min-duration with --spool: calls taken back every ~100 ns must not hold the spool back (the
 # first version's spool waited on a chunk long sealed: 9-60% of ~200,000 events dropped at
