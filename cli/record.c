@@ -57,16 +57,29 @@ static void usage(FILE *f) {
             "  --session-events N     the session's capacity in events, 16 bytes each, shared\n"
             "                         by every thread (default %llu: 1 GiB of address space,\n"
             "                         used only as events are recorded)\n"
-            "  --buffer-events N      each thread's limit in events (default %u; a zone is 2)\n"
+            "  --buffer-events N      each thread's limit in events (a zone is 2; default: none,\n"
+            "                         and %u with --keep-last)\n"
             "  --keep-last            when a thread's limit or the session's capacity is\n"
             "                         reached, the thread's oldest events give way (default:\n"
-            "                         keep the first, drop and count the rest)\n"
+            "                         keep the first: the rest spill to the spool, below, or\n"
+            "                         with --no-spool are dropped and counted)\n"
             "  --lazy-buffers         accepted for scripts; memory is pooled since 0.2\n"
-            "  --spool[=DIR]          write the chunks threads have filled to\n"
+            "  --spool[=DIR]          write every chunk a thread has filled to\n"
             "                         DIR/loupe-spool-<pid>.bin (default: the log directory)\n"
             "                         while tracing and read them back at the end: memory\n"
-            "                         stays within --session-events, every event is kept;\n"
-            "                         --buffer-events is then ignored (not with --keep-last)\n"
+            "                         stays at the threads' current chunks, every event is\n"
+            "                         kept; --buffer-events is then ignored. Without it, the\n"
+            "                         chunks spill there only once the session's capacity is\n"
+            "                         half full (keep-first: the default keeps every event, in\n"
+            "                         memory while it fits)\n"
+            "  --no-spool             no spill: events past the capacity are dropped (counted)\n"
+            "  --spool-budget SIZE    the disk a process's spool may take (bytes, or with K, M,\n"
+            "                         G, T: 20G; none: no limit; default: half the space free\n"
+            "                         in its directory when the process starts); past it the\n"
+            "                         spool stops and the events past the capacity are\n"
+            "                         dropped, counted and named\n",
+            (unsigned long long)LOUPE_DEFAULT_SESSION_EVENTS, LOUPE_DEFAULT_BUFFER_EVENTS);
+    fprintf(f,
             "  --filter GLOB          function tracing: keep only calls to functions whose name\n"
             "                         matches GLOB (fnmatch(3), e.g. 'parse_*'), and the calls\n"
             "                         made inside them; repeatable\n"
@@ -98,7 +111,6 @@ static void usage(FILE *f) {
             "                         pointers: cheaper) or none\n"
             "  --perfetto             also write the perfetto-json file (below)\n"
             "  --format LIST          the files to write, a comma list of:\n",
-            (unsigned long long)LOUPE_DEFAULT_SESSION_EVENTS, LOUPE_DEFAULT_BUFFER_EVENTS,
             LOUPE_SAMPLING_RECORD_HZ);
     /* The run-directory formats, from the registry (loupe/writer.h). */
     for (size_t k = 0; k < loupe_format_count(); k++) {
@@ -684,6 +696,33 @@ static int parse_duration(const char *s, unsigned long long *ns) {
         return -1;
     }
     *ns = v * mul;
+    return 0;
+}
+
+/* A --spool-budget: a whole number of bytes, or one with K, M, G or T (powers of 1024), or
+ * "none" (UINT64_MAX). 0 is refused (the default is written by leaving the option out). */
+static int parse_bytes(const char *s, unsigned long long *out) {
+    if (strcmp(s, "none") == 0) {
+        *out = UINT64_MAX;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || s[0] == '-' || v == 0) {
+        return -1;
+    }
+    int sh = end[0] == 0     ? 0
+             : end[1] != 0   ? -1
+             : end[0] == 'K' ? 10
+             : end[0] == 'M' ? 20
+             : end[0] == 'G' ? 30
+             : end[0] == 'T' ? 40
+                             : -1;
+    if (sh < 0 || v > (UINT64_MAX - 1) >> sh) {
+        return -1;
+    }
+    *out = v << sh;
     return 0;
 }
 
@@ -1939,8 +1978,9 @@ int loupe_cmd_record(int argc, char **argv) {
 static int record_main(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
-    const char *print_to = NULL, *spool = NULL;
+    const char *print_to = NULL, *spool = NULL, *spool_budget = NULL;
     int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0, follow = 1;
+    int no_spool = 0;
     rec_filters filt;
     memset(&filt, 0, sizeof filt);
     const char *sample_hz = NULL, *sample_stacks = NULL;
@@ -1982,6 +2022,10 @@ static int record_main(int argc, char **argv) {
             keep_last = 1;
         } else if (strcmp(a, "--spool") == 0 || strncmp(a, "--spool=", 8) == 0) {
             spool = a[7] == '=' ? a + 8 : "";
+        } else if (strcmp(a, "--no-spool") == 0) {
+            no_spool = 1;
+        } else if (strcmp(a, "--spool-budget") == 0 && i + 1 < argc) {
+            spool_budget = argv[++i];
         } else if (strcmp(a, "--lazy-buffers") == 0) {
             lazy = 1;
         } else if (strcmp(a, "--no-check") == 0) {
@@ -2056,6 +2100,30 @@ static int record_main(int argc, char **argv) {
         fprintf(stderr, "loupe record: --spool keeps the first events; it cannot be combined "
                         "with --keep-last\n");
         return REC_EXIT_FAILED;
+    }
+    if (spool != NULL && no_spool) {
+        fprintf(stderr, "loupe record: --spool and --no-spool say the opposite; give one\n");
+        return REC_EXIT_FAILED;
+    }
+    unsigned long long budget_v = 0;
+    if (spool_budget != NULL && parse_bytes(spool_budget, &budget_v) != 0) {
+        fprintf(stderr,
+                "loupe record: --spool-budget: \"%s\" is not a size (a whole number of bytes, "
+                "or with K, M, G or T: 20G; or none)\n",
+                spool_budget);
+        return REC_EXIT_FAILED;
+    }
+    if (spool_budget != NULL && (no_spool || keep_last)) {
+        fprintf(stderr, "loupe record: --spool-budget bounds the spool, which %s turns off\n",
+                no_spool ? "--no-spool" : "--keep-last");
+        return REC_EXIT_FAILED;
+    }
+    /* By default the events past the session's capacity spill to a spool in the log directory
+     * (keep-first only), so a long run keeps them instead of dropping them (0.4 dropped them,
+     * and a busy thread's past 1 Mi events). */
+    int spill = spool == NULL && !no_spool && !keep_last;
+    if (spill) {
+        spool = "";
     }
     unsigned bits = 0;
     if (formats != NULL && loupe_format_parse_list(formats, &bits) != 0) {
@@ -2311,6 +2379,14 @@ static int record_main(int argc, char **argv) {
         }
         if (spool) {
             setenv("LOUPE_RECORD_SPOOL", spool, 1);
+            if (spill) {
+                setenv("LOUPE_RECORD_SPOOL_SPILL", "1", 1);
+            }
+            if (spool_budget != NULL) {
+                char bb[32];
+                snprintf(bb, sizeof bb, "%llu", budget_v);
+                setenv("LOUPE_RECORD_SPOOL_BUDGET", bb, 1);
+            }
         }
         filter_env(&filt);
         loupe_cli_mpi_child_setup(abs_log, preload, argv[i], mpi);

@@ -173,7 +173,7 @@ mkdir -p "$small"
 unshare -m bash -c '
   mount -t tmpfs -o size=64k none "$1" || exit 99
   "$2" record -q -o "$1/log" -- "$6" 20000 20000 0 >/dev/null 2>"$4/err4"; echo $? >"$4/st4"
-  "$2" record -o "$5/log5" --spool="$1/sp" --session-events 65536 --print-run-dir "$4/run5" \
+  "$2" record -o "$5/log5" --spool="$1/sp" --spool-budget none --session-events 65536 --print-run-dir "$4/run5" \
     -- "$6" 163840 512 2000 >/dev/null 2>"$4/err5"; echo $? >"$4/st5"
 ' _ "$small" "$loupe" "$probe" "$tmp" "$tmp" "$build/tests/spool_probe"
 [ $? = 99 ] && { echo "record_signals: skipped the full-disk cases: mount refused"; exit 0; }

@@ -337,11 +337,163 @@ static void test_spool_write_error(void **state) {
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* A spill spool (spool_spill): the chunks stay in memory until half the capacity is used, then
+ * the keeper writes the finished ones until a quarter is left. The recording thread waits
+ * whenever half is used until the keeper brought it below (or the spool stopped), so the
+ * capacity is never the limit. 0, or -1 after 20 s. */
+static int wait_below_half(void) {
+    loupe__region_hdr *h = LOUPE__HDR;
+    for (int i = 0; i < 200000; i++) {
+        if (loupe__spool_failed() ||
+            __atomic_load_n(&h->chunks_in_use, __ATOMIC_RELAXED) * 2 < CAPACITY_CHUNKS) {
+            return 0;
+        }
+        struct timespec d = {0, 100000};
+        nanosleep(&d, NULL);
+    }
+    return -1;
+}
+
+static int paced_below_half(uint32_t zones) {
+    for (uint32_t i = 0; i < zones; i += BURST) {
+        uint32_t n = zones - i < BURST ? zones - i : BURST;
+        for (uint32_t k = 0; k < n; k++) {
+            LOUPE_ZONE("spilled");
+        }
+        if (wait_below_half() != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The spill spool: no file while the session fits in memory; past half the capacity, the
+ * oldest chunks go to the file: 40 chunks of events in a capacity of 8, nothing dropped, every
+ * zone read back in order, the file removed at the stop. */
+static void test_spool_spill(void **state) {
+    (void)state;
+    char spool[4200];
+    snprintf(spool, sizeof spool, "%s/spill", tu_dir);
+    loupe_trace_options o = {.log_dir = tu_dir,
+                             .run_name = "spill",
+                             .session_events = CAPACITY_CHUNKS * CHUNK,
+                             .formats = LOUPE_FORMAT_PERFETTO_PROTO,
+                             .spool_dir = spool,
+                             .spool_spill = 1};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    char *file = spool_file_of(spool, (long)getpid());
+    struct stat st;
+    /* 2 chunks of events: a quarter of the capacity, which stays in memory */
+    for (uint32_t k = 0; k < CHUNK; k++) {
+        LOUPE_ZONE("spilled");
+    }
+    struct timespec d = {0, 30000000}; /* 30 ms: the keeper passes every 1 to 10 ms */
+    nanosleep(&d, NULL);
+    assert_int_equal(stat(file, &st), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(loupe__spool_chunks(), 0);
+    /* 38 chunks more, paced */
+    assert_int_equal(paced_below_half(38u * CHUNK / 2u), 0);
+    uint64_t spooled = loupe__spool_chunks();
+    fprintf(stderr, "test_spool: spill: %llu of 40 chunks spooled\n", (unsigned long long)spooled);
+    assert_true(spooled >= 40u - CAPACITY_CHUNKS / 2u && spooled < 40u);
+    assert_int_equal(stat(file, &st), 0);
+    assert_int_equal((uint64_t)st.st_size, spooled * REC_SIZE);
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(stat(file, &st), -1);
+    assert_int_equal(r.events_recorded, 40u * CHUNK);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO));
+    size_t zones = 0;
+    for (size_t i = 0; i < m->thread_count; i++) {
+        const loupe_model_thread *mt = &m->threads[i];
+        for (size_t k = 0; k < mt->slice_count; k++) {
+            assert_string_equal(mt->slices[k].name, "spilled");
+            if (k > 0) {
+                assert_true(mt->slices[k].start_ns >=
+                            mt->slices[k - 1].start_ns + mt->slices[k - 1].dur_ns);
+            }
+            zones++;
+        }
+    }
+    assert_int_equal(zones, 20u * CHUNK);
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+    free(file);
+}
+
+/* A spool's disk budget reached mid-run: 3 chunks fit the budget, then the spool stops; the
+ * capacity's 8 chunks stay in memory, the rest of 40 is dropped and counted exactly, and the
+ * trace names the budget. */
+static void test_spool_budget(void **state) {
+    (void)state;
+    char spool[4200];
+    snprintf(spool, sizeof spool, "%s/budget", tu_dir);
+    loupe_trace_options o = {.log_dir = tu_dir,
+                             .run_name = "budget",
+                             .session_events = CAPACITY_CHUNKS * CHUNK,
+                             .formats = LOUPE_FORMAT_CHROME_JSON,
+                             .spool_dir = spool,
+                             .spool_spill = 1,
+                             .spool_budget_bytes = 3 * REC_SIZE + REC_SIZE / 2};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    assert_int_equal(paced_below_half(40u * CHUNK / 2u), 0);
+    assert_true(loupe__spool_failed());
+    assert_int_equal(loupe__spool_chunks(), 3);
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 11u * CHUNK);
+    assert_int_equal(r.events_dropped, 29u * CHUNK);
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_CHROME_JSON));
+    char want[8600];
+    snprintf(want, sizeof want,
+             "the spool %s/loupe-spool-%ld.bin reached its budget of %.1f KiB (as given) after 3 "
+             "chunks; later events past the session's capacity were dropped",
+             spool, (long)getpid(), (double)(3 * REC_SIZE + REC_SIZE / 2) / 1024.0);
+    assert_string_equal(tu_meta(m, "loupe_spool_error", "-"), want);
+    assert_int_equal(loupe_model_events_dropped(m), 29u * CHUNK);
+    loupe_model_free(m);
+    loupe_trace_result_free(&r);
+}
+
+/* Without a per-thread limit by default (keep-first): one thread records more than 0.4's 1 Mi
+ * events of default limit, all of them, in a session with room; keep-last keeps its ring. */
+static void test_no_thread_limit_by_default(void **state) {
+    (void)state;
+    loupe_trace_options o = {
+        .log_dir = tu_dir, .run_name = "nolimit", .formats = LOUPE_FORMAT_PERFETTO_PROTO};
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (uint32_t k = 0; k < 600000; k++) {
+        LOUPE_ZONE("many");
+    }
+    loupe_trace_result r = {.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_int_equal(r.events_recorded, 1200000);
+    assert_int_equal(r.events_dropped, 0);
+    loupe_trace_result_free(&r);
+    o.overflow = LOUPE_OVERFLOW_KEEP_LAST;
+    o.run_name = "ring";
+    assert_int_equal(loupe_start_trace(&o), 0);
+    for (uint32_t k = 0; k < 600000; k++) {
+        LOUPE_ZONE("many");
+    }
+    r = (loupe_trace_result){.size = sizeof r};
+    assert_int_equal(loupe_stop_trace(&r), 0);
+    assert_true(r.events_recorded <= LOUPE_DEFAULT_BUFFER_EVENTS);
+    assert_true(r.events_recorded >= LOUPE_DEFAULT_BUFFER_EVENTS - CHUNK);
+    assert_int_equal(r.events_recorded + r.events_dropped, 1200000);
+    loupe_trace_result_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_spool_keeps_every_event, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_spool_dir_errors, tu_setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_spool_write_error, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_spool_spill, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_spool_budget, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_no_thread_limit_by_default, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

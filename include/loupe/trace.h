@@ -59,7 +59,8 @@ enum {
     LOUPE_FORMAT_PERFETTO_JSON = 1 << 3   /* perfetto_trace.json.gz (= create_perfetto_trace) */
 };
 
-/** Default per-thread limit: 1 Mi events (16 MiB of the session's memory, 16 bytes an event). */
+/** Default per-thread limit of a keep-last session: 1 Mi events (16 MiB of the session's memory,
+ * 16 bytes an event); keep-first has none by default (0.4 applied this one to both). */
 #define LOUPE_DEFAULT_BUFFER_EVENTS (1u << 20)
 /** Default session capacity: 64 Mi events (1 GiB of address space, populated only as events
  * are recorded). */
@@ -76,7 +77,9 @@ typedef struct loupe_trace_options {
     /** Non-zero: also write perfetto_trace.json.gz (Chrome JSON without the top-level
      * "metadata" key, which makes Perfetto's UI show a blank trace: jax-ml/jax#10843). */
     int create_perfetto_trace;
-    /** Per-thread limit in events (16 bytes each); 0 = LOUPE_DEFAULT_BUFFER_EVENTS. Minimum 64.
+    /** Per-thread limit in events (16 bytes each); 0 = none for keep-first (a thread may use the
+     * session's whole capacity; 0.4 limited it to LOUPE_DEFAULT_BUFFER_EVENTS) and
+     * LOUPE_DEFAULT_BUFFER_EVENTS for keep-last (each thread's ring). Minimum 64.
      * A zone is 2 events; an argument is 1 more; an instant, counter or flow is 2 more; a copied
      * name or string takes one more per 15 bytes. The events come from the session's capacity
      * (session_events), a chunk of LOUPE_CHUNK_EVENTS at a time. */
@@ -213,6 +216,21 @@ typedef struct loupe_trace_options {
      * when the file is gone, the recovered trace's metadata loupe_spool_missing says "<n>
      * chunks were spooled to <file> and are not in this recovery". Copied. */
     const char *spool_dir;
+    /** With spool_dir: non-zero spools only past memory (`loupe record`'s default): the chunks
+     * stay in memory until the session's capacity is half used, and the keeper then writes the
+     * finished ones, oldest first, until a quarter is left in memory. The file is made at the first
+     * chunk written (a session that fits its capacity makes none and holds no fd for it). 0: every
+     * finished chunk is written (memory stays at the threads' current chunks). */
+    int spool_spill;
+    /** With spool_dir: the bytes the spool file may take. 0 = half the space free on its file
+     * system at the start (statvfs(3)); UINT64_MAX = no limit. The chunk that would pass it
+     * turns the spool off for the session, as a failed write does: the events past the
+     * capacity are dropped and counted, and loupe_spool_error says "the spool <file> reached
+     * its budget of <size> (<how: "as given", or "half of the <size> free there at the
+     * start">) after <n> chunks; later events past the session's capacity were dropped". The
+     * default is per process: each one's spool takes at most half of what was free when it
+     * started. */
+    uint64_t spool_budget_bytes;
 } loupe_trace_options;
 
 /** The sampling rate `loupe record` uses unless told otherwise (999: not a divisor of common

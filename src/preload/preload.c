@@ -516,8 +516,15 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
                             : strcmp(ss, "none") == 0 ? LOUPE_SAMPLING_STACKS_NONE
                                                       : LOUPE_SAMPLING_STACKS_DWARF;
     }
-    /* loupe record --spool[=DIR]: set (even empty: the log directory) means a spool */
+    /* loupe record --spool[=DIR]: set (even empty: the log directory) means a spool; its
+     * default is one that spills past memory only (LOUPE_RECORD_SPOOL_SPILL=1) */
     o.spool_dir = getenv("LOUPE_RECORD_SPOOL");
+    const char *sm = getenv("LOUPE_RECORD_SPOOL_SPILL");
+    o.spool_spill = sm != NULL && strcmp(sm, "1") == 0;
+    const char *sb = getenv("LOUPE_RECORD_SPOOL_BUDGET");
+    if (sb != NULL && sb[0]) {
+        o.spool_budget_bytes = strtoull(sb, NULL, 10);
+    }
     o.function_tracing = 1;
     filter_globs = env_lines("LOUPE_RECORD_FILTER");
     exclude_globs = env_lines("LOUPE_RECORD_EXCLUDE");

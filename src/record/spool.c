@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -48,10 +49,48 @@ static uint64_t spool_slots; /* the events in them (atomic: loupe__spool_slots) 
 static uint32_t *spool_desc; /* the descriptor of each record */
 static size_t spool_cap;
 static char spool_file[1024]; /* as the header's spool_path */
-static char spool_err[1300];
-static pid_t spool_pid; /* the process that opened it: a fork child must not remove it */
+static char spool_err[1400];
+static pid_t spool_pid;       /* the process that opened it: a fork child must not remove it */
+static int spool_spill;       /* spool only past the high-water mark; the file made at the first */
+static uint64_t spool_budget; /* bytes the file may take (UINT64_MAX: no limit) */
+static char spool_budget_why[96]; /* how the budget was set, for the error that names it */
+static int spilling; /* spill: the last pass found the capacity past its mark (atomic) */
 
-int loupe__spool_open(const char *dir) {
+/* "12.3 GiB", "640.0 MiB", "200.0 KiB", "512 B": a size for a message. */
+static void put_size(char *b, size_t n, uint64_t v) {
+    if (v >= (1ull << 30)) {
+        snprintf(b, n, "%.1f GiB", (double)v / (double)(1ull << 30));
+    } else if (v >= (1ull << 20)) {
+        snprintf(b, n, "%.1f MiB", (double)v / (double)(1ull << 20));
+    } else if (v >= (1ull << 10)) {
+        snprintf(b, n, "%.1f KiB", (double)v / (double)(1ull << 10));
+    } else {
+        snprintf(b, n, "%llu B", (unsigned long long)v);
+    }
+}
+
+/* The budget: budget, or half of what dir's file system has free now (0). */
+static void set_budget(const char *dir, uint64_t budget) {
+    char sz[32];
+    spool_budget_why[0] = 0;
+    if (budget == 0) {
+        struct statvfs v;
+        if (statvfs(dir, &v) != 0) {
+            spool_budget = UINT64_MAX; /* the writes say what fails */
+            return;
+        }
+        uint64_t free_b = (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+        spool_budget = free_b / 2;
+        put_size(sz, sizeof sz, free_b);
+        snprintf(spool_budget_why, sizeof spool_budget_why,
+                 "half of the %s free there at the start", sz);
+        return;
+    }
+    spool_budget = budget;
+    snprintf(spool_budget_why, sizeof spool_budget_why, "as given");
+}
+
+int loupe__spool_open(const char *dir, int spill, uint64_t budget) {
     loupe__spool_close();
     __atomic_store_n(&spool_failed, 0, __ATOMIC_RELAXED);
     spool_err[0] = 0;
@@ -69,13 +108,17 @@ int loupe__spool_open(const char *dir) {
     if (n < 0 || (size_t)n >= sizeof f) {
         return loupe__err(LOUPE_EIO, "spool_dir %s: the path is too long", dir);
     }
-    int fd = loupe__fd_open(f, O_RDWR | O_CREAT | O_TRUNC, 0600, "the event spool");
-    if (fd < 0) {
-        int e = errno;
-        return loupe__err(LOUPE_EIO, "spool_dir %s: cannot open %s: %s (errno %d)", dir, f,
-                          strerror(e), e);
+    spool_spill = spill;
+    set_budget(dir, budget);
+    if (!spill) {
+        int fd = loupe__fd_open(f, O_RDWR | O_CREAT | O_TRUNC, 0600, "the event spool");
+        if (fd < 0) {
+            int e = errno;
+            return loupe__err(LOUPE_EIO, "spool_dir %s: cannot open %s: %s (errno %d)", dir, f,
+                              strerror(e), e);
+        }
+        spool_fd = fd; /* a number of loupe's, checked at each write (base/ownfd.h) */
     }
-    spool_fd = fd; /* a number of loupe's, checked at each write (base/ownfd.h) */
     spool_pid = getpid();
     memcpy(spool_file, f, (size_t)n + 1);
     if (loupe__region != NULL) {
@@ -129,7 +172,25 @@ static int keep_fd(void) {
 
 /* Appends chunk c of t (used slots). 0, or -1 when it failed (the spool is off then). */
 static int put(const loupe__thread *t, uint32_t c, uint32_t used) {
-    if (keep_fd() != 0) {
+    if (spool_budget != UINT64_MAX && (spool_n + 1) * REC_SIZE > spool_budget) {
+        char sz[32];
+        put_size(sz, sizeof sz, spool_budget);
+        __atomic_store_n(&spool_failed, 1, __ATOMIC_RELEASE);
+        snprintf(spool_err, sizeof spool_err,
+                 "the spool %s reached its budget of %s (%s) after %llu chunks; later "
+                 "events past the session's capacity were dropped",
+                 spool_file, sz, spool_budget_why, (unsigned long long)spool_n);
+        return -1;
+    }
+    if (spool_spill && spool_n == 0 && spool_fd < 0) {
+        /* the first chunk spilled: the file is made now */
+        int fd = loupe__fd_open(spool_file, O_RDWR | O_CREAT | O_TRUNC, 0600, "the event spool");
+        if (fd < 0) {
+            fail(errno, -1);
+            return -1;
+        }
+        spool_fd = fd;
+    } else if (keep_fd() != 0) {
         fail(EBADF, -1);
         return -1;
     }
@@ -182,6 +243,15 @@ static void counted(uint32_t used) {
     __atomic_store_n(&LOUPE__HDR->spool_chunks, spool_n, __ATOMIC_RELEASE);
 }
 
+/* Whether the session's chunks in use reach 1/k of its capacity: a spill spool starts at half
+ * (k 2) and writes until a quarter (k 4) is left in memory, so that a thread recording at full
+ * speed has half the capacity to fill while the keeper catches up. */
+static int spill_above(const loupe__region_hdr *h, uint64_t k) {
+    uint64_t cap = __atomic_load_n(&h->session_chunks, __ATOMIC_RELAXED);
+    uint64_t used = __atomic_load_n(&h->chunks_in_use, __ATOMIC_RELAXED);
+    return used * k >= cap;
+}
+
 /* The chunks at the head of t's chain that t finished, written and given back in order. */
 static void spool_thread(loupe__thread *t, void *arg) {
     uint64_t state = *(const uint64_t *)arg;
@@ -192,7 +262,7 @@ static void spool_thread(loupe__thread *t, void *arg) {
     }
     loupe__region_hdr *h = LOUPE__HDR;
     int shared = loupe__region_shared();
-    while (!loupe__spool_failed()) {
+    while (!loupe__spool_failed() && (!spool_spill || spill_above(h, 4))) {
         uint32_t c = __atomic_load_n(&t->first_chunk, __ATOMIC_RELAXED);
         if (c == LOUPE__NO_CHUNK || c >= h->nchunks) {
             return;
@@ -231,6 +301,11 @@ uint64_t loupe__spool_pass(void) {
     if (spool_file[0] == 0 || loupe__spool_failed() || loupe__region == NULL) {
         return 0;
     }
+    if (spool_spill && !spill_above(LOUPE__HDR, 2)) {
+        __atomic_store_n(&spilling, 0, __ATOMIC_RELAXED);
+        return 0; /* the chunks stay in memory while the capacity has room */
+    }
+    __atomic_store_n(&spilling, 1, __ATOMIC_RELAXED);
     if (!loupe__registry_lock_try()) {
         return 0; /* the next pass, a millisecond later */
     }
@@ -242,7 +317,8 @@ uint64_t loupe__spool_pass(void) {
 }
 
 int loupe__spool_on(void) {
-    return spool_file[0] != 0 && !loupe__spool_failed();
+    return spool_file[0] != 0 && !loupe__spool_failed() &&
+           (!spool_spill || __atomic_load_n(&spilling, __ATOMIC_RELAXED));
 }
 
 int loupe__spool_failed(void) {

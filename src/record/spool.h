@@ -23,10 +23,14 @@ typedef struct loupe__spool_rec {
 
 /* Opens the spool for a session: creates dir (with parents) and the file
  * dir/loupe-spool-<pid>.bin (O_CLOEXEC, truncated), notes its path in the region's header.
- * dir NULL: no spool. Call with the keeper paused and the gate closed. 0, or LOUPE_EIO with the
- * detail "spool_dir <dir>: cannot create <path>: <strerror> (errno N)" or "spool_dir <dir>:
- * cannot open <file>: <strerror> (errno N)". */
-int loupe__spool_open(const char *dir);
+ * dir NULL: no spool. spill: spool only once the session's capacity is half used (down to a
+ * quarter), and make the file at the first chunk written (no file, no fd before).
+ * budget: the bytes the file may take (0: half the space free in dir now; UINT64_MAX: no
+ * limit); the chunk that would pass it turns the spool off, with the budget in the error. Call
+ * with the keeper paused and the gate closed. 0, or LOUPE_EIO with the detail "spool_dir
+ * <dir>: cannot create <path>: <strerror> (errno N)" or "spool_dir <dir>: cannot open <file>:
+ * <strerror> (errno N)". */
+int loupe__spool_open(const char *dir, int spill, uint64_t budget);
 
 /* One keeper pass (keeper.c, under the keeper's lock): writes and gives back every chunk at the
  * head of a keep-first thread's chain that the thread has moved on from. Takes the registry lock
