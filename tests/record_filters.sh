@@ -231,8 +231,10 @@ rec=$(printf '%s' "$line" | sed -n 's/^loupe record: \([0-9,]*\) events recorded
 drp=$(printf '%s' "$line" | sed -n 's/.* events recorded, \([0-9,]*\) dropped.*/\1/p' | tr -d ,)
 flt=$(printf '%s' "$line" | sed -n 's/.* dropped, \([0-9,]*\) calls filtered.*/\1/p' | tr -d ,)
 [ -n "$rec" ] && [ -n "$drp" ] && [ -n "$flt" ] || fail "nested: $line"
-[ $((rec + drp)) -ge 200002 ] && [ $((rec + drp)) -le 203002 ] ||
-  fail "nested: $rec recorded + $drp dropped, want 200,002 (main and 100,000 kept()) to 203,002: $line"
+# (a call an interrupt or a sanitizer stretched past 1 us is long: an ASan build kept 8,397
+# such calls of the 1,500,000; up to 5% are allowed for, where the first take-back dropped 80%)
+[ $((rec + drp)) -ge 200002 ] && [ $((rec + drp)) -le 350002 ] ||
+  fail "nested: $rec recorded + $drp dropped, want 200,002 (main and 100,000 kept()) to 350,002: $line"
 [ $((flt + (rec + drp - 200002) / 2)) = 1500000 ] ||
   fail "nested: $flt filtered and $(((rec + drp - 200002) / 2)) long calls, want 1,500,000: $line"
 echo "record_filters: --min-duration 1us, nested short calls past a full 64-event buffer: $rec recorded + $drp dropped (200,002 wanted), $flt filtered"
