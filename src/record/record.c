@@ -1311,28 +1311,35 @@ func_self(uint64_t s) {
  *
  * Where a frame is. The hooks' own CFA (__builtin_dwarf_cfa) is the instrumented function's
  * stack pointer at the hook's call: after its prologue at the enter; at the exit the same, or,
- * when gcc makes the exit hook a tail call after the epilogue, the function's own CFA. The
- * function's own CFA is the exact mark: the stack address just above its return address, which
- * the compiler passes as site. fs_frame finds it as the first word holding site from the
- * hook's CFA up, within LOUPE__FSCAN words (a frame with more locals than that before its enter
- * hook gets the hook's CFA, a lower bound of its CFA, marked so). The stack grows down: a live
- * call's CFA is above its stack pointer when it calls, so above every call it makes, each one's
- * CFA and lower bound included. Hence:
- *  - At an enter, the calls on top that are at or below the new call's mark are gone (the new
- *    call took their frames): an exact mark at or below, a lower bound below (a caller's lower
- *    bound may equal its callee's exact mark). They are taken off, and when one of them was
- *    recorded the lowest such one gets an exit marked LOUPE__FUNC_CUT in the end slot it kept,
- *    with its open count, so that the ends kept for the others are given back too
- *    (loupe__push_end_open) and the collector closes them there, truncated. This is the loop
- *    whose setjmp never returns. An enter takes calls off only below a call that stays open: a
- *    frame above every open call (a handler on an alternate signal stack above the thread's
- *    stack, another fiber's stack) takes nothing off.
- *  - At an exit, the call is the innermost call of the function at the exit's mark itself (an
- *    inlined call's hooks share its caller's frame, so inner ones exit first), or else the
- *    outermost one below it (a lower bound under the exit's exact mark; calls deeper than it are
- *    lower still; its caller's mark is above). The calls above it are gone: each recorded one
- *    gets its cut exit. When no call is found (an alloca lowered the exit's stack pointer), the
- *    innermost call, if it is the function's.
+ * when gcc makes the exit hook a tail call after the epilogue, the function's own CFA (then the
+ * word below it is the function's return address, the site the compiler passes). The
+ * function's own CFA, the stack address just above its return address, is the exact mark.
+ * fs_frame finds it at the enter: the word at the offset this function's frame had before
+ * (fs_offs, one load to check), else the highest word holding site between the hook's CFA and
+ * the open caller's mark (a stale copy of site lower in the frame, such as an earlier call's
+ * jmp_buf, is passed over), else the first within LOUPE__FSCAN words when no caller bounds the
+ * search. Not found (a frame larger than the search, no site), the hook's CFA stands in: a lower
+ * bound of the CFA, marked so. The stack grows down: a live call's CFA is above its stack
+ * pointer when it calls, so above every call it makes, each one's CFA and lower bound included.
+ * An inlined call's hooks get its caller's return address and stack pointer: the same mark, a
+ * different function. Hence:
+ *  - At an enter, the calls on top whose frames the new call took are gone: an exact mark below
+ *    the new one, or equal with another site (a sibling call from the same frame) or the same
+ *    function from the same site (the loop again; the same mark, site and another function is
+ *    an inlined call inside it, which stays); a lower bound below. They are taken off, each
+ *    recorded one gets an exit marked LOUPE__FUNC_CUT in the end slot its enter kept, and the
+ *    collector closes it there, truncated. This is the loop whose setjmp never returns. An enter
+ *    takes calls off only below a call that stays open, or within a page above the outermost
+ *    one (a setjmp in a caller without hooks): a frame far above every open call (a handler on
+ *    an alternate signal stack above the thread's stack, another fiber's stack) takes nothing
+ *    off.
+ *  - At an exit, gcc's tail-called exit hook gives the exact mark: the call is the innermost of
+ *    the function with that exact mark, or else the outermost with a lower bound below it. An
+ *    exit hook called from the body (clang, gcc elsewhere) gives the body's stack pointer: the
+ *    call is the innermost open call above it (exact) or at or above it (a lower bound), when it
+ *    is the function's. The calls above it are gone: each recorded one gets its cut exit. When
+ *    none is found (an alloca lowered the stack pointer), the innermost call, if it is the
+ *    function's.
  * Calls whose enter was filtered or dropped are kept too, so that leaving them lowers the
  * filters' counters (fdepth, finc) and skip_exits as their exits would have. Past
  * LOUPE__FSTACK open calls the deeper ones are only counted (fsd): their exits run as in 0.4
@@ -1340,29 +1347,29 @@ func_self(uint64_t s) {
  * on the stack, and the calls run as in 0.4). Owner only and async-signal-safe: a signal
  * handler's calls push above the interrupted ones and pop back to them (fsd is one word, restored
  * by the time the handler returns); a handler that longjmps out leaves its calls, which the
- * next enter or exit takes off. */
+ * next enter or exit takes off. Known limits: an alternate signal stack inside a live frame, and
+ * stacks switched by hand (swapcontext coroutines), cut calls that are still open. */
 
-#define LOUPE__FSTACK 1024u /* entries: 24 KiB of address space, touched only as deep as used */
-#define LOUPE__FSCAN 16u    /* words searched for a frame's return address */
-#define FE_REC 1u           /* the enter was recorded: an end slot is kept for it */
-#define FE_DROP 2u          /* the enter was dropped (full buffer): skip_exits counts it */
-#define FE_INC 4u           /* a call to a function_filter match: finc counts it */
-#define FE_LEAF 8u          /* dropped, and nothing was kept inside it so far (--min-duration) */
-#define FE_LOWER 16u        /* at is a lower bound of the frame's CFA (its enter hook's CFA) */
-#define FE_BITS 8u          /* the flags' bits below the function's address in b */
+#define LOUPE__FSTACK 4096u    /* entries: 128 KiB of address space, touched only as deep as used */
+#define LOUPE__FSCAN 16u       /* words searched for a return address with no caller to bound it */
+#define LOUPE__FSCAN_FAR 8192u /* words searched below a caller's mark (64 KiB) */
+#define FE_REC 1u              /* the enter was recorded: an end slot is kept for it */
+#define FE_DROP 2u             /* the enter was dropped (full buffer): skip_exits counts it */
+#define FE_INC 4u              /* a call to a function_filter match: finc counts it */
+#define FE_LEAF 8u             /* dropped, and nothing was kept inside it so far (--min-duration) */
+#define FE_LOWER 16u           /* at is a lower bound of the frame's CFA (its enter hook's CFA) */
+#define FE_BITS 8u             /* the flags' bits below the function's address in b */
 
 typedef struct loupe__fent {
-    uintptr_t at;  /* the call's CFA, or a lower bound of it (FE_LOWER) */
-    uint64_t b;    /* the function's address << FE_BITS | FE_* */
-    uint64_t open; /* FE_REC: loupe__open_now() after the enter; FE_DROP: the enter's ticks */
+    uintptr_t at;   /* the call's CFA, or a lower bound of it (FE_LOWER) */
+    uint64_t b;     /* the function's address << FE_BITS | FE_* */
+    uint64_t open;  /* FE_REC: loupe__open_now() after the enter; FE_DROP: the enter's ticks */
+    uintptr_t site; /* the return address the hooks were given */
 } loupe__fent;
 
-/* Where a frame's return address was found, past the first LOUPE__FSCAN words: by function, the
- * word's index from the hook's CFA - 8 (low 16 bits) under the function's address (direct-mapped,
- * racy: one word, read and written whole; a stale or colliding entry fails the check of the word
- * it names and is searched again). A frame of up to LOUPE__FSCAN_FAR words (PATH_MAX buffers
- * and the like) is searched once per function this way, then checked with one load. */
-#define LOUPE__FSCAN_FAR 2048u
+/* By function, where its frame's return address was at its enter: the word's index from the
+ * hook's CFA - 8 (low 16 bits) under the function's address (direct-mapped, racy: one word, read
+ * and written whole; a stale or colliding entry fails the check of the word it names). */
 #define FS_OFFS 4096u
 static uint64_t fs_offs[FS_OFFS];
 
@@ -1380,54 +1387,73 @@ fs_word(uintptr_t p) {
     return v;
 }
 
+/* The search past the cache: the highest word holding site below lim (0: only the first within
+ * LOUPE__FSCAN words), noted in the cache. 0 when none is. */
 static __attribute__((noinline, no_instrument_function)) uintptr_t
-fs_frame_far(uintptr_t base, void *fn, void *site) {
-    uint64_t key = (uint64_t)(uintptr_t)fn & 0xffffffffffffull;
-    uint64_t *slot = &fs_offs[(size_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (FS_OFFS - 1)];
-    uint64_t e = __atomic_load_n(slot, __ATOMIC_RELAXED);
-    if ((e >> 16) == key && fs_word(base + (e & 0xffffu) * 8) == (uintptr_t)site) {
-        return base + (e & 0xffffu) * 8 + 8;
-    }
-    for (uintptr_t i = LOUPE__FSCAN; i < LOUPE__FSCAN_FAR; i++) {
-        if (fs_word(base + i * 8) == (uintptr_t)site) {
-            __atomic_store_n(slot, key << 16 | i, __ATOMIC_RELAXED);
-            return base + i * 8 + 8;
+fs_frame_search(uintptr_t base, uintptr_t lim, uint64_t *slot, uint64_t key, uintptr_t site) {
+    uintptr_t n = lim > base ? (lim - base) / 8 : LOUPE__FSCAN;
+    n = n < LOUPE__FSCAN_FAR ? n : LOUPE__FSCAN_FAR;
+    uintptr_t found = UINTPTR_MAX;
+    for (uintptr_t i = 0; i < n; i++) {
+        if (fs_word(base + i * 8) == site) {
+            found = i;
+            if (lim <= base) {
+                break; /* no caller to bound it: the first */
+            }
         }
     }
-    return 0;
+    if (found == UINTPTR_MAX || found > 0xffffu) {
+        return 0;
+    }
+    __atomic_store_n(slot, key << 16 | found, __ATOMIC_RELAXED);
+    return base + found * 8 + 8;
 }
 
-/* The instrumented function fn's CFA from its hook's CFA hc and its return address site; FE_LOWER
- * in *lower when it is not found (hc, a lower bound, is returned). A program that calls the hooks
- * itself passes its own return address (__builtin_return_address(0)), as the compilers do, or
- * NULL, which is not searched for. */
+/* The instrumented function fn's CFA at its enter, from the enter hook's CFA hc and its return
+ * address site, below the open caller's mark lim (0: none); FE_LOWER in *lower when it is not
+ * found (hc, a lower bound, is returned). A program that calls the hooks itself passes its own
+ * return address (__builtin_return_address(0)), as the compilers do, or NULL, which is not
+ * searched for. */
 static inline __attribute__((always_inline, no_instrument_function)) uintptr_t
-fs_frame(uintptr_t hc, void *fn, void *site, unsigned *lower) {
+fs_frame(uintptr_t hc, void *fn, void *site, uintptr_t lim, unsigned *lower) {
     *lower = 0;
 #if defined(__x86_64__)
     uintptr_t base = (hc - 8) & ~(uintptr_t)7;
-    for (uintptr_t i = 0; site != NULL && i < LOUPE__FSCAN; i++) {
-        if (fs_word(base + i * 8) == (uintptr_t)site) {
-            return base + i * 8 + 8;
+    if (site != NULL) {
+        uint64_t key = (uint64_t)(uintptr_t)fn & 0xffffffffffffull;
+        uint64_t *slot = &fs_offs[(size_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (FS_OFFS - 1)];
+        uint64_t e = __atomic_load_n(slot, __ATOMIC_RELAXED);
+        uintptr_t p = base + (e & 0xffffu) * 8;
+        if ((e >> 16) == key && (lim == 0 || p + 8 <= lim) && fs_word(p) == (uintptr_t)site) {
+            return p + 8;
         }
-    }
-    uintptr_t far = site != NULL ? fs_frame_far(base, fn, site) : 0;
-    if (far != 0) {
-        return far;
+        uintptr_t got = fs_frame_search(base, lim, slot, key, (uintptr_t)site);
+        if (got != 0) {
+            return got;
+        }
     }
 #else
     (void)fn;
     (void)site;
+    (void)lim;
 #endif
     *lower = FE_LOWER;
     return hc;
 }
 
-/* Whether entry e's frame is at or below the mark at (its call is gone, or is the one at): an
- * exact CFA at or below, a lower bound below (lax: also at, for an exit's lower bound). */
+/* Whether the new call (mark at, exact unless lower, fn << FE_BITS in fb, site) took entry e's
+ * frame: e's call is gone. */
 static inline __attribute__((always_inline, no_instrument_function)) int
-fs_below(const loupe__fent *e, uintptr_t at, int lax) {
-    return (e->b & FE_LOWER) && !lax ? e->at < at : e->at <= at;
+fs_gone(const loupe__fent *e, uintptr_t at, uint64_t fb, uintptr_t site) {
+    if (e->b & FE_LOWER) {
+        return e->at < at;
+    }
+    if (e->at != at) {
+        return e->at < at;
+    }
+    /* the same mark: a sibling from the same frame, or the same call again; not a call inlined
+     * into e's */
+    return e->site != site || (e->b >> FE_BITS) == (fb >> FE_BITS);
 }
 
 /* Takes the tracked calls from index j up off t's stack (they are gone), and the untracked ones
@@ -1479,16 +1505,25 @@ fs_enter(loupe__thread *t, uint64_t s, void *fn, void *site, uintptr_t hc) {
         t->fs = fs = p;
         t->fsd = 0;
     }
-    unsigned lower;
-    uintptr_t at = fs_frame(hc, fn, site, &lower);
     uint32_t d = t->fsd;
     uint32_t top = d < LOUPE__FSTACK ? d : LOUPE__FSTACK;
-    if (top > 0 && __builtin_expect(fs_below(&fs[top - 1], at, 0), 0)) {
+    /* the open caller's exact mark bounds the search: a frame lies below its caller's */
+    uintptr_t lim = 0;
+    if (top > 0 && !(fs[top - 1].b & FE_LOWER) && fs[top - 1].at > hc &&
+        fs[top - 1].at - hc <= LOUPE__FSCAN_FAR * 8) {
+        lim = fs[top - 1].at;
+    }
+    unsigned lower;
+    uintptr_t at = fs_frame(hc, fn, site, lim, &lower);
+    uint64_t fb = (uint64_t)(uintptr_t)fn << FE_BITS;
+    if (top > 0 && __builtin_expect(fs_gone(&fs[top - 1], at, fb, (uintptr_t)site), 0)) {
         uint32_t j = top - 1;
-        while (j > 0 && fs_below(&fs[j - 1], at, 0)) {
+        while (j > 0 && fs_gone(&fs[j - 1], at, fb, (uintptr_t)site)) {
             j--;
         }
-        if (j > 0) { /* a call stays open below: the ones from j up are gone */
+        /* a call stays open below, or the new frame is within a page above the outermost (a
+         * caller without hooks did the setjmp): the ones from j up are gone */
+        if (j > 0 || at - fs[0].at <= 4096) {
             fs_leave(t, s, j);
             d = j;
         }
@@ -1497,7 +1532,7 @@ fs_enter(loupe__thread *t, uint64_t s, void *fn, void *site, uintptr_t hc) {
     if (d >= LOUPE__FSTACK) {
         return NULL;
     }
-    fs[d] = (loupe__fent){at, (uint64_t)(uintptr_t)fn << FE_BITS | lower, 0};
+    fs[d] = (loupe__fent){at, fb | lower, 0, (uintptr_t)site};
     return &fs[d];
 }
 
@@ -1512,27 +1547,36 @@ fs_exit(loupe__thread *t, uint64_t s, void *fn, void *site, uintptr_t hc, uint64
         return 0;
     }
     const loupe__fent *fs = t->fs;
-    unsigned lower;
-    uintptr_t at = fs_frame(hc, fn, site, &lower);
     uint64_t key = (uint64_t)(uintptr_t)fn;
+    /* gcc's exit hook called after the epilogue: hc is the function's own CFA */
+    int tail = site != NULL && fs_word((hc - 8) & ~(uintptr_t)7) == (uintptr_t)site;
     if (d > LOUPE__FSTACK) {
-        if (!fs_below(&fs[LOUPE__FSTACK - 1], at, lower != 0)) {
+        const loupe__fent *deep = &fs[LOUPE__FSTACK - 1];
+        if (tail ? deep->at < hc : deep->at <= hc && !(deep->b & FE_LOWER)) {
+            d = LOUPE__FSTACK; /* a tracked call's exit: the untracked ones are gone */
+        } else {
             t->fsd = d - 1; /* an untracked call (deeper than every tracked one) */
             return 0;
         }
-        d = LOUPE__FSTACK; /* a tracked call's exit: the untracked ones are gone */
     }
-    /* the innermost call of fn at the mark itself (an inlined call shares its caller's frame), or
-     * else the outermost of fn below it (a lower bound below the exact mark); under a lower bound
-     * (the hooks called with no site, a frame too large to search), the innermost one at or
-     * below it. Those above it are gone. */
     uint32_t m = UINT32_MAX;
-    for (uint32_t i = d; i-- > 0 && fs_below(&fs[i], at, lower != 0);) {
-        if ((fs[i].b >> FE_BITS) == key) {
-            m = i;
-            if (lower != 0 || fs[i].at == at) {
-                break;
+    /* hooks called without a site (by hand): the innermost call, if it is the function's */
+    for (uint32_t i = site != NULL ? d : 0; i-- > 0;) {
+        const loupe__fent *e = &fs[i];
+        int lw = (e->b & FE_LOWER) != 0, mine = (e->b >> FE_BITS) == key;
+        if (tail) {
+            if (lw ? e->at >= hc : e->at > hc) {
+                break; /* a caller */
             }
+            if (mine && (lw || e->at == hc)) {
+                m = i;
+                if (!lw) {
+                    break; /* the exact mark: the innermost there */
+                }
+            }
+        } else if (lw ? e->at >= hc : e->at > hc) {
+            m = mine ? i : UINT32_MAX; /* the innermost open call above the body's pointer */
+            break;
         }
     }
     if (m == UINT32_MAX) {
