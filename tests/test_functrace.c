@@ -338,17 +338,26 @@ static size_t check_calls(const loupe_model_thread *t, const char *name, uint32_
     return n;
 }
 
+/* One session of body() with options o: r filled and nothing dropped or unmatched, truncated
+ * zones cut short; the model read back (the caller frees both). */
+static loupe_model *cut_run(loupe_trace_options *o, void (*body)(void), loupe_trace_result *r,
+                            uint64_t truncated) {
+    *r = (loupe_trace_result){.size = sizeof *r};
+    loupe_model *m = traced(o, body, r);
+    assert_int_equal(r->events_dropped, 0);
+    assert_int_equal(r->unmatched_ends, 0);
+    assert_int_equal(r->truncated_zones, truncated);
+    return m;
+}
+
 static void test_longjmp_out_of_functions(void **state) {
     (void)state;
     dir = tu_tmpdir("functrace_longjmp");
     /* requests, 20,000 events of req_fn, 15,000 enters and 15,000 cut exits of the calls it left */
     loupe_trace_options o = {.log_dir = dir, .function_tracing = 1, .buffer_events = 50002};
-    loupe_trace_result r = {.size = sizeof r};
-    loupe_model *m = traced(&o, requests, &r);
+    loupe_trace_result r;
+    loupe_model *m = cut_run(&o, requests, &r, 15000);
     const loupe_model_thread *t = &m->threads[0];
-    assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(r.unmatched_ends, 0);
-    assert_int_equal(r.truncated_zones, 15000);
     assert_int_equal(r.events_recorded, 2 + 50000);
     assert_int_equal(check_calls(t, "requests", 0, 0), 1);
     assert_int_equal(check_calls(t, "req_fn", 1, 0), 10000);
@@ -359,12 +368,8 @@ static void test_longjmp_out_of_functions(void **state) {
 
     /* the loop: each parse_fn's enter, where the left one was, cuts the calls the jump left, and
      * loop_fn's exit the last ones */
-    r = (loupe_trace_result){.size = sizeof r};
-    m = traced(&o, loop_fn, &r);
+    m = cut_run(&o, loop_fn, &r, 15000);
     t = &m->threads[0];
-    assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(r.unmatched_ends, 0);
-    assert_int_equal(r.truncated_zones, 15000);
     assert_int_equal(r.events_recorded, 2 + 15000 + 15000);
     assert_int_equal(check_calls(t, "loop_fn", 0, 0), 1);
     assert_int_equal(check_calls(t, "parse_fn", 1, 1), 10000);
@@ -395,12 +400,8 @@ static void test_longjmp_out_of_functions(void **state) {
 
     /* inlined calls: nothing cut, each sq_fn inside its outer_inl_fn */
     o.function_depth = 0;
-    r = (loupe_trace_result){.size = sizeof r};
-    m = traced(&o, inlined_calls, &r);
+    m = cut_run(&o, inlined_calls, &r, 0);
     t = &m->threads[0];
-    assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(r.unmatched_ends, 0);
-    assert_int_equal(r.truncated_zones, 0);
     assert_int_equal(check_calls(t, "inlined_calls", 0, 0), 1);
     assert_int_equal(check_calls(t, "outer_inl_fn", 1, 0), 1000);
     assert_int_equal(check_calls(t, "sq_fn", 2, 0), 2000);
@@ -408,12 +409,8 @@ static void test_longjmp_out_of_functions(void **state) {
     loupe_trace_result_free(&r);
 
     /* the setjmp in a caller without hooks: each parse_fn at depth 0, the left ones cut */
-    r = (loupe_trace_result){.size = sizeof r};
-    m = traced(&o, loop_without_hooks, &r);
+    m = cut_run(&o, loop_without_hooks, &r, 15000);
     t = &m->threads[0];
-    assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(r.unmatched_ends, 0);
-    assert_int_equal(r.truncated_zones, 15000);
     assert_int_equal(check_calls(t, "parse_fn", 0, 1), 10000);
     assert_int_equal(check_calls(t, "tok_fn", 1, 1), 5000);
     loupe_model_free(m);
@@ -421,13 +418,8 @@ static void test_longjmp_out_of_functions(void **state) {
 
     /* recursion: 800 calls of level_fn at each of the 11 depths, the levels above the jump's
      * target cut (10 - to of them: 100 rounds of to = 0..7) */
-    o.function_depth = 0;
-    r = (loupe_trace_result){.size = sizeof r};
-    m = traced(&o, levels, &r);
+    m = cut_run(&o, levels, &r, 100 * (10 + 9 + 8 + 7 + 6 + 5 + 4 + 3));
     t = &m->threads[0];
-    assert_int_equal(r.events_dropped, 0);
-    assert_int_equal(r.unmatched_ends, 0);
-    assert_int_equal(r.truncated_zones, 100 * (10 + 9 + 8 + 7 + 6 + 5 + 4 + 3));
     assert_int_equal(r.events_recorded, 2 + 2 * 8800);
     size_t at_depth[12] = {0};
     for (size_t i = 0; i < t->slice_count; i++) {

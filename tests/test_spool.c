@@ -86,18 +86,27 @@ static int wait_spooled(void) {
     return -1;
 }
 
-/* Records zones zones named "spooled", in bursts, each burst followed by wait_spooled(). */
-static int paced_zones(uint32_t zones) {
+/* Records zones zones, in bursts, each burst followed by wait(): named "spooled", or "spilled"
+ * with spilled set. 0, or -1 when a wait timed out. */
+static int paced(uint32_t zones, int (*wait)(void), int spilled) {
     for (uint32_t i = 0; i < zones; i += BURST) {
         uint32_t n = zones - i < BURST ? zones - i : BURST;
         for (uint32_t k = 0; k < n; k++) {
-            LOUPE_ZONE("spooled");
+            if (spilled) {
+                LOUPE_ZONE("spilled");
+            } else {
+                LOUPE_ZONE("spooled");
+            }
         }
-        if (wait_spooled() != 0) {
+        if (wait() != 0) {
             return -1;
         }
     }
     return 0;
+}
+
+static int paced_zones(uint32_t zones) {
+    return paced(zones, wait_spooled, 0);
 }
 
 static long peak_kib;
@@ -108,6 +117,29 @@ static void *worker(void *arg) {
     int r = paced_zones(ZONES_PER_THREAD);
     __atomic_fetch_add(&workers_done, 1, __ATOMIC_RELEASE);
     return (void *)(intptr_t)r;
+}
+
+/* Checks that every thread of m with slices has per_thread of them, all named name at depth 0,
+ * in order, none overlapping the next; returns how many threads had slices. */
+static size_t ordered_zones(const loupe_model *m, const char *name, size_t per_thread) {
+    size_t threads = 0;
+    for (size_t i = 0; i < m->thread_count; i++) {
+        const loupe_model_thread *mt = &m->threads[i];
+        if (mt->slice_count == 0) {
+            continue;
+        }
+        threads++;
+        assert_int_equal(mt->slice_count, per_thread);
+        for (size_t k = 0; k < mt->slice_count; k++) {
+            assert_string_equal(mt->slices[k].name, name);
+            assert_int_equal(mt->slices[k].depth, 0);
+            if (k > 0) {
+                assert_true(mt->slices[k].start_ns >=
+                            mt->slices[k - 1].start_ns + mt->slices[k - 1].dur_ns);
+            }
+        }
+    }
+    return threads;
 }
 
 static char *spool_file_of(const char *dir, long pid) {
@@ -181,24 +213,7 @@ static void test_spool_keeps_every_event(void **state) {
     }
     /* read back: every zone, in order, none overlapping the next on its thread */
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO));
-    size_t threads = 0;
-    for (size_t i = 0; i < m->thread_count; i++) {
-        const loupe_model_thread *mt = &m->threads[i];
-        if (mt->slice_count == 0) {
-            continue;
-        }
-        threads++;
-        assert_int_equal(mt->slice_count, ZONES_PER_THREAD);
-        for (size_t k = 0; k < mt->slice_count; k++) {
-            assert_string_equal(mt->slices[k].name, "spooled");
-            assert_int_equal(mt->slices[k].depth, 0);
-            if (k > 0) {
-                assert_true(mt->slices[k].start_ns >=
-                            mt->slices[k - 1].start_ns + mt->slices[k - 1].dur_ns);
-            }
-        }
-    }
-    assert_int_equal(threads, THREADS);
+    assert_int_equal(ordered_zones(m, "spooled", ZONES_PER_THREAD), THREADS);
     loupe_model_free(m);
     loupe_trace_result_free(&r);
     free(file);
@@ -355,16 +370,7 @@ static int wait_below_half(void) {
 }
 
 static int paced_below_half(uint32_t zones) {
-    for (uint32_t i = 0; i < zones; i += BURST) {
-        uint32_t n = zones - i < BURST ? zones - i : BURST;
-        for (uint32_t k = 0; k < n; k++) {
-            LOUPE_ZONE("spilled");
-        }
-        if (wait_below_half() != 0) {
-            return -1;
-        }
-    }
-    return 0;
+    return paced(zones, wait_below_half, 1);
 }
 
 /* The spill spool: no file while the session fits in memory; past half the capacity, the
@@ -415,19 +421,7 @@ static void test_spool_spill(void **state) {
     assert_int_equal(r.events_recorded, 40u * CHUNK);
     assert_int_equal(r.events_dropped, 0);
     loupe_model *m = tu_read_back(loupe_trace_result_path(&r, LOUPE_FORMAT_PERFETTO_PROTO));
-    size_t zones = 0;
-    for (size_t i = 0; i < m->thread_count; i++) {
-        const loupe_model_thread *mt = &m->threads[i];
-        for (size_t k = 0; k < mt->slice_count; k++) {
-            assert_string_equal(mt->slices[k].name, "spilled");
-            if (k > 0) {
-                assert_true(mt->slices[k].start_ns >=
-                            mt->slices[k - 1].start_ns + mt->slices[k - 1].dur_ns);
-            }
-            zones++;
-        }
-    }
-    assert_int_equal(zones, 20u * CHUNK);
+    assert_int_equal(ordered_zones(m, "spilled", 20u * CHUNK), 1);
     loupe_model_free(m);
     loupe_trace_result_free(&r);
     free(file);

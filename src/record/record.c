@@ -692,6 +692,14 @@ void loupe__end_dyn(uint64_t s) {
     loupe__push_end(s, LOUPE__K_END);
 }
 
+/* A thread's own stack of what it has open (explicit zones, instrumented calls), kept with its
+ * descriptor: mmap, not malloc, since the first one may come from a signal handler. NULL when it
+ * cannot be mapped (the calls then run without it). */
+static void *owner_stack(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p != MAP_FAILED ? p : NULL;
+}
+
 /* ---- explicit zones (loupe_zone_begin / loupe_zone_end) ----
  * A scoped zone's context notes, at its begin, how many ends the thread keeps (loupe__open_now),
  * so its end gives back those of deeper zones whose ends never came. An explicit end has only
@@ -733,10 +741,7 @@ uint64_t loupe__zone_begin_x(uint64_t s, const loupe_srcloc *sl) {
         t->xdepth = 0;
     }
     if (t->xs == NULL) {
-        /* mmap, not malloc: a first explicit zone may come from a signal handler */
-        void *p = mmap(NULL, XSTACK * sizeof(loupe__xent), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        t->xs = p != MAP_FAILED ? p : NULL;
+        t->xs = owner_stack(XSTACK * sizeof(loupe__xent));
     }
     uint32_t d = t->xdepth;
     /* Zones closed meanwhile by a scoped zone's give-back (a longjmp out of an explicit zone
@@ -1496,13 +1501,10 @@ fs_enter(loupe__thread *t, uint64_t s, void *fn, void *site, uintptr_t hc) {
     }
     loupe__fent *fs = t->fs;
     if (__builtin_expect(fs == NULL, 0)) {
-        /* mmap, not malloc: a first traced call may be a signal handler's */
-        void *p = mmap(NULL, LOUPE__FSTACK * sizeof(loupe__fent), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
+        if ((fs = owner_stack(LOUPE__FSTACK * sizeof(loupe__fent))) == NULL) {
             return NULL; /* no stack: the calls run as in 0.4 */
         }
-        t->fs = fs = p;
+        t->fs = fs;
         t->fsd = 0;
     }
     uint32_t d = t->fsd;
