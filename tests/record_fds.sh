@@ -97,6 +97,30 @@ for zones in 0 1; do
 done
 echo "record_fds: dup2 onto loupe's range: the file holds exactly what the program wrote"
 
+# bash's `exec N>file` asks fcntl(N, F_GETFD) first and, when N is open and close-on-exec (as its
+# own fds are, and loupe's), saves N and puts it back after the redirection: under record the
+# script's file was never at 1025, and `echo >&1025` failed with EBADF. The preload's fcntl now
+# answers EBADF for loupe's numbers, as the untraced run would. Every number of loupe's range and
+# above it, at the script's own limit (its soft limit raised where the hard one allows).
+script='ulimit -Sn 2048 2>/dev/null; [ "$(ulimit -Sn)" -ge 1100 ] || { echo low; exit 0; }
+for n in $(seq 1020 1040); do eval "exec $n>$1.f.$n" && echo "line $n" >&$n || echo "no $n"; done
+for n in $(seq 1020 1040); do eval "exec $n>&-"; done; cat "$1".f.*'
+for spool in "" "--spool"; do
+  bash -c "$script" sh "$tmp/bash0" >"$tmp/bash0.out" 2>&1 </dev/null
+  # shellcheck disable=SC2086 # spool is a word list
+  $loupe record -q $spool -o "$tmp/logb" -- bash -c "$script" sh "$tmp/bash1" \
+    >"$tmp/bash1.out" 2>&1 </dev/null || fail "bash exec N>file: status $?: $(cat "$tmp/bash1.out")"
+  grep -v -e '^loupe' -e "^$tmp/logb/" "$tmp/bash1.out" >"$tmp/bash1.prog"
+  diff "$tmp/bash0.out" "$tmp/bash1.prog" >"$tmp/d" ||
+    fail "bash exec N>file${spool:+ with $spool}: output differs under record: $(cat "$tmp/d")"
+done
+if [ "$(cat "$tmp/bash0.out")" = low ]; then
+  echo "record_fds: bash exec N>file: skipped (a hard RLIMIT_NOFILE below 1100)"
+else
+  [ "$(grep -c '^line ' "$tmp/bash0.out")" = 21 ] || fail "bash exec N>file: untraced: $(cat "$tmp/bash0.out")"
+  echo "record_fds: bash exec N>file at 1020-1040: 21 of 21 files hold their line, as untraced"
+fi
+
 for fd in 0 1 2; do
   case $fd in 0) r='0<&-' ;; 1) r='1>&-' ;; 2) r='2>&-' ;; esac
   for spool in "" "--spool"; do

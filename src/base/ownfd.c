@@ -151,7 +151,7 @@ int loupe__fd_adopt(int fd, const char *what) {
 static int adopt_from(int fd, const char *what, int from) {
     int saved = errno;
     for (;;) {
-        int nf = fcntl(fd, F_DUPFD_CLOEXEC, from);
+        int nf = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, from);
         if (nf < 0) {
             int e = errno == EINVAL ? EMFILE : errno; /* EINVAL: the floor is past the limit */
             raw_close(fd);
@@ -226,7 +226,7 @@ int loupe__fd_ok(int fd) {
     errno = saved;
     if (!same) {
         /* closed (EBADF) or another file at the number: linked use, where no preload told us */
-        loupe__fd_surrender(fd, fcntl(fd, F_GETFD) < 0 ? "closed" : "replaced");
+        loupe__fd_surrender(fd, syscall(SYS_fcntl, fd, F_GETFD) < 0 ? "closed" : "replaced");
         errno = saved;
     }
     return same;

@@ -9,8 +9,9 @@
  * that the number still holds the file it opened (st_dev and st_ino, and that the program has not
  * closed it): a number the program closed or replaced (close, dup2 onto it) is the program's,
  * and loupe neither reads, writes nor closes it again. Under `loupe record` the preload's
- * close/dup2/dup3 tell this table at once (loupe__fd_surrender()), and close_range/closefrom
- * leave loupe's numbers open (src/preload/preload.c).
+ * close/dup2/dup3 tell this table at once (loupe__fd_surrender()), close_range/closefrom
+ * leave loupe's numbers open, and fcntl of one answers EBADF, as untraced (src/preload/preload.c).
+ * ownfd.c's own fcntl calls are system calls, past that answer.
  *
  * Numbers are below LOUPE__FD_MAX (a table of states and identities, zero pages until touched);
  * a process whose free numbers all lie above it gets none (the source is off, said). The table

@@ -758,7 +758,9 @@ typedef int (*openat_fn)(int, const char *, int, ...);
 typedef int (*dup2_fn)(int, int);
 typedef int (*dup3_fn)(int, int, int);
 typedef int (*close_range_fn)(unsigned, unsigned, int);
+typedef int (*fcntl_fn)(int, int, ...);
 static close_fn real_close;
+static fcntl_fn real_fcntl, real_fcntl64;
 static dup2_fn real_dup2;
 static dup3_fn real_dup3;
 static close_range_fn real_close_range;
@@ -785,6 +787,8 @@ static void resolve_real(void) {
     real_dup2 = (dup2_fn)(uintptr_t)dlsym(RTLD_NEXT, "dup2");
     real_dup3 = (dup3_fn)(uintptr_t)dlsym(RTLD_NEXT, "dup3");
     real_close_range = (close_range_fn)(uintptr_t)dlsym(RTLD_NEXT, "close_range");
+    real_fcntl = (fcntl_fn)(uintptr_t)dlsym(RTLD_NEXT, "fcntl");
+    real_fcntl64 = (fcntl_fn)(uintptr_t)dlsym(RTLD_NEXT, "fcntl64");
     real_open = (open_fn)(uintptr_t)dlsym(RTLD_NEXT, "open");
     real_open64 = (open_fn)(uintptr_t)dlsym(RTLD_NEXT, "open64");
     real_openat = (openat_fn)(uintptr_t)dlsym(RTLD_NEXT, "openat");
@@ -1754,6 +1758,39 @@ INTERPOSE int dup3(int oldfd, int newfd, int flags) {
     }
     return real_dup3 != NULL ? real_dup3(oldfd, newfd, flags)
                              : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+
+/* fcntl, fcntl64: to the program's threads, one of loupe's numbers is not open (EBADF for every
+ * command), as it is not in the untraced run. A program that asks before it takes a number sees
+ * it free: bash's `exec 1025>f` asks F_GETFD of 1025, and an open number is one bash saves and
+ * puts back after the redirection (its own fds are close-on-exec, as loupe's are), so the script's
+ * file was never at 1025 and its writes there failed with EBADF. Now its dup2 onto the number
+ * gives it the program (loupe__fd_surrender()). The argument is passed on as the one word it is
+ * (an int or a pointer, as glibc's own fcntl reads it). Async-signal-safe, as fcntl is. */
+static int fcntl_call(fcntl_fn real, int fd, int cmd, void *arg) {
+    if (loupe__fd_is_own(fd) && !loupe__fd_is_loupe_thread()) {
+        errno = EBADF;
+        return -1;
+    }
+    return real != NULL ? real(fd, cmd, arg) : (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+#define FCNTL_ARG(cmd)                                                                             \
+    va_list ap;                                                                                    \
+    va_start(ap, cmd);                                                                             \
+    void *arg = va_arg(ap, void *);                                                                \
+    va_end(ap);
+
+INTERPOSE int fcntl(int fd, int cmd, ...);
+INTERPOSE int fcntl(int fd, int cmd, ...) {
+    FCNTL_ARG(cmd)
+    return fcntl_call(real_fcntl, fd, cmd, arg);
+}
+
+INTERPOSE int fcntl64(int fd, int cmd, ...);
+INTERPOSE int fcntl64(int fd, int cmd, ...) {
+    FCNTL_ARG(cmd)
+    return fcntl_call(real_fcntl64 != NULL ? real_fcntl64 : real_fcntl, fd, cmd, arg);
 }
 
 static int range_call(unsigned first, unsigned last, int flags) {
