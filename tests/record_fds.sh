@@ -108,7 +108,8 @@ for n in $(seq 1020 1040); do eval "exec $n>&-"; done; cat "$1".f.*'
 for spool in "" "--spool"; do
   bash -c "$script" sh "$tmp/bash0" >"$tmp/bash0.out" 2>&1 </dev/null
   # shellcheck disable=SC2086 # spool is a word list
-  $loupe record -q $spool -o "$tmp/logb" -- bash -c "$script" sh "$tmp/bash1" \
+  # (ASan: no leak report at bash's exit, which would be in its output)
+  ASAN_OPTIONS=detect_leaks=0 $loupe record -q $spool -o "$tmp/logb" -- bash -c "$script" sh "$tmp/bash1" \
     >"$tmp/bash1.out" 2>&1 </dev/null || fail "bash exec N>file: status $?: $(cat "$tmp/bash1.out")"
   grep -v -e '^loupe' -e "^$tmp/logb/" "$tmp/bash1.out" >"$tmp/bash1.prog"
   diff "$tmp/bash0.out" "$tmp/bash1.prog" >"$tmp/d" ||
@@ -140,18 +141,14 @@ echo "record_fds: started with fd 0, 1 or 2 closed: the same fds closed, a new f
 # took a number at that moment made the dup2 fail with EBUSY, and xargs stopped short (0.4: 8 of
 # 12 runs ran 10-288 of the 300 commands). loupe's threads take no number of a child's now (the
 # keeper's are opened before fork() returns, the sampler's are in its own table).
-# Not under ASan: forked children of a threaded parent with the preloaded ASan runtime can hang
-# in it (seen in the asan-ubsan stage: the test ran past ctest's 600 s; left for the next stop).
-if [ -n "$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")" ]; then
-  echo "record_fds: skipped the xargs case in a sanitizer build (forked children can hang in the preloaded ASan runtime)"
-else
+# Under ASan too: a fork while the sampler was inside the ASan runtime's malloc left the child's
+# allocator lock held (the sampler now works under a lock the fork takes: sample.c s_work_lock).
 for k in 1 2 3; do
   out=$($loupe record -q -o "$tmp/logx" -- sh -c 'seq 300 | xargs -P2 -n1 /bin/echo | wc -l' \
           </dev/null 2>"$tmp/errx"); st=$?
   [ "$st" = 0 ] && [ "$out" = 300 ] || fail "xargs run $k: $out commands, status $st: $(cat "$tmp/errx")"
 done
 echo "record_fds: seq 300 | xargs -P2 -n1: 300 commands in each of 3 runs"
-fi
 
 if [ -n "$sanitize" ]; then
   echo "record_fds: RLIMIT_NOFILE: skipped in a sanitizer build (its runtime holds fds of its own)"

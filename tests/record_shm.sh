@@ -21,11 +21,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 loupe=$build/loupe
 probe=$build/tests/sig_probe
 name=record_shm
-# Not under sanitizers: 2,000 forked children of a threaded parent with the preloaded ASan
-# runtime hang in it (1,000 children stopped in the asan-ubsan stage; 500 finished in 2.6 s).
-sanitize=$(sed -n 's/^LOUPE_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
-[ -n "$sanitize" ] && { echo "record_shm: skipped: sanitizer build (forked children hang in the preloaded ASan runtime)"; exit 77; }
 . "$2/tests/probes/record_under_sanitizer.sh"
+# the command line the mount namespaces' sh scripts run loupe with ($loupe may be a function)
+loupe_sh=$build/loupe
+[ -n "${asan_rt:-}" ] && loupe_sh="env LD_PRELOAD=$asan_rt ASAN_OPTIONS=verify_asan_link_order=0 $build/loupe"
 
 zones_dropped() { # RUN_DIR: "<child_work zones> <events dropped>" from loupe summary --json
   "$loupe" summary "$1" --json 2>/dev/null | python3 -c '
@@ -34,14 +33,15 @@ d = json.load(sys.stdin)
 print(sum(r["count"] for r in d["zones"] if r["name"] == "child_work"), d["events_dropped"])'
 }
 
-build_probe() { # NAME: $tmp/NAME.c against libloupe into $tmp/NAME
-  cc -std=c11 -O1 -I"$src/include" "$tmp/$1.c" -o "$tmp/$1" -L"$build" -lloupe -Wl,-rpath,"$build" ||
-    fail "cannot build the $1 probe"
+build_probe() { # NAME: $tmp/NAME.c against libloupe into $tmp/NAME (with the build's sanitizers:
+  # an ASan libloupe needs its runtime first, which an untraced run gets only linked in)
+  cc -std=c11 -O1 ${sanitize:+-fsanitize=$sanitize} -I"$src/include" "$tmp/$1.c" -o "$tmp/$1" \
+    -L"$build" -lloupe -Wl,-rpath,"$build" 2>"$tmp/cc.err" || fail "cannot build the $1 probe: $(cat "$tmp/cc.err")"
 }
 record_in_shm() { # SIZE N PROG: loupe record -q --no-sample PROG in a private SIZE tmpfs
   # /dev/shm; PROG's stdout is ours, loupe's stderr goes to $tmp/errN
-  printf 'mount -t tmpfs -o size=%s tmpfs /dev/shm || exit 99\n"%s" record -q --no-sample -o "%s" -- "%s"\n' \
-    "$1" "$loupe" "$tmp/log$2" "$3" >"$tmp/shm$2.sh"
+  printf 'mount -t tmpfs -o size=%s tmpfs /dev/shm || exit 99\n%s record -q --no-sample -o "%s" -- "%s"\n' \
+    "$1" "$loupe_sh" "$tmp/log$2" "$3" >"$tmp/shm$2.sh"
   unshare -m sh "$tmp/shm$2.sh" 2>"$tmp/err$2"
 }
 
@@ -60,7 +60,7 @@ if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
 fi
 cat >"$tmp/small.sh" <<EOF
 mount -t tmpfs -o size=64m tmpfs /dev/shm || exit 99
-"$loupe" record -q -o "$tmp/log2" --print-run-dir "$tmp/run2" -- "$probe" forks 200 20000 20
+$loupe_sh record -q -o "$tmp/log2" --print-run-dir "$tmp/run2" -- "$probe" forks 200 20000 20
 EOF
 unshare -m sh "$tmp/small.sh" >/dev/null 2>"$tmp/err2"; st=$?
 [ "$st" = 99 ] && { echo "record_shm: skipped the 64 MiB case: cannot mount a tmpfs"; exit 0; }
@@ -91,7 +91,7 @@ echo "record_shm: 64 MiB /dev/shm, 200 children of 40000 events: $((zones * 2)) 
 # stop 30 reported such processes not at all, or as "not counted")
 cat >"$tmp/tiny.sh" <<EOF
 mount -t tmpfs -o size=1m tmpfs /dev/shm || exit 99
-"$loupe" record -q -o "$tmp/log3" --print-run-dir "$tmp/run3" -- "$probe" forks 200 20000 20
+$loupe_sh record -q -o "$tmp/log3" --print-run-dir "$tmp/run3" -- "$probe" forks 200 20000 20
 EOF
 unshare -m sh "$tmp/tiny.sh" >/dev/null 2>"$tmp/err3"; st=$?
 [ "$st" = 0 ] || fail "1 MiB: exit $st: $(tail -5 "$tmp/err3")"
@@ -157,7 +157,7 @@ build_probe shapes
 cat >"$tmp/shapes.sh" <<EOF
 mount -t tmpfs -o size=1m tmpfs /dev/shm || exit 99
 head -c 1040384 /dev/zero >/dev/shm/fill # 8 KiB left: no process has room for its region
-"$loupe" record -q --no-sample -o "$tmp/log4" -- "$tmp/shapes"
+$loupe_sh record -q --no-sample -o "$tmp/log4" -- "$tmp/shapes"
 EOF
 unshare -m sh "$tmp/shapes.sh" >/dev/null 2>"$tmp/err4"; st=$?
 [ "$st" = 0 ] || fail "shapes: exit $st: $(tail -5 "$tmp/err4")"

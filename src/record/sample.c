@@ -162,6 +162,16 @@ static size_t s_ntasks;
 /* Held by the sampler thread while it changes s_tasks (its scans, its last close) and across a
  * fork (loupe__sample_fork_prepare): the child then finds a table whose every fd is an event. */
 static pthread_mutex_t s_table_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held by the sampler thread from its start to its end (its scans, drains, DWARF unwinding and
+ * spool writes: everything that mallocs), released only while it waits in poll(2); taken across a
+ * fork (before s_table_lock), so that no fork happens while the sampler is inside malloc. glibc's
+ * own fork() takes its arenas' locks, but a malloc that does not (the ASan runtime of gcc 12's
+ * libasan, whose allocator takes no lock at fork) left a child whose copy of an allocator lock
+ * was held by the parent's sampler: the child's first malloc of that size waited for ever (a
+ * preloaded ASan runtime: 200 children of `sig_probe forks` ran past 200 s at 0% CPU). A fork
+ * waits for at most one thread's drain (or one scan). Taken only by the sampler thread and the fork
+ * handlers; under it the sampler takes s_table_lock and no other lock. */
+static pthread_mutex_t s_work_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t s_skipped; /* threads not sampled: MAX_TASKS reached */
 /* The sampler thread has an fd table of its own (base/ownfd.h): the tasks' fds and s_taskdir
  * are numbers of that table. Set by the sampler thread before its first scan. */
@@ -1019,6 +1029,7 @@ static void *sampler_main(void *arg) {
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     (void)pthread_setname_np(pthread_self(), "loupe-sampler");
+    pthread_mutex_lock(&s_work_lock); /* given up only in poll(2) and at the end */
     /* An fd table of its own (base/ownfd.h), with the wake-up and the sample spool in it: the
      * threads' perf events, /proc and libdw's files take none of the program's numbers nor its
      * RLIMIT_NOFILE room, and the program's close of every fd cannot reach them. Where the
@@ -1051,10 +1062,15 @@ static void *sampler_main(void *arg) {
         }
         for (size_t i = 0; i < s_ntasks; i++) {
             drain(&s_tasks[i]);
+            /* a fork waiting for the lock goes between two threads' drains, not after all */
+            pthread_mutex_unlock(&s_work_lock);
+            pthread_mutex_lock(&s_work_lock);
         }
         if (pf == NULL) {
+            pthread_mutex_unlock(&s_work_lock);
             struct timespec d = {0, 2000000};
             nanosleep(&d, NULL);
+            pthread_mutex_lock(&s_work_lock);
             continue;
         }
         pf[0] = (struct pollfd){.fd = s_private ? wake : (wake = wake_fd()), .events = POLLIN};
@@ -1067,7 +1083,10 @@ static void *sampler_main(void *arg) {
             pf[i + 1] = (struct pollfd){.fd = s_private || loupe__fd_is_own(fd) ? fd : -1,
                                         .events = POLLIN};
         }
-        (void)poll(pf, s_ntasks + 1, (int)(SCAN_NS / 1000000u));
+        nfds_t npf = s_ntasks + 1;
+        pthread_mutex_unlock(&s_work_lock);
+        (void)poll(pf, npf, (int)(SCAN_NS / 1000000u));
+        pthread_mutex_lock(&s_work_lock);
         if ((pf[0].revents & POLLIN) && loupe__fd_ok(pf[0].fd)) {
             uint64_t n;
             ssize_t r = read(pf[0].fd, &n, sizeof n); /* resets the count (EFD_NONBLOCK) */
@@ -1105,6 +1124,7 @@ static void *sampler_main(void *arg) {
         u_dwfl = NULL;
     }
 #endif
+    pthread_mutex_unlock(&s_work_lock);
     return NULL;
 }
 
@@ -1328,11 +1348,13 @@ int loupe__sample_watching(uint64_t tid) {
 }
 
 void loupe__sample_fork_prepare(void) {
+    pthread_mutex_lock(&s_work_lock);
     pthread_mutex_lock(&s_table_lock);
 }
 
 void loupe__sample_fork_parent(void) {
     pthread_mutex_unlock(&s_table_lock);
+    pthread_mutex_unlock(&s_work_lock);
 }
 
 void loupe__sample_forget_in_child(void) {
@@ -1360,6 +1382,7 @@ void loupe__sample_forget_in_child(void) {
         __atomic_store_n(&s_wake, -1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&s_table_lock); /* taken by this thread in the prepare handler */
+    pthread_mutex_unlock(&s_work_lock);
     pthread_mutex_init(&s_lock, NULL);
     loupe__sspool_forget(); /* the parent's file (the region's header is the parent's too) */
     s_running = 0;
