@@ -2586,6 +2586,13 @@ static int record_main(int argc, char **argv) {
                         "; the recording is lost: free space in %s, or rerun with -o DIR on a "
                         "file system with room\n",
                         abs_log);
+            } else if (strstr(err, "RLIMIT_AS (ulimit -v)") != NULL) {
+                fprintf(stderr, "; the recording is lost: the program used the address space its "
+                                "RLIMIT_AS allows, and the stop found none left to write the "
+                                "trace\n");
+            } else if (strstr(err, "(errno 12)") != NULL || strstr(err, "out of memory") != NULL) {
+                fprintf(stderr, "; the recording is lost: the machine had no memory left for "
+                                "the stop\n");
             } else if (strstr(err, "(errno 24)") != NULL) {
                 fprintf(stderr, "; the recording is lost: the program left no free fd within its "
                                 "RLIMIT_NOFILE (ulimit -n) for the trace's files\n");

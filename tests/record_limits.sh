@@ -30,8 +30,24 @@ static int deep(int n) {
     return n == 0 ? b[0] : deep(n - 1) + b[0];
 }
 /* argv[1] "self": lowers its own RLIMIT_AS to 512 MiB first. Then 40 blocks of 8 MiB, touched,
- * 8 MiB of stack, and 1000 zones. */
+ * 8 MiB of stack, and 1000 zones. "all": lowers it, then keeps every MiB malloc gives. */
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "all") == 0) {
+        struct rlimit rl = {(rlim_t)512 << 20, (rlim_t)512 << 20};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) {
+            perror("setrlimit");
+            return 2;
+        }
+        for (int i = 0; i < 10; i++) {
+            LOUPE_ZONE("before_all");
+        }
+        size_t mib = 0;
+        while (malloc((size_t)1 << 20) != NULL) {
+            mib++;
+        }
+        printf("%s\n", mib > 100 ? "malloc'd the rest" : "malloc'd too little");
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "self") == 0) {
         struct rlimit rl = {(rlim_t)512 << 20, (rlim_t)512 << 20};
         if (setrlimit(RLIMIT_AS, &rl) != 0) {
@@ -80,4 +96,16 @@ grep -q "RLIMIT_AS (ulimit -v) is 512 MiB: the recording region takes an eighth 
   fail "prlimit: no note of the smaller session: $(cat "$tmp/err2")"
 grep -q "as: 2,000 events recorded, 0 dropped" "$tmp/err2" || fail "prlimit: zones: $(cat "$tmp/err2")"
 echo "record_limits: prlimit --as=512M wrapper: the program as untraced, its 1000 zones kept"
+
+# 3. a program that uses up the address space it allowed itself: it runs as untraced, and the stop
+# that finds no memory left names the limit (0.4 said "out of memory", and the recording's loss
+# was blamed on nothing)
+out=$("$loupe" record --no-sample -o "$tmp/log3" -- "$tmp/as" all 2>"$tmp/err3"); st=$?
+[ "$st" = 0 ] && [ "$out" = "malloc'd the rest" ] || fail "all: status $st, output '$out': $(cat "$tmp/err3")"
+line=$(grep "writing the trace failed" "$tmp/err3")
+case "$line" in
+  "loupe record: $tmp/as exited with status 0, but writing the trace failed: "*"; this process's RLIMIT_AS (ulimit -v) is 512.0 MiB, which the program's memory and the stop's share; the recording is lost: the program used the address space its RLIMIT_AS allows, and the stop found none left to write the trace") ;;
+  *) fail "all: the stop's failure does not name RLIMIT_AS: $(cat "$tmp/err3")" ;;
+esac
+echo "record_limits: a program that uses up its own RLIMIT_AS: status 0, and the lost recording's cause named"
 exit 0

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static _Thread_local char tls_detail[1024];
 
@@ -56,6 +57,16 @@ void loupe__err_append(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(tls_detail + n + 2, sizeof(tls_detail) - n - 2, fmt, ap);
     va_end(ap);
+}
+
+int loupe__err_nomem(int code) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        loupe__err_append("this process's RLIMIT_AS (ulimit -v) is %.1f MiB, which the program's "
+                          "memory and the stop's share",
+                          (double)rl.rlim_cur / 1048576.0);
+    }
+    return code;
 }
 
 int loupe__err_prefix(int code, const char *fmt, ...) {

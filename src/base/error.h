@@ -21,6 +21,11 @@
 LOUPE_API int loupe__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends "; ..." to the detail. */
 LOUPE_API void loupe__err_append(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* After an out-of-memory failure: appends "; this process's RLIMIT_AS (ulimit -v) is N MiB,
+ * which the program's memory and the stop's share" when the soft limit is finite, so that the
+ * cause is named (a program that lowered its own limit and used it up), nothing otherwise.
+ * Returns code, for `return loupe__err_nomem(loupe__err(LOUPE_ENOMEM, ...))`. */
+LOUPE_API int loupe__err_nomem(int code);
 /* Puts "...: " in front of the detail (a caller naming itself: "loupe_start_trace: ") and returns
  * code, for `return loupe__err_prefix(r, "...")`. */
 LOUPE_API int loupe__err_prefix(int code, const char *fmt, ...)

@@ -52,15 +52,16 @@ int loupe__sink_open_file(loupe__sink *s, const char *path, int gz) {
     s->f = fopen(path, "wb");
     if (s->f == NULL) {
         int e = errno;
-        return loupe__err(e == ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO, "cannot create %s: %s (errno %d)",
-                          path, strerror(e), e);
+        int r = loupe__err(e == ENOMEM ? LOUPE_ENOMEM : LOUPE_EIO,
+                           "cannot create %s: %s (errno %d)", path, strerror(e), e);
+        return e == ENOMEM ? loupe__err_nomem(r) : r;
     }
     if (gz) {
         if (loupe__pgz_open(&s->pgz, s->f) != 0) {
             fclose(s->f);
             s->f = NULL;
-            return loupe__err(LOUPE_ENOMEM, "cannot create %s: %s (errno %d)", path,
-                              strerror(ENOMEM), ENOMEM);
+            return loupe__err_nomem(loupe__err(LOUPE_ENOMEM, "cannot create %s: %s (errno %d)",
+                                               path, strerror(ENOMEM), ENOMEM));
         }
         s->write = write_gz;
     } else {

@@ -698,7 +698,8 @@ int loupe_stop_trace(loupe_trace_result *res) {
     if (kept == NULL) {
         drop_kept();
         pthread_mutex_unlock(&session_lock);
-        return loupe__err(LOUPE_ENOMEM, "loupe_stop_trace: out of memory while collecting");
+        return loupe__err_nomem(
+            loupe__err(LOUPE_ENOMEM, "loupe_stop_trace: out of memory while collecting"));
     }
     kept_perfetto = opt_perfetto;
     kept_formats = opt_formats;
