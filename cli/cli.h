@@ -29,6 +29,13 @@ int loupe_cli_summary_by_rank(const char *path, size_t top);
 
 /* True when stderr is a terminal (progress is shown only then). */
 int loupe_cli_tty(void);
+/* A progress meter for the reads that follow, on stderr when it is a terminal (loupe_cli_tty()):
+ * one line, "loupe VERB: reading F:  45% (120.3 of 267.0 MiB)" (then "decoding F" for an
+ * XPlane), redrawn at most 5 times a second, shown only once the read has taken 1 s
+ * (LOUPE_PROGRESS_AFTER_MS sets that, in ms), and cleared by loupe_cli_progress_end(). Nothing
+ * when stderr is not a terminal. verb: a static string. */
+void loupe_cli_progress_begin(const char *verb);
+void loupe_cli_progress_end(void);
 
 /* Helpers shared by the verbs (cli/util.c). */
 #include <jansson.h>

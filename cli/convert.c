@@ -356,7 +356,9 @@ static int convert_to(const char *in, const char *out, loupe_file_format f,
     int rc = loupe_trace_find(in, file, sizeof file);
     loupe_model *m = NULL;
     if (rc == 0) {
+        loupe_cli_progress_begin("convert");
         rc = loupe_trace_read(file, &m);
+        loupe_cli_progress_end();
     }
     if (rc != 0) {
         fprintf(stderr, "loupe convert: %s: %s\n", loupe_strerror(rc), loupe_last_error());

@@ -457,7 +457,9 @@ static int print_json(const char *fa, const char *fb, const drow *rows, size_t n
 static int load(const char *path, char *file, size_t size, loupe_model **m) {
     int rc = loupe_trace_find(path, file, size);
     if (rc == 0) {
+        loupe_cli_progress_begin("diff");
         rc = loupe_trace_read(file, m);
+        loupe_cli_progress_end();
     }
     if (rc != 0) {
         fprintf(stderr, "loupe diff: %s: %s\n", loupe_strerror(rc), loupe_last_error());

@@ -27,10 +27,6 @@
 #include <sys/stat.h>
 
 #define DEFAULT_TOP 30
-/* Files that take over a second to read (about 50 MB/s of JSON, gzip compressing loupe's traces
- * about 15 times): then a "reading" line on a terminal. */
-#define SLOW_PLAIN_BYTES (48u << 20)
-#define SLOW_GZIP_BYTES (3u << 20)
 
 static void usage(FILE *f) {
     fprintf(
@@ -1604,21 +1600,6 @@ static int print_json(const char *file, const loupe_model *m, const row *rows, s
     return 0;
 }
 
-static int slow_to_read(const char *file) {
-    struct stat st;
-    unsigned char magic[2] = {0, 0};
-    FILE *f = fopen(file, "rb");
-    if (f == NULL || fstat(fileno(f), &st) != 0 || fread(magic, 1, 2, f) != 2) {
-        if (f != NULL) {
-            fclose(f);
-        }
-        return 0;
-    }
-    fclose(f);
-    int gz = magic[0] == 0x1f && magic[1] == 0x8b;
-    return (uint64_t)st.st_size >= (gz ? SLOW_GZIP_BYTES : SLOW_PLAIN_BYTES);
-}
-
 int loupe_cmd_summary(int argc, char **argv) {
     const char *path = NULL;
     int by_thread = 0, as_json = 0, opts_done = 0, by_rank = 0;
@@ -1681,10 +1662,9 @@ int loupe_cmd_summary(int argc, char **argv) {
     int rc = loupe_trace_find(path, file, sizeof file);
     loupe_model *m = NULL;
     if (rc == 0) {
-        if (loupe_cli_tty() && slow_to_read(file)) {
-            fprintf(stderr, "loupe summary: reading %s...\n", file);
-        }
+        loupe_cli_progress_begin("summary");
         rc = loupe_trace_read(file, &m);
+        loupe_cli_progress_end();
     }
     if (rc != 0) {
         fprintf(stderr, "loupe summary: %s: %s\n", loupe_strerror(rc), loupe_last_error());

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void loupe_cli_fmt_dur(char *buf, size_t size, uint64_t ns) {
     if (ns < 1000) {
@@ -168,4 +169,68 @@ void loupe_cli_fdo_report(const char *verb, const char *path, const struct loupe
         fprintf(stderr, "; %llu in other modules", (unsigned long long)st->samples_elsewhere);
     }
     fputc('\n', stderr);
+}
+
+/* ---- the progress meter of long reads (libloupe's src/base/progress.h reports to it) ---- */
+
+typedef void (*progress_fn)(const char *stage, const char *name, uint64_t done, uint64_t total);
+void loupe__progress_set(progress_fn fn); /* libloupe (src/base/progress.h) */
+
+static const char *m_verb, *m_stage;
+static uint64_t m_start_ns, m_last_ns, m_after_ns;
+static int m_shown;
+
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void meter(const char *stage, const char *name, uint64_t done, uint64_t total) {
+    uint64_t now = mono_ns();
+    if (now - m_start_ns < m_after_ns ||
+        (m_shown && stage == m_stage && now - m_last_ns < 200000000u)) {
+        return; /* a short read shows none; a long one a line redrawn 5 times a second, and at
+                   once at each new stage */
+    }
+    m_last_ns = now;
+    m_stage = stage;
+    m_shown = 1;
+    const char *base = strrchr(name, '/');
+    base = base != NULL ? base + 1 : name;
+    if (total > 0) {
+        unsigned pct = done >= total ? 100u : (unsigned)(done * 100u / total);
+        fprintf(stderr, "\rloupe %s: %s %s: %3u%% (%.1f of %.1f MiB)\033[K", m_verb, stage, base,
+                pct, (double)done / 1048576.0, (double)total / 1048576.0);
+    } else {
+        fprintf(stderr, "\rloupe %s: %s %s: %.1f MiB\033[K", m_verb, stage, base,
+                (double)done / 1048576.0);
+    }
+    fflush(stderr);
+}
+
+void loupe_cli_progress_begin(const char *verb) {
+    if (!loupe_cli_tty()) {
+        return;
+    }
+    const char *e = getenv("LOUPE_PROGRESS_AFTER_MS");
+    char *end = NULL;
+    unsigned long long after = e != NULL ? strtoull(e, &end, 10) : 1000u;
+    if (e != NULL && (end == e || *end != 0 || after > 3600000u)) {
+        after = 1000u;
+    }
+    m_verb = verb;
+    m_after_ns = (uint64_t)after * 1000000u;
+    m_start_ns = mono_ns();
+    m_shown = 0;
+    m_stage = NULL;
+    loupe__progress_set(meter);
+}
+
+void loupe_cli_progress_end(void) {
+    loupe__progress_set(NULL);
+    if (m_shown) {
+        fprintf(stderr, "\r\033[K"); /* the meter's line goes: what follows starts clean */
+        m_shown = 0;
+    }
 }

@@ -17,6 +17,7 @@
  */
 #include "base/array.h"
 #include "base/error.h"
+#include "base/progress.h"
 #include "import/readers.h"
 #include "model/builder.h"
 #include "model/merge.h"
@@ -90,11 +91,14 @@ static int read_limit(uint64_t *out, int *from_env) {
 
 /* Reads from f into buf[n..] until cap - TEXT_PAD - 1 or the end; *eof once the stream ended.
  * Returns 0 or a LOUPE_E* code; *cut when a gzip stream ended early (n holds what was read). */
+/* The size of the file read_one() reads now (its progress' total). */
+static _Thread_local uint64_t t_file_bytes;
+
 static int fill(gzFile f, const char *path, char *buf, size_t *n, size_t want, int *eof, int *cut) {
     while (*n < want) {
         size_t room = want - *n;
-        if (room > (1u << 30)) {
-            room = 1u << 30;
+        if (room > (16u << 20)) {
+            room = 16u << 20; /* 16 MiB a call: a progress report between two */
         }
         errno = 0;
         int r = gzread(f, buf + *n, (unsigned)room);
@@ -117,6 +121,8 @@ static int fill(gzFile f, const char *path, char *buf, size_t *n, size_t want, i
             return 0;
         }
         *n += (size_t)r;
+        z_off_t at = gzoffset(f);
+        loupe__progress("reading", path, at > 0 ? (uint64_t)at : 0, t_file_bytes);
     }
     return 0;
 }
@@ -192,6 +198,7 @@ static int read_one(const char *path, loupe_model **out) {
                           e ? strerror(e) : "out of memory opening it");
     }
     gzbuffer(f, 1u << 18);
+    t_file_bytes = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
     int gz = !gzdirect(f);
     uint64_t max = limit;
     if (!gz && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {

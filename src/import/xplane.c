@@ -48,6 +48,7 @@
 #include "base/array.h"
 #include "base/b64.h"
 #include "base/error.h"
+#include "base/progress.h"
 #include "base/pb.h"
 #include "import/readers.h"
 #include "model/builder.h"
@@ -419,6 +420,9 @@ typedef struct rproc {
 
 typedef struct reader {
     rd r;
+    /* progress (base/progress.h): the parts' bytes, those of the parts before this one, events
+     * read */
+    uint64_t progress_total, progress_base, progress_events;
     loupe__mb *mb;
     loupe_model *m;
     int is_loupe;
@@ -987,6 +991,9 @@ static int read_line(reader *x, plane *pl, span s, int gpu, const gpu_plane *gp)
     while ((k = nextf(&x->r, &body, &f)) == 1) {
         if (f.num == 4 && read_event(x, pl, f.sub, t, ts, counters) != 0) {
             return x->r.rc;
+        }
+        if ((++x->progress_events & 0xffffu) == 0) {
+            loupe__progress("decoding", x->r.path, x->progress_base + f.sub.off, x->progress_total);
         }
     }
     return k < 0 ? k : 0;
@@ -1559,6 +1566,7 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
     }
     for (size_t q = 0; q < nparts && x.r.rc == 0; q++) {
         cut_part(&x, &parts[q], &warns[q]); /* a part cut short: read as far as it is valid */
+        x.progress_total += parts[q].n;
     }
     for (int pass = 0; pass < 2 && x.r.rc == 0; pass++) {
         if (pass == 1 && processes_setup(&x) != 0) {
@@ -1566,7 +1574,8 @@ int loupe__xplane_read_mem(const char *path, char *buf, size_t n, loupe_model **
         }
         /* a split trace's parts one after the other: each a whole XSpace whose events are
          * another time range of the same tracks (the tracks are keyed across them) */
-        for (size_t q = 0; q < nparts && x.r.rc == 0; q++) {
+        x.progress_base = 0;
+        for (size_t q = 0; q < nparts && x.r.rc == 0; x.progress_base += parts[q++].n) {
             x.r.path = parts[q].path;
             x.r.base = (const unsigned char *)parts[q].buf;
             span s = {(const unsigned char *)parts[q].buf, parts[q].n, 0};
