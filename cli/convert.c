@@ -83,6 +83,8 @@ static void usage(FILE *f) {
             "                    LOUPE_PERFETTO_COMPRESS=0\n"
             "  -h, --help        show this help\n"
             "\n"
+            "While it reads, a progress meter is drawn on stderr when stderr is a terminal,\n"
+            "once the read has taken LOUPE_PROGRESS_AFTER_MS (default 1000) ms.\n\n"
             "exit status: 0 success, 1 the trace cannot be read or written, 2 bad usage\n",
             MERGED_NAME);
 }

@@ -88,6 +88,8 @@ static void usage(FILE *f) {
         "  -h, --help       show this help\n"
         "\n"
         "status of a zone: regression, slower, noise, faster, same, skipped, added, removed\n"
+        "While it reads, a progress meter is drawn on stderr when stderr is a terminal,\n"
+        "once the read has taken LOUPE_PROGRESS_AFTER_MS (default 1000) ms.\n\n"
         "exit status: 0 no regression; 1 at least one regression; 2 bad usage or a trace\n"
         "that cannot be read; 3 a trace dropped events (full buffers: counts and self\n"
         "times are wrong, so the comparison cannot be trusted; wins over 0 and 1, the\n"

@@ -100,6 +100,8 @@ static void usage(FILE *f) {
           "total samples (it was on the stack) and both as a % of the samples, that is of\n"
           "the CPU time sampled; per thread with --by-thread; --top N functions per table.\n"
           "\n"
+          "While it reads, a progress meter is drawn on stderr when stderr is a terminal,\n"
+          "once the read has taken LOUPE_PROGRESS_AFTER_MS (default 1000) ms.\n\n"
           "exit status: 0 success, 1 the trace cannot be read, 2 bad usage\n",
           f);
 }
