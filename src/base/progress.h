@@ -1,8 +1,8 @@
 /* progress.h: how far a long read has come, for the command line's progress meter (progress.c;
  * cli/util.c draws it). The readers report as they go: loupe_trace_read()'s reading of a file
- * (compressed bytes consumed, of the file's size) and the XPlane reader's decoding (bytes of the
- * XSpace decoded, every 65,536 events). Nothing is reported unless a function is set, and a
- * report costs one atomic load then.
+ * (compressed bytes consumed, of the file's size), the XPlane reader's decoding (bytes of the
+ * XSpace decoded, every 65,536 events) and the Perfetto reader's (bytes of the trace, each MiB).
+ * Nothing is reported unless a function is set, and a report costs one atomic load then.
  *
  * Thread-safety: loupe__progress_set() from any thread (the CLI sets it once, before it reads);
  * loupe__progress() from any thread, calling the function on that thread. Not async-signal-safe:

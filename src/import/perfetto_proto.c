@@ -46,6 +46,7 @@
  */
 #include "base/array.h"
 #include "base/error.h"
+#include "base/progress.h"
 #include "base/pb.h"
 #include "import/readers.h"
 #include "model/builder.h"
@@ -185,6 +186,7 @@ typedef struct seq {
 typedef struct reader {
     const char *name;
     const uint8_t *base;
+    size_t progress_at; /* the file's bytes read at the last progress report (each MiB) */
     loupe__mb *mb;
     loupe_model *m;
     seq **seqs;
@@ -1533,6 +1535,10 @@ static int read_trace(reader *r, const uint8_t *buf, size_t n) {
         if (loupe__mb_failed(r->mb)) {
             rc = oom(r);
             break;
+        }
+        if (r->depth == 0 && (size_t)(p.p - buf) - r->progress_at >= ((size_t)1 << 20)) {
+            r->progress_at = (size_t)(p.p - buf);
+            loupe__progress("decoding", r->name, r->progress_at, n);
         }
     }
     r->base = saved;
