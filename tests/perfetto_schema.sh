@@ -4,7 +4,10 @@
 # protos/perfetto/trace/perfetto_trace.proto; its trace_processor needs a download, so it is not
 # run). Every packet of a recorded run (zones and CPU samples) and of a converted two-process
 # trace with an async track and counters must parse with no field left unknown, and the packet
-# counts must match the file's. Needs pip packages perfetto and protobuf in a venv:
+# counts must match the file's. A converted trace of 66,000 threads (more than the 65,536
+# sequences loupe's reader takes, base/perfetto.h) keeps to that limit: its tracks share
+# sequences, and each of its 66,000 slices lands, by Perfetto's rules (an event's track_uuid,
+# else its sequence's track_event_defaults), on its own thread's track; loupe reads it back whole. Needs pip packages perfetto and protobuf in a venv:
 # $LOUPE_PERFETTO_VENV when set, else BUILD_DIR/../.venv-perfetto when that directory is
 # writable, else BUILD_DIR/perfetto-venv, filled once under an flock (bounded by
 # LOUPE_PIP_TIMEOUT seconds, default 420). Skipped (77) when pip cannot fill it.
@@ -65,7 +68,22 @@ rec=$(ls "$(cat "$tmp/run")"/*.pftrace) || fail "no .pftrace recorded"
 "$build/loupe" convert "$src/tests/data/perfetto_0.3.0.pftrace" -o "$tmp/conv.pftrace" \
   >/dev/null 2>&1 || fail "loupe convert"
 
-"$py" - "$rec" "$tmp/conv.pftrace" <<'PY' || fail "Perfetto's schema"
+# 3. a converted trace of 66,000 threads, one slice each
+python3 - "$tmp/many.json" <<'PY' || fail "writing the 66,000-thread JSON"
+import json, sys
+ev = [{"ph": "X", "name": "z%d" % (i % 7), "pid": 1, "tid": i + 1, "ts": i * 0.5, "dur": 0.25}
+      for i in range(66000)]
+json.dump({"traceEvents": ev}, open(sys.argv[1], "w"))
+PY
+"$build/loupe" convert "$tmp/many.json" -o "$tmp/many.pftrace" >/dev/null 2>&1 ||
+  fail "loupe convert of 66,000 threads"
+out=$("$build/loupe" summary --json "$tmp/many.pftrace" 2>&1) || fail "loupe reading its own 66,000-thread .pftrace: $out"
+case $out in
+  *'"threads": 66000,'*) ;;
+  *) fail "66,000 threads read back as: $(echo "$out" | head -c 300)" ;;
+esac
+
+"$py" - "$rec" "$tmp/conv.pftrace" "$tmp/many.pftrace" <<'PY' || fail "Perfetto's schema"
 import sys
 import zlib
 from google.protobuf import unknown_fields
@@ -132,7 +150,8 @@ for path in sys.argv[1:]:
     seqs = {p.trusted_packet_sequence_id for p in t.packet}
     assert 0 not in seqs, f"{path}: a packet without a sequence id"
     evs = sum(1 for p in t.packet if p.HasField("track_event"))
-    print(f"{path.rsplit('/', 1)[-1]}: {n} packets, {evs} track events, sequences {sorted(seqs)}")
+    shown = sorted(seqs) if len(seqs) <= 16 else f"{len(seqs)}, {min(seqs)} to {max(seqs)}"
+    print(f"{path.rsplit('/', 1)[-1]}: {n} packets, {evs} track events, sequences {shown}")
     if path.endswith("conv.pftrace"):
         names = {}
         for p in t.packet:
@@ -146,5 +165,23 @@ for path in sys.argv[1:]:
         assert [d.name for d in counters] == ["mem"], counters
         lanes = [d for d in names.values() if d.parent_uuid in names and names[d.parent_uuid].name == "req" and not names[d.parent_uuid].HasField("process")]
         assert len(lanes) == 2, f"async lanes: {len(lanes)}"
+    if path.endswith("many.pftrace"):
+        assert len(seqs) <= 65536, f"{len(seqs)} sequences"
+        assert len(seqs) > 65000, f"only {len(seqs)} sequences"
+        tids = {p.track_descriptor.uuid: p.track_descriptor.thread.tid for p in t.packet
+                if p.HasField("track_descriptor") and p.track_descriptor.HasField("thread")}
+        assert len(tids) == 66000, f"{len(tids)} thread tracks"
+        default = {}
+        begins = {}
+        for p in t.packet:
+            if p.HasField("trace_packet_defaults"):
+                d = p.trace_packet_defaults.track_event_defaults
+                default[p.trusted_packet_sequence_id] = d.track_uuid
+            if p.HasField("track_event") and p.track_event.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+                e = p.track_event
+                u = e.track_uuid if e.HasField("track_uuid") else default[p.trusted_packet_sequence_id]
+                begins[tids[u]] = begins.get(tids[u], 0) + 1
+        assert sorted(begins) == list(range(1, 66001)), "slices on the wrong threads"
+        assert set(begins.values()) == {1}, "a thread with more than one slice"
 PY
 echo "ok"

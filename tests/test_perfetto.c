@@ -11,6 +11,8 @@
  * per sequence (one per track): CLEARED first, defaults before events, NEEDS on the first event
  * packet only, iids defined once and before use, the track implied by the defaults; descriptors
  * before events, one uuid per thread;
+ * - the sequence limit the writer and the reader share (base/perfetto.h): 70,000 tracks written in
+ *   65,536 sequences and read back whole; 65,537 refused by name, 65,536 read in a bounded RSS;
  * - the reader's own sequence rules (packets before a clear are skipped) and bad input
  *   (truncations at every length, garbage varints, a 1 GB length, wrong wire types, NEEDS
  *   with sequence id 0): LOUPE_EFORMAT naming the offset, never a crash;
@@ -31,12 +33,16 @@
 #include <string.h>
 
 #include "base/pb.h"
+#include "base/perfetto.h"
 #include "export/sink.h"
 #include "export/writers.h"
 #include "import/readers.h"
 #include "model/builder.h"
 #include "testutil.h"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* ---- helpers ---- */
@@ -1106,6 +1112,140 @@ static void test_reader_sequence_rules(void **state) {
     assert_false(loupe__perfetto_proto_sniff("\n{\"traceEvents\":[]}", 19));
 }
 
+/* ---- the sequence limit ---- */
+
+/* The distinct trusted_packet_sequence_ids of an uncompressed stream, counted in seen (a byte per
+ * id up to LOUPE__PERFETTO_MAX_SEQUENCES + 1); ids above that are counted in *over. */
+static size_t count_sequences(const uint8_t *b, size_t n, uint8_t *seen, size_t *over) {
+    loupe__pbr p = {b, b + n, b};
+    loupe__pbf f = {0};
+    size_t off = 0, count = 0;
+    const char *what = NULL;
+    *over = 0;
+    while (loupe__pbr_next(&p, &f, &off, &what) > 0) {
+        loupe__pbr q = {f.data, f.data + f.len, b};
+        loupe__pbf g = {0};
+        while (loupe__pbr_next(&q, &g, &off, &what) > 0) {
+            if (g.field == 10) {
+                if (g.v > LOUPE__PERFETTO_MAX_SEQUENCES) {
+                    (*over)++;
+                } else if (!seen[g.v]) {
+                    seen[g.v] = 1;
+                    count++;
+                }
+            }
+        }
+    }
+    return count;
+}
+
+/* More writer tracks than the limit: they share sequences, and each event names its track where
+ * it is not its sequence's default; loupe's reader gives back every thread with its slice. */
+static void test_sequence_limit_writer(void **state) {
+    (void)state;
+    enum { THREADS = 70000 };
+    loupe__mb *mb = loupe__mb_new();
+    loupe_model *m = loupe__mb_model(mb);
+    m->pid = 7;
+    static const char *const names[] = {"a", "b", "c", "d", "e", "f", "g"};
+    for (size_t i = 0; i < THREADS; i++) {
+        size_t t = loupe__mb_thread(mb, 100 + i);
+        add_slice(mb, t, 1000 + 10 * i, 5 + i % 3, names[i % 7], "", 0);
+    }
+    m = loupe__mb_finish(mb);
+    assert_non_null(m);
+    /* uncompressed (write_model's check of the chunks assumes short packets; the metadata
+     * packet here describes 70,000 tracks) */
+    assert_int_equal(setenv("LOUPE_PERFETTO_COMPRESS", "0", 1), 0);
+    size_t n;
+    uint8_t *b = write_raw(m, &n);
+    assert_int_equal(unsetenv("LOUPE_PERFETTO_COMPRESS"), 0);
+    uint8_t *seen = calloc(LOUPE__PERFETTO_MAX_SEQUENCES + 1, 1);
+    assert_non_null(seen);
+    size_t over;
+    /* 1 (descriptors), 3 .. 65536 (the tracks'): 65,535; no samples, so no 2 */
+    assert_int_equal(count_sequences(b, n, seen, &over), LOUPE__PERFETTO_MAX_SEQUENCES - 1);
+    assert_int_equal(over, 0);
+    assert_false(seen[2]);
+    free(seen);
+    loupe_model *r = NULL;
+    int rc = read_bytes(b, n, &r);
+    if (rc != 0) {
+        fail_msg("%s", loupe_last_error());
+    }
+    assert_int_equal(r->thread_count, THREADS);
+    for (size_t i = 0; i < THREADS; i++) {
+        const loupe_model_thread *th = &r->threads[i];
+        assert_int_equal(th->tid, 100 + i);
+        assert_int_equal(th->slice_count, 1);
+        assert_string_equal(th->slices[0].name, names[i % 7]);
+        assert_int_equal(th->slices[0].start_ns, 1000 + 10 * i);
+        assert_int_equal(th->slices[0].dur_ns, 5 + i % 3);
+    }
+    loupe_model_free(r);
+    free(b);
+    loupe_model_free(m);
+}
+
+/* count packets, each on its own sequence (ids 1..count): CLEARED and a ClockSnapshot of clock 64
+ * (incremental), the state a writer gives every sequence. */
+static uint8_t *many_sequences(size_t count, size_t *n) {
+    uint8_t *b = malloc(count * 20);
+    assert_non_null(b);
+    size_t o = 0;
+    for (size_t id = 1; id <= count; id++) {
+        uint8_t pkt[20];
+        size_t k = 0;
+        pkt[k++] = 0x50; /* field 10, trusted_packet_sequence_id */
+        k += loupe__pb_put_varint_at(pkt + k, id);
+        static const uint8_t rest[] = {0x68, 0x01, /* field 13, sequence_flags: CLEARED */
+                                       0x32, 0x08, /* field 6, ClockSnapshot */
+                                       0x0A, 0x06, /* .clocks: {id 64, ts 0, incremental} */
+                                       0x08, 0x40, 0x10, 0x00, 0x18, 0x01};
+        memcpy(pkt + k, rest, sizeof rest);
+        k += sizeof rest;
+        b[o++] = 0x0A;
+        b[o++] = (uint8_t)k;
+        memcpy(b + o, pkt, k);
+        o += k;
+    }
+    *n = o;
+    return b;
+}
+
+/* The reader refuses the 65,537th sequence by name, and holds a few hundred bytes per sequence
+ * until then (0.4 held 4 KiB each: 65,536 sequences took 286 MB before that refusal; measured
+ * in a child process, whose peak RSS starts at its parent's). */
+static void test_sequence_limit_reader(void **state) {
+    (void)state;
+    size_t n;
+    uint8_t *b = many_sequences(LOUPE__PERFETTO_MAX_SEQUENCES + 1, &n);
+    expect_error(b, n, "mem.pftrace: more than 65536 packet sequences");
+    free(b);
+    b = many_sequences(LOUPE__PERFETTO_MAX_SEQUENCES, &n);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rusage before, after;
+        getrusage(RUSAGE_SELF, &before);
+        loupe_model *m = NULL;
+        int rc = read_bytes(b, n, &m);
+        getrusage(RUSAGE_SELF, &after);
+        long grew_kib = after.ru_maxrss - before.ru_maxrss;
+        printf("65536 sequences read: rc %d, peak RSS +%ld KiB\n", rc, grew_kib);
+        fflush(stdout);
+        /* 64 MiB: the sequences and their map take about 24 MiB (less where the heap the parent
+         * freed is reused); 4 KiB a sequence took 204 MiB more */
+        _exit(rc == 0 && m != NULL && grew_kib < 64 * 1024 ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    free(b);
+}
+
 /* A session asked for LOUPE_FORMAT_PERFETTO_PROTO writes <host>.pftrace (not gzipped), which
  * loupe_trace_read() reads by content. */
 static void test_session(void **state) {
@@ -1167,6 +1307,8 @@ int main(void) {
         cmocka_unit_test(test_compressed),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_reader_sequence_rules),
+        cmocka_unit_test(test_sequence_limit_writer),
+        cmocka_unit_test(test_sequence_limit_reader),
         cmocka_unit_test(test_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

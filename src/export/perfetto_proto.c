@@ -64,6 +64,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/pb.h"
+#include "base/perfetto.h"
 #include "export/writers.h"
 
 #include <assert.h>
@@ -146,7 +147,8 @@ typedef struct seqst {
 } seqst;
 
 /* A writer track: a model track, or one lane of an async track (its own Perfetto track, a
- * child of the async track's), with its own sequence. */
+ * child of the async track's), with its own sequence while there are few enough of them (see
+ * put_sequences). */
 typedef struct vtrack {
     size_t thread;
     int is_lane;
@@ -156,7 +158,8 @@ typedef struct vtrack {
     size_t *stack;  /* open slices (indices into the track's slices) */
     size_t depth, cap;
     size_t fi, fend; /* this track's range of flow ends */
-    seqst q;
+    seqst *q;        /* its sequence: w->tseq[v % w->tseq_count] */
+    uint64_t uuid;   /* its events' track_uuid: 0 when it is its sequence's default track */
 } vtrack;
 
 typedef struct flow_end {
@@ -193,6 +196,8 @@ typedef struct writer {
     seqst *q;      /* the sequence of the packet being built */
     vtrack *vt;
     size_t vt_count;
+    seqst *tseq; /* the writer tracks' sequences, SEQ_TRACK0 + i */
+    size_t tseq_count;
     size_t *vt_base; /* per model track: its first writer track */
     size_t *lidx;    /* async tracks' slice indices, by (track, lane, index) */
     flow_end *fe;
@@ -585,9 +590,9 @@ static void put_descriptors(writer *w) {
             put_named(w, vt_uuid(w, v), thread_uuid(w->vt[v].thread), th->name, 0);
         }
     }
-    /* 3: each writer track's sequence: cleared, its clock, its track as the default. */
-    for (size_t v = 0; v < w->vt_count; v++) {
-        put_sequence_start(w, &w->vt[v].q, vt_uuid(w, v));
+    /* 3: each writer track's sequence: cleared, its clock, its first track as the default. */
+    for (size_t i = 0; i < w->tseq_count; i++) {
+        put_sequence_start(w, &w->tseq[i], vt_uuid(w, i));
     }
 }
 
@@ -709,7 +714,7 @@ static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
     const loupe_model_thread *th = &w->m->threads[c->thread];
     if (what == 1) {
         const loupe_slice *s = &th->slices[c->stack[--c->depth]];
-        event_begin(w, &c->q, TYPE_SLICE_END, 0);
+        event_begin(w, c->q, TYPE_SLICE_END, c->uuid);
         /* HAS_ARGS is the model's own mark (the args themselves say it) */
         uint32_t flags = s->flags & ~(uint32_t)LOUPE_SLICE_HAS_ARGS;
         if (flags != 0) {
@@ -730,7 +735,7 @@ static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
             c->cap = nc;
         }
         c->stack[c->depth++] = i;
-        event_begin(w, &c->q, TYPE_SLICE_BEGIN, 0);
+        event_begin(w, c->q, TYPE_SLICE_BEGIN, c->uuid);
         put_name(w, s->name);
         put_category(w, loupe_slice_category(w->m, s));
         size_t nargs;
@@ -743,7 +748,7 @@ static void emit_vt(writer *w, size_t v, int what, uint64_t ts) {
         event_end(w, ts);
     } else {
         const loupe_instant *in = &th->instants[c->ii++];
-        event_begin(w, &c->q, TYPE_INSTANT, 0);
+        event_begin(w, c->q, TYPE_INSTANT, c->uuid);
         put_name(w, in->name);
         put_args(w, in->args, in->arg_count);
         event_end(w, ts);
@@ -922,6 +927,18 @@ static int prepare(writer *w) {
         return -1;
     }
     w->vt_count = nvt;
+    /* One sequence per writer track, as the Perfetto SDK gives each thread one, up to the limit
+     * loupe's reader shares (base/perfetto.h, less sequences 1 and 2); past it, track v shares
+     * sequence v % count and, but for the first on it, names its track in every event. */
+    size_t nseq = nvt < LOUPE__PERFETTO_MAX_SEQUENCES - 2 ? nvt : LOUPE__PERFETTO_MAX_SEQUENCES - 2;
+    w->tseq = calloc(nseq + 1, sizeof(*w->tseq));
+    if (w->tseq == NULL) {
+        return -1;
+    }
+    w->tseq_count = nseq;
+    for (size_t i = 0; i < nseq; i++) {
+        w->tseq[i].id = (uint32_t)(SEQ_TRACK0 + i);
+    }
     size_t li = 0;
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
@@ -929,7 +946,7 @@ static int prepare(writer *w) {
         for (size_t l = 0; l < lanes; l++) {
             vtrack *c = &w->vt[b + l];
             c->thread = t;
-            c->q.id = (uint32_t)(SEQ_TRACK0 + b + l);
+            c->q = &w->tseq[(b + l) % nseq];
             c->ii = l == 0 ? 0 : th->instant_count; /* instants: lane 0's */
             if (th->kind != LOUPE_TRACK_ASYNC) {
                 c->end = th->slice_count;
@@ -980,6 +997,9 @@ static int prepare(writer *w) {
             return -2;
         }
     }
+    for (size_t v = w->tseq_count; v < nvt; v++) { /* uuids: after the counters' count */
+        w->vt[v].uuid = vt_uuid(w, v);
+    }
     return w->oom ? -1 : 0;
 }
 
@@ -1000,9 +1020,12 @@ static void writer_free(writer *w) {
     if (w->vt != NULL) {
         for (size_t v = 0; v < w->vt_count; v++) {
             free(w->vt[v].stack);
-            seq_free(&w->vt[v].q);
         }
     }
+    for (size_t i = 0; i < w->tseq_count; i++) {
+        seq_free(&w->tseq[i]);
+    }
+    free(w->tseq);
     seq_free(&w->main);
     free(w->vt);
     free(w->vt_base);

@@ -46,8 +46,9 @@
  */
 #include "base/array.h"
 #include "base/error.h"
-#include "base/progress.h"
 #include "base/pb.h"
+#include "base/perfetto.h"
+#include "base/progress.h"
 #include "import/readers.h"
 #include "model/builder.h"
 
@@ -61,7 +62,7 @@
 #include <zlib.h>
 
 #define MAX_FILE ((uint64_t)4 << 30)
-#define MAX_SEQS 65536
+#define MAX_SEQS LOUPE__PERFETTO_MAX_SEQUENCES
 #define DENSE_IIDS ((uint64_t)1 << 20) /* per sequence and kind: 8 MiB of pointers at most */
 #define DIRECT_SEQS 4096               /* sequence ids looked up by index below this */
 
@@ -157,11 +158,15 @@ typedef struct track {
     size_t lane_of;
 } track;
 
+/* A clock a sequence's ClockSnapshot named (ids 1..127 but BOOTTIME's 6, which is the trace
+ * clock): its snapshot value and, for an incremental one, its last value on the sequence. */
 typedef struct clockref {
-    int has;
+    uint32_t id;
     int incremental;
     uint64_t snap, last;
 } clockref;
+
+#define SEQ_CLOCKS 4 /* clocks a sequence holds inline (loupe's and the SDK's use 1 to 3) */
 
 typedef struct seq {
     uint32_t id;
@@ -172,7 +177,12 @@ typedef struct seq {
     uint64_t track_default;
     int has_boot;
     uint64_t boot_snap;
-    clockref clocks[128]; /* by clock id; 64..127 sequence-scoped */
+    /* Its clocks, SEQ_CLOCKS inline and the rest in more (at most 126 in all): a few bytes per
+     * sequence, where a table by id took 4 KiB (70,000 sequences read 286 MB before the
+     * refusal of the 65,537th). */
+    clockref clocks[SEQ_CLOCKS];
+    clockref *more;
+    uint32_t nclocks;
     /* The current generation's interned strings by iid, for iids below DENSE_IIDS (writers give
      * iids from 1 up, so they are dense): an array index instead of a hash per event. The map
      * r->interned holds them too, and every iid above. */
@@ -190,7 +200,7 @@ typedef struct reader {
     loupe__mb *mb;
     loupe_model *m;
     seq **seqs;
-    size_t seq_count;
+    size_t seq_count, seq_cap;
     map interned; /* (iid, seq<<40 | gen<<4 | kind) -> string */
     map tracks;   /* (uuid, 0) -> index into trk */
     map flows;    /* (flow id, 0) -> (thread, slice) when live */
@@ -313,12 +323,16 @@ static seq *get_seq(reader *r, uint32_t id, size_t *idx, int *rc) {
         *rc = loupe__err(LOUPE_EFORMAT, "%s: more than %d packet sequences", r->name, MAX_SEQS);
         return NULL;
     }
-    seq **ns = realloc(r->seqs, (r->seq_count + 1) * sizeof(*ns));
-    if (ns == NULL) {
-        *rc = oom(r);
-        return NULL;
+    if (r->seq_count == r->seq_cap) {
+        size_t nc = r->seq_cap ? r->seq_cap * 2 : 16;
+        seq **ns = realloc(r->seqs, nc * sizeof(*ns));
+        if (ns == NULL) {
+            *rc = oom(r);
+            return NULL;
+        }
+        r->seqs = ns;
+        r->seq_cap = nc;
     }
-    r->seqs = ns;
     seq *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         *rc = oom(r);
@@ -475,6 +489,32 @@ static const char *lookup(reader *r, size_t si, const seq *s, unsigned kind, uin
     return e != NULL && e->live ? (const char *)(uintptr_t)e->v1 : NULL;
 }
 
+/* The sequence's clock id, or NULL when its snapshots named none. */
+static clockref *find_clock(seq *s, uint64_t id) {
+    for (uint32_t i = 0; i < s->nclocks && i < SEQ_CLOCKS; i++) {
+        if (s->clocks[i].id == id) {
+            return &s->clocks[i];
+        }
+    }
+    for (uint32_t i = SEQ_CLOCKS; i < s->nclocks; i++) {
+        if (s->more[i - SEQ_CLOCKS].id == id) {
+            return &s->more[i - SEQ_CLOCKS];
+        }
+    }
+    return NULL;
+}
+
+/* A new clock slot (ids are 1..127, so at most 127 of them); NULL on out-of-memory. */
+static clockref *add_clock(seq *s) {
+    if (s->nclocks < SEQ_CLOCKS) {
+        return &s->clocks[s->nclocks++];
+    }
+    if (s->more == NULL && (s->more = calloc(128 - SEQ_CLOCKS, sizeof(*s->more))) == NULL) {
+        return NULL;
+    }
+    return &s->more[s->nclocks++ - SEQ_CLOCKS];
+}
+
 static int do_clock_snapshot(reader *r, const loupe__pbf *cf, seq *s) {
     loupe__pbr p = sub(r, cf);
     loupe__pbf f = {0};
@@ -509,8 +549,12 @@ static int do_clock_snapshot(reader *r, const loupe__pbf *cf, seq *s) {
         if (id == 6) {
             s->has_boot = 1;
             s->boot_snap = ts;
-        } else if (id < 128) {
-            s->clocks[id] = (clockref){1, incr != 0, ts, ts};
+        } else if (id > 0 && id < 128) {
+            clockref *c = find_clock(s, id);
+            if (c == NULL && (c = add_clock(s)) == NULL) {
+                return oom(r);
+            }
+            *c = (clockref){(uint32_t)id, incr != 0, ts, ts};
         }
     }
     return k < 0 ? rc : 0;
@@ -518,10 +562,10 @@ static int do_clock_snapshot(reader *r, const loupe__pbf *cf, seq *s) {
 
 /* Trace time of a packet's timestamp on clock id. */
 static uint64_t to_trace_time(seq *s, uint64_t clock, uint64_t ts) {
-    if (clock == 0 || clock == 6 || clock >= 128 || !s->clocks[clock].has) {
+    clockref *c;
+    if (clock == 0 || clock == 6 || (c = find_clock(s, clock)) == NULL) {
         return ts;
     }
-    clockref *c = &s->clocks[clock];
     uint64_t v = ts;
     if (c->incremental) {
         v = c->last + ts;
@@ -1459,6 +1503,7 @@ static void reader_free(reader *r) {
         for (unsigned kd = 1; kd <= 3; kd++) {
             free(r->seqs[i]->dense[kd]);
         }
+        free(r->seqs[i]->more);
         free(r->seqs[i]);
     }
     free(r->seqs);
