@@ -2,7 +2,9 @@
 # grpc_validate.sh BUILD_DIR SOURCE_DIR: loupe's gRPC ProfilerService and `loupe capture`'s gRPC
 # client against the real tools (tests/grpc_check.py does the Python side):
 #   1. python -m jax.collect_profile PORT 500 --log_dir D --no_perfetto_link against a loupe
-#      process (tests/probes/server_probe): exit 0, D holds <host>_<port>.xplane.pb, xprof
+#      process (tests/probes/server_probe) serving HTTP and gRPC on its one port, as
+#      loupe_start_server(port) does (curl's GET /v1/status on that port too): exit 0, D holds
+#      <host>_<port>.xplane.pb, xprof
 #      converts it and every zone of the window is there (consecutive numbers, none missing; at
 #      least 10 of the ~100 a quiet machine gives: the probe's 5 ms sleeps overshoot under load);
 #   2. XProf's capture handler (ProfilePlugin.capture_route_impl, in-process) against one loupe
@@ -49,9 +51,10 @@ fail() {
   echo "$name: FAIL: $*"
   exit 1
 }
-# start_probe NAME [LOG_DIR]: a loupe process; sets $grpc_port
+# start_probe NAME GRPC_PORT [LOG_DIR]: a loupe process (GRPC_PORT 0: on the HTTP port, -1: a
+# free one of its own); sets $grpc_port and $http_port
 start_probe() {
-  "$probe" 0 -1 ${2:+"$2"} >"$tmp/$1.out" 2>&1 &
+  "$probe" 0 "$2" ${3:+"$3"} >"$tmp/$1.out" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do grep -q ready "$tmp/$1.out" && break; sleep 0.1; done
   grpc_port=$(sed -n 's/^ready http=[0-9]* grpc=\([0-9]*\)$/\1/p' "$tmp/$1.out")
@@ -61,19 +64,27 @@ start_probe() {
 # quiet: the consumers log to stderr (absl); keep the lines that matter
 quiet() { grep -vE '^([IWE][0-9]{4} |WARNING: All log messages)'; }
 
-start_probe a
+start_probe a 0
 pa=$grpc_port
 ha=$http_port
-start_probe b
+[ "$pa" = "$ha" ] || fail "the default grpc_port: gRPC on $pa, HTTP on $ha"
+start_probe b -1
 pb=$grpc_port
 hb=$http_port
+[ "$pb" != "$hb" ] || fail "grpc_port -1: gRPC and HTTP both on $pb"
+# HTTP on the one port, also while a connection that has sent nothing waits there
+exec 7<>"/dev/tcp/127.0.0.1/$pa"
+st=$(curl -s -m 20 "http://127.0.0.1:$pa/v1/status") || fail "curl /v1/status on the one port $pa"
+case $st in *'"state":"IDLE"'*) ;; *) fail "GET /v1/status on the one port: $st" ;; esac
+echo "GET /v1/status on the one port $pa: IDLE"
 
 # 1. jax.collect_profile
 timeout 120 $py -m jax.collect_profile "$pa" 500 --log_dir "$tmp/jc" --no_perfetto_link \
   >"$tmp/jc.log" 2>&1 || { cat "$tmp/jc.log"; fail "jax.collect_profile exited $?"; }
 f=$(ls "$tmp"/jc/plugins/profile/*/127.0.0.1_"$pa".xplane.pb 2>/dev/null)
 [ -n "$f" ] || { cat "$tmp/jc.log"; ls -R "$tmp/jc"; fail "collect_profile left no 127.0.0.1_$pa.xplane.pb"; }
-echo "jax.collect_profile $pa 500: exit 0, $(basename "$f")"
+echo "jax.collect_profile $pa 500 (HTTP's port): exit 0, $(basename "$f")"
+exec 7>&-
 timeout 120 $check zones "$f" 10 2>&1 | quiet || fail "zones of the collect_profile capture"
 
 # 2. XProf's capture handler: one process, then two
@@ -96,11 +107,11 @@ done
 
 # 3. the service's statuses; a capture during a local trace
 timeout 120 $check service "127.0.0.1:$pb" "$tmp/svc" 2>&1 | quiet || fail "service statuses"
-start_probe c "$tmp/local"
+start_probe c -1 "$tmp/local"
 timeout 60 $check busy "127.0.0.1:$grpc_port" "$tmp/local" 2>&1 | quiet || fail "busy"
 
 # a stop during a capture answers it (UNAVAILABLE) and returns within its 2 s grace
-start_probe d
+start_probe d 0
 pd_pid=${pids[-1]}
 timeout 60 $check stopping "127.0.0.1:$grpc_port" >"$tmp/stop.log" 2>&1 &
 st=$!
@@ -158,18 +169,19 @@ print(" ".join(m.get(k, "-") for k in ("loupe_clock_offset_ns", "loupe_clock_off
       "loupe_clock_offset_at_ns", "loupe_clock_method")))' "$tmp/lt.trace.json.gz")
 [ "$got" = "0 unknown - unknown" ] || fail "the timeless capture's clock keys: '$got', want '0 unknown - unknown'"
 echo "loupe capture grpc://127.0.0.1:$tp (no session times): $want"
-# no scheme: HTTP first, then gRPC; a loupe process over gRPC beside it; --merge
-timeout 120 "$loupe" capture "127.0.0.1:$jp,127.0.0.1:$pa" --duration-ms 500 --log-dir "$tmp/lm" \
+# no scheme: HTTP first, then gRPC; a loupe process over gRPC beside it (b: its gRPC port is
+# its own, so only gRPC answers there); --merge
+timeout 120 "$loupe" capture "127.0.0.1:$jp,127.0.0.1:$pb" --duration-ms 500 --log-dir "$tmp/lm" \
   --merge >"$tmp/lm.out" 2>&1 || { cat "$tmp/lm.out"; fail "loupe capture JAX,LOUPE --merge"; }
 grep -q "127.0.0.1:$jp: not an HTTP/1.1 server (Received HTTP/0.9 when not allowed); capturing over gRPC" \
   "$tmp/lm.out" || { cat "$tmp/lm.out"; fail "no auto-detection message"; }
 run=$(tail -1 "$tmp/lm.out")
 # loupe capture names a file <host>_<port>.<pid>.xplane.pb: the pid made "N" here
 got=$(cd "$run" && ls | sed 's/\.[0-9][0-9]*\.xplane\.pb$/.N.xplane.pb/' | sort | tr '\n' ' ')
-want=$(printf '%s\n' "127.0.0.1_$jp.N.xplane.pb" "127.0.0.1_$pa.N.xplane.pb" perfetto_trace.json.gz |
+want=$(printf '%s\n' "127.0.0.1_$jp.N.xplane.pb" "127.0.0.1_$pb.N.xplane.pb" perfetto_trace.json.gz |
   sort | tr '\n' ' ')
 [ "$got" = "$want" ] || fail "loupe capture --merge: files '$got', want '$want'"
-timeout 60 $check merged "$run/perfetto_trace.json.gz" "127.0.0.1:$jp" "127.0.0.1:$pa" 2>&1 | quiet ||
+timeout 60 $check merged "$run/perfetto_trace.json.gz" "127.0.0.1:$jp" "127.0.0.1:$pb" 2>&1 | quiet ||
   fail "merged trace"
 # 5. one timeline (tests/xprof_timeline.py): `loupe capture` of the two processes over HTTP as
 # xplane; XProf's view of the two files has every zone where the merged run has it (each server

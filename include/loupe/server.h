@@ -39,20 +39,25 @@ extern "C" {
 /** The longest capture a server allows by default: 60 000 ms. */
 #define LOUPE_SERVER_DEFAULT_MAX_DURATION_MS 60000u
 
-/** loupe_server_options.grpc_port: no gRPC service (the zero default). */
-#define LOUPE_SERVER_GRPC_OFF 0
-/** loupe_server_options.grpc_port: the gRPC service on a free port (loupe_server_grpc_port()). */
+/** loupe_server_options.grpc_port: the gRPC service on the HTTP port (the zero default), as
+ * jax.profiler.start_server(port) serves it; HTTP alone in a build without gRPC. */
+#define LOUPE_SERVER_GRPC_SAME_PORT 0
+/** loupe_server_options.grpc_port: the gRPC service on a free port of its own
+ * (loupe_server_grpc_port()). */
 #define LOUPE_SERVER_GRPC_ANY_PORT (-1)
+/** loupe_server_options.grpc_port: no gRPC service, HTTP alone (0.4's default, which was 0). */
+#define LOUPE_SERVER_GRPC_OFF (-2)
 
 /** Options of loupe_start_server_ex(). Zero-initialise, then set what you need.
  *
- * Two ports, two protocols, one server: `port` serves loupe's HTTP API (GET /v1/status,
- * /v1/profile, /v1/clock: curl, `loupe capture`), `grpc_port` the gRPC
- * `tensorflow.ProfilerService` that jax.profiler.start_server(port) serves (jax.collect_profile,
- * XProf's "Capture Profile", `loupe capture grpc://`). They are separate ports because each
- * protocol owns its listening socket (libmicrohttpd, gRPC's C core): one port for both would mean
- * sniffing each connection's first bytes before either library sees it, and a client that sends
- * nothing would hold that sniffing. loupe_start_server(port) stays HTTP only, as it always was.
+ * One port, two protocols: `port` serves loupe's HTTP API (GET /v1/status, /v1/profile,
+ * /v1/clock: curl, `loupe capture`) and, by default, the gRPC `tensorflow.ProfilerService` that
+ * jax.profiler.start_server(port) serves (jax.collect_profile, XProf's "Capture Profile",
+ * `loupe capture grpc://`): each connection goes to the protocol its first bytes say (HTTP/2's
+ * connection preface: gRPC; anything else: HTTP/1.1), so loupe_start_server(9999) answers
+ * `python -m jax.collect_profile 9999 ...` as jax's own server does. A connection that says
+ * nothing is closed after 5 s and never holds the others up. `grpc_port` can still give gRPC a
+ * port of its own, or turn it off.
  *
  * A capture (either protocol) also samples every thread's CPU at 999 Hz (as `loupe record`;
  * HTTP's sample_hz= sets the rate, 0 turns it off; host tracer level 0 records nothing) where
@@ -70,29 +75,33 @@ typedef struct loupe_server_options {
     /** The longest capture allowed, in ms; 0 = LOUPE_SERVER_DEFAULT_MAX_DURATION_MS. A request
      * for more gets 400. */
     uint32_t max_duration_ms;
-    /** The gRPC ProfilerService's port, on the same bind_address: LOUPE_SERVER_GRPC_OFF (0, the
-     * default) serves none, 1..65535 that port, LOUPE_SERVER_GRPC_ANY_PORT (-1) a free one.
+    /** The gRPC ProfilerService's port, on the same bind_address: LOUPE_SERVER_GRPC_SAME_PORT (0,
+     * the default) the HTTP port, 1..65535 a port of its own, LOUPE_SERVER_GRPC_ANY_PORT (-1) a
+     * free one, LOUPE_SERVER_GRPC_OFF (-2) none.
      * Its Profile writes <repository_root>/<session_id>/<host_name>.xplane.pb on this machine
      * (as jax's server does), or returns the XSpace when the request sets emit_xspace. With a
      * token, calls need the metadata `authorization: Bearer <token>` (jax's clients cannot send
-     * it). max_duration_ms applies. Needs a build with the gRPC service (LOUPE_WITH_GRPC). */
+     * it). max_duration_ms applies. A port of its own needs a build with the gRPC service
+     * (LOUPE_WITH_GRPC); the default then serves HTTP alone. */
     int grpc_port;
 } loupe_server_options;
 
-/** Starts the profiler server on 127.0.0.1:port (port 0: a free port).
- * Same as loupe_start_server_ex() with only the port set. */
+/** Starts the profiler server on 127.0.0.1:port (port 0: a free port): loupe's HTTP API and
+ * (in a build with gRPC) the gRPC ProfilerService on that one port, as
+ * jax.profiler.start_server(port). Same as loupe_start_server_ex() with only the port set. */
 LOUPE_API int loupe_start_server(int port);
 
-/** Starts the profiler server: HTTP on options->port and, when options->grpc_port asks for it,
- * gRPC beside it. Returns once both listen (0) or failed.
+/** Starts the profiler server: HTTP on options->port and gRPC on the same port or where
+ * options->grpc_port says. Returns once both listen (0) or failed.
  * Errors: LOUPE_EINVALID (NULL options, port or grpc_port out of range, an address that is not
- * numeric, a token over 255 bytes), LOUPE_EUNSUPPORTED (a grpc_port in a build without the gRPC
- * service; with libloupe.so, libloupe_server.so.0, which holds the server and is loaded at the
- * first start, cannot be loaded: the detail gives the loader's reason), LOUPE_ESERVER_RUNNING (a
- * server runs: the detail names its address and port), LOUPE_EIO (a socket cannot be made or bound,
- * e.g. the port is in use: the detail names the address, port and errno, for the gRPC port too
- * ("loupe_start_server (gRPC): ..."); or a server thread cannot start), LOUPE_ENOMEM. On error
- * nothing changes. Thread-safety: any thread; start and stop calls are serialised. */
+ * numeric, a token over 255 bytes), LOUPE_EUNSUPPORTED (a gRPC port of its own in a build
+ * without the gRPC service; with libloupe.so, libloupe_server.so.0, which holds the server and is
+ * loaded at the first start, cannot be loaded: the detail gives the loader's reason),
+ * LOUPE_ESERVER_RUNNING (a server runs: the detail names its address and port), LOUPE_EIO (a socket
+ * cannot be made or bound, e.g. the port is in use: the detail names the address, port and errno,
+ * for the gRPC port too ("loupe_start_server (gRPC): ..."); or a server thread cannot start),
+ * LOUPE_ENOMEM. On error nothing changes. Thread-safety: any thread; start and stop calls are
+ * serialised. */
 LOUPE_API int loupe_start_server_ex(const loupe_server_options *options);
 
 /** Stops the server: stops accepting, ends a capture in progress (its client gets 503, or gRPC
@@ -106,8 +115,8 @@ LOUPE_API int loupe_stop_server(void);
  * no server runs. Thread-safety: any thread. */
 LOUPE_API int loupe_server_port(void);
 
-/** The port the running server's gRPC service listens on (the chosen one after
- * LOUPE_SERVER_GRPC_ANY_PORT), or 0 when no server or no gRPC service runs.
+/** The port the running server's gRPC service listens on (the HTTP port by default, the chosen
+ * one after LOUPE_SERVER_GRPC_ANY_PORT), or 0 when no server or no gRPC service runs.
  * Thread-safety: any thread. */
 LOUPE_API int loupe_server_grpc_port(void);
 

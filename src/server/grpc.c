@@ -40,6 +40,7 @@
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
@@ -653,20 +654,26 @@ static void *poll_main(void *arg) {
 
 /* ---- start and stop (server.c calls these under its lock) ---- */
 
+int loupe__grpc_available(void) {
+    return 1;
+}
+
+void loupe__grpc_add_fd(int fd) {
+    grpc_server *s = __atomic_load_n(&server, __ATOMIC_ACQUIRE);
+    if (s == NULL || __atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) {
+        close(fd);
+        return;
+    }
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_add_channel_from_fd(s, fd, creds); /* takes fd over */
+    grpc_server_credentials_release(creds);
+}
+
 int loupe__grpc_start(const char *address, int port, const char *tok, uint32_t limit_ms,
-                      int *port_out) {
+                      int fed_port, int *port_out) {
     (void)pthread_once(&fork_once, install_fork_handler);
     *port_out = 0;
-    if (port < LOUPE_SERVER_GRPC_ANY_PORT || port > 65535) {
-        return loupe__err(LOUPE_EINVALID,
-                          "loupe_start_server: grpc_port %d is out of range (0: no gRPC, "
-                          "1..65535, -1: a free port)",
-                          port);
-    }
-    if (port == LOUPE_SERVER_GRPC_OFF) {
-        return 0;
-    }
-    if (port > 0) {
+    if (fed_port == 0 && port > 0) {
         /* Bind the port once ourselves: a busy port then fails with its errno in the detail,
          * which gRPC's add_http2_port would only log to stderr. (It is bound again just after;
          * a race with another process in between still fails, with the message below.) */
@@ -709,12 +716,14 @@ int loupe__grpc_start(const char *address, int port, const char *tok, uint32_t l
         methods[m] = grpc_server_register_method(server, method_paths[m], NULL,
                                                  GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     }
-    char hp[96];
-    int want = port == LOUPE_SERVER_GRPC_ANY_PORT ? 0 : port;
-    snprintf(hp, sizeof hp, strchr(address, ':') ? "[%s]:%d" : "%s:%d", address, want);
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-    int bound = grpc_server_add_http2_port(server, hp, creds);
-    grpc_server_credentials_release(creds);
+    int want = port == LOUPE_SERVER_GRPC_ANY_PORT ? 0 : port, bound = fed_port;
+    if (fed_port == 0) {
+        char hp[96];
+        snprintf(hp, sizeof hp, strchr(address, ':') ? "[%s]:%d" : "%s:%d", address, want);
+        grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+        bound = grpc_server_add_http2_port(server, hp, creds);
+        grpc_server_credentials_release(creds);
+    }
     int r = 0;
     if (bound <= 0) {
         r = loupe__err(LOUPE_EIO,

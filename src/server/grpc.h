@@ -6,13 +6,23 @@
 
 #include <stdint.h>
 
-/* Starts the service on address:port (loupe_server_options.grpc_port: 0 none, -1 a free port)
- * with the server's token ("" = none) and duration limit, and sets *port_out (0 when none).
- * Returns 0, LOUPE_EINVALID (port out of range), LOUPE_EUNSUPPORTED (a port in a build without
+/* Starts the service with the server's token ("" = none) and duration limit, and sets
+ * *port_out. Where: on address:port (loupe_server_options.grpc_port 1..65535, or -1: a free
+ * port) when fed_port is 0; with fed_port, the HTTP port, on no port of its own: server.c's
+ * router (router.h) then hands it the connections that open with HTTP/2's preface
+ * (loupe__grpc_add_fd), and *port_out is fed_port. Returns 0, LOUPE_EUNSUPPORTED (a build without
  * gRPC), LOUPE_EIO (cannot bind or start: the detail names the address and port), LOUPE_ENOMEM.
  * On error nothing runs. Caller: server.c, under its start/stop lock. */
 int loupe__grpc_start(const char *address, int port, const char *token, uint32_t max_ms,
-                      int *port_out);
+                      int fed_port, int *port_out);
+
+/* 1 when this build has the gRPC service (grpc.c), 0 when not (grpc_none.c). */
+int loupe__grpc_available(void);
+
+/* Hands a connected socket to the running service (a connection the router saw open with
+ * HTTP/2's preface, which is still unread in it); the service owns it then and closes it, also
+ * when it is not running. Thread-safety: the router's thread, between start and stop_begin. */
+void loupe__grpc_add_fd(int fd);
 
 /* Stopping in two halves so that the HTTP server's grace period and gRPC's overlap:
  * stop_begin refuses new calls and ends a capture in progress (its caller gets UNAVAILABLE);

@@ -43,6 +43,7 @@
 #include "export/writers.h"
 #include "server/grpc.h"
 #include "server/query.h"
+#include "server/router.h"
 #include "server/server_internal.h"
 #include "base/net.h"
 
@@ -116,6 +117,7 @@ static int reaper_run; /* under wait_lock */
 /* A forked child has the parent's state but not its threads: it has no server. The listening
  * socket is closed in the child so that the parent's stop frees the port. */
 static void atfork_child(void) {
+    loupe__router_atfork_child();
     if (daemon_ != NULL) {
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_LISTEN_FD);
         if (di != NULL) {
@@ -821,6 +823,12 @@ int loupe_start_server_ex(const loupe_server_options *o) {
                           "port)",
                           o->port);
     }
+    if (o->grpc_port < LOUPE_SERVER_GRPC_OFF || o->grpc_port > 65535) {
+        return loupe__err(LOUPE_EINVALID,
+                          "loupe_start_server: grpc_port %d is out of range (0: gRPC on the HTTP "
+                          "port, 1..65535: a port of its own, -1: a free port, -2: no gRPC)",
+                          o->grpc_port);
+    }
     if (o->token != NULL && strlen(o->token) > TOKEN_MAX) {
         return loupe__err(LOUPE_EINVALID, "loupe_start_server: the token is over %d bytes",
                           TOKEN_MAX);
@@ -848,30 +856,49 @@ int loupe_start_server_ex(const loupe_server_options *o) {
     srv_max_ms = o->max_duration_ms ? o->max_duration_ms : LOUPE_SERVER_DEFAULT_MAX_DURATION_MS;
     cfg_port = port;
     stopping = 0;
-    /* The gRPC service beside (grpc.h): started first, so that a failure of either leaves
-     * nothing running. */
-    int gport;
-    r = loupe__grpc_start(addr, o->grpc_port, srv_token, srv_max_ms, &gport);
+    /* The gRPC service (grpc.h): on the HTTP port by default, where the router (router.h) hands
+     * it the connections that open with HTTP/2's preface, or on a port of its own. Started
+     * first, so that a failure of either leaves nothing running. */
+    int shared = o->grpc_port == LOUPE_SERVER_GRPC_SAME_PORT && loupe__grpc_available();
+    int gport = 0;
+    r = o->grpc_port == LOUPE_SERVER_GRPC_OFF ||
+                (o->grpc_port == LOUPE_SERVER_GRPC_SAME_PORT && !shared)
+            ? 0
+            : loupe__grpc_start(addr, o->grpc_port, srv_token, srv_max_ms, shared ? port : 0,
+                                &gport);
     if (r != 0) {
         close(fd);
         srv_token[0] = 0;
         pthread_mutex_unlock(&srv_lock);
         return r;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-            MHD_USE_ITC,
-        0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)MAX_CONNECTIONS, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)CONNECTION_TIMEOUT_S, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                           MHD_USE_POLL | MHD_USE_ITC;
+    struct MHD_Daemon *d =
+        shared ? MHD_start_daemon(flags | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL, on_request, NULL,
+                                  MHD_OPTION_ARRAY, opts, MHD_OPTION_END)
+               : MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET,
+                                  fd, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    if (d != NULL && shared && loupe__router_start(fd, d) != 0) {
+        MHD_stop_daemon(d);
+        d = NULL;
+    }
     if (d != NULL) {
         pthread_mutex_lock(&wait_lock);
         reaper_run = 1;
         pthread_mutex_unlock(&wait_lock);
         if (pthread_create(&reaper, NULL, reap, NULL) != 0) {
             reaper_run = 0;
-            MHD_stop_daemon(d); /* closes the listening socket it was given */
+            loupe__router_stop(); /* shared: it closes the listening socket */
+            MHD_stop_daemon(d);   /* else libmicrohttpd closes the one it was given */
             d = NULL;
             fd = -1;
         }
@@ -906,6 +933,7 @@ int loupe_stop_server(void) {
     }
     /* No new connections; captures wake up and answer 503; the requests in flight get up to
      * STOP_GRACE_MS to finish sending before the remaining connections are cut. */
+    loupe__router_stop(); /* the one port's accepts, when it serves both protocols */
     MHD_socket lfd = MHD_quiesce_daemon(daemon_);
     loupe__grpc_stop_begin(); /* gRPC's grace runs beside HTTP's */
     struct timespec deadline;
