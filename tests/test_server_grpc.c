@@ -24,14 +24,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* ThreadSanitizer (the tsan stage runs this test): gRPC's C core and abseil come from Debian
- * uninstrumented, so TSan sees only half of their synchronisation and reports races inside them
- * (Epoll1Poller::DoEpollWait). Those are suppressed; a race with a frame in loupe's own code
- * (src/server/grpc.c) is still reported. */
-const char *__tsan_default_suppressions(void);
-const char *__tsan_default_suppressions(void) {
-    return "race:libgrpc.so\nrace:libgpr.so\nrace:libabsl_\n";
-}
+/* ThreadSanitizer's suppressions for gRPC's uninstrumented libraries: testutil.c's
+ * (probes/tsan_grpc.h). */
 
 static void test_range(void **state) {
     (void)state;

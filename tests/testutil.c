@@ -1,5 +1,6 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
+#include "probes/tsan_grpc.h" /* the server tests start gRPC: TSan suppressions */
 
 #include <errno.h>
 #include <loupe/loupe.h>

@@ -10,6 +10,8 @@
  * SIGINT: "zone <n>" (n = 0, 1, 2, ... zero-padded to 6 digits) lasting about 4 ms each, 1 ms
  * apart, so a capture window holds a run of consecutive numbers and a missing zone shows as a
  * gap. On the signal it stops the server and exits 0. */
+#include "tsan_grpc.h" /* TSan: the server serves gRPC */
+
 #include <loupe/loupe.h>
 
 #include <signal.h>
