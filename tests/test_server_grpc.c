@@ -102,6 +102,7 @@ static void test_ports(void **state) {
 #endif
 }
 
+#if LOUPE_TEST_WITH_GRPC
 /* A connection to 127.0.0.1:port, or -1. */
 static int dial(int port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -146,6 +147,8 @@ static int closed_by_server(int fd) {
         }
     }
 }
+
+#endif
 
 /* The one port, on the wire: HTTP/2's preface reaches gRPC's HTTP/2 server, which answers with
  * its SETTINGS frame (RFC 9113 section 3.4: a frame of type 0x4 on stream 0); a request line
