@@ -8,6 +8,7 @@ int loupe_cmd_summary(int argc, char **argv);
 int loupe_cmd_convert(int argc, char **argv);
 int loupe_cmd_diff(int argc, char **argv);
 int loupe_cmd_gpu_decode(int argc, char **argv);
+int loupe_cmd_gpu_measure(int argc, char **argv);
 int loupe_cmd_capture(int argc, char **argv);
 int loupe_cmd_view(int argc, char **argv);
 int loupe_cmd_recover(int argc, char **argv);

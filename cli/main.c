@@ -26,6 +26,8 @@ static const verb verbs[] = {
     {"convert", loupe_cmd_convert, NULL}, /* "convert a trace: <the writable formats>" */
     {"gpu-decode", loupe_cmd_gpu_decode,
      "decode an in-kernel GPU timeline buffer (loupe or Mosaic) to JSON"},
+    {"gpu-measure", loupe_cmd_gpu_measure,
+     "time a program's GPU kernels with CUPTI (Mosaic's measure())"},
     {"capture", loupe_cmd_capture,
      "capture N ms from running profiler servers into a run directory"},
     {"view", loupe_cmd_view, "serve a trace once for ui.perfetto.dev and print the link"},

@@ -110,6 +110,10 @@ static void usage(FILE *f) {
             "                         whole stacks also without frame pointers), fp (frame\n"
             "                         pointers: cheaper) or none\n"
             "  --perfetto             also write the perfetto-json file (below)\n"
+            "  --gpu                  also record the GPU's kernels, copies and memsets with\n"
+            "                         CUPTI (device_tracer_level 1: a \"/device:GPU:N\" process\n"
+            "                         per GPU, a track per stream); without a driver or CUPTI\n"
+            "                         one line says why and the trace goes on host-only\n"
             "  --format LIST          the files to write, a comma list of:\n",
             LOUPE_SAMPLING_RECORD_HZ);
     /* The run-directory formats, from the registry (loupe/writer.h). */
@@ -1758,7 +1762,12 @@ static void write_fdo_profile(const char *run_dir, int quiet) {
 
 /* The run directory: the last line on stderr, and into --print-run-dir's FILE. */
 static int say_run_dir(const char *run_dir, const char *print_to) {
-    fprintf(stderr, "%s\n", run_dir);
+    /* loupe gpu-measure runs loupe record and reads the run directory itself: it says where the
+     * trace is (or removes it) */
+    const char *inner = getenv("LOUPE_RECORD_FOR_GPU_MEASURE");
+    if (inner == NULL || strcmp(inner, "1") != 0) {
+        fprintf(stderr, "%s\n", run_dir);
+    }
     if (print_to == NULL) {
         return 0;
     }
@@ -1979,7 +1988,8 @@ static int record_main(int argc, char **argv) {
     const char *log_dir = "loupe-log";
     const char *level = NULL, *buffer = NULL, *formats = NULL, *session = NULL;
     const char *print_to = NULL, *spool = NULL, *spool_budget = NULL;
-    int perfetto = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0, follow = 1;
+    int perfetto = 0, gpu = 0, quiet = 0, keep_last = 0, lazy = 0, no_check = 0, mpi = 0,
+        follow = 1;
     int no_spool = 0;
     rec_filters filt;
     memset(&filt, 0, sizeof filt);
@@ -2012,6 +2022,8 @@ static int record_main(int argc, char **argv) {
             session = argv[++i];
         } else if (strcmp(a, "--perfetto") == 0) {
             perfetto = 1;
+        } else if (strcmp(a, "--gpu") == 0) {
+            gpu = 1;
         } else if (strcmp(a, "--format") == 0 && i + 1 < argc) {
             formats = argv[++i];
         } else if (strcmp(a, "--print-run-dir") == 0 && i + 1 < argc) {
@@ -2361,6 +2373,9 @@ static int record_main(int argc, char **argv) {
         }
         if (perfetto) {
             setenv("LOUPE_RECORD_PERFETTO", "1", 1);
+        }
+        if (gpu) {
+            setenv("LOUPE_RECORD_DEVICE_TRACER", "1", 1);
         }
         if (formats) {
             setenv("LOUPE_RECORD_FORMATS", formats, 1);

@@ -71,6 +71,10 @@ static void test_no_server_cli(void **state) {
     free(out);
 }
 
+static void no_kernels(void *arg) {
+    (void)arg;
+}
+
 static void test_no_gpu_api(void **state) {
     (void)state;
     assert_null(loupe_gpu_names_new(0));
@@ -93,6 +97,13 @@ static void test_no_gpu_api(void **state) {
     assert_int_equal(loupe_gpu_write_chrome_json(NULL, "/nonexistent"), LOUPE_EUNSUPPORTED);
     assert_int_equal(loupe_gpu_session_add(NULL, NULL), LOUPE_EUNSUPPORTED);
     assert_string_equal(loupe_last_error(), NO_GPU);
+    loupe_gpu_measure_result *mr = (void *)1;
+    assert_int_equal(loupe_gpu_measure(no_kernels, NULL, NULL, &mr), LOUPE_EUNSUPPORTED);
+    assert_string_equal(loupe_last_error(),
+                        "CUPTI profiling is not supported on this platform (" NO_GPU ")");
+    assert_null(mr);
+    assert_int_equal(loupe_gpu_measure_kernels(NULL, 0, NULL, &mr), LOUPE_EUNSUPPORTED);
+    loupe_gpu_measure_result_free(NULL);
 }
 
 /* device_tracer_level 1: the session runs host-only and its metadata says why. */

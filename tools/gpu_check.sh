@@ -5,7 +5,8 @@
 # Builds the CUDA examples, then prints a table: %globaltimer tick, cycles per %clock read and
 # per record, the clock rate, kernel time A/B (compiled out / run-time off / on / on but never
 # firing), events decoded vs expected, SM ids seen, the CUPTI device tracer's note, and the SASS
-# of the record path (when cuobjdump exists). Exit status 0 when every check passed.
+# of the record path (when cuobjdump exists), and loupe_gpu_measure() of a ~1 ms kernel against
+# CUDA events around the same launches (within 2% or 2 µs). Exit status 0 when every check passed.
 set -euo pipefail
 B=${1:-build-gpucheck}
 OUT=${OUT:-/tmp/loupe-gpucheck}
@@ -13,7 +14,7 @@ mkdir -p "$OUT"
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DLOUPE_BUILD_TESTS=OFF -DLOUPE_BUILD_BENCH=OFF \
   -DLOUPE_BUILD_EXAMPLES=ON >"$OUT/cmake.log" 2>&1 || { tail -20 "$OUT/cmake.log"; exit 1; }
-cmake --build "$B" -j"$(nproc)" --target gpu_timeline gpu_timeline_off gpu_probe loupe_cli \
+cmake --build "$B" -j"$(nproc)" --target gpu_timeline gpu_timeline_off gpu_probe gpu_measure loupe_cli \
   >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
 
@@ -50,7 +51,18 @@ printf '%-34s %s / %s (dropped %s)\n' "events decoded / expected" "$(val events 
 printf '%-34s %s (max smid %s, nsmid %s, SMs %s)\n' "SMs seen" "$(val sms "$on")" \
   "$(val smid_max "$probe")" "$(val nsmid "$probe")" "$(val sm_count "$probe")"
 printf '%-34s %s\n' "CUPTI note" "$(sed -n 's/.*note="\([^"]*\)".*/\1/p' <<<"$on")"
+meas=$("$B/examples/cuda/gpu_measure" || true)
+echo "gpu_measure: $meas"
+printf '%-34s %s vs %s (diff %s us, %s%%)\n' "measure vs CUDA events (us)" \
+  "$(val measure_us "$meas")" "$(val events_us "$meas")" "$(val diff_us "$meas")" \
+  "$(val diff_pct "$meas")"
 ok=1
+if [ -z "$(val diff_us "$meas")" ]; then
+  echo "FAIL: loupe_gpu_measure: $meas"; ok=0
+elif ! awk -v d="$(val diff_us "$meas")" -v p="$(val diff_pct "$meas")" \
+  'BEGIN { exit !(d <= 2.0 || p <= 2.0) }'; then
+  echo "FAIL: loupe_gpu_measure differs from CUDA events by more than 2% and 2 us"; ok=0
+fi
 [ "$(val events "$on")" = "$(val expected "$on")" ] || { echo "FAIL: events != expected"; ok=0; }
 [ "$(val dropped "$on")" = 0 ] || { echo "FAIL: dropped events"; ok=0; }
 [ "$(val smid_max "$probe")" -lt "$(val nsmid "$probe")" ] || { echo "FAIL: smid >= nsmid"; ok=0; }

@@ -224,6 +224,108 @@ LOUPE_API int loupe_gpu_session_add(const loupe_gpu_decoded *d, const loupe_gpu_
  * Lifetime: until the next loupe_start_trace(). Thread-safety: read it while no start runs. */
 LOUPE_API const char *loupe_gpu_device_tracer_note(void);
 
+/* ---- timing kernels (the Mosaic GPU profiler's measure()) ------------------------------ */
+
+/** One kernel as CUPTI timed it (CUpti_ActivityKernel10, cupti_activity.h of CUDA 13.0). */
+typedef struct loupe_gpu_kernel_timing {
+    const char *name;        /* CUPTI's (mangled) kernel name; owned by the result */
+    uint64_t start_unix_ns;  /* CUPTI's start, CLOCK_REALTIME ns (loupe registers that clock) */
+    uint64_t dur_ns;         /* end - start; 0 when CUPTI had no timing (its 0 timestamps) */
+    uint32_t device, stream; /* CUPTI's deviceId and streamId */
+    uint32_t correlation_id; /* CUPTI's: increases with the launch order in the process */
+    uint32_t grid[3], block[3];
+    uint32_t iteration; /* 0-based; an input with LOUPE_GPU_SPLIT_GIVEN, else set by the split */
+} loupe_gpu_kernel_timing;
+
+typedef enum loupe_gpu_split {
+    /** Mosaic's: the launches are cut into `iterations` equal runs, in launch order; the count
+     * must divide and the names repeat in the same order (the errors below). */
+    LOUPE_GPU_SPLIT_EVEN = 0,
+    /** Each kernel's `iteration` field says which iteration it belongs to (loupe gpu-measure
+     * splits by the program's LOUPE_STEP zones); iterations may hold different kernels. */
+    LOUPE_GPU_SPLIT_GIVEN = 1
+} loupe_gpu_split;
+
+/** warmup: the untimed calls before the measured ones. */
+#define LOUPE_GPU_MEASURE_WARMUP_DEFAULT 0 /* one call, as Mosaic's measure() */
+#define LOUPE_GPU_MEASURE_NO_WARMUP (-1)
+
+typedef struct loupe_gpu_measure_options {
+    /** Timed calls of fn (Mosaic's iterations). Must be >= 1: "iterations=0 must be positive"
+     * (Mosaic's ValueError text; a NULL options pointer means 1). */
+    int32_t iterations;
+    /** Non-zero: keep only the totals per iteration (Mosaic's aggregate=True gives just those);
+     * the result's kernels is then NULL. 0: every kernel as well. */
+    int aggregate;
+    /** Untimed calls first: LOUPE_GPU_MEASURE_WARMUP_DEFAULT (1), LOUPE_GPU_MEASURE_NO_WARMUP, or
+     * that many (at most 1000). */
+    int32_t warmup;
+    /** How the kernels are cut into iterations (loupe_gpu_measure() always splits evenly). */
+    loupe_gpu_split split;
+} loupe_gpu_measure_options;
+
+/** What a measurement found. Lifetime: until loupe_gpu_measure_result_free(). */
+typedef struct loupe_gpu_measure_result {
+    uint32_t iterations;
+    size_t kernels_per_iteration;     /* even split: launches / iterations; given split: 0 */
+    size_t kernel_count;              /* all timed kernels (also when aggregate dropped the list) */
+    loupe_gpu_kernel_timing *kernels; /* launch order (correlation id); NULL with aggregate */
+    uint64_t *iteration_ns;           /* [iterations]: the sum of its kernels' durations (ns) */
+    /** Over the iterations' totals: the smallest, the median (the lower middle of an even count)
+     * and the largest, and spread = (max - min) / median (0 when the median is 0). */
+    uint64_t min_ns, median_ns, max_ns;
+    double spread;
+    /** The clock: CUPTI's activity timestamps, which CUPTI takes from the GPU's timer and maps to
+     * CLOCK_REALTIME; resolution_ns is the tick those timestamps show (the greatest common
+     * divisor of their differences, at most 1 µs; 1 when they show none). */
+    const char *clock;
+    uint64_t resolution_ns;
+    /** "" or newline-separated warnings: a spread above 5% ("iterations spread 7.3% (min ...,
+     * median ..., max ...): more than 5%"), a first iteration more than 5% off the median of
+     * the others, kernels without timestamps. */
+    char *warnings;
+    void *loupe__priv;
+} loupe_gpu_measure_result;
+
+/** Times the GPU kernels fn launches, as the Mosaic GPU profiler's measure(fn, aggregate,
+ * iterations) does (jax/experimental/mosaic/gpu/profiler.py): fn(arg) is called `warmup` times
+ * untimed, then CUPTI records the kernels (CONCURRENT_KERNEL activity) of `iterations` calls;
+ * after them loupe synchronizes the calling thread's CUDA context (cuCtxSynchronize), flushes
+ * CUPTI and splits the kernels into iterations in launch order. fn must finish (or synchronize)
+ * the work it launches on other threads or contexts before it returns. CUPTI is process-wide:
+ * kernels that other threads launch meanwhile are counted too.
+ * On success *out is a new result, or NULL when no kernel ran (Mosaic's None).
+ * Inside a tracing session the measured kernels are also on its timeline (GPU tracks). When the
+ * session's device tracer (device_tracer_level 1) holds CUPTI, the measurement reads the
+ * tracer's records of the window instead of subscribing again.
+ * Errors (loupe_last_error() texts: Mosaic's word for word where it has one):
+ *   LOUPE_EINVALID      fn or out NULL; "iterations=0 must be positive"; a warmup above 1000;
+ *                       "The number of kernel launches is not divisible by the number of
+ *                       iterations"; "Kernel names are not consistent across iterations"
+ *   LOUPE_EUNSUPPORTED  "CUPTI profiling is not supported on this platform" (then why: no
+ *                       driver, no libcupti.so, an old CUPTI); another CUPTI subscriber, such as
+ *                       Nsight Systems or Nsight Compute (named by CUDA_INJECTION64_PATH when
+ *                       set); a CUPTI call that failed (its name and CUPTI's error string)
+ *   LOUPE_EALREADY_STARTED  another loupe_gpu_measure() is running in this process
+ *   LOUPE_EGPU_OVERFLOW CUPTI dropped activity records: the timings would be incomplete
+ *   LOUPE_ENOMEM
+ * fn is called from this thread; while it runs, no other measurement starts. Not signal-safe. */
+LOUPE_API int loupe_gpu_measure(void (*fn)(void *arg), void *arg,
+                                const loupe_gpu_measure_options *opts,
+                                loupe_gpu_measure_result **out);
+
+/** The checks, split and statistics of loupe_gpu_measure() on kernel timings taken already
+ * (kernels: n of them, in launch order; copied), e.g. a trace's GPU kernels. *out is NULL when
+ * n is 0. With LOUPE_GPU_SPLIT_GIVEN every kernel's iteration must be below opts->iterations.
+ * Errors: as loupe_gpu_measure() (LOUPE_EINVALID for the options, the split and an iteration out
+ * of range; LOUPE_ENOMEM). Thread-safety: any thread. */
+LOUPE_API int loupe_gpu_measure_kernels(const loupe_gpu_kernel_timing *kernels, size_t n,
+                                        const loupe_gpu_measure_options *opts,
+                                        loupe_gpu_measure_result **out);
+
+/** Frees a result and what it owns. NULL is allowed. */
+LOUPE_API void loupe_gpu_measure_result_free(loupe_gpu_measure_result *r);
+
 #ifdef __cplusplus
 }
 #endif

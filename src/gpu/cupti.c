@@ -7,7 +7,8 @@
  * Finalize (Mosaic's order). Records are read at fixed offsets of the CUDA 13.0 structs (checked
  * with offsetof against cupti_activity.h of CUDA 13.0):
  *   CUpti_ActivityKernel10: kind@0 u32, start@16 u64, end@24 u64, deviceId@40 u32,
- *                           streamId@48 u32, correlationId@92 u32, name@104 const char *
+ *                           streamId@48 u32, gridX/Y/Z@52/56/60 i32, blockX/Y/Z@64/68/72 i32,
+ *                           correlationId@92 u32, name@104 const char *
  *   CUpti_ActivityMemcpy6:  kind@0, copyKind@4 u8, bytes@8 u64, start@16, end@24, deviceId@32,
  *                           streamId@40, correlationId@44
  *   CUpti_ActivityMemset4:  kind@0, value@4, bytes@8, start@16, end@24, deviceId@32,
@@ -17,6 +18,12 @@
  * so an older CUPTI (API version < 13.0) is refused with a note. A record with a zero
  * timestamp, end < start, or a start outside the session is dropped and counted (XLA's
  * cupti_collector does the same).
+ *
+ * loupe_gpu_measure() (Mosaic's measure()) subscribes the same way with CONCURRENT_KERNEL only,
+ * or, while the session's tracer holds CUPTI, reads the tracer's records of its window; its
+ * kernels go to the session's records as well, so a session sees them on its timeline.
+ * LOUPE_CUPTI_LIBRARY names the CUPTI library to load (no search, no driver check): a CUPTI
+ * outside the usual places, or the tests' fake (tests/probes/fake_cupti.c).
  */
 #include "base/clock.h"
 #include "base/error.h"
@@ -25,6 +32,7 @@
 #include "model/builder.h"
 
 #include <loupe/gpu.h>
+#include <loupe/trace.h>
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -38,11 +46,13 @@ typedef struct rec {
     int what;
     uint64_t start, end, bytes;
     uint32_t device, stream, corr, copy_kind;
+    uint32_t grid[3], block[3];
     char *name;
 } rec;
 
 typedef struct api_rec {
     uint32_t corr, thread;
+    uint64_t start;
 } api_rec;
 
 static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +67,16 @@ static api_rec *apis;
 static size_t napis, capapis;
 static uint64_t dropped, invalid;
 static char note[768];
+static char why[512];         /* load()'s reason when CUPTI cannot be used */
+static int (*ctx_sync)(void); /* cuCtxSynchronize, when the driver (or the fake) has it */
+static void *drv;             /* libcuda.so.1, kept open for cuCtxSynchronize */
+/* A loupe_gpu_measure() running (under cupti_lock): its kernels, and the records CUPTI dropped
+ * meanwhile. */
+static int measuring;
+static loupe_gpu_kernel_timing *mk;
+static size_t nmk, capmk;
+static uint64_t mdropped;
+static pthread_mutex_t measure_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define CUPTI_BUFFER_BYTES (2u << 20) /* 1..10 MB recommended (cupti_activity.h) */
 
@@ -112,6 +132,45 @@ static void keep(const rec *r) {
     nrecs++;
 }
 
+/* A measured kernel (under cupti_lock); one that cannot be kept counts as dropped. */
+static void keep_measured(const rec *r) {
+    if (nmk == capmk) {
+        size_t nc = capmk ? capmk * 2 : 256;
+        loupe_gpu_kernel_timing *nv = realloc(mk, nc * sizeof(*nv));
+        if (nv == NULL) {
+            mdropped++;
+            return;
+        }
+        mk = nv;
+        capmk = nc;
+    }
+    loupe_gpu_kernel_timing *k = &mk[nmk];
+    memset(k, 0, sizeof *k);
+    k->name = strdup(r->name);
+    if (k->name == NULL) {
+        mdropped++;
+        return;
+    }
+    k->start_unix_ns = r->start;
+    k->dur_ns = r->end > r->start && r->start != 0 ? r->end - r->start : 0;
+    k->device = r->device;
+    k->stream = r->stream;
+    k->correlation_id = r->corr;
+    memcpy(k->grid, r->grid, sizeof k->grid);
+    memcpy(k->block, r->block, sizeof k->block);
+    nmk++;
+}
+
+static void free_measured(void) {
+    for (size_t i = 0; i < nmk; i++) {
+        free((char *)(uintptr_t)mk[i].name);
+    }
+    free(mk);
+    mk = NULL;
+    nmk = capmk = 0;
+    mdropped = 0;
+}
+
 static const loupe__cupti_api *api_now(void) {
     return fake != NULL ? fake : &loaded;
 }
@@ -134,12 +193,19 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
             x.end = rd64(r, 24);
             x.device = rd32(r, 40);
             x.stream = rd32(r, 48);
+            for (int d = 0; d < 3; d++) {
+                x.grid[d] = rd32(r, 52 + 4 * (size_t)d);
+                x.block[d] = rd32(r, 64 + 4 * (size_t)d);
+            }
             x.corr = rd32(r, 92);
             const char *nm;
             memcpy(&nm, r + 104, sizeof nm);
             /* keep() copies it: the record only lends the name */
             x.name = (char *)(uintptr_t)(nm != NULL ? nm : "kernel");
             keep(&x);
+            if (measuring) {
+                keep_measured(&x);
+            }
         } else if (kind == LOUPE__CUPTI_KIND_MEMCPY || kind == LOUPE__CUPTI_KIND_MEMSET) {
             x.what = kind == LOUPE__CUPTI_KIND_MEMCPY ? REC_MEMCPY : REC_MEMSET;
             x.copy_kind = kind == LOUPE__CUPTI_KIND_MEMCPY ? r[4] : 0;
@@ -160,6 +226,7 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
                 apis = nv;
                 capapis = nc;
             }
+            apis[napis].start = rd64(r, 8);
             apis[napis].thread = rd32(r, 28);
             apis[napis].corr = rd32(r, 32);
             napis++;
@@ -169,40 +236,50 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
     if (a->get_num_dropped_records != NULL &&
         a->get_num_dropped_records(NULL, stream, &d) == LOUPE__CUPTI_SUCCESS) {
         dropped += d;
+        mdropped += measuring ? d : 0;
     }
     pthread_mutex_unlock(&cupti_lock);
     free(buffer);
 }
 
-static int load(void) {
+static int load_unlocked(void) {
     if (fake != NULL) {
         return 0;
     }
     if (dl != NULL) {
         return 0;
     }
-    /* No driver, no GPU: say so (CUPTI itself only answers CUPTI_ERROR_UNKNOWN then). */
-    void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (drv == NULL) {
-        snprintf(note, sizeof note,
-                 "device tracer: no CUDA driver (libcuda.so.1 not found): no GPU activity is "
-                 "recorded; the session goes on host-only");
-        return -1;
-    }
-    dlclose(drv);
-    static const char *const libs[] = {"libcupti.so", "libcupti.so.13",
-                                       "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
-                                       "/usr/local/cuda/lib64/libcupti.so"};
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0] && dl == NULL; i++) {
-        dl = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-    }
-    if (dl == NULL) {
-        const char *e = dlerror();
-        snprintf(note, sizeof note,
-                 "device tracer: CUPTI not found (libcupti.so: %s); the session goes on "
-                 "host-only",
-                 e != NULL ? e : "not found");
-        return -1;
+    const char *named = getenv("LOUPE_CUPTI_LIBRARY");
+    if (named != NULL && named[0] != 0) {
+        dl = dlopen(named, RTLD_NOW | RTLD_LOCAL);
+        if (dl == NULL) {
+            const char *e = dlerror();
+            snprintf(why, sizeof why, "CUPTI not found (LOUPE_CUPTI_LIBRARY=%s: %s)", named,
+                     e != NULL ? e : "not found");
+            return -1;
+        }
+    } else {
+        /* No driver, no GPU: say so (CUPTI itself only answers CUPTI_ERROR_UNKNOWN then). */
+        if (drv == NULL) {
+            drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+        }
+        if (drv == NULL) {
+            snprintf(why, sizeof why,
+                     "no CUDA driver (libcuda.so.1 not found): no GPU activity is recorded");
+            return -1;
+        }
+        static const char *const libs[] = {"libcupti.so", "libcupti.so.13",
+                                           "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
+                                           "/usr/local/cuda/lib64/libcupti.so"};
+        for (size_t i = 0; i < sizeof libs / sizeof libs[0] && dl == NULL; i++) {
+            dl = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+        }
+        if (dl == NULL) {
+            const char *e = dlerror();
+            snprintf(why, sizeof why, "CUPTI not found (libcupti.so: %s)",
+                     e != NULL ? e : "not found");
+            return -1;
+        }
     }
     /* POSIX: a function pointer converts from dlsym's void * through memcpy. */
 #define SYM(field, name)                                                                           \
@@ -210,7 +287,7 @@ static int load(void) {
         void *s = dlsym(dl, name);                                                                 \
         memcpy(&loaded.field, &s, sizeof s);                                                       \
         if (s == NULL) {                                                                           \
-            snprintf(note, sizeof note, "device tracer: libcupti.so lacks %s; host-only", name);   \
+            snprintf(why, sizeof why, "libcupti.so lacks %s", name);                               \
             dlclose(dl);                                                                           \
             dl = NULL;                                                                             \
             return -1;                                                                             \
@@ -229,7 +306,35 @@ static int load(void) {
     SYM(get_result_string, "cuptiGetResultString");
     SYM(finalize, "cuptiFinalize");
 #undef SYM
+    /* cuCtxSynchronize: the fake has its own; the driver's otherwise. */
+    void *cs = dlsym(dl, "cuCtxSynchronize");
+    if (cs == NULL && drv != NULL) {
+        cs = dlsym(drv, "cuCtxSynchronize");
+    }
+    memcpy(&ctx_sync, &cs, sizeof cs);
     return 0;
+}
+
+/* Loads CUPTI once (a session's start and a measurement may race to it). 0, or -1 with why set. */
+static int load(void) {
+    static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&load_lock);
+    int r = load_unlocked();
+    pthread_mutex_unlock(&load_lock);
+    return r;
+}
+
+/* The CUPTI API version, or 0 (with why set) when it is older than the records loupe reads. */
+static int version_ok(const loupe__cupti_api *a) {
+    uint32_t v = 0;
+    if (a->get_version(&v) != 0 || v < LOUPE__CUPTI_MIN_VERSION) {
+        snprintf(why, sizeof why,
+                 "CUPTI API version %u is older than %u (CUDA 13.0), whose record layout loupe "
+                 "reads",
+                 v, LOUPE__CUPTI_MIN_VERSION);
+        return 0;
+    }
+    return 1;
 }
 
 static const char *result_str(const loupe__cupti_api *a, int r) {
@@ -263,16 +368,18 @@ void loupe__cupti_start(int level) {
     if (level <= 0) {
         return; /* silently off */
     }
-    if (load() != 0) {
+    if (load() != 0 || !version_ok(api_now())) {
+        snprintf(note, sizeof note, "device tracer: %s; the session goes on host-only", why);
         return;
     }
     const loupe__cupti_api *a = api_now();
-    uint32_t v = 0;
-    if (a->get_version(&v) != 0 || v < LOUPE__CUPTI_MIN_VERSION) {
+    pthread_mutex_lock(&cupti_lock);
+    int held = measuring;
+    pthread_mutex_unlock(&cupti_lock);
+    if (held) {
         snprintf(note, sizeof note,
-                 "device tracer: CUPTI API version %u is older than %u (CUDA 13.0), whose record "
-                 "layout loupe reads; the session goes on host-only",
-                 v, LOUPE__CUPTI_MIN_VERSION);
+                 "device tracer: CUPTI is held by a loupe_gpu_measure() running on another "
+                 "thread; the session goes on host-only");
         return;
     }
     int r = a->subscribe(&subscriber, NULL, NULL);
@@ -339,13 +446,15 @@ uint64_t loupe__cupti_kernel_start_unix(uint32_t corr) {
     return s;
 }
 
-static uint32_t launch_thread(uint32_t corr) {
-    for (size_t i = 0; i < napis; i++) {
-        if (apis[i].corr == corr) {
-            return apis[i].thread;
-        }
-    }
-    return 0;
+static int by_corr(const void *a, const void *b) {
+    uint32_t x = ((const api_rec *)a)->corr, y = ((const api_rec *)b)->corr;
+    return (x > y) - (x < y);
+}
+
+/* The launch of a correlation id (apis sorted by by_corr), or NULL. */
+static const api_rec *launch_of(uint32_t corr) {
+    api_rec key = {.corr = corr};
+    return napis > 0 ? bsearch(&key, apis, napis, sizeof *apis, by_corr) : NULL;
 }
 
 static const char *copy_kind(uint32_t k) {
@@ -362,6 +471,9 @@ int loupe__cupti_collect(loupe__mb *mb, uint64_t origin, uint64_t stop_ns) {
     int failed = 0;
     size_t first = SIZE_MAX;
     size_t nk = 0, nm = 0, ns = 0;
+    if (napis > 1) {
+        qsort(apis, napis, sizeof *apis, by_corr);
+    }
     for (size_t i = 0; i < nrecs && !failed; i++) {
         const rec *r = &recs[i];
         if (r->device > 255 || r->start < origin || r->start - origin > stop_ns) {
@@ -399,12 +511,19 @@ int loupe__cupti_collect(loupe__mb *mb, uint64_t origin, uint64_t stop_ns) {
                                  r->what == REC_KERNEL   ? "kernel"
                                  : r->what == REC_MEMCPY ? "memcpy"
                                                          : "memset");
-        loupe_arg args[3];
+        loupe_arg args[4];
         uint32_t na = 0;
         args[na++] = (loupe_arg){.key = "correlation_id", .type = LOUPE_ARG_UINT64, .v.u = r->corr};
-        uint32_t lt = launch_thread(r->corr);
-        if (lt != 0) {
-            args[na++] = (loupe_arg){.key = "launch_tid", .type = LOUPE_ARG_UINT64, .v.u = lt};
+        const api_rec *la = launch_of(r->corr);
+        if (la != NULL && la->thread != 0) {
+            args[na++] =
+                (loupe_arg){.key = "launch_tid", .type = LOUPE_ARG_UINT64, .v.u = la->thread};
+        }
+        if (la != NULL && la->start >= origin) {
+            /* the launching call's start on the trace's clock: loupe gpu-measure splits the
+             * kernels by the steps they were launched in */
+            args[na++] = (loupe_arg){
+                .key = "launch_ns", .type = LOUPE_ARG_UINT64, .v.u = la->start - origin};
         }
         if (r->what != REC_KERNEL) {
             args[na++] = (loupe_arg){.key = "bytes", .type = LOUPE_ARG_UINT64, .v.u = r->bytes};
@@ -451,4 +570,148 @@ int loupe__cupti_collect(loupe__mb *mb, uint64_t origin, uint64_t stop_ns) {
 
 const char *loupe_gpu_device_tracer_note(void) {
     return note;
+}
+
+/* ---- loupe_gpu_measure() ---- */
+
+/* Ends the measurement's window: takes its kernels out of the shared state (the caller frees
+ * them), and forgets the session's records too when no session will collect them. */
+static void end_window(loupe_gpu_kernel_timing **k, size_t *n, uint64_t *lost, int tracer) {
+    pthread_mutex_lock(&cupti_lock);
+    measuring = 0;
+    *k = mk;
+    *n = nmk;
+    *lost = mdropped;
+    mk = NULL;
+    nmk = capmk = 0;
+    mdropped = 0;
+    if (!tracer && !active && !loupe_is_tracing()) {
+        clear_records();
+    }
+    pthread_mutex_unlock(&cupti_lock);
+}
+
+static void free_kernels(loupe_gpu_kernel_timing *k, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free((char *)(uintptr_t)k[i].name);
+    }
+    free(k);
+}
+
+static int measure_locked(void (*fn)(void *), void *arg, const loupe_gpu_measure_options *opts,
+                          int32_t iterations, int32_t warmup, loupe_gpu_measure_result **out) {
+    if (load() != 0 || !version_ok(api_now())) {
+        return loupe__err(LOUPE_EUNSUPPORTED,
+                          "CUPTI profiling is not supported on this platform (%s)", why);
+    }
+    const loupe__cupti_api *a = api_now();
+    for (int32_t i = 0; i < warmup; i++) {
+        fn(arg);
+    }
+    if (ctx_sync != NULL) {
+        (void)ctx_sync();
+    }
+    pthread_mutex_lock(&cupti_lock);
+    int tracer = active; /* the session's device tracer holds CUPTI: read its records */
+    pthread_mutex_unlock(&cupti_lock);
+    void *sub = NULL;
+    if (tracer) {
+        (void)a->flush_all(1); /* what ran before the window stays out of it */
+    }
+    pthread_mutex_lock(&cupti_lock);
+    free_measured();
+    measuring = 1;
+    pthread_mutex_unlock(&cupti_lock);
+    if (!tracer) {
+        int r = a->subscribe(&sub, NULL, NULL);
+        const char *step = "cuptiSubscribe";
+        if (r == LOUPE__CUPTI_ERROR_MULTIPLE_SUBSCRIBERS) {
+            loupe_gpu_kernel_timing *k;
+            size_t n;
+            uint64_t lost;
+            end_window(&k, &n, &lost, 0);
+            free_kernels(k, n);
+            const char *inj = getenv("CUDA_INJECTION64_PATH");
+            return loupe__err(LOUPE_EUNSUPPORTED,
+                              "Attempted to subscribe to CUPTI while another subscriber, such as "
+                              "Nsight Systems or Nsight Compute, is active (%s%s): CUPTI does not "
+                              "support multiple subscribers (CUPTI error 39)",
+                              inj != NULL ? "CUDA_INJECTION64_PATH=" : "unnamed",
+                              inj != NULL ? inj : "");
+        }
+        if (r == 0) {
+            (void)a->register_timestamp_callback(ts_realtime);
+            step = "cuptiActivityRegisterCallbacks";
+            r = a->register_callbacks(on_request, on_complete);
+        }
+        if (r == 0) {
+            step = "cuptiActivityEnable(CONCURRENT_KERNEL)";
+            r = a->enable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
+        }
+        if (r != 0) {
+            (void)a->disable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
+            if (sub != NULL) {
+                (void)a->unsubscribe(sub);
+            }
+            loupe_gpu_kernel_timing *k;
+            size_t n;
+            uint64_t lost;
+            end_window(&k, &n, &lost, 0);
+            free_kernels(k, n);
+            return loupe__err(LOUPE_EUNSUPPORTED,
+                              "loupe_gpu_measure: %s failed: %s (CUPTI error %d)", step,
+                              result_str(a, r), r);
+        }
+    }
+    for (int32_t i = 0; i < iterations; i++) {
+        fn(arg);
+    }
+    if (ctx_sync != NULL) {
+        (void)ctx_sync(); /* the kernels' records are complete only once they ran */
+    }
+    (void)a->flush_all(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+    if (!tracer) {
+        (void)a->disable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
+        (void)a->unsubscribe(sub);
+        (void)a->finalize();
+    }
+    loupe_gpu_kernel_timing *k;
+    size_t n;
+    uint64_t lost;
+    end_window(&k, &n, &lost, tracer);
+    int rc;
+    if (lost > 0) {
+        rc = loupe__err(LOUPE_EGPU_OVERFLOW,
+                        "loupe_gpu_measure: CUPTI dropped %llu activity records: the timings "
+                        "would be incomplete",
+                        (unsigned long long)lost);
+    } else {
+        loupe_gpu_measure_options o = opts != NULL ? *opts : (loupe_gpu_measure_options){0};
+        o.iterations = iterations;
+        o.split = LOUPE_GPU_SPLIT_EVEN;
+        rc = loupe_gpu_measure_kernels(k, n, &o, out);
+    }
+    free_kernels(k, n);
+    return rc;
+}
+
+int loupe_gpu_measure(void (*fn)(void *arg), void *arg, const loupe_gpu_measure_options *opts,
+                      loupe_gpu_measure_result **out) {
+    if (fn == NULL || out == NULL) {
+        return loupe__err(LOUPE_EINVALID, "loupe_gpu_measure: fn and out must not be NULL");
+    }
+    *out = NULL;
+    int32_t iterations, warmup;
+    int rc = loupe__gpu_measure_check(opts, &iterations, &warmup);
+    if (rc != 0) {
+        return rc;
+    }
+    if (pthread_mutex_trylock(&measure_lock) != 0) {
+        return loupe__err(LOUPE_EALREADY_STARTED,
+                          "loupe_gpu_measure: another measurement is running in this process "
+                          "(CUPTI has one subscriber)");
+    }
+    rc = measure_locked(fn, arg, opts, iterations, warmup, out);
+    pthread_mutex_unlock(&measure_lock);
+    return rc;
 }

@@ -35,4 +35,10 @@ uint64_t loupe__cupti_kernel_start_unix(uint32_t correlation_id);
  * LOUPE_ENOMEM (detail set). */
 int loupe__cupti_collect(struct loupe__mb *mb, uint64_t origin_unix_ns, uint64_t stop_ns);
 
+/* measure.c: checks loupe_gpu_measure_options (NULL: the defaults) and gives the iterations and
+ * the warm-up calls to make. 0, or LOUPE_EINVALID with Mosaic's text. */
+struct loupe_gpu_measure_options;
+int loupe__gpu_measure_check(const struct loupe_gpu_measure_options *o, int32_t *iterations,
+                             int32_t *warmup);
+
 #endif

@@ -105,6 +105,34 @@ int loupe_gpu_session_add(const loupe_gpu_decoded *d, const loupe_gpu_add_option
     return loupe__err(LOUPE_EUNSUPPORTED, NO_GPU);
 }
 
+int loupe_gpu_measure(void (*fn)(void *arg), void *arg, const loupe_gpu_measure_options *opts,
+                      loupe_gpu_measure_result **out) {
+    (void)fn;
+    (void)arg;
+    (void)opts;
+    if (out != NULL) {
+        *out = NULL;
+    }
+    return loupe__err(LOUPE_EUNSUPPORTED, "CUPTI profiling is not supported on this platform (%s)",
+                      NO_GPU);
+}
+
+int loupe_gpu_measure_kernels(const loupe_gpu_kernel_timing *kernels, size_t n,
+                              const loupe_gpu_measure_options *opts,
+                              loupe_gpu_measure_result **out) {
+    (void)kernels;
+    (void)n;
+    (void)opts;
+    if (out != NULL) {
+        *out = NULL;
+    }
+    return loupe__err(LOUPE_EUNSUPPORTED, NO_GPU);
+}
+
+void loupe_gpu_measure_result_free(loupe_gpu_measure_result *r) {
+    (void)r;
+}
+
 const char *loupe_gpu_device_tracer_note(void) {
     return note;
 }

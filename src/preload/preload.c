@@ -408,6 +408,15 @@ static void start_session(void) {
     }
     started = 1;
     started_pid = getpid();
+    /* --gpu: say once, in the root process, why there is no device trace (no driver, no CUPTI,
+     * another subscriber: the note is also in the trace's metadata) */
+    const char *gn = loupe_gpu_device_tracer_note();
+    if (opts.device_tracer_level > 0 && gn[0] != 0 && getpid() == root_pid &&
+        getenv("LOUPE_RECORD_QUIET") == NULL && strstr(gn, "another CUPTI subscriber") == NULL) {
+        char line[900];
+        int n = snprintf(line, sizeof line, "loupe record: %s\n", gn);
+        (void)!write(2, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+    }
 }
 
 /* A fork()ed child under follow: a session of its own, into its own region (libloupe's own
@@ -500,6 +509,8 @@ __attribute__((constructor)) static void loupe_preload_start(void) {
     o.lazy_buffers = lz != NULL && strcmp(lz, "1") == 0;
     const char *pf = getenv("LOUPE_RECORD_PERFETTO");
     o.create_perfetto_trace = pf != NULL && strcmp(pf, "1") == 0;
+    const char *dt = getenv("LOUPE_RECORD_DEVICE_TRACER");
+    o.device_tracer_level = dt != NULL && strcmp(dt, "1") == 0;
     const char *fm = getenv("LOUPE_RECORD_FORMATS");
     if (fm != NULL && fm[0] && loupe_format_parse_list(fm, &o.formats) != 0) {
         /* loupe record checked the list already: this is someone setting the variable by hand. */
