@@ -10,7 +10,8 @@ build=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-loupe=$build/loupe
+name=gpu_measure_cli
+. "$2/tests/probes/record_under_sanitizer.sh" # sets $loupe (ASan: its runtime preloaded)
 probe=$build/tests/gpu_measure_probe
 export LOUPE_CUPTI_LIBRARY=$build/tests/libloupe_fake_cupti.so
 export TMPDIR=$tmp
@@ -76,7 +77,7 @@ LOUPE_CUPTI_LIBRARY=/nonexistent/libcupti.so "$loupe" gpu-measure -- /bin/true 2
 [ $rc = 1 ] || fail "no CUPTI: exit $rc"
 grep -qF "loupe gpu-measure: CUPTI profiling is not supported on this platform (CUPTI not found (LOUPE_CUPTI_LIBRARY=/nonexistent/libcupti.so: " "$tmp/e7" || fail "no CUPTI: $(cat "$tmp/e7")"
 if [ ! -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] && ! ldconfig -p 2>/dev/null | grep -q libcuda.so.1; then
-  env -u LOUPE_CUPTI_LIBRARY "$loupe" gpu-measure -- /bin/true 2>"$tmp/e8"; rc=$?
+  (unset LOUPE_CUPTI_LIBRARY; "$loupe" gpu-measure -- /bin/true) 2>"$tmp/e8"; rc=$?
   [ $rc = 1 ] || fail "no driver: exit $rc"
   grep -qxF "loupe gpu-measure: CUPTI profiling is not supported on this platform (no CUDA driver (libcuda.so.1 not found): no GPU activity is recorded)" "$tmp/e8" || fail "no driver: $(cat "$tmp/e8")"
 fi
