@@ -492,6 +492,16 @@ int loupe_cmd_gpu_measure(int argc, char **argv) {
         goto out;
     }
     const char *note = loupe_cli_meta(m, "device_tracer");
+    loupe_model_counts mc;
+    loupe_model_counts_of(m, &mc);
+    if (mc.gpu_lost != 0) { /* as loupe_gpu_measure(): a partial set of kernels is no timing */
+        fprintf(stderr,
+                "loupe gpu-measure: %llu GPU activity records were lost (%s): the timings "
+                "would be incomplete\n",
+                (unsigned long long)mc.gpu_lost, note != NULL ? note : "CUPTI");
+        status = prog_status != 0 ? prog_status : 1;
+        goto out;
+    }
     if (ms.n == 0) {
         if (note != NULL && strncmp(note, "CUPTI:", 6) != 0) {
             /* the tracer's note without its frame: "device tracer: WHY; the session goes on

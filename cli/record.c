@@ -878,7 +878,8 @@ typedef struct rec_proc {
     uint64_t pid, events, dropped, samples, lost, filtered, need, total;
     uint64_t shm_lost; /* of dropped: lost with a death, past the regions' file system's room */
     uint64_t
-        reentered; /* of dropped: recording calls re-entered (a signal handler, an allocator) */
+        reentered;     /* of dropped: recording calls re-entered (a signal handler, an allocator) */
+    uint64_t gpu_lost; /* of dropped: GPU activity records CUPTI lost or gave outside the session */
     size_t threads;
     char name[128];
     char spool_error[512]; /* metadata loupe_spool_error: why --spool stopped writing */
@@ -941,6 +942,7 @@ static void put_counts(rec_proc *p, const loupe_model_counts *c) {
     p->need = c->capacity_needed;
     p->total = c->session_needed;
     p->threads = c->threads;
+    p->gpu_lost = c->gpu_lost;
 }
 
 /* The directory the tree's writers put a counts file per trace into (src/export/rundir.c:
@@ -1030,13 +1032,26 @@ static int read_counts_file(rec_proc *p) {
         }
         *v++ = 0;
         unsigned long long x = strtoull(v, NULL, 10);
-        static const char *const keys[] = {
-            "events_recorded",    "events_dropped",   "samples",
-            "samples_lost",       "events_reentered", "shm_lost",
-            "functions_filtered", "capacity_needed",  "session_needed"};
-        uint64_t *dst[] = {&c.events_recorded,    &c.events_dropped,   &c.samples,
-                           &c.samples_lost,       &c.events_reentered, &c.shm_lost,
-                           &c.functions_filtered, &c.capacity_needed,  &c.session_needed};
+        static const char *const keys[] = {"events_recorded",
+                                           "events_dropped",
+                                           "samples",
+                                           "samples_lost",
+                                           "events_reentered",
+                                           "shm_lost",
+                                           "functions_filtered",
+                                           "capacity_needed",
+                                           "session_needed",
+                                           "gpu_lost"};
+        uint64_t *dst[] = {&c.events_recorded,
+                           &c.events_dropped,
+                           &c.samples,
+                           &c.samples_lost,
+                           &c.events_reentered,
+                           &c.shm_lost,
+                           &c.functions_filtered,
+                           &c.capacity_needed,
+                           &c.session_needed,
+                           &c.gpu_lost};
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
             if (strcmp(line, keys[i]) == 0) {
                 *dst[i] = x;
@@ -1182,7 +1197,7 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
         free(ps);
         return -1;
     }
-    uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0, shm = 0, re = 0;
+    uint64_t ev = 0, dr = 0, sa = 0, lo = 0, fi = 0, need = 0, total = 0, shm = 0, re = 0, gl = 0;
     int has_filtered = 0, shm_procs = 0;
     /* the processes that died with their events in their own memory: all lost, and counted */
     uint64_t ml[5];
@@ -1199,6 +1214,7 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
         shm += ps[k].shm_lost;
         shm_procs += ps[k].shm_lost != 0;
         re += ps[k].reentered;
+        gl += ps[k].gpu_lost;
         sa += ps[k].samples;
         lo += ps[k].lost;
         fi += ps[k].filtered;
@@ -1241,8 +1257,15 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
                 "call on the same thread: re-entry, which a larger buffer would not keep)",
                 loupe_cli_group(re, b2, sizeof b2));
     }
-    /* the capacity's share: what neither a death past /dev/shm nor re-entry lost */
-    uint64_t cap_dropped = dr > shm + re ? dr - shm - re : 0;
+    if (gl != 0) {
+        fprintf(stderr,
+                " (%s GPU activity records that CUPTI dropped, or gave without timestamps or "
+                "starting outside the session, such as kernels still running at the program's "
+                "exit: the trace's device_tracer metadata says which)",
+                loupe_cli_group(gl, b2, sizeof b2));
+    }
+    /* the capacity's share: what neither a death past /dev/shm, re-entry nor CUPTI lost */
+    uint64_t cap_dropped = dr > shm + re + gl ? dr - shm - re - gl : 0;
     if (cap_dropped != 0 && spool_error == NULL) {
         fprintf(stderr,
                 " (to keep them all: the busiest thread needed %llu events, the session %llu: "
@@ -1300,7 +1323,7 @@ static int report_counts(const char *run_dir, const rec_filters *f, int quiet) {
     if (cap_dropped != 0) {
         for (int k = 0; k < n; k++) {
             loupe_model *m = NULL;
-            if (ps[k].dropped > ps[k].shm_lost + ps[k].reentered &&
+            if (ps[k].dropped > ps[k].shm_lost + ps[k].reentered + ps[k].gpu_lost &&
                 loupe_trace_read(ps[k].path, &m) == 0) {
                 hottest_hint(m, f); /* the first process that dropped: where to look */
                 loupe_model_free(m);

@@ -82,6 +82,13 @@ if [ ! -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] && ! ldconfig -p 2>/dev/null 
   grep -qxF "loupe gpu-measure: CUPTI profiling is not supported on this platform (no CUDA driver (libcuda.so.1 not found): no GPU activity is recorded)" "$tmp/e8" || fail "no driver: $(cat "$tmp/e8")"
 fi
 
+# 6. Records CUPTI dropped: loupe record names the cause (not a capacity), gpu-measure refuses.
+"$loupe" record --gpu -o "$tmp/drop" -- "$probe" 2 flat drop3 >/dev/null 2>"$tmp/e11" || fail "record drop3: $(cat "$tmp/e11")"
+grep -qxF "loupe record: 4 events recorded, 3 dropped (3 GPU activity records that CUPTI dropped, or gave without timestamps or starting outside the session, such as kernels still running at the program's exit: the trace's device_tracer metadata says which)" "$tmp/e11" || fail "record drop3: $(cat "$tmp/e11")"
+"$loupe" gpu-measure -- "$probe" 2 flat drop3 >/dev/null 2>"$tmp/e12"; rc=$?
+[ $rc = 1 ] || fail "gpu-measure drop3: exit $rc"
+grep -qxF "loupe gpu-measure: 3 GPU activity records were lost (CUPTI: 4 kernels, 0 memcpys, 0 memsets, 3 records dropped by CUPTI, 0 without timestamps or outside the session): the timings would be incomplete" "$tmp/e12" || fail "gpu-measure drop3: $(cat "$tmp/e12")"
+
 # 5. Usage.
 "$loupe" gpu-measure 2>"$tmp/e9"; rc=$?
 [ $rc = 2 ] && grep -qxF "loupe gpu-measure: no PROGRAM to run" "$tmp/e9" || fail "no program: $rc"

@@ -297,6 +297,10 @@ typedef struct loupe_model_counts {
     /** The program's threads that recorded: THREAD tracks (not siblings of an overlap split),
      * not named "loupe-*" (loupe's own), with an event or a CPU sample. */
     size_t threads;
+    /** Of events_dropped: GPU activity records lost (the GPU tracks' events_dropped: CUPTI
+     * dropped them, or they had no timestamps or began outside the session; the trace's
+     * "device_tracer" metadata says which). No capacity of loupe's would have kept them. */
+    uint64_t gpu_lost;
 } loupe_model_counts;
 
 /** Fills *out from m (NULL m or out: nothing). O(threads + samples + metadata); allocates a

@@ -275,12 +275,12 @@ static void write_counts(const loupe_model *m, const char *prefix) {
     fprintf(f,
             "events_recorded=%llu\nevents_dropped=%llu\nsamples=%llu\nsamples_lost=%llu\n"
             "events_reentered=%llu\nshm_lost=%llu\nfunctions_filtered=%llu\n"
-            "capacity_needed=%llu\nsession_needed=%llu\nthreads=%zu\n",
+            "capacity_needed=%llu\nsession_needed=%llu\nthreads=%zu\ngpu_lost=%llu\n",
             (unsigned long long)c.events_recorded, (unsigned long long)c.events_dropped,
             (unsigned long long)c.samples, (unsigned long long)c.samples_lost,
             (unsigned long long)c.events_reentered, (unsigned long long)c.shm_lost,
             (unsigned long long)c.functions_filtered, (unsigned long long)c.capacity_needed,
-            (unsigned long long)c.session_needed, c.threads);
+            (unsigned long long)c.session_needed, c.threads, (unsigned long long)c.gpu_lost);
     put_line_value(f, "spool_error", spool_error);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {

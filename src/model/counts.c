@@ -40,6 +40,7 @@ void loupe_model_counts_of(const loupe_model *m, loupe_model_counts *out) {
     for (size_t i = 0; i < m->thread_count; i++) {
         const loupe_model_thread *t = &m->threads[i];
         uint64_t c = t->capacity_needed;
+        out->gpu_lost += t->kind == LOUPE_TRACK_GPU ? t->events_dropped : 0;
         out->capacity_needed = c > out->capacity_needed ? c : out->capacity_needed;
         out->session_needed +=
             (c + LOUPE_CHUNK_EVENTS - 1) / LOUPE_CHUNK_EVENTS * LOUPE_CHUNK_EVENTS;

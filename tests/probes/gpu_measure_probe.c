@@ -1,11 +1,11 @@
 /* gpu_measure_probe.c: a "CUDA program" for gpu_measure_cli.sh: launches kernels through the
  * fake CUPTI (LOUPE_CUPTI_LIBRARY, tests/probes/fake_cupti.c) that loupe record --gpu loads.
- * usage: gpu_measure_probe STEPS [steps|flat]
+ * usage: gpu_measure_probe STEPS [steps|flat] [drop3]
  *   per step a "gemm" (32,320 ns in step 0, 3,232 ns after) and a "relu" (4,832 ns); "steps"
  *   (the default) marks each with LOUPE_STEP("train", s), its launches 300 µs inside, after an
  *   "init" kernel (320 ns) launched before the steps; "flat" launches no init and marks nothing.
  *   At the end it waits for its kernels (cuCtxSynchronize), as a CUDA program does before
- *   reading its results. */
+ *   reading its results. drop3: the fake CUPTI reports 3 records dropped. */
 #include <loupe/loupe.h>
 
 #include <dlfcn.h>
@@ -29,6 +29,12 @@ int main(int argc, char **argv) {
     }
     int steps = atoi(argv[1]);
     int marked = argc < 3 || strcmp(argv[2], "flat") != 0;
+    if (argc > 3 && strcmp(argv[3], "drop3") == 0) { /* CUPTI will report 3 records dropped */
+        void (*set)(int, size_t) = NULL;
+        void *fs = dlsym(h, "loupe_fake_cupti_set");
+        memcpy(&set, &fs, sizeof fs);
+        set(0, 3);
+    }
     if (marked) {
         launch("init", 320, 1, 1, 32);
     }
