@@ -336,7 +336,7 @@ static json_t *json_of(const loupe_gpu_measure_result *r, const row *rows, size_
     return o;
 }
 
-/* Runs `loupe record --gpu --no-sample -q --format json -o dir -- prog...`; returns its wait
+/* Runs `loupe record --gpu --no-sample -q -o dir -- prog...`; returns its wait
  * status, or -1 (said) when it could not be started. */
 static int run_record(const char *dir, char **prog) {
     char exe[PATH_MAX];
@@ -362,8 +362,6 @@ static int run_record(const char *dir, char **prog) {
     argv[a++] = "--gpu";
     argv[a++] = "--no-sample";
     argv[a++] = "-q";
-    argv[a++] = "--format";
-    argv[a++] = "json";
     argv[a++] = "-o";
     argv[a++] = dir;
     argv[a++] = "--";

@@ -155,14 +155,14 @@ static uint64_t proc_pid(const loupe_model *m, size_t p) {
 /* A track's loss-accounting key prefix: loupe_[pid_<pid>_]{thread,async}_<tid>_ (the pid part
  * for processes other than processes[0]; GPU tracks are processes[0]'s, as the reader puts
  * them). */
-static void acct_key(const loupe_model *m, const loupe_model_thread *th, const char *field, char *k,
-                     size_t n) {
+static void acct_key(const loupe_model *m, const loupe_model_thread *th, uint64_t tid,
+                     const char *field, char *k, size_t n) {
     const char *what = th->kind == LOUPE_TRACK_ASYNC ? "async" : "thread";
     if (th->process == 0 || th->kind == LOUPE_TRACK_GPU) {
-        snprintf(k, n, "loupe_%s_%llu_%s", what, (unsigned long long)th->tid, field);
+        snprintf(k, n, "loupe_%s_%llu_%s", what, (unsigned long long)tid, field);
     } else {
         snprintf(k, n, "loupe_pid_%llu_%s_%llu_%s", (unsigned long long)proc_pid(m, th->process),
-                 what, (unsigned long long)th->tid, field);
+                 what, (unsigned long long)tid, field);
     }
 }
 
@@ -259,6 +259,11 @@ static int first_of_device(const loupe_model *m, size_t t) {
 
 int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_variant) {
     uint64_t pid = m->pid ? m->pid : 1;
+    /* a reused tid: the later thread under a fresh one, its own in thread_name's loupe_tid */
+    uint64_t *wt = loupe__model_written_tids(m, NULL);
+    if (wt == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "Chrome JSON writer: out of memory");
+    }
     loupe__puts(s, "{\"displayTimeUnit\":\"ns\",");
     loupe__puts(s, perfetto_variant ? "\"otherData\":{" : "\"metadata\":{");
     int first = 1;
@@ -286,11 +291,11 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             th->capacity_needed == 0) {
             continue; /* the reader finds an async track's key only among tracks with events */
         }
-        acct_key(m, th, "recorded", k, sizeof k);
+        acct_key(m, th, wt[t], "recorded", k, sizeof k);
         put_kv_u64(s, &first, k, th->events_recorded);
-        acct_key(m, th, "dropped", k, sizeof k);
+        acct_key(m, th, wt[t], "dropped", k, sizeof k);
         put_kv_u64(s, &first, k, th->events_dropped);
-        acct_key(m, th, "capacity_needed", k, sizeof k);
+        acct_key(m, th, wt[t], "capacity_needed", k, sizeof k);
         put_kv_u64(s, &first, k, th->capacity_needed);
     }
     for (size_t i = 0; i < m->metadata_count; i++) {
@@ -317,7 +322,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         uint64_t ppid = proc_pid(m, th->process);
-        uint64_t tid = th->tid ? th->tid : ppid;
+        uint64_t tid = wt[t] ? wt[t] : ppid;
         uint64_t tpid = track_pid(th, ppid);
         if (th->kind == LOUPE_TRACK_ASYNC) {
             continue; /* named by its events' loupe_track; no thread of its own */
@@ -330,10 +335,14 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             loupe__put_jstr(s, dev);
             loupe__puts(s, "}}");
         }
-        if (th->name[0]) {
+        if (th->name[0] || wt[t] != th->tid) {
             put_head(s, "M", tpid, tid);
             loupe__puts(s, ",\"name\":\"thread_name\",\"args\":{\"name\":");
             loupe__put_jstr(s, th->name);
+            if (wt[t] != th->tid) {
+                loupe__puts(s, ",\"loupe_tid\":");
+                loupe__put_u64(s, th->tid);
+            }
             loupe__puts(s, "}}");
         }
         put_head(s, "M", tpid, tid);
@@ -371,13 +380,14 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             }
             free(used);
             free(v1);
+            free(wt);
             return loupe__err(LOUPE_ENOMEM, "Chrome JSON writer: out of memory");
         }
     }
     for (size_t t = 0; t < m->thread_count; t++) {
         const loupe_model_thread *th = &m->threads[t];
         uint64_t ppid = proc_pid(m, th->process);
-        uint64_t tid = th->tid ? th->tid : ppid;
+        uint64_t tid = wt[t] ? wt[t] : ppid;
         uint64_t tpid = track_pid(th, ppid);
         int async = th->kind == LOUPE_TRACK_ASYNC;
         if (async) {
@@ -467,7 +477,7 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
             size_t sl_i = end == 0 ? fl->from_slice : fl->to_slice;
             const loupe_model_thread *th = &m->threads[th_i];
             uint64_t ppid = proc_pid(m, th->process);
-            put_head(s, end == 0 ? "s" : "f", track_pid(th, ppid), th->tid ? th->tid : ppid);
+            put_head(s, end == 0 ? "s" : "f", track_pid(th, ppid), wt[th_i] ? wt[th_i] : ppid);
             loupe__puts(s, ",\"ts\":");
             loupe__put_us(s, th->slices[sl_i].start_ns);
             loupe__puts(s, ",\"id\":");
@@ -507,7 +517,8 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
         loupe__puts(s, "}}");
     }
     loupe__puts(s, "\n]");
-    loupe__write_chrome_samples(m, s); /* "stackFrames", "samples": after the events */
+    loupe__write_chrome_samples(m, s, wt); /* "stackFrames", "samples": after the events */
     loupe__puts(s, "}\n");
+    free(wt);
     return 0;
 }

@@ -39,16 +39,18 @@ static void put_hex(loupe__sink *s, uint64_t v) {
 }
 
 /* "pid":P,"tid":T of a thread: its process's pid (pid when unknown), its tid (pid for 0). */
-static void put_pid_tid(loupe__sink *s, const loupe_model *m, const loupe_model_thread *th,
+static void put_pid_tid(loupe__sink *s, const loupe_model *m, const uint64_t *wt, size_t t,
                         uint64_t pid) {
+    const loupe_model_thread *th = &m->threads[t];
     uint64_t tpid = th->process < m->process_count ? m->processes[th->process].pid : pid;
     loupe__puts(s, "\"pid\":");
     loupe__put_u64(s, tpid ? tpid : pid);
     loupe__puts(s, ",\"tid\":");
-    loupe__put_u64(s, th->tid ? th->tid : pid);
+    uint64_t tid = wt != NULL ? wt[t] : th->tid;
+    loupe__put_u64(s, tid ? tid : pid);
 }
 
-void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
+void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s, const uint64_t *wt) {
     if (!has_samples(m)) {
         return;
     }
@@ -97,7 +99,7 @@ void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
         }
         loupe__puts(s, first ? "\n{" : ",\n{");
         first = 0;
-        put_pid_tid(s, m, &m->threads[smp->thread], pid);
+        put_pid_tid(s, m, wt, smp->thread, pid);
         loupe__puts(s, ",\"ts\":");
         loupe__put_us(s, smp->ts_ns);
         if (smp->cpu != UINT32_MAX) {
@@ -123,7 +125,7 @@ void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s) {
         for (size_t i = 0; i < th->off_cpu_count; i++) {
             loupe__puts(s, first ? "{" : ",{");
             first = 0;
-            put_pid_tid(s, m, th, pid);
+            put_pid_tid(s, m, wt, t, pid);
             loupe__puts(s, ",\"start_ns\":");
             loupe__put_u64(s, th->off_cpu[i].start_ns);
             loupe__puts(s, ",\"dur_ns\":");

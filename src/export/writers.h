@@ -15,7 +15,8 @@ int loupe__write_chrome_json(const loupe_model *m, loupe__sink *s, int perfetto_
 /* The model's CPU samples as the format's "stackFrames" and "samples" (and loupe's
  * "loupeSamples") top-level members, each after a ','; nothing when it has none
  * (chrome_json_samples.c). */
-void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s);
+/* wt: the tids the tracks are written with (loupe__model_written_tids; NULL: their own). */
+void loupe__write_chrome_samples(const loupe_model *m, loupe__sink *s, const uint64_t *wt);
 
 /* XPlane: one XSpace (<host>.xplane.pb) for XProf / TensorBoard (xplane.c). An XSpace over
  * loupe__xplane_limit bytes (protobuf's 2 GiB message limit: INT32_MAX; tests lower it, or set

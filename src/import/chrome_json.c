@@ -156,6 +156,13 @@ typedef struct reader {
     size_t last_process;
     pending_name *pending;
     size_t pending_count, pending_cap;
+    /* thread_name's loupe_tid: a track the writer gave a fresh tid (a reused one), and its own,
+     * given back after the last event (the file's events and keys use the fresh one) */
+    struct retid {
+        size_t thread;
+        uint64_t tid;
+    } * retids;
+    size_t retid_count, retid_cap;
     int64_t origin_ns; /* subtracted from every time at the end (finish_model) */
     uint64_t unmatched;
     /* excluded events, reported at the end: times out of range, X with a negative dur */
@@ -1098,6 +1105,15 @@ static int do_meta_event(reader *r, const evf *ev, size_t idx) {
             return rc;
         }
         loupe__mb_thread_name(r->mb, t, nv->s);
+        const loupe__jnode *lt = loupe__jp_get(&r->p, ev->args, "loupe_tid");
+        uint64_t real;
+        if (lt != NULL && loupe__jp_u64(lt, &real)) {
+            if (loupe__grow((void **)&r->retids, &r->retid_cap, r->retid_count + 1,
+                            sizeof(*r->retids)) != 0) {
+                return oom(r);
+            }
+            r->retids[r->retid_count++] = (struct retid){t, real};
+        }
     } else if (strcmp(name, "process_name") == 0) {
         uint64_t pid = 0;
         if (ev->pid != NULL && get_id(ev->pid, 10, &pid, NULL) != 0) {
@@ -1355,6 +1371,7 @@ static void reader_free(reader *r) {
     free(r->hval);
     free(r->flows);
     free(r->pending);
+    free(r->retids);
     free(r->args);
     free(r->dump);
     loupe__jp_free(&r->p);
@@ -2084,6 +2101,11 @@ int loupe__chrome_json_read_stream(const char *path, char *buf, size_t n, size_t
     }
     free(r.copies);
     free(r.nl);
+    for (size_t i = 0; rc == 0 && i < r.retid_count; i++) {
+        if (r.retids[i].thread < r.m->thread_count) {
+            loupe__mb_thread_at(r.mb, r.retids[i].thread)->tid = r.retids[i].tid;
+        }
+    }
     reader_free(&r);
     if (rc != 0) {
         loupe__mb_abort(r.mb);
