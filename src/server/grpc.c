@@ -139,10 +139,13 @@ static int live; /* gcalls allocated; poller only */
 static capture cap;
 static tag shutdown_tag = {T_SHUTDOWN, NULL};
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static int inited;           /* grpc_init() ran in this process */
+static int forked_from_grpc; /* this process was forked from one where it had run */
 
 /* A forked child has no server (server.h): it forgets this one without touching gRPC, whose
  * threads it does not have. */
 static void atfork_child(void) {
+    forked_from_grpc |= inited; /* gRPC's core does not survive fork(): never again here */
     server = NULL;
     cq = NULL;
     running = 0;
@@ -655,7 +658,7 @@ static void *poll_main(void *arg) {
 /* ---- start and stop (server.c calls these under its lock) ---- */
 
 int loupe__grpc_available(void) {
-    return 1;
+    return !forked_from_grpc;
 }
 
 void loupe__grpc_add_fd(int fd) {
@@ -684,8 +687,18 @@ int loupe__grpc_start(const char *address, int port, const char *tok, uint32_t l
         }
         close(fd);
     }
+    if (forked_from_grpc) {
+        /* its threads stayed in the parent, its locks and state came over in whatever state
+         * fork() found them (gRPC supports fork only with GRPC_ENABLE_FORK_SUPPORT set before its
+         * first init): a child that started it again could hang */
+        return loupe__err(LOUPE_EUNSUPPORTED,
+                          "loupe_start_server: gRPC cannot start in a process forked from one "
+                          "where it ran (gRPC's core does not survive fork()); grpc_port 0 "
+                          "serves HTTP alone here");
+    }
     snprintf(token, sizeof token, "%s", tok ? tok : "");
     max_ms = limit_ms;
+    inited = 1;
     grpc_init();
     /* No SO_REUSEPORT (gRPC sets it by default): with it a second server on a busy port binds
      * without an error and the two share the connections. */

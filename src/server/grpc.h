@@ -16,7 +16,9 @@
 int loupe__grpc_start(const char *address, int port, const char *token, uint32_t max_ms,
                       int fed_port, int *port_out);
 
-/* 1 when this build has the gRPC service (grpc.c), 0 when not (grpc_none.c). */
+/* 1 when this build has the gRPC service (grpc.c) and it can start in this process; 0 in a build
+ * without it (grpc_none.c) and in a child forked from a process where gRPC ran (its core does not
+ * survive fork(): loupe__grpc_start() refuses there, and the default server serves HTTP alone). */
 int loupe__grpc_available(void);
 
 /* Hands a connected socket to the running service (a connection the router saw open with
