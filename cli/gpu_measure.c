@@ -9,6 +9,7 @@
 #include <loupe/loupe.h>
 
 #include <errno.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -391,16 +392,17 @@ static int run_record(const char *dir, char **prog) {
     return st;
 }
 
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    (void)remove(path);
+    return 0;
+}
+
+/* The temporary log directory and everything loupe record wrote in it. */
 static void rm_tree(const char *dir) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        execlp("rm", "rm", "-rf", "--", dir, (char *)NULL);
-        _exit(127);
-    }
-    if (pid > 0) {
-        int st;
-        (void)waitpid(pid, &st, 0);
-    }
+    (void)nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int loupe_cmd_gpu_measure(int argc, char **argv) {

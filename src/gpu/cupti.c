@@ -25,6 +25,7 @@
  * LOUPE_CUPTI_LIBRARY names the CUPTI library to load (no search, no driver check): a CUPTI
  * outside the usual places, or the tests' fake (tests/probes/fake_cupti.c).
  */
+#include "base/array.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "gpu/cupti_api.h"
@@ -115,15 +116,9 @@ static void keep(const rec *r) {
         invalid++;
         return;
     }
-    if (nrecs == caprecs) {
-        size_t nc = caprecs ? caprecs * 2 : 256;
-        rec *nv = realloc(recs, nc * sizeof(*nv));
-        if (nv == NULL) {
-            dropped++;
-            return;
-        }
-        recs = nv;
-        caprecs = nc;
+    if (loupe__grow((void **)&recs, &caprecs, nrecs + 1, sizeof(*recs)) != 0) {
+        dropped++;
+        return;
     }
     recs[nrecs] = *r;
     if (r->name != NULL) {
@@ -134,15 +129,9 @@ static void keep(const rec *r) {
 
 /* A measured kernel (under cupti_lock); one that cannot be kept counts as dropped. */
 static void keep_measured(const rec *r) {
-    if (nmk == capmk) {
-        size_t nc = capmk ? capmk * 2 : 256;
-        loupe_gpu_kernel_timing *nv = realloc(mk, nc * sizeof(*nv));
-        if (nv == NULL) {
-            mdropped++;
-            return;
-        }
-        mk = nv;
-        capmk = nc;
+    if (loupe__grow((void **)&mk, &capmk, nmk + 1, sizeof(*mk)) != 0) {
+        mdropped++;
+        return;
     }
     loupe_gpu_kernel_timing *k = &mk[nmk];
     memset(k, 0, sizeof *k);
@@ -217,14 +206,8 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
             x.corr = rd32(r, 44);
             keep(&x);
         } else if (kind == LOUPE__CUPTI_KIND_RUNTIME) {
-            if (napis == capapis) {
-                size_t nc = capapis ? capapis * 2 : 256;
-                api_rec *nv = realloc(apis, nc * sizeof(*nv));
-                if (nv == NULL) {
-                    continue;
-                }
-                apis = nv;
-                capapis = nc;
+            if (loupe__grow((void **)&apis, &capapis, napis + 1, sizeof(*apis)) != 0) {
+                continue;
             }
             apis[napis].start = rd64(r, 8);
             apis[napis].thread = rd32(r, 28);
