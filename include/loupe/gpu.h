@@ -309,7 +309,10 @@ typedef struct loupe_gpu_measure_result {
  *   LOUPE_EALREADY_STARTED  another loupe_gpu_measure() is running in this process
  *   LOUPE_EGPU_OVERFLOW CUPTI dropped activity records: the timings would be incomplete
  *   LOUPE_ENOMEM
- * fn is called from this thread; while it runs, no other measurement starts. Not signal-safe. */
+ * Thread-safety: any thread, one measurement at a time per process (another one meanwhile gets
+ * LOUPE_EALREADY_STARTED); fn runs on the calling thread. Not async-signal-safe (it allocates,
+ * locks and calls CUPTI). Units: ns throughout the result. Ownership: *out is the caller's, freed
+ * by loupe_gpu_measure_result_free(). */
 LOUPE_API int loupe_gpu_measure(void (*fn)(void *arg), void *arg,
                                 const loupe_gpu_measure_options *opts,
                                 loupe_gpu_measure_result **out);
