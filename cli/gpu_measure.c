@@ -19,44 +19,51 @@
 #include <unistd.h>
 
 static void usage(FILE *f) {
-    fprintf(
-        f, "usage: loupe gpu-measure [--iterations N] [--per-kernel] [--json] [-o DIR] -- PROGRAM\n"
-           "                         [ARGS...]\n"
-           "\n"
-           "Times PROGRAM's GPU kernels with CUPTI, as the Mosaic GPU profiler's measure() does\n"
-           "for JAX: runs it under `loupe record --gpu --no-sample`, then prints per kernel name\n"
-           "the launches, total, mean, p50, min and max GPU time, and the iterations' totals:\n"
-           "min, median, max and spread, with a warning when the spread is above 5%% or the\n"
-           "first iteration is an outlier. CUPTI allows one subscriber: not under Nsight\n"
-           "Systems, Nsight Compute, compute-sanitizer or CUDA-GDB.\n"
-           "\n"
-           "options:\n"
-           "  --iterations N  cut the launches, in launch order, into N equal iterations; the\n"
-           "                  count must divide by N and the names repeat in the same order\n"
-           "                  (Mosaic's checks). Default: PROGRAM's LOUPE_STEP steps (each\n"
-           "                  kernel in the step that launched it) when it marks any, else 1\n"
-           "  --per-kernel    also list every iteration's kernels and their times\n"
-           "  --json          the whole result as one JSON object on stdout\n"
-           "  -o DIR          keep the trace in the log directory DIR (default: a temporary\n"
-           "                  one, removed)\n"
-           "  -h, --help      this help\n"
-           "\n"
-           "Times are CUPTI's activity timestamps (the GPU's timer); the resolution line gives\n"
-           "the tick they show. The tests' CUPTI is chosen with LOUPE_CUPTI_LIBRARY.\n"
-           "\n"
-           "exit status: 0 measured; 1 no kernel ran, CUPTI could not be used, or the\n"
-           "launches do not split into the iterations; 2 usage; PROGRAM's own status when it\n"
-           "failed (after the table).\n");
+    fprintf(f,
+            "usage: loupe gpu-measure [--iterations N] [--per-kernel] [--json[=FILE]] [-o DIR]\n"
+            "                         -- PROGRAM [ARGS...]\n"
+            "\n"
+            "Times PROGRAM's GPU kernels with CUPTI, as the Mosaic GPU profiler's measure() does\n"
+            "for JAX: runs it under `loupe record --gpu --no-sample`, then prints per kernel name\n"
+            "the launches, total, mean, p50, min and max GPU time, and the iterations' totals:\n"
+            "min, median, max and spread, with a warning when the spread is above 5%% or the\n"
+            "first iteration is an outlier. CUPTI allows one subscriber: not under Nsight\n"
+            "Systems, Nsight Compute, compute-sanitizer or CUDA-GDB.\n"
+            "\n"
+            "options:\n"
+            "  --iterations N  cut the launches, in launch order, into N equal iterations; the\n"
+            "                  count must divide by N and the names repeat in the same order\n"
+            "                  (Mosaic's checks). Default: PROGRAM's LOUPE_STEP steps (each\n"
+            "                  kernel in the step under way on the thread that launched it;\n"
+            "                  steps that launched none are left out) when it marks any, else 1\n"
+            "  --per-kernel    also list every iteration's kernels and their times\n"
+            "  --json          the whole result as one JSON object on stdout (mixed with\n"
+            "                  PROGRAM's own output, if it writes any)\n"
+            "  --json=FILE     the JSON object in FILE instead\n"
+            "  -o DIR          keep the trace in the log directory DIR (default: a temporary\n"
+            "                  one, removed)\n"
+            "  -h, --help      this help\n"
+            "\n"
+            "Times are CUPTI's activity timestamps (the GPU's timer); the resolution line gives\n"
+            "the tick they show. The tests' CUPTI is chosen with LOUPE_CUPTI_LIBRARY.\n"
+            "\n"
+            "exit status: 0 measured; 1 no kernel ran, CUPTI could not be used, or the\n"
+            "launches do not split into the iterations; 2 usage; 120-123 loupe record's own\n"
+            "(PROGRAM did not run: see `loupe record --help`); PROGRAM's own status when it\n"
+            "failed (after the table).\n");
 }
 
 typedef struct step {
     uint64_t start, end;
+    uint64_t tid; /* the thread that marked it */
+    size_t index; /* in start order: its iteration */
 } step;
 
 /* The kernels and steps read from the trace. */
 typedef struct measured {
     loupe_gpu_kernel_timing *k;
     uint64_t *launch; /* per kernel: its launch on the trace's clock, UINT64_MAX unknown */
+    uint64_t *ltid;   /* per kernel: the launching thread (CUPTI's threadId), 0 unknown */
     size_t n, cap;
     step *steps;
     size_t nsteps, capsteps;
@@ -105,6 +112,11 @@ static int gather(const loupe_model *m, measured *ms) {
                         return -1;
                     }
                     ms->launch = nl;
+                    uint64_t *nt = realloc(ms->ltid, nc * sizeof *nt);
+                    if (nt == NULL) {
+                        return -1;
+                    }
+                    ms->ltid = nt;
                     ms->cap = nc;
                 }
                 loupe_gpu_kernel_timing *k = &ms->k[ms->n];
@@ -120,6 +132,7 @@ static int gather(const loupe_model *m, measured *ms) {
                 k->correlation_id = (uint32_t)arg_u(arg_of(a, na, "correlation_id"));
                 const loupe_arg *l = arg_of(a, na, "launch_ns");
                 ms->launch[ms->n] = l != NULL ? arg_u(l) : UINT64_MAX;
+                ms->ltid[ms->n] = arg_u(arg_of(a, na, "launch_tid"));
                 ms->n++;
             } else if (th->kind == LOUPE_TRACK_THREAD && s->depth == 0 &&
                        arg_of(a, na, "step_num") != NULL) {
@@ -132,7 +145,7 @@ static int gather(const loupe_model *m, measured *ms) {
                     ms->steps = nv;
                     ms->capsteps = nc;
                 }
-                ms->steps[ms->nsteps++] = (step){s->start_ns, s->start_ns + s->dur_ns};
+                ms->steps[ms->nsteps++] = (step){s->start_ns, s->start_ns + s->dur_ns, th->tid, 0};
                 if (ms->nsteps == 1) {
                     ms->step_process = th->process;
                 }
@@ -146,24 +159,59 @@ static int gather(const loupe_model *m, measured *ms) {
     if (ms->nsteps > 1) {
         qsort(ms->steps, ms->nsteps, sizeof *ms->steps, by_start);
     }
+    for (size_t i = 0; i < ms->nsteps; i++) {
+        ms->steps[i].index = i;
+    }
     return 0;
 }
 
-/* The step a launch falls in (steps sorted, not overlapping), or SIZE_MAX. */
-static size_t step_of(const measured *ms, uint64_t t) {
-    size_t lo = 0, hi = ms->nsteps;
+/* By thread, then start: each thread's steps side by side (steps_by_tid). */
+static int by_tid_start(const void *a, const void *b) {
+    const step *x = a, *y = b;
+    if (x->tid != y->tid) {
+        return x->tid < y->tid ? -1 : 1;
+    }
+    return by_start(a, b);
+}
+
+/* The last of v[0..n) (sorted by start) that starts at or before t, if it still runs at t:
+ * its iteration, or SIZE_MAX. */
+static size_t covering(const step *v, size_t n, uint64_t t) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (ms->steps[mid].start <= t) {
+        if (v[mid].start <= t) {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    if (lo == 0 || t >= ms->steps[lo - 1].end) {
-        return SIZE_MAX;
+    return lo == 0 || t >= v[lo - 1].end ? SIZE_MAX : v[lo - 1].index;
+}
+
+/* The step a kernel was launched in: on the thread that launched it when that thread marks
+ * steps (threads' steps overlap in time), else the step under way at its launch; SIZE_MAX when
+ * none. bytid is ms->steps sorted by by_tid_start. */
+static size_t step_of(const measured *ms, const step *bytid, uint64_t t, uint64_t tid) {
+    if (tid != 0) {
+        size_t lo = 0, hi = ms->nsteps;
+        while (lo < hi) { /* the first step of thread tid */
+            size_t mid = lo + (hi - lo) / 2;
+            if (bytid[mid].tid < tid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        size_t end = lo;
+        while (end < ms->nsteps && bytid[end].tid == tid) {
+            end++;
+        }
+        if (end > lo) {
+            return covering(bytid + lo, end - lo, t);
+        }
     }
-    return lo - 1;
+    return covering(ms->steps, ms->nsteps, t);
 }
 
 /* Per kernel name: the rows of the table. */
@@ -275,7 +323,11 @@ static void print_table(const loupe_gpu_measure_result *r, const row *rows, size
             }
         }
     }
-    printf("clock: %s; resolution %llu ns\n", r->clock, (unsigned long long)r->resolution_ns);
+    char res[64] = "unknown (fewer than two timed kernels)";
+    if (r->resolution_ns > 0) {
+        snprintf(res, sizeof res, "%llu ns", (unsigned long long)r->resolution_ns);
+    }
+    printf("clock: %s; resolution %s\n", r->clock, res);
 }
 
 static json_t *json_of(const loupe_gpu_measure_result *r, const row *rows, size_t nrows,
@@ -408,7 +460,7 @@ static void rm_tree(const char *dir) {
 int loupe_cmd_gpu_measure(int argc, char **argv) {
     long iterations = 0;
     int per_kernel = 0, as_json = 0;
-    const char *keep_dir = NULL;
+    const char *keep_dir = NULL, *json_file = NULL;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -436,8 +488,19 @@ int loupe_cmd_gpu_measure(int argc, char **argv) {
             per_kernel = 1;
         } else if (strcmp(a, "--json") == 0) {
             as_json = 1;
+        } else if (strncmp(a, "--json=", 7) == 0) {
+            as_json = 1;
+            json_file = a + 7;
+            if (json_file[0] == 0) {
+                fprintf(stderr, "loupe gpu-measure: --json= wants a file name\n");
+                return 2;
+            }
         } else if (strcmp(a, "-o") == 0 && i + 1 < argc) {
             keep_dir = argv[++i];
+            if (strcmp(keep_dir, "--") == 0 || keep_dir[0] == 0) {
+                fprintf(stderr, "loupe gpu-measure: -o wants a log directory before '--'\n");
+                return 2;
+            }
         } else if (a[0] == '-') {
             fprintf(stderr, "loupe gpu-measure: unknown option '%s'\n", a);
             usage(stderr);
@@ -470,15 +533,18 @@ int loupe_cmd_gpu_measure(int argc, char **argv) {
     loupe_gpu_measure_result *r = NULL;
     measured ms;
     memset(&ms, 0, sizeof ms);
+    step *bytid = NULL;
+    size_t *used = NULL;
     if (st < 0) {
         goto out;
     }
     int prog_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (WIFEXITED(st) && prog_status >= 120 && prog_status <= 123) {
-        goto out; /* loupe record said why PROGRAM did not run */
-    }
     char file[PATH_MAX];
     int rc = loupe_trace_find(dir, file, sizeof file);
+    if (rc != 0 && WIFEXITED(st) && prog_status >= 120 && prog_status <= 123) {
+        status = prog_status; /* loupe record's own: it said why PROGRAM did not run */
+        goto out;
+    }
     if (rc == 0) {
         rc = loupe_trace_read(file, &m);
     }
@@ -513,6 +579,12 @@ int loupe_cmd_gpu_measure(int argc, char **argv) {
                     "loupe gpu-measure: CUPTI profiling is not supported on this platform "
                     "(%.*s)\n",
                     len, why);
+        } else if (loupe_cli_meta(m, "loupe_recovered") != NULL) {
+            fprintf(stderr,
+                    "loupe gpu-measure: PROGRAM died before its session stopped (%s): CUPTI "
+                    "hands its records over at the stop, so the kernels that ran are not in "
+                    "the trace\n",
+                    loupe_cli_meta(m, "loupe_recovered"));
         } else {
             fprintf(stderr, "loupe gpu-measure: no GPU kernel ran\n");
         }
@@ -530,9 +602,18 @@ int loupe_cmd_gpu_measure(int argc, char **argv) {
         o.iterations = (int32_t)(ms.nsteps < INT32_MAX ? ms.nsteps : INT32_MAX);
         o.split = LOUPE_GPU_SPLIT_GIVEN;
         snprintf(how, sizeof how, "by the steps '%s'", ms.step_name);
+        bytid = malloc(ms.nsteps * sizeof *bytid);
+        used = calloc(ms.nsteps, sizeof *used); /* per step: has kernels, then its iteration */
+        if (bytid == NULL || used == NULL) {
+            fprintf(stderr, "loupe gpu-measure: out of memory\n");
+            goto out;
+        }
+        memcpy(bytid, ms.steps, ms.nsteps * sizeof *bytid);
+        qsort(bytid, ms.nsteps, sizeof *bytid, by_tid_start);
         size_t kept = 0;
         for (size_t k = 0; k < ms.n; k++) {
-            size_t s = ms.launch[k] != UINT64_MAX ? step_of(&ms, ms.launch[k]) : SIZE_MAX;
+            size_t s = ms.launch[k] != UINT64_MAX ? step_of(&ms, bytid, ms.launch[k], ms.ltid[k])
+                                                  : SIZE_MAX;
             if (s == SIZE_MAX) {
                 outside += ms.launch[k] != UINT64_MAX;
                 unplaced += ms.launch[k] == UINT64_MAX;
@@ -541,9 +622,26 @@ int loupe_cmd_gpu_measure(int argc, char **argv) {
             ms.k[kept] = ms.k[k];
             ms.k[kept].iteration = (uint32_t)s;
             ms.launch[kept] = ms.launch[k];
+            used[s] = 1;
             kept++;
         }
         ms.n = kept;
+        /* a step that launched nothing is no iteration: its 0 ns would hide the others' spread
+         * (the median of 0, 0, 0, 4 µs is 0) */
+        size_t live = 0;
+        for (size_t s = 0; s < ms.nsteps; s++) {
+            used[s] = used[s] ? live++ : SIZE_MAX;
+        }
+        for (size_t k = 0; k < ms.n; k++) {
+            ms.k[k].iteration = (uint32_t)used[ms.k[k].iteration];
+        }
+        if (live > 0 && live < ms.nsteps) {
+            fprintf(stderr,
+                    "loupe gpu-measure: note: %zu of %zu steps '%s' launched no GPU kernel and "
+                    "are left out of the iterations\n",
+                    ms.nsteps - live, ms.nsteps, ms.step_name);
+        }
+        o.iterations = (int32_t)(live > 0 ? live : 1);
     } else if (ms.nsteps > 0) {
         fprintf(stderr,
                 "loupe gpu-measure: note: several processes mark steps; their launch times are "
@@ -574,11 +672,22 @@ int loupe_cmd_gpu_measure(int argc, char **argv) {
     if (as_json) {
         json_t *j = json_of(r, rows, nrows, how, per_kernel);
         char *text = json_dumps(j, JSON_INDENT(2));
-        if (text != NULL) {
-            printf("%s\n", text);
-            free(text);
-        }
         json_decref(j);
+        if (text == NULL) {
+            free(rows);
+            fprintf(stderr, "loupe gpu-measure: out of memory\n");
+            goto out;
+        }
+        FILE *f = json_file != NULL ? fopen(json_file, "w") : stdout;
+        int bad = f == NULL || fprintf(f, "%s\n", text) < 0;
+        bad |= f != NULL && f != stdout && fclose(f) != 0;
+        free(text);
+        if (bad) {
+            fprintf(stderr, "loupe gpu-measure: cannot write the result to %s: %s\n",
+                    json_file != NULL ? json_file : "stdout", strerror(errno));
+            free(rows);
+            goto out;
+        }
     } else {
         print_table(r, rows, nrows, how, per_kernel);
     }
@@ -601,7 +710,10 @@ out:
     loupe_model_free(m);
     free(ms.k);
     free(ms.launch);
+    free(ms.ltid);
     free(ms.steps);
+    free(bytid);
+    free(used);
     if (keep_dir == NULL) {
         rm_tree(dir);
     }

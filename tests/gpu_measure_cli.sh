@@ -4,7 +4,8 @@
 # launches them: tests/probes/gpu_measure_probe.c). The table's exact rows, the split by
 # LOUPE_STEP steps (the kernel launched before them left out), --iterations with Mosaic's two
 # messages, --json and --per-kernel, the spread warnings, -o keeping the trace, no CUPTI, no
-# driver, usage. Args: BUILD_DIR SOURCE_DIR.
+# driver, steps on several threads, steps without kernels, --json=FILE, a program exiting with
+# record's own 121 or killed, usage. Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 build=$1
 tmp=$(mktemp -d)
@@ -89,7 +90,43 @@ grep -qxF "loupe record: 4 events recorded, 3 dropped (3 GPU activity records th
 [ $rc = 1 ] || fail "gpu-measure drop3: exit $rc"
 grep -qxF "loupe gpu-measure: 3 GPU activity records were lost (CUPTI: 4 kernels, 0 memcpys, 0 memsets, 3 records dropped by CUPTI, 0 without timestamps or outside the session): the timings would be incomplete" "$tmp/e12" || fail "gpu-measure drop3: $(cat "$tmp/e12")"
 
+# 7. Steps on several threads, which overlap: each kernel in the step of the thread that
+#    launched it (before: the three earlier steps got none, the last all four). --json=FILE
+#    keeps the JSON away from the program's stdout.
+"$loupe" gpu-measure --json="$tmp/thr.json" -- "$probe" 4 threads >"$tmp/o13" 2>"$tmp/e13" || fail "threads: $(cat "$tmp/e13")"
+[ "$(cat "$tmp/o13")" = "launched 0 steps" ] || fail "threads: stdout has more than the program's: $(cat "$tmp/o13")"
+python3 - "$tmp/thr.json" <<'PY' || fail "threads: the JSON"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["iterations"] == 4 and sorted(j["iteration_ns"]) == [1000, 1032, 1064, 1096], j
+assert j["kernels"][0]["launches"] == 4 and j["min_ns"] == 1000 and j["max_ns"] == 1096, j
+PY
+"$loupe" gpu-measure --json=/nonexistent/dir/x.json -- "$probe" 1 flat >/dev/null 2>"$tmp/e14"; rc=$?
+[ $rc = 1 ] && grep -qxF "loupe gpu-measure: cannot write the result to /nonexistent/dir/x.json: No such file or directory" "$tmp/e14" || fail "json to an unwritable file: $rc $(cat "$tmp/e14")"
+
+# 8. Steps that launched nothing are left out (their 0 ns made the median 0), said once.
+"$loupe" gpu-measure -- "$probe" 4 odd >"$tmp/o15" 2>"$tmp/e15" || fail "odd: $(cat "$tmp/e15")"
+grep -qxF "iterations: 2 (by the steps 'train'); per iteration: min 8.064 µs, median 8.064 µs, max 8.064 µs, spread 0.0%" "$tmp/o15" || fail "odd: $(cat "$tmp/o15")"
+grep -qxF "loupe gpu-measure: note: 2 of 4 steps 'train' launched no GPU kernel and are left out of the iterations" "$tmp/e15" || fail "odd: $(cat "$tmp/e15")"
+
+# 9. A program that exits 121 (one of loupe record's own statuses) is measured, its status
+#    kept; one killed before its stop is told why its kernels are missing, not "none ran".
+"$loupe" gpu-measure -- "$probe" 2 exit121 >"$tmp/o16" 2>"$tmp/e16"; rc=$?
+[ $rc = 121 ] || fail "exit121: exit $rc"
+grep -q "^iterations: 2 (by the steps 'train')" "$tmp/o16" || fail "exit121: no table: $(cat "$tmp/o16") $(cat "$tmp/e16")"
+grep -qxF "loupe gpu-measure: PROGRAM exited with status 121" "$tmp/e16" || fail "exit121: $(cat "$tmp/e16")"
+"$loupe" gpu-measure -- "$probe" 2 abort >/dev/null 2>"$tmp/e17"; rc=$?
+[ $rc = 134 ] || fail "abort: exit $rc"
+grep -qxF "loupe gpu-measure: PROGRAM died before its session stopped (killed by signal 6 (Aborted)): CUPTI hands its records over at the stop, so the kernels that ran are not in the trace" "$tmp/e17" || fail "abort: $(cat "$tmp/e17")"
+"$loupe" gpu-measure -- "$tmp/no-such-program" 2>"$tmp/e18"; rc=$?
+[ $rc = 123 ] || fail "missing program: exit $rc $(cat "$tmp/e18")"
+grep -q "^loupe gpu-measure" "$tmp/e18" && fail "missing program: gpu-measure added to record's reason: $(cat "$tmp/e18")"
+
 # 5. Usage.
+"$loupe" gpu-measure -o -- "$probe" 1 2>"$tmp/e19"; rc=$?
+[ $rc = 2 ] && grep -qxF "loupe gpu-measure: -o wants a log directory before '--'" "$tmp/e19" || fail "-o --: $rc $(cat "$tmp/e19")"
+[ -e ./-- ] && fail "-o -- made a directory named --"
+
 "$loupe" gpu-measure 2>"$tmp/e9"; rc=$?
 [ $rc = 2 ] && grep -qxF "loupe gpu-measure: no PROGRAM to run" "$tmp/e9" || fail "no program: $rc"
 "$loupe" gpu-measure --help | grep -q "^usage: loupe gpu-measure" || fail "--help"

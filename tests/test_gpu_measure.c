@@ -14,6 +14,8 @@
 
 #include <loupe/loupe.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +56,12 @@ static void bind_fake(void) {
 typedef struct work {
     int calls;
     int mode; /* 0: gemm + relu; 1: nothing; 2: an extra kernel at call 3; 3: names swap at call
-                 3; 4: durations by call (spread); 5: measure again from inside */
+                 3; 4: durations by call (spread); 5: measure again from inside; 6: gemm, the
+                 session stopped at call 2, relu; 7: gemm, a pause, relu */
     int inner_rc;
 } work;
+
+static loupe_trace_result inner_tr = {.size = sizeof inner_tr}; /* mode 6's session */
 
 static void fn(void *arg) {
     work *w = arg;
@@ -86,6 +91,18 @@ static void fn(void *arg) {
         launch("gemm", 3232, 7, 1, 32);
         break;
     }
+    case 6:
+        launch("gemm", 3232, 7, 1, 32);
+        if (w->calls == 2) {
+            w->inner_rc = loupe_stop_trace(&inner_tr);
+        }
+        launch("relu", 4832, 7, 1, 32);
+        break;
+    case 7:
+        launch("gemm", 3232, 7, 1, 32);
+        usleep(50);
+        launch("relu", 4832, 7, 1, 32);
+        break;
     default:
         break;
     }
@@ -298,6 +315,27 @@ static void test_measure_kernels(void **state) {
     loupe_gpu_measure_result_free(r);
     assert_int_equal(loupe_gpu_measure_kernels(k, 0, &o, &r), 0);
     assert_null(r);
+
+    /* A given split with iterations that ran nothing: said, and the spread against the max
+     * (before: median 0, spread 0%, no word). One kernel shows no tick: resolution 0. */
+    k[0].iteration = 0;
+    k[2].iteration = 3;
+    o = (loupe_gpu_measure_options){.iterations = 4, .split = LOUPE_GPU_SPLIT_GIVEN};
+    assert_int_equal(loupe_gpu_measure_kernels(k, 1, &o, &r), 0);
+    assert_int_equal(r->median_ns, 0);
+    assert_true(r->spread == 1.0);
+    assert_int_equal(r->resolution_ns, 0);
+    assert_string_equal(r->warnings,
+                        "iterations spread 100.0% (min 0.000 \u00b5s, median 0.000 \u00b5s, max "
+                        "0.010 \u00b5s): more than 5%\n"
+                        "3 of 4 iterations ran no timed kernel: their 0 ns are in the statistics");
+    loupe_gpu_measure_result_free(r);
+    /* sums saturate rather than wrap */
+    k[0].dur_ns = k[1].dur_ns = UINT64_MAX / 2 + 1;
+    o = (loupe_gpu_measure_options){.iterations = 1};
+    assert_int_equal(loupe_gpu_measure_kernels(k, 2, &o, &r), 0);
+    assert_true(r->iteration_ns[0] == UINT64_MAX);
+    loupe_gpu_measure_result_free(r);
 }
 
 static size_t count_kernels(json_t *j, const char *name, json_t **last) {
@@ -358,6 +396,104 @@ static void test_in_session(void **state) {
     loupe_trace_result_free(&tr);
 }
 
+/* A session whose device tracer the measurement reads stops in the middle of the window (here
+ * inside fn; test_sessions_race from another thread): the measurement keeps its subscription and
+ * gets every kernel; the session's trace ends at its stop, with nothing counted lost; the
+ * subscription ends with the measurement, and the next session gets the device tracer. Before:
+ * relu (after the stop) was lost and the result said 3.232 µs. */
+static void test_session_stops_in_window(void **state) {
+    (void)state;
+    loupe_trace_options to = {.log_dir = dir, .device_tracer_level = 1};
+    assert_int_equal(loupe_start_trace(&to), 0);
+    assert_int_equal(subscribed(), 1);
+    loupe_gpu_measure_result *r = NULL;
+    work w = {.mode = 6};
+    assert_int_equal(loupe_gpu_measure(fn, &w, NULL, &r), 0);
+    assert_int_equal(w.inner_rc, 0);
+    assert_false(loupe_is_tracing());
+    assert_int_equal(r->kernel_count, 2);
+    assert_int_equal(r->iteration_ns[0], 3232 + 4832);
+    loupe_gpu_measure_result_free(r);
+    assert_int_equal(subscribed(), 0);
+    /* the stopped session: the warm-up's two kernels and the gemm before its stop, none lost */
+    loupe_model *m = tu_read_back(loupe_trace_result_path(&inner_tr, LOUPE_FORMAT_CHROME_JSON));
+    loupe_model_counts c;
+    loupe_model_counts_of(m, &c);
+    assert_int_equal(c.gpu_lost, 0);
+    assert_int_equal(c.events_dropped, 0);
+    size_t kernels = 0;
+    for (size_t t = 0; t < m->thread_count; t++) {
+        kernels += m->threads[t].kind == LOUPE_TRACK_GPU ? m->threads[t].slice_count : 0;
+    }
+    assert_int_equal(kernels, 3);
+    loupe_model_free(m);
+    loupe_trace_result_free(&inner_tr);
+
+    loupe_trace_result tr = {.size = sizeof tr};
+    assert_int_equal(loupe_start_trace(&to), 0);
+    assert_string_equal(loupe_gpu_device_tracer_note(), "");
+    assert_int_equal(subscribed(), 1);
+    w = (work){.mode = 0};
+    assert_int_equal(loupe_gpu_measure(fn, &w, NULL, &r), 0);
+    assert_int_equal(r->kernel_count, 2);
+    loupe_gpu_measure_result_free(r);
+    assert_int_equal(loupe_stop_trace(&tr), 0);
+    assert_int_equal(subscribed(), 0);
+    m = tu_read_back(loupe_trace_result_path(&tr, LOUPE_FORMAT_CHROME_JSON));
+    loupe_model_counts_of(m, &c);
+    assert_int_equal(c.gpu_lost, 0);
+    assert_int_equal(c.events_dropped, 0);
+    loupe_model_free(m);
+    loupe_trace_result_free(&tr);
+}
+
+static volatile int race_done;
+
+static void *sessions(void *arg) {
+    int *n = arg;
+    while (!__atomic_load_n(&race_done, __ATOMIC_ACQUIRE)) {
+        loupe_trace_options to = {
+            .log_dir = dir, .device_tracer_level = 1, .formats = LOUPE_FORMAT_CHROME_JSON};
+        if (loupe_start_trace(&to) == 0) {
+            usleep(200);
+            (void)loupe_stop_trace(NULL);
+            (*n)++;
+        }
+    }
+    return NULL;
+}
+
+/* Sessions with the device tracer start and stop on one thread while another measures: every
+ * measurement has its two kernels, whichever subscription it read (before: 19 of 2,000 lost
+ * one, or got a warm-up kernel). */
+static void test_sessions_race(void **state) {
+    (void)state;
+    int nsessions = 0;
+    pthread_t t;
+    race_done = 0;
+    assert_int_equal(pthread_create(&t, NULL, sessions, &nsessions), 0);
+    int wrong = 0, failed = 0;
+    for (int i = 0; i < 300; i++) {
+        loupe_gpu_measure_result *r = NULL;
+        work w = {.mode = 7};
+        if (loupe_gpu_measure(fn, &w, NULL, &r) != 0) {
+            failed++;
+            print_error("measurement %d: %s\n", i, loupe_last_error());
+        } else if (r->kernel_count != 2 || r->iteration_ns[0] != 3232 + 4832) {
+            wrong++;
+            print_error("measurement %d: %zu kernels, %llu ns\n", i, r->kernel_count,
+                        (unsigned long long)r->iteration_ns[0]);
+        }
+        loupe_gpu_measure_result_free(r);
+    }
+    __atomic_store_n(&race_done, 1, __ATOMIC_RELEASE);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(failed, 0);
+    assert_int_equal(wrong, 0);
+    assert_true(nsessions > 0);
+    assert_int_equal(subscribed(), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_supported),
@@ -368,6 +504,8 @@ int main(void) {
         cmocka_unit_test(test_spread_warnings),
         cmocka_unit_test(test_measure_kernels),
         cmocka_unit_test(test_in_session),
+        cmocka_unit_test(test_session_stops_in_window),
+        cmocka_unit_test(test_sessions_race),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

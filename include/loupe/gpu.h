@@ -270,19 +270,24 @@ typedef struct loupe_gpu_measure_result {
     size_t kernels_per_iteration;     /* even split: launches / iterations; given split: 0 */
     size_t kernel_count;              /* all timed kernels (also when aggregate dropped the list) */
     loupe_gpu_kernel_timing *kernels; /* launch order (correlation id); NULL with aggregate */
-    uint64_t *iteration_ns;           /* [iterations]: the sum of its kernels' durations (ns) */
+    uint64_t *iteration_ns; /* [iterations]: the sum of its kernels' durations (ns; saturates at
+                               UINT64_MAX) */
     /** Over the iterations' totals: the smallest, the median (the lower middle of an even count)
-     * and the largest, and spread = (max - min) / median (0 when the median is 0). */
+     * and the largest, and spread = (max - min) / median ((max - min) / max when the median is
+     * 0; 0 when every total is 0). */
     uint64_t min_ns, median_ns, max_ns;
     double spread;
     /** The clock: CUPTI's activity timestamps, which CUPTI takes from the GPU's timer and maps to
      * CLOCK_REALTIME; resolution_ns is the tick those timestamps show (the greatest common
-     * divisor of their differences, at most 1 µs; 1 when they show none). */
+     * divisor of their differences, at most 1 µs; 1 when they show none; 0, unknown, with fewer
+     * than two timed kernels, whose start and end show only a duration). */
     const char *clock;
     uint64_t resolution_ns;
     /** "" or newline-separated warnings: a spread above 5% ("iterations spread 7.3% (min ...,
      * median ..., max ...): more than 5%"), a first iteration more than 5% off the median of
-     * the others, kernels without timestamps. */
+     * the others, kernels without timestamps, iterations without a timed kernel ("2 of 6
+     * iterations ran no timed kernel: their 0 ns are in the statistics", with
+     * LOUPE_GPU_SPLIT_GIVEN). */
     char *warnings;
     void *loupe__priv;
 } loupe_gpu_measure_result;

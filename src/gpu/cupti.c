@@ -21,7 +21,10 @@
  *
  * loupe_gpu_measure() (Mosaic's measure()) subscribes the same way with CONCURRENT_KERNEL only,
  * or, while the session's tracer holds CUPTI, reads the tracer's records of its window; its
- * kernels go to the session's records as well, so a session sees them on its timeline.
+ * kernels go to the session's records as well, so a session sees them on its timeline. A
+ * measurement holds the tracer it reads: a session that stops meanwhile (on another thread, or
+ * inside the measured function) takes the records up to its stop and leaves the subscription to
+ * the measurement, which ends it (`held`, `detached`).
  * LOUPE_CUPTI_LIBRARY names the CUPTI library to load (no search, no driver check): a CUPTI
  * outside the usual places, or the tests' fake (tests/probes/fake_cupti.c).
  */
@@ -74,10 +77,16 @@ static void *drv;             /* libcuda.so.1, kept open for cuCtxSynchronize */
 /* A loupe_gpu_measure() running (under cupti_lock): its kernels, and the records CUPTI dropped
  * meanwhile. */
 static int measuring;
+static int held;     /* the measurement reads the session tracer's subscription */
+static int detached; /* that session stopped: the subscription is the measurement's to end */
 static loupe_gpu_kernel_timing *mk;
 static size_t nmk, capmk;
 static uint64_t mdropped;
 static pthread_mutex_t measure_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Orders who subscribes: a session's start and stop and a measurement's window edges, each a
+ * check and its CUPTI calls under it (taken before cupti_lock; never held while fn runs, and
+ * on_complete does not take it). */
+static pthread_mutex_t tracer_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define CUPTI_BUFFER_BYTES (2u << 20) /* 1..10 MB recommended (cupti_activity.h) */
 
@@ -191,7 +200,9 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
             memcpy(&nm, r + 104, sizeof nm);
             /* keep() copies it: the record only lends the name */
             x.name = (char *)(uintptr_t)(nm != NULL ? nm : "kernel");
-            keep(&x);
+            if (!detached) {
+                keep(&x); /* after a detached stop, the session has taken its records */
+            }
             if (measuring) {
                 keep_measured(&x);
             }
@@ -204,8 +215,10 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
             x.device = rd32(r, 32);
             x.stream = rd32(r, 40);
             x.corr = rd32(r, 44);
-            keep(&x);
-        } else if (kind == LOUPE__CUPTI_KIND_RUNTIME) {
+            if (!detached) {
+                keep(&x);
+            }
+        } else if (kind == LOUPE__CUPTI_KIND_RUNTIME && !detached) {
             if (loupe__grow((void **)&apis, &capapis, napis + 1, sizeof(*apis)) != 0) {
                 continue;
             }
@@ -218,7 +231,7 @@ static void on_complete(void *context, uint32_t stream, uint8_t *buffer, size_t 
     size_t d = 0;
     if (a->get_num_dropped_records != NULL &&
         a->get_num_dropped_records(NULL, stream, &d) == LOUPE__CUPTI_SUCCESS) {
-        dropped += d;
+        dropped += detached ? 0 : d;
         mdropped += measuring ? d : 0;
     }
     pthread_mutex_unlock(&cupti_lock);
@@ -343,6 +356,8 @@ static void clear_records(void) {
 static const int kinds[] = {LOUPE__CUPTI_KIND_CONCURRENT_KERNEL, LOUPE__CUPTI_KIND_MEMCPY,
                             LOUPE__CUPTI_KIND_MEMSET, LOUPE__CUPTI_KIND_RUNTIME};
 
+static void start_locked(const loupe__cupti_api *a);
+
 void loupe__cupti_start(int level) {
     pthread_mutex_lock(&cupti_lock);
     clear_records();
@@ -356,13 +371,20 @@ void loupe__cupti_start(int level) {
         return;
     }
     const loupe__cupti_api *a = api_now();
+    pthread_mutex_lock(&tracer_lock);
+    start_locked(a);
+    pthread_mutex_unlock(&tracer_lock);
+}
+
+/* loupe__cupti_start()'s subscription, under tracer_lock. */
+static void start_locked(const loupe__cupti_api *a) {
     pthread_mutex_lock(&cupti_lock);
-    int held = measuring;
+    int busy = measuring || held;
     pthread_mutex_unlock(&cupti_lock);
-    if (held) {
+    if (busy) {
         snprintf(note, sizeof note,
-                 "device tracer: CUPTI is held by a loupe_gpu_measure() running on another "
-                 "thread; the session goes on host-only");
+                 "device tracer: CUPTI is held by a loupe_gpu_measure() under way; the session "
+                 "goes on host-only");
         return;
     }
     int r = a->subscribe(&subscriber, NULL, NULL);
@@ -399,21 +421,37 @@ void loupe__cupti_start(int level) {
         (void)a->unsubscribe(subscriber);
         return;
     }
+    pthread_mutex_lock(&cupti_lock);
     active = 1;
+    pthread_mutex_unlock(&cupti_lock);
 }
 
-void loupe__cupti_stop(void) {
-    if (!active) {
-        return;
-    }
-    const loupe__cupti_api *a = api_now();
-    (void)a->flush_all(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+/* Ends the device tracer's subscription: every kind off, unsubscribed, CUPTI finalized. */
+static void unsubscribe_all(const loupe__cupti_api *a) {
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         (void)a->disable(kinds[i]);
     }
     (void)a->unsubscribe(subscriber);
     (void)a->finalize();
-    active = 0;
+}
+
+void loupe__cupti_stop(void) {
+    pthread_mutex_lock(&tracer_lock);
+    if (active) {
+        const loupe__cupti_api *a = api_now();
+        (void)a->flush_all(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+        pthread_mutex_lock(&cupti_lock);
+        int measured = held;
+        /* with a measurement reading it, the records so far are the session's and the rest the
+         * measurement's, which ends the subscription */
+        detached = measured;
+        active = 0;
+        pthread_mutex_unlock(&cupti_lock);
+        if (!measured) {
+            unsubscribe_all(a);
+        }
+    }
+    pthread_mutex_unlock(&tracer_lock);
 }
 
 uint64_t loupe__cupti_kernel_start_unix(uint32_t corr) {
@@ -581,6 +619,94 @@ static void free_kernels(loupe_gpu_kernel_timing *k, size_t n) {
     free(k);
 }
 
+/* The measurement's own subscription (no session tracer holds CUPTI), its window open. */
+static void *own_sub;
+
+/* Opens the window, under tracer_lock: reads the session tracer's records (and holds it
+ * subscribed) when it is on, else subscribes for CONCURRENT_KERNEL. 0, or an error (said). */
+static int open_window(const loupe__cupti_api *a, int *tracer) {
+    pthread_mutex_lock(&tracer_lock);
+    pthread_mutex_lock(&cupti_lock);
+    *tracer = active; /* the session's device tracer holds CUPTI: read its records */
+    held = *tracer;   /* and keep it subscribed until the window ends */
+    pthread_mutex_unlock(&cupti_lock);
+    if (*tracer) {
+        (void)a->flush_all(1); /* what ran before the window stays out of it */
+    }
+    pthread_mutex_lock(&cupti_lock);
+    free_measured();
+    measuring = 1;
+    pthread_mutex_unlock(&cupti_lock);
+    int r = 0;
+    const char *step = "cuptiSubscribe";
+    own_sub = NULL;
+    if (!*tracer) {
+        r = a->subscribe(&own_sub, NULL, NULL);
+        if (r == 0) {
+            (void)a->register_timestamp_callback(ts_realtime);
+            step = "cuptiActivityRegisterCallbacks";
+            r = a->register_callbacks(on_request, on_complete);
+        }
+        if (r == 0) {
+            step = "cuptiActivityEnable(CONCURRENT_KERNEL)";
+            r = a->enable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
+        }
+        if (r != 0 && r != LOUPE__CUPTI_ERROR_MULTIPLE_SUBSCRIBERS) {
+            (void)a->disable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
+            if (own_sub != NULL) {
+                (void)a->unsubscribe(own_sub);
+            }
+        }
+    }
+    if (r != 0) {
+        loupe_gpu_kernel_timing *k;
+        size_t n;
+        uint64_t lost;
+        end_window(&k, &n, &lost, 0);
+        free_kernels(k, n);
+    }
+    pthread_mutex_unlock(&tracer_lock);
+    if (r == LOUPE__CUPTI_ERROR_MULTIPLE_SUBSCRIBERS) {
+        const char *inj = getenv("CUDA_INJECTION64_PATH");
+        return loupe__err(LOUPE_EUNSUPPORTED,
+                          "Attempted to subscribe to CUPTI while another subscriber, such as "
+                          "Nsight Systems or Nsight Compute, is active (%s%s): CUPTI does not "
+                          "support multiple subscribers (CUPTI error 39)",
+                          inj != NULL ? "CUDA_INJECTION64_PATH=" : "unnamed",
+                          inj != NULL ? inj : "");
+    }
+    if (r != 0) {
+        return loupe__err(LOUPE_EUNSUPPORTED, "loupe_gpu_measure: %s failed: %s (CUPTI error %d)",
+                          step, result_str(a, r), r);
+    }
+    return 0;
+}
+
+/* Closes the window, under tracer_lock: the last records flushed, the measurement's own
+ * subscription ended, or the session's when that session stopped meanwhile; its kernels out. */
+static void close_window(const loupe__cupti_api *a, int tracer, loupe_gpu_kernel_timing **k,
+                         size_t *n, uint64_t *lost) {
+    pthread_mutex_lock(&tracer_lock);
+    (void)a->flush_all(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+    if (!tracer) {
+        (void)a->disable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
+        (void)a->unsubscribe(own_sub);
+        (void)a->finalize();
+        own_sub = NULL;
+    }
+    end_window(k, n, lost, tracer);
+    pthread_mutex_lock(&cupti_lock);
+    int ends = detached; /* the session stopped during the window: its subscription ends here */
+    pthread_mutex_unlock(&cupti_lock);
+    if (ends) {
+        unsubscribe_all(a);
+    }
+    pthread_mutex_lock(&cupti_lock);
+    held = detached = 0; /* a session may start with the device tracer again */
+    pthread_mutex_unlock(&cupti_lock);
+    pthread_mutex_unlock(&tracer_lock);
+}
+
 static int measure_locked(void (*fn)(void *), void *arg, const loupe_gpu_measure_options *opts,
                           int32_t iterations, int32_t warmup, loupe_gpu_measure_result **out) {
     if (load() != 0 || !version_ok(api_now())) {
@@ -594,57 +720,10 @@ static int measure_locked(void (*fn)(void *), void *arg, const loupe_gpu_measure
     if (ctx_sync != NULL) {
         (void)ctx_sync();
     }
-    pthread_mutex_lock(&cupti_lock);
-    int tracer = active; /* the session's device tracer holds CUPTI: read its records */
-    pthread_mutex_unlock(&cupti_lock);
-    void *sub = NULL;
-    if (tracer) {
-        (void)a->flush_all(1); /* what ran before the window stays out of it */
-    }
-    pthread_mutex_lock(&cupti_lock);
-    free_measured();
-    measuring = 1;
-    pthread_mutex_unlock(&cupti_lock);
-    if (!tracer) {
-        int r = a->subscribe(&sub, NULL, NULL);
-        const char *step = "cuptiSubscribe";
-        if (r == LOUPE__CUPTI_ERROR_MULTIPLE_SUBSCRIBERS) {
-            loupe_gpu_kernel_timing *k;
-            size_t n;
-            uint64_t lost;
-            end_window(&k, &n, &lost, 0);
-            free_kernels(k, n);
-            const char *inj = getenv("CUDA_INJECTION64_PATH");
-            return loupe__err(LOUPE_EUNSUPPORTED,
-                              "Attempted to subscribe to CUPTI while another subscriber, such as "
-                              "Nsight Systems or Nsight Compute, is active (%s%s): CUPTI does not "
-                              "support multiple subscribers (CUPTI error 39)",
-                              inj != NULL ? "CUDA_INJECTION64_PATH=" : "unnamed",
-                              inj != NULL ? inj : "");
-        }
-        if (r == 0) {
-            (void)a->register_timestamp_callback(ts_realtime);
-            step = "cuptiActivityRegisterCallbacks";
-            r = a->register_callbacks(on_request, on_complete);
-        }
-        if (r == 0) {
-            step = "cuptiActivityEnable(CONCURRENT_KERNEL)";
-            r = a->enable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
-        }
-        if (r != 0) {
-            (void)a->disable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
-            if (sub != NULL) {
-                (void)a->unsubscribe(sub);
-            }
-            loupe_gpu_kernel_timing *k;
-            size_t n;
-            uint64_t lost;
-            end_window(&k, &n, &lost, 0);
-            free_kernels(k, n);
-            return loupe__err(LOUPE_EUNSUPPORTED,
-                              "loupe_gpu_measure: %s failed: %s (CUPTI error %d)", step,
-                              result_str(a, r), r);
-        }
+    int tracer = 0;
+    int rc = open_window(a, &tracer);
+    if (rc != 0) {
+        return rc;
     }
     for (int32_t i = 0; i < iterations; i++) {
         fn(arg);
@@ -652,17 +731,10 @@ static int measure_locked(void (*fn)(void *), void *arg, const loupe_gpu_measure
     if (ctx_sync != NULL) {
         (void)ctx_sync(); /* the kernels' records are complete only once they ran */
     }
-    (void)a->flush_all(1); /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
-    if (!tracer) {
-        (void)a->disable(LOUPE__CUPTI_KIND_CONCURRENT_KERNEL);
-        (void)a->unsubscribe(sub);
-        (void)a->finalize();
-    }
     loupe_gpu_kernel_timing *k;
     size_t n;
     uint64_t lost;
-    end_window(&k, &n, &lost, tracer);
-    int rc;
+    close_window(a, tracer, &k, &n, &lost);
     if (lost > 0) {
         rc = loupe__err(LOUPE_EGPU_OVERFLOW,
                         "loupe_gpu_measure: CUPTI dropped %llu activity records: the timings "

@@ -107,7 +107,9 @@ static int statistics(loupe_gpu_measure_result *r) {
     r->median_ns = median_of(sorted, n);
     r->min_ns = sorted[0];
     r->max_ns = sorted[n - 1];
-    r->spread = r->median_ns > 0 ? (double)(r->max_ns - r->min_ns) / (double)r->median_ns : 0;
+    /* against the max when the median is 0 (most iterations ran nothing): 100%, not 0 */
+    uint64_t base = r->median_ns > 0 ? r->median_ns : r->max_ns;
+    r->spread = base > 0 ? (double)(r->max_ns - r->min_ns) / (double)base : 0;
     char line[320], a[32], b[32], c[32];
     int failed = 0;
     if (n >= 2 && r->spread > SPREAD_WARN) {
@@ -132,6 +134,16 @@ static int statistics(loupe_gpu_measure_result *r) {
                      a, 100.0 * (double)off / (double)rest, first > rest ? "above" : "below", b);
             failed |= warn(r, line);
         }
+    }
+    size_t empty = 0;
+    for (size_t i = 0; i < n; i++) {
+        empty += r->iteration_ns[i] == 0;
+    }
+    if (empty > 0 && empty < n) {
+        snprintf(line, sizeof line,
+                 "%zu of %zu iterations ran no timed kernel: their 0 ns are in the statistics",
+                 empty, n);
+        failed |= warn(r, line);
     }
     free(sorted);
     return failed;
@@ -214,14 +226,16 @@ int loupe_gpu_measure_kernels(const loupe_gpu_kernel_timing *kernels, size_t n,
         loupe_gpu_measure_result_free(r);
         return loupe__err(LOUPE_ENOMEM, "out of memory for a GPU measurement");
     }
-    uint64_t untimed = 0, tick = 0, t0 = 0;
+    uint64_t untimed = 0, tick = 0, t0 = 0, timed = 0;
     int have_t0 = 0;
     for (size_t i = 0; i < n; i++) {
-        r->iteration_ns[k[i].iteration] += k[i].dur_ns;
+        uint64_t *sum = &r->iteration_ns[k[i].iteration];
+        *sum = *sum > UINT64_MAX - k[i].dur_ns ? UINT64_MAX : *sum + k[i].dur_ns; /* saturates */
         if (k[i].start_unix_ns == 0) {
             untimed++;
             continue;
         }
+        timed++;
         uint64_t ts[2] = {k[i].start_unix_ns, k[i].start_unix_ns + k[i].dur_ns};
         for (int e = 0; e < 2; e++) {
             if (!have_t0) {
@@ -231,7 +245,11 @@ int loupe_gpu_measure_kernels(const loupe_gpu_kernel_timing *kernels, size_t n,
             tick = gcd(tick, ts[e] > t0 ? ts[e] - t0 : t0 - ts[e]);
         }
     }
-    r->resolution_ns = tick == 0 ? 1 : tick > MAX_RESOLUTION ? MAX_RESOLUTION : tick;
+    /* one kernel's start and end show its duration, not a tick: 0 (unknown) below two */
+    r->resolution_ns = timed < 2               ? 0
+                       : tick == 0             ? 1
+                       : tick > MAX_RESOLUTION ? MAX_RESOLUTION
+                                               : tick;
     int failed = statistics(r) != 0;
     if (!failed && untimed > 0) {
         char line[200];

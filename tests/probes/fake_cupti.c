@@ -10,7 +10,8 @@
  *   and, while RUNTIME is enabled, a CUpti_ActivityAPI record (40 bytes: start@8, threadId@28,
  *   correlationId@32). The "GPU" runs one kernel at a time: a kernel starts at the later of its
  *   launch and the previous kernel's end, on a 32 ns tick (timestamps are multiples of 32 ns).
- * - cuptiActivityFlushAll hands every queued record back through the registered callbacks.
+ * - cuptiActivityFlushAll hands every queued record back through the registered callbacks;
+ *   cuptiFinalize forgets those not flushed.
  * - cuCtxSynchronize waits for the last kernel's end and counts its calls
  *   (loupe_fake_cupti_syncs()).
  */
@@ -299,8 +300,13 @@ EXPORT int cuptiGetResultString(int result, const char **str) {
     return 0;
 }
 
+/* Ends CUPTI: records queued since the last flush (launched between it and the disable) are
+ * gone, so a later subscriber never gets another's. */
 EXPORT int cuptiFinalize(void) {
+    pthread_mutex_lock(&lock);
     finalizes++;
+    queued = 0;
+    pthread_mutex_unlock(&lock);
     return 0;
 }
 
