@@ -64,6 +64,7 @@
 #include "base/pb.h"
 #include "base/utf8.h"
 #include "model/merge.h"
+#include "model/tracks.h"
 
 #include <loupe/loupe.h>
 #include <errno.h>
@@ -550,8 +551,12 @@ static const char *line_name(const loupe_model *m, const loupe_model_thread *th,
 
 /* A line of another process than processes[0], or an async track's: its own line ids, names
  * and plane stats (lines_prepare()). GPU tracks stay on their planes. */
-static int is_special(const loupe_model_thread *th) {
-    return th->kind != LOUPE_TRACK_GPU && (th->process != 0 || th->kind == LOUPE_TRACK_ASYNC);
+/* A track written on a line of its own with loupe_line_<id>_* stats: another process's thread,
+ * an async track, or a thread of processes[0] whose tid an earlier thread had (reused: the
+ * written tid differs; line ids are tids there, and two threads on one line would merge). */
+static int is_special(const loupe_model_thread *th, uint64_t written_tid) {
+    return th->kind != LOUPE_TRACK_GPU &&
+           (th->process != 0 || th->kind == LOUPE_TRACK_ASYNC || written_tid != th->tid);
 }
 
 /* An async track's lane `lane`: the first and last event times of its slices with depth ==
@@ -775,10 +780,14 @@ static int lines_prepare(writer *w) {
     }
     size_t nkeys = 0;
     uint64_t max_id = 0;
+    uint64_t *wt = loupe__model_written_tids(m, NULL);
+    if (wt == NULL) {
+        return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
+    }
     for (size_t t = 0; t < n; t++) {
         const loupe_model_thread *th = &m->threads[t];
         w->lanes[t] = 1;
-        if (!is_special(th)) {
+        if (!is_special(th, wt[t])) {
             w->line_id[t] = th->tid;
             max_id = th->tid > max_id ? th->tid : max_id;
         }
@@ -786,7 +795,7 @@ static int lines_prepare(writer *w) {
     uint64_t next = max_id;
     for (size_t t = 0; t < n; t++) {
         const loupe_model_thread *th = &m->threads[t];
-        if (!is_special(th)) {
+        if (!is_special(th, wt[t])) {
             continue;
         }
         for (size_t i = 0; th->kind == LOUPE_TRACK_ASYNC && i < th->slice_count; i++) {
@@ -794,6 +803,7 @@ static int lines_prepare(writer *w) {
             w->lanes[t] = d >= w->lanes[t] ? d + 1 : w->lanes[t];
         }
         if (next > (uint64_t)INT64_MAX - w->lanes[t] - 1) {
+            free(wt);
             return loupe__err(LOUPE_EUNSUPPORTED,
                               "XPlane: no free line id for thread %llu (line ids are int64)",
                               (unsigned long long)th->tid);
@@ -807,10 +817,12 @@ static int lines_prepare(writer *w) {
                                        : dup_printf("%s (%llu) / %s", pr->name,
                                                     (unsigned long long)pr->pid, own);
         if (w->lname[t] == NULL) {
+            free(wt);
             return loupe__err(LOUPE_ENOMEM, "XPlane writer: out of memory");
         }
         nkeys += (size_t)LK * w->lanes[t];
     }
+    free(wt);
     w->max_line_id = next;
     size_t np = m->process_count > 1 ? m->process_count : 0;
     nkeys += PK * np;

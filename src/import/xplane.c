@@ -397,7 +397,7 @@ typedef struct flow_end {
 } flow_end;
 
 typedef struct track {
-    int gpu; /* 0 host thread, 1 GPU track, 2 async track */
+    int gpu; /* 0 host thread, 1 GPU track, 2 async track, 3 a loupe host line (tid: its id) */
     uint32_t device;
     size_t process;
     uint64_t tid;
@@ -559,7 +559,16 @@ static size_t host_track(reader *x, uint64_t id, const lmap **pm) {
     if (lm == NULL) {
         return track_in(x, 0, 0, 0, id);
     }
-    return track_in(x, (lm->have & 4) ? 2 : 0, 0, (size_t)lm->process, lm->tid);
+    if (lm->have & 4) {
+        return track_in(x, 2, 0, (size_t)lm->process, lm->tid);
+    }
+    /* a host thread: one per line, since two threads of a process may have had one tid (a
+     * reused tid: the writer gives the later its own line) */
+    size_t idx = track_in(x, 3, 0, (size_t)lm->process, id);
+    if (idx != SIZE_MAX) {
+        loupe__mb_thread_at(x->mb, idx)->tid = lm->tid;
+    }
+    return idx;
 }
 
 static void hex(char *out, span s) {
