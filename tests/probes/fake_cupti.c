@@ -202,14 +202,20 @@ EXPORT int cuptiUnsubscribe(void *subscriber) {
     return r;
 }
 
+/* Under the lock: a session's start registers while a measurement's
+ * cuCtxSynchronize reads the clock on another thread. */
 EXPORT int cuptiActivityRegisterTimestampCallback(uint64_t (*fn)(void)) {
+    pthread_mutex_lock(&lock);
     clock_fn = fn;
+    pthread_mutex_unlock(&lock);
     return 0;
 }
 
 EXPORT int cuptiActivityRegisterCallbacks(req_fn req, done_fn done) {
+    pthread_mutex_lock(&lock);
     on_req = req;
     on_done = done;
+    pthread_mutex_unlock(&lock);
     return 0;
 }
 
@@ -236,12 +242,15 @@ EXPORT int cuptiActivityFlushAll(uint32_t flag) {
         memcpy(copy, queue, n);
     }
     queued = 0;
+    size_t dropping = drop_next;
+    req_fn req = on_req;
+    done_fn done = on_done;
     pthread_mutex_unlock(&lock);
     size_t off = 0;
     while (off < n && copy != NULL) {
         uint8_t *buf;
         size_t size, maxr;
-        on_req(&buf, &size, &maxr);
+        req(&buf, &size, &maxr);
         if (buf == NULL) {
             break;
         }
@@ -257,14 +266,14 @@ EXPORT int cuptiActivityFlushAll(uint32_t flag) {
             valid += len;
             off += len;
         }
-        on_done(NULL, 0, buf, size, valid);
+        done(NULL, 0, buf, size, valid);
     }
     free(copy);
-    if (n == 0 && drop_next > 0) { /* the drop is reported with a buffer, as CUPTI's */
+    if (n == 0 && dropping > 0) { /* the drop is reported with a buffer, as CUPTI's */
         uint8_t *buf;
         size_t size, maxr;
-        on_req(&buf, &size, &maxr);
-        on_done(NULL, 0, buf, size, 0);
+        req(&buf, &size, &maxr);
+        done(NULL, 0, buf, size, 0);
     }
     return 0;
 }
@@ -315,8 +324,9 @@ EXPORT int cuCtxSynchronize(void) {
     pthread_mutex_lock(&lock);
     syncs++;
     uint64_t until = gpu_free_at;
+    uint64_t (*now)(void) = clock_fn;
     pthread_mutex_unlock(&lock);
-    while (clock_fn != NULL && clock_fn() < until) {
+    while (now != NULL && now() < until) {
         struct timespec ts = {0, 1000};
         nanosleep(&ts, NULL);
     }
